@@ -1,0 +1,368 @@
+"""Load an uploaded or shipped image as a small grayscale array in [0, 1].
+
+The dashboard segments images of at most a few thousand pixels, but users upload
+whatever they have: phone photos with EXIF rotation, 16-bit scans, palette GIFs,
+transparent logos, or files that are not images at all. :func:`load_image` turns all
+of these into one well-defined form, and turns every failure into an
+:class:`ImageError` whose message can be shown to the user as it is.
+
+Resource limits are enforced *before* pixels are decoded: the input size in bytes
+is bounded, the header's pixel count is checked right after the lazy
+``Image.open``, and JPEGs are decoded at a reduced scale (``Image.draft``), so a
+hostile or merely huge upload cannot make the app allocate gigabytes. No global
+Pillow setting is changed: Pillow's own decompression-bomb check stays as it is
+(for headers between about 89 and 179 megapixels it emits its
+``DecompressionBombWarning`` before this module refuses the image; with warnings
+turned into errors, that error is converted to :class:`ImageError` too).
+"""
+
+from __future__ import annotations
+
+import io
+import operator
+import os
+from typing import IO
+
+import numpy as np
+from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+
+__all__ = [
+    "ImageError",
+    "load_image",
+    "MAX_BYTES",
+    "MAX_PIXELS",
+    "MAX_JPEG_PIXELS",
+    "MAX_INPUT_SIDE",
+    "MAX_SIDE_LIMIT",
+]
+
+#: Largest accepted input, in bytes (25 MB).
+MAX_BYTES = 25 * 1000 * 1000
+#: Largest accepted image, in pixels, for formats that are decoded at full size.
+MAX_PIXELS = 40_000_000
+#: JPEGs are decoded at 1/2, 1/4 or 1/8 scale when that is enough (``Image.draft``),
+#: so larger photos (48 and 64 megapixel phone cameras) stay cheap. This stays below
+#: Pillow's own decompression-bomb threshold (about 89.5 megapixels).
+MAX_JPEG_PIXELS = 80_000_000
+#: Longest accepted side of the input, whatever its pixel count.
+MAX_INPUT_SIDE = 30_000
+#: Largest accepted value of ``max_side``.
+MAX_SIDE_LIMIT = 4096
+
+# Formats tried by Image.open. Restricting the list keeps rarely used (and rarely
+# hardened) decoders away from untrusted uploads. Camera JPEGs that Pillow opens as
+# MPO come through "JPEG" (its opener returns the MPO class when it applies).
+_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "TIFF", "BMP")
+_SUPPORTED_TEXT = "PNG, JPEG, GIF, WebP, TIFF and BMP are supported"
+
+# ITU-R BT.601 luma weights, the same as Pillow's convert("L").
+_LUMA = np.array([0.299, 0.587, 0.114])
+
+# Modes that carry an alpha channel (premultiplied or not).
+_ALPHA_MODES = frozenset({"LA", "La", "PA", "RGBA", "RGBa"})
+
+# File signatures of the supported formats: used only to choose between "not an
+# image" and "a damaged image" when decoding fails.
+_SIGNATURES = (
+    b"\x89PNG\r\n\x1a\n",
+    b"\xff\xd8\xff",
+    b"GIF87a",
+    b"GIF89a",
+    b"II*\x00",
+    b"MM\x00*",
+    b"BM",
+)
+
+ImageInput = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]
+
+
+class ImageError(ValueError):
+    """The input cannot be used as an image; the message is meant for the end user."""
+
+
+def load_image(data: ImageInput, max_side: int = 64) -> np.ndarray:
+    """Decode ``data`` into a 2-D float64 luminance array with values in [0, 1].
+
+    ``data`` may be bytes-like, a path, or a binary file object (anything with
+    ``read()``, such as Streamlit's ``UploadedFile``; objects with ``getvalue()``
+    are read whole, whatever their current position, so reruns that reuse the
+    object still work).
+
+    The image is downscaled with an area-averaging (box) filter so that its longer
+    side is at most ``max_side``; aspect ratio is kept, images are never upscaled,
+    and each side is at least one pixel. Box averaging is used rather than Lanczos
+    because it cannot overshoot and so adds no halo around edges that the
+    segmentation would pick up.
+
+    Conventions:
+
+    * EXIF orientation is applied, so the array is upright as viewers show it.
+    * Colour is reduced to BT.601 luma (as Pillow's ``convert("L")``).
+    * Transparent areas are composited over **white**, which is how viewers and
+      browsers usually show them, and which keeps a dark logo or drawing on a
+      transparent background a dark object on a light background. A fully
+      transparent image is refused.
+    * 16-bit images are scaled by 1/65535. 32-bit integer images are scaled by
+      1/65535 when their values lie in [0, 65535] and min-max scaled otherwise;
+      float images are used as they are when their values lie in [0, 1] and
+      min-max scaled otherwise.
+    * Animated images (GIF, WebP, APNG) and multi-page TIFFs give their first frame.
+    * Embedded ICC colour profiles are ignored.
+
+    A constant image is returned as it is; deciding whether it can be segmented is
+    up to the caller.
+
+    Raises:
+        ImageError: the input is not a usable image (the message says why, in
+            words a non-expert understands).
+        ValueError: ``max_side`` is not an integer in [1, 4096].
+        TypeError: ``data`` is of an unsupported type, or a file object was
+            opened in text mode.
+    """
+    max_side = _check_max_side(max_side)
+    raw = _read_bytes(data)
+    if not raw:
+        raise ImageError("The file is empty.")
+    try:
+        return _decode(raw, max_side)
+    except ImageError:
+        raise
+    except MemoryError:
+        raise ImageError("The image is too large to decode with the memory available.") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        # DecompressionBombWarning only arrives here when warnings are errors.
+        raise ImageError(
+            f"The image has too many pixels; images up to {MAX_PIXELS // 1_000_000} "
+            "megapixels are accepted."
+        ) from None
+    except Exception as exc:  # any decoder failure is a bad file
+        raise ImageError(_describe_unreadable(raw)) from exc
+
+
+def _check_max_side(max_side: object) -> int:
+    """Return ``max_side`` as an int, or raise ValueError naming it."""
+    if isinstance(max_side, bool):
+        value = None
+    else:
+        try:
+            value = operator.index(max_side)  # ints and numpy integers, not floats
+        except TypeError:
+            value = None
+    if value is None or not 1 <= value <= MAX_SIDE_LIMIT:
+        raise ValueError(
+            f"max_side must be an integer between 1 and {MAX_SIDE_LIMIT}, got {max_side!r}"
+        )
+    return value
+
+
+def _too_big_message(n_bytes: int | None) -> str:
+    limit = f"{MAX_BYTES // 1_000_000} MB"
+    if n_bytes is None:
+        return f"The file is larger than {limit}, the largest size accepted."
+    return f"The file is {n_bytes / 1e6:.1f} MB; files up to {limit} are accepted."
+
+
+def _read_bytes(data: object) -> bytes:
+    """Return the input's bytes, refusing anything over MAX_BYTES before reading it all."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        view = memoryview(data)
+        if view.nbytes > MAX_BYTES:
+            raise ImageError(_too_big_message(view.nbytes))
+        return view.tobytes()
+    if isinstance(data, str | os.PathLike):
+        path = os.fspath(data)
+        try:
+            size = os.stat(path).st_size
+            if size > MAX_BYTES:
+                raise ImageError(_too_big_message(size))
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_BYTES + 1)
+        except ImageError:
+            raise
+        except FileNotFoundError:
+            raise ImageError(f"The file {path!r} does not exist.") from None
+        except IsADirectoryError:
+            raise ImageError(f"{path!r} is a folder, not an image file.") from None
+        except (OSError, ValueError) as exc:
+            raise ImageError(f"The file {path!r} could not be read ({exc}).") from None
+        if len(raw) > MAX_BYTES:
+            raise ImageError(_too_big_message(None))
+        return raw
+    getvalue = getattr(data, "getvalue", None)
+    read = getattr(data, "read", None)
+    if callable(getvalue):
+        raw = getvalue()
+    elif callable(read):
+        try:
+            raw = read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise ImageError(f"The file could not be read ({exc}).") from None
+    else:
+        raise TypeError(
+            f"load_image expects bytes, a path or a binary file object, not {type(data).__name__}"
+        )
+    if isinstance(raw, str):
+        raise TypeError("load_image needs a file opened in binary mode ('rb'), not text mode")
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise TypeError(f"the file object returned {type(raw).__name__}, not bytes")
+    if len(raw) > MAX_BYTES:
+        raise ImageError(_too_big_message(len(raw) if callable(getvalue) else None))
+    return bytes(raw)
+
+
+def _describe_unreadable(raw: bytes) -> str:
+    """A one-sentence explanation for bytes that Pillow could not decode."""
+    head = raw[:1024]
+    lowered = head.lower()
+    if b"<svg" in lowered or (lowered.lstrip().startswith(b"<?xml") and b"svg" in lowered):
+        return "SVG drawings are not supported; export the drawing as a PNG first."
+    if head[4:12] in (b"ftypheic", b"ftypheix", b"ftypmif1", b"ftypmsf1", b"ftyphevc"):
+        return "HEIC/HEIF photos are not supported; save the photo as JPEG or PNG first."
+    if head.startswith(b"%PDF"):
+        return "PDF documents are not supported; export the page as a PNG first."
+    if head.startswith(_SIGNATURES) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
+        return "The image file is damaged or incomplete, so it could not be decoded."
+    return f"This file is not an image that can be read ({_SUPPORTED_TEXT})."
+
+
+def _target_size(width: int, height: int, max_side: int) -> tuple[int, int]:
+    """Size with the longer side min(max_side, longer side), aspect kept, sides >= 1."""
+    longer = max(width, height)
+    if longer <= max_side:
+        return width, height
+
+    def scale(side: int) -> int:
+        # round(side * max_side / longer) in exact integer arithmetic
+        return max(1, (2 * side * max_side + longer) // (2 * longer))
+
+    return scale(width), scale(height)
+
+
+def _open_checked(raw: bytes) -> Image.Image:
+    """Open lazily (header only) and refuse images whose size is unusable."""
+    try:
+        im = Image.open(io.BytesIO(raw), formats=_FORMATS)
+    except UnidentifiedImageError:
+        raise ImageError(_describe_unreadable(raw)) from None
+    width, height = im.size
+    if width < 1 or height < 1:
+        raise ImageError("The image has no pixels (its width or height is zero).")
+    if max(width, height) > MAX_INPUT_SIDE:
+        raise ImageError(
+            f"The image is {width} x {height} pixels; sides longer than "
+            f"{MAX_INPUT_SIDE} pixels are not accepted."
+        )
+    limit = MAX_JPEG_PIXELS if im.format in ("JPEG", "MPO") else MAX_PIXELS
+    if width * height > limit:
+        raise ImageError(
+            f"The image is {width} x {height} pixels ({width * height / 1e6:.0f} megapixels); "
+            f"images up to {limit // 1_000_000} megapixels are accepted."
+        )
+    return im
+
+
+def _decode(raw: bytes, max_side: int) -> np.ndarray:
+    im = _open_checked(raw)
+    width, height = im.size
+    target = _target_size(width, height, max_side)
+
+    if im.format in ("JPEG", "MPO") and target != (width, height):
+        # Let libjpeg decode at 1/2, 1/4 or 1/8 scale (never below the target) and,
+        # for colour JPEGs, straight to luma.
+        im.draft("L" if im.mode == "RGB" else None, target)
+    im.load()  # the actual decode; truncated or corrupt data fails here
+
+    try:
+        orientation = im.getexif().get(ExifTags.Base.Orientation, 1)
+    except Exception:  # broken EXIF must not make a good image unusable
+        orientation = 1
+    if orientation in (2, 3, 4, 5, 6, 7, 8):
+        im = ImageOps.exif_transpose(im)
+        if orientation in (5, 6, 7, 8):
+            target = target[::-1]
+
+    work = _to_working_mode(im)
+    if work.size != target:
+        work = work.resize(target, Image.Resampling.BOX)
+    out = _to_luma(work)
+    if out.shape != (target[1], target[0]):  # pragma: no cover - defensive
+        raise ImageError("The image could not be decoded to the expected size.")
+    return out
+
+
+def _to_working_mode(im: Image.Image) -> Image.Image:
+    """Convert to one of L, RGB, RGBa/La (premultiplied alpha) or F for resizing."""
+    mode = im.mode
+    if mode.startswith("I;16"):
+        arr = np.asarray(im).astype(np.float32) / np.float32(65535)
+        return Image.fromarray(arr)
+    if mode == "I":
+        ints = np.asarray(im)
+        lo, hi = int(ints.min()), int(ints.max())
+        if lo >= 0 and hi <= 65535:
+            arr = ints.astype(np.float32) / np.float32(65535)
+        else:
+            arr = _minmax(ints.astype(np.float32), lo, hi)
+        return Image.fromarray(arr)
+    if mode == "F":
+        arr = np.asarray(im)
+        if not np.isfinite(arr).all():
+            raise ImageError("The image contains invalid pixel values (NaN or infinity).")
+        lo, hi = float(arr.min()), float(arr.max())
+        if lo >= 0 and hi <= 1:
+            return im
+        return Image.fromarray(_minmax(arr.astype(np.float32), lo, hi))
+
+    has_alpha = mode in _ALPHA_MODES or im.info.get("transparency") is not None
+    if has_alpha:
+        if mode == "La":
+            work = im
+        else:
+            rgba = im if mode in ("RGBA", "RGBa") else im.convert("RGBA")
+            work = rgba if rgba.mode == "RGBa" else rgba.convert("RGBa")
+        if work.getchannel(work.mode[-1]).getextrema()[1] == 0:
+            raise ImageError("The image is fully transparent, so there is nothing to segment.")
+        return work
+    if mode == "L":
+        return im
+    if mode == "1":
+        return im.convert("L")
+    try:
+        return im.convert("RGB")
+    except Exception:
+        raise ImageError(
+            f"The image uses a colour format ({mode}) that is not supported."
+        ) from None
+
+
+def _minmax(arr: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Rescale ``arr`` (with minimum ``lo`` and maximum ``hi``) to [0, 1] in place.
+
+    A constant array becomes all zeros.
+    """
+    if hi <= lo:
+        arr[...] = 0
+        return arr
+    arr -= np.float32(lo)
+    arr /= np.float32(hi - lo)
+    return arr
+
+
+def _to_luma(work: Image.Image) -> np.ndarray:
+    """Turn a working-mode image into the final float64 array in [0, 1]."""
+    arr = np.asarray(work, dtype=np.float64)
+    mode = work.mode
+    if mode == "F":
+        out = arr
+    elif mode == "L":
+        out = arr / 255.0
+    elif mode == "RGB":
+        out = (arr / 255.0) @ _LUMA
+    elif mode == "RGBa":
+        # Premultiplied colour plus white times the uncovered fraction.
+        out = (arr[..., :3] / 255.0) @ _LUMA + (1.0 - arr[..., 3] / 255.0)
+    elif mode == "La":
+        out = arr[..., 0] / 255.0 + (1.0 - arr[..., 1] / 255.0)
+    else:  # pragma: no cover - _to_working_mode only produces the modes above
+        raise ImageError(f"The image uses a colour format ({mode}) that is not supported.")
+    return np.ascontiguousarray(np.clip(out, 0.0, 1.0), dtype=np.float64)

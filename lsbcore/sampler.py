@@ -1,0 +1,279 @@
+"""What every single-flip sampler shares: device, seeded generator, start, cached log-ratios.
+
+A sampler advances ``B`` chains together as one batch. Its state caches, per chain:
+
+- ``x [B, D]``: the current state (+-1), ``D = H * W`` sites flattened row-major;
+- ``s [B, D]``: the flip log-ratios ``s_i(x)`` (float64), so a step never re-evaluates the target
+  beyond the flipped site's neighbourhood;
+
+Both carry one spare column past the last site: a rejected flip is written there instead of
+being masked, which saves work on the hot path.
+
+Invariant: ``s[:, :D] == target.flip_log_ratios(x)``. Updates are incremental (O(1) per step);
+``resync()`` recomputes ``s`` exactly every ``resync_every`` steps so rounding drift stays far
+below 1e-9 relative.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from lsbcore.ising import IsingPosterior
+
+UNIFORM_CHUNK = 256  # steps of uniforms drawn at once: fewer small torch calls per step
+# torch.rand gives u <= 1 - 2^-53, and u * c can round up to c. Scaled by (1 - 2^-52), u * c < c
+# for every positive normal c, so an inverse-CDF search never runs past the last positive term.
+BELOW_ONE = 1.0 - 2.0**-52
+
+
+def resolve_device(device) -> torch.device:
+    """``None`` or ``"auto"``: CUDA when available, else CPU. A missing GPU is an error."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'cpu', 'cuda' or None, got {device!r}.") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but no CUDA GPU is available; use 'cpu'.")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}.")
+    return device
+
+
+def uniform_start(shape: tuple[int, int], n_chains: int, seed: int = 0) -> torch.Tensor:
+    """One uniform random state per chain, ``[n_chains, H, W]`` of +-1, from a seeded generator."""
+    generator = torch.Generator().manual_seed(int(seed))
+    bits = torch.randint(0, 2, (n_chains, *shape), generator=generator)
+    return (2 * bits - 1).to(torch.float64)
+
+
+def _check_positive_int(value, name: str, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= upper:
+        raise ValueError(f"{name} must be an integer between 1 and {upper}, got {value!r}.")
+    return value
+
+
+class SingleFlipSampler:
+    """Base class: ``B`` chains, one proposed single-site flip per chain per step.
+
+    Attributes:
+        n_steps: steps taken (each advances all chains once).
+        n_target_evals: single-site log-ratio evaluations *per chain*. One evaluation is one
+            ``s_i(x) = log p~(x with i flipped) - log p~(x)``. A step evaluates the flipped
+            site's neighbourhood (site plus lattice neighbours: ``neighbourhood_size``, 5 on a
+            4-neighbour lattice); an exact resync evaluates all ``H * W`` sites; a learning
+            step also evaluates the neighbourhood of a uniformly flipped site.
+    """
+
+    name = "sampler"
+    learnable = False
+
+    def __init__(
+        self,
+        target: IsingPosterior,
+        n_chains: int,
+        seed: int = 0,
+        device=None,
+        x0=None,
+        resync_every: int = 2000,
+    ):
+        if not isinstance(target, IsingPosterior):
+            raise ValueError(f"target must be an IsingPosterior, got {type(target).__name__}.")
+        self.n_chains = _check_positive_int(n_chains, "n_chains", 100_000)
+        if target.batch not in (1, n_chains):
+            raise ValueError(
+                f"the target holds {target.batch} alpha images but n_chains is {n_chains}; "
+                "give one image or one per chain."
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+        self.resync_every = _check_positive_int(resync_every, "resync_every", 10**9)
+        self.target = target
+        self.seed = seed
+        self.device = resolve_device(device)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+        h, w = target.shape
+        self.n_sites = h * w
+        if x0 is None:
+            x0 = uniform_start(target.shape, n_chains, seed)
+        x = self._check_start(x0).reshape(n_chains, -1)
+        self._x = torch.ones(
+            n_chains, self._padded_width(), dtype=torch.float64, device=self.device
+        )
+        self._x[:, : self.n_sites] = x.to(self.device)
+        # Per-site tables, packed so one lookup per step fetches them: slot k of site i holds
+        # the neighbour's index, and (sign, coupling, unique): the sign applied to its x and s
+        # on a flip (-1 for the site itself), the target's coupling, and whether the slot
+        # counts in sums over changed sites (slots repeating the site are padding).
+        neighbourhood = target.neighbourhood
+        is_self = neighbourhood == torch.arange(self.n_sites).unsqueeze(1)
+        unique = (~is_self).double()
+        unique[:, 0] = 1.0
+        values = torch.stack([1.0 - 2.0 * is_self.double(), target.coupling, unique], 1)
+        self._site_values = values.to(self.device).contiguous()  # [D, 3, K]
+        self._site_index = self._index_table(neighbourhood).to(self.device).contiguous()
+        self.neighbourhood_size = int(target.neighbourhood.shape[1])
+        # x and s get spare columns: writes of rejected flips are sent to the last, not masked
+        self._width = self._padded_width()
+        self._dummy = self._width - 1
+        self._chains = torch.arange(n_chains, device=self.device)
+        self._uniforms = torch.empty(0, device=self.device)
+        self._uniform_pos = 0
+        self.n_steps = 0
+        self.n_target_evals = 0
+        self._n_accepted = torch.zeros(n_chains, 1, dtype=torch.int64, device=self.device)
+        self.wall_seconds = 0.0
+        self._since_resync = 0
+        self.resync()
+
+    # ----------------------------------------------------------------- state and validation
+    def _check_start(self, x0) -> torch.Tensor:
+        x0 = torch.as_tensor(x0, dtype=torch.float64)
+        shape = self.target.shape
+        if x0.dim() == 2:
+            x0 = x0.unsqueeze(0).expand(self.n_chains, *shape)
+        if tuple(x0.shape) != (self.n_chains, *shape):
+            raise ValueError(
+                f"x0 must have shape [{self.n_chains}, {shape[0]}, {shape[1]}] or "
+                f"[{shape[0]}, {shape[1]}], got {tuple(x0.shape)}."
+            )
+        if not bool(((x0 == 1) | (x0 == -1)).all()):
+            raise ValueError("x0 must contain only +1 and -1.")
+        return x0.clone()
+
+    @property
+    def x(self) -> torch.Tensor:
+        """Current states ``[B, H, W]`` of +-1 (a view: copy it before keeping it)."""
+        return self._x[:, : self.n_sites].view(self.n_chains, *self.target.shape)
+
+    @property
+    def log_p(self) -> torch.Tensor:
+        """``log p~(x)`` of the current states, ``[B]`` (computed on demand, O(HW))."""
+        with torch.no_grad():
+            return self.target.log_prob(self.x)
+
+    @property
+    def accept_rate(self) -> float:
+        """Accepted flips over proposed flips, over all chains and steps so far."""
+        if self.n_steps == 0:
+            return float("nan")
+        return float(self._n_accepted.sum()) / (self.n_steps * self.n_chains)
+
+    def resync(self) -> None:
+        """Recompute the cached ``s`` and ``log p~`` exactly from ``x`` (restores the invariant)."""
+        s = torch.zeros(self.n_chains, self._width, dtype=torch.float64, device=self.device)
+        s[:, : self.n_sites] = self.target.flip_log_ratios(self.x).reshape(self.n_chains, -1)
+        self._s = s
+        self.n_target_evals += self.n_sites
+        self._since_resync = 0
+        self._after_resync()
+
+    def _index_table(self, neighbourhood: torch.Tensor) -> torch.Tensor:
+        """``[D, R, K]`` index rows looked up per step; row 0 is the neighbourhood."""
+        return neighbourhood.unsqueeze(1)
+
+    def _padded_width(self) -> int:
+        """Columns of the per-site arrays: the sites, then at least one spare."""
+        return self.n_sites + 1
+
+    def _after_resync(self) -> None:
+        """Subclasses rebuild what they derive from ``s``."""
+
+    # ----------------------------------------------------------------- the step loop
+    def _uniform(self, width: int) -> torch.Tensor:
+        """The next ``[width, B, 1]`` block of U(0, 1) draws from this sampler's generator."""
+        if self._uniform_pos >= self._uniforms.shape[0] or self._uniforms.shape[1] != width:
+            self._uniforms = torch.rand(
+                UNIFORM_CHUNK,
+                width,
+                self.n_chains,
+                1,
+                generator=self.generator,
+                dtype=torch.float64,
+                device=self.device,
+            ).mul_(BELOW_ONE)
+            self._uniform_pos = 0
+        u = self._uniforms[self._uniform_pos]
+        self._uniform_pos += 1
+        return u
+
+    def step(self, n: int = 1, learn: bool = False) -> None:
+        """Advance every chain ``n`` steps. ``learn=True`` is only for learnable samplers."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}.")
+        if learn and not self.learnable:
+            raise ValueError(
+                f"the {self.name!r} sampler has a fixed balancing function and cannot learn; "
+                "call step(n) without learn=True, or use 'lsb1' / 'lsb2'."
+            )
+        start = time.perf_counter()
+        with torch.set_grad_enabled(learn):
+            for _ in range(n):
+                if learn:
+                    self._learn_step()
+                else:
+                    self._step()
+                self.n_steps += 1
+                self.n_target_evals += self.neighbourhood_size
+                self._since_resync += 1
+                if self._since_resync >= self.resync_every:
+                    self.resync()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.wall_seconds += time.perf_counter() - start
+
+    def _step(self) -> None:
+        raise NotImplementedError
+
+    def _learn_step(self) -> None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- the flip
+    def _flip_neighbourhood(self, i: torch.Tensor):
+        """The proposal "flip site ``i``" (``[B]``) seen through the target's tables.
+
+        Returns ``(index [B, R, K], unique [B, K], x_old, s_old, x_new, s_new)``: the lookup rows
+        for each chain's site (row 0: its neighbourhood, the only sites whose ``s`` changes), and
+        their states and log-ratios before and after the flip, each ``[B, K]``.
+        """
+        index = self._site_index.index_select(0, i)
+        sign, coupling, unique = self._site_values.index_select(0, i).unbind(1)
+        slots = index[:, 0]
+        x_old = self._x.gather(1, slots)
+        s_old = self._s.gather(1, slots)
+        # s_i -> -s_i;  s_j -> s_j + coupling_ij * x_j * x_i   (spec 1, x_i before the flip)
+        s_new = torch.addcmul(s_old * sign, coupling * x_old, x_old[:, :1])
+        x_new = x_old * sign
+        return index, unique, x_old, s_old, x_new, s_new
+
+    def _write(self, accept, slots, x_new, s_new) -> torch.Tensor:
+        """Commit the flip where ``accept`` (``[B, 1]``); rejected chains write a spare column.
+
+        Returns the write index ``[B, K]`` so subclasses can commit their own cached values.
+        """
+        self._n_accepted += accept
+        where = torch.where(accept, slots, self._dummy)
+        self._x.scatter_(1, where, x_new)
+        self._s.scatter_(1, where, s_new)
+        return where
+
+    # ----------------------------------------------------------------- checks
+    def invariant_error(self) -> float:
+        """Largest relative gap between the cached quantities and a full recompute."""
+        with torch.no_grad():
+            s = self.target.flip_log_ratios(self.x).reshape(self.n_chains, -1)
+            errors = [_relative_gap(self._s[:, : self.n_sites], s)]
+            errors += self._extra_invariant_errors()
+        return max(errors)
+
+    def _extra_invariant_errors(self) -> list[float]:
+        return []
+
+
+def _relative_gap(cached: torch.Tensor, exact: torch.Tensor) -> float:
+    scale = exact.abs().max().clamp(min=1.0)
+    return float((cached - exact).abs().max() / scale)
