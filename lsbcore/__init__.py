@@ -1,7 +1,14 @@
 """lsbcore: exact, fast locally balanced MCMC samplers for the Ising segmentation posterior."""
 
 from lsbcore.balancing import FIXED, Balancing, make_balancing
+from lsbcore.balancing_io import (
+    balancing_to_dict,
+    balancing_to_json,
+    load_balancing,
+    save_balancing,
+)
 from lsbcore.cases import PAPER_CASES, Problem, paper_case, square_truth
+from lsbcore.comparison import Comparison
 from lsbcore.factory import DESCRIPTIONS, SAMPLERS, make_sampler
 from lsbcore.image import ImageError, load_image
 from lsbcore.ising import IsingPosterior
@@ -33,6 +40,11 @@ __all__ = [
     "PHASES",
     "SAMPLERS",
     "Balancing",
+    "Comparison",
+    "balancing_to_dict",
+    "balancing_to_json",
+    "load_balancing",
+    "save_balancing",
     "ImageError",
     "IsingPosterior",
     "MarginalEstimate",

@@ -1,0 +1,153 @@
+"""Learned balancing functions as JSON: plain numbers, a version field, no pickle.
+
+Learn on one image, reuse on another: ``save_balancing(sampler.balancing, path)`` and later
+``make_sampler("learned", target, ..., balancing=load_balancing(path))``. Loading validates
+every field and refuses malformed or oversized input with a sentence saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from lsbcore.balancing import Balancing, MixtureBalancing, NetworkBalancing
+
+FORMAT = "lsb-explorer/balancing"
+VERSION = 1
+MAX_BYTES = 256 * 1024  # a 256-unit LSB 2 needs ~20 kB; anything far larger is not ours
+MAX_HIDDEN = 256
+
+
+def balancing_to_dict(balancing: Balancing, meta: dict | None = None) -> dict:
+    """A JSON-ready description of a learned balancing function (LSB 1 or LSB 2)."""
+    if isinstance(balancing, MixtureBalancing):
+        params = {"theta": balancing.theta.detach().cpu().tolist()}
+        kind = "lsb1"
+    elif isinstance(balancing, NetworkBalancing):
+        params = {
+            "hidden": balancing.hidden,
+            "w1": balancing.layer1.weight.detach().cpu().view(-1).tolist(),
+            "b1": balancing.layer1.bias.detach().cpu().tolist(),
+            "w2": balancing.layer2.weight.detach().cpu().view(-1).tolist(),
+            "b2": float(balancing.layer2.bias.detach().cpu()[0]),
+        }
+        kind = "lsb2"
+    else:
+        raise ValueError(
+            "only learned balancing functions (LSB 1, LSB 2) can be exported, "
+            f"got {balancing.name!r}."
+        )
+    out = {"format": FORMAT, "version": VERSION, "kind": kind, "parameters": params}
+    if meta:
+        out["meta"] = json.loads(json.dumps(meta, allow_nan=False, default=str))
+    return out
+
+
+def balancing_to_json(balancing: Balancing, meta: dict | None = None) -> str:
+    return json.dumps(balancing_to_dict(balancing, meta), indent=2, allow_nan=False)
+
+
+def save_balancing(balancing: Balancing, path, meta: dict | None = None) -> None:
+    Path(path).write_text(balancing_to_json(balancing, meta), encoding="utf-8")
+
+
+def _numbers(value, name: str, length: int) -> list[float]:
+    if not isinstance(value, list) or len(value) != length:
+        raise ValueError(f"'{name}' must be a list of {length} numbers.")
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"'{name}' must contain only finite numbers.")
+        out.append(float(v))
+    return out
+
+
+def _read(source) -> dict:
+    if isinstance(source, dict):
+        return source
+    if isinstance(source, (bytes, bytearray)):
+        raw = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        text = str(source)
+        if isinstance(source, str) and text.lstrip().startswith("{"):
+            raw = text.encode("utf-8")
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise ValueError(f"no learned-function file at {text!r}.")
+            if path.stat().st_size > MAX_BYTES:
+                raise ValueError(
+                    f"the file is larger than {MAX_BYTES // 1024} kB; not a learned function."
+                )
+            raw = path.read_bytes()
+    elif hasattr(source, "read"):
+        raw = source.read(MAX_BYTES + 1)
+        raw = raw.encode("utf-8") if isinstance(raw, str) else raw
+    else:
+        raise ValueError(
+            f"expected a path, JSON text, bytes or a dict, got {type(source).__name__}."
+        )
+    if len(raw) > MAX_BYTES:
+        raise ValueError(f"the JSON is larger than {MAX_BYTES // 1024} kB; not a learned function.")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"this is not valid JSON ({err.__class__.__name__}).") from err
+    if not isinstance(data, dict):
+        raise ValueError(
+            "the JSON must be an object with 'format', 'version', 'kind', 'parameters'."
+        )
+    return data
+
+
+def load_balancing(source) -> Balancing:
+    """A frozen balancing function from a path, JSON text, bytes, a file object or a dict."""
+    data = _read(source)
+    if data.get("format") != FORMAT:
+        raise ValueError(
+            f"'format' must be {FORMAT!r}: this is not an LSB Explorer learned function."
+        )
+    if data.get("version") != VERSION:
+        raise ValueError(
+            f"unsupported version {data.get('version')!r}; this build reads version {VERSION}."
+        )
+    kind, params = data.get("kind"), data.get("parameters")
+    if not isinstance(params, dict):
+        raise ValueError("'parameters' must be an object.")
+    if kind == "lsb1":
+        theta = _numbers(params.get("theta"), "theta", 4)
+        if max(theta) - min(theta) > 700:
+            raise ValueError("'theta' spans more than 700: the softmax weights would underflow.")
+        balancing = MixtureBalancing(torch.tensor(theta, dtype=torch.float64))
+    elif kind == "lsb2":
+        hidden = params.get("hidden")
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or not 1 <= hidden <= MAX_HIDDEN:
+            raise ValueError(f"'hidden' must be an integer between 1 and {MAX_HIDDEN}.")
+        balancing = NetworkBalancing(hidden=hidden)
+        with torch.no_grad():
+            balancing.layer1.weight.copy_(
+                torch.tensor(_numbers(params.get("w1"), "w1", hidden), dtype=torch.float64).view(
+                    hidden, 1
+                )
+            )
+            balancing.layer1.bias.copy_(
+                torch.tensor(_numbers(params.get("b1"), "b1", hidden), dtype=torch.float64)
+            )
+            balancing.layer2.weight.copy_(
+                torch.tensor(_numbers(params.get("w2"), "w2", hidden), dtype=torch.float64).view(
+                    1, hidden
+                )
+            )
+            balancing.layer2.bias.copy_(
+                torch.tensor(_numbers([params.get("b2")], "b2", 1), dtype=torch.float64)
+            )
+    else:
+        raise ValueError(f"'kind' must be 'lsb1' or 'lsb2', got {kind!r}.")
+    probe = balancing.log_g(torch.linspace(-50, 50, 101, dtype=torch.float64))
+    if not bool(torch.isfinite(probe).all()):
+        raise ValueError("these parameters give a balancing function with non-finite values.")
+    return balancing.frozen()
