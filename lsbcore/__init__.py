@@ -7,7 +7,7 @@ from lsbcore.balancing_io import (
     load_balancing,
     save_balancing,
 )
-from lsbcore.cases import PAPER_CASES, Problem, paper_case, square_truth
+from lsbcore.cases import PAPER_CASES, Problem, image_problem, paper_case, square_truth
 from lsbcore.comparison import Comparison
 from lsbcore.factory import DESCRIPTIONS, SAMPLERS, make_sampler
 from lsbcore.image import ImageError, load_image
@@ -62,6 +62,7 @@ __all__ = [
     "make_sampler",
     "paper_case",
     "resolve_device",
+    "image_problem",
     "rhat",
     "square_truth",
     "summarise_mixing",

@@ -71,3 +71,62 @@ def paper_case(case: int, n: int = 30, n_chains: int = 30, seed: int = 0) -> Pro
         steps=MIXING_STEPS,
         name=f"case {case}: {name}",
     )
+
+
+def image_problem(
+    image,
+    lam: float,
+    mu: float,
+    sigma: float,
+    n_chains: int = 4,
+    invert: bool = False,
+    noise: float = 0.0,
+    boundary: str = "free",
+    seed: int = 0,
+    burn_in: int = 500,
+    steps: int = 5000,
+) -> Problem:
+    """The segmentation posterior of a grayscale image ``I`` in [0, 1] (spec 8).
+
+    ``y = 2 I - 1`` (``1 - 2 I`` with ``invert``: the object is dark), plus optional Gaussian
+    noise of standard deviation ``noise`` (for demos; the clean ``y`` thresholded at 0 is then the
+    ground truth), and ``alpha = mu * y / sigma^2``. One ``alpha`` is shared by all chains;
+    every chain starts from its own uniform random state.
+    """
+    image = torch.as_tensor(image, dtype=torch.float64)
+    if image.dim() != 2 or image.numel() == 0:
+        raise ValueError(f"image must be a non-empty 2-D array, got shape {tuple(image.shape)}.")
+    if not bool(torch.isfinite(image).all()) or image.min() < 0 or image.max() > 1:
+        raise ValueError("image values must be finite and within [0, 1].")
+    for name, value, low in (("mu", mu, None), ("sigma", sigma, 0.0), ("noise", noise, 0.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise ValueError(f"{name} must be a real number, got {value!r}.")
+        if abs(value) == float("inf"):
+            raise ValueError(f"{name} must be finite, got {value!r}.")
+        if low is not None and value < low:
+            raise ValueError(f"{name} must be >= {low}, got {value!r}.")
+    if sigma == 0:
+        raise ValueError("sigma must be > 0 (it divides the data term).")
+    clean = 2.0 * image - 1.0
+    if invert:
+        clean = -clean
+    y = clean
+    truth = None
+    if noise > 0:
+        generator = torch.Generator().manual_seed(int(seed) + 7)
+        y = clean + noise * torch.randn(clean.shape, generator=generator, dtype=torch.float64)
+        truth = torch.where(clean >= 0, 1.0, -1.0).to(torch.float64)
+    alpha = mu * y / sigma**2
+    target = IsingPosterior(alpha, lam, boundary=boundary)
+    x0 = uniform_start(target.shape, n_chains, seed=seed + 1)
+    return Problem(
+        target=target,
+        truth=truth,
+        x0=x0,
+        lam=float(lam),
+        mu=float(mu),
+        sigma=float(sigma),
+        burn_in=burn_in,
+        steps=steps,
+        name="image",
+    )
