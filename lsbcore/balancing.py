@@ -15,6 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 FIXED = ("barker", "sqrt", "min", "max")
+# LSB 2 inputs up to this many values go through the network as written; larger ones (whole
+# lattices) through its piecewise-linear form, which avoids a [..., hidden] intermediate.
+DENSE_LIMIT = 2048
 FORMULAS = {
     "barker": "t / (1 + t)",
     "sqrt": "sqrt(t)",
@@ -99,8 +102,16 @@ class MixtureBalancing(Balancing):
         return torch.stack([log_g_fixed(k, s) for k in FIXED], -1)
 
     def log_g(self, s: torch.Tensor) -> torch.Tensor:
-        # log g = logsumexp_k(log w_k + log g_k(s))
-        return torch.logsumexp(self.component_log_g(s) + self.log_weights(), -1)
+        # log g = logsumexp_k(log w_k + log g_k(s)). Large inputs are written out over the four
+        # components: a reduction over a trailing axis of 4 is far slower than elementwise ops.
+        log_w = self.log_weights()
+        if s.numel() <= DENSE_LIMIT:
+            return torch.logsumexp(self.component_log_g(s) + log_w, -1)
+        terms = [log_g_fixed(k, s) + log_w[n] for n, k in enumerate(FIXED)]
+        top = torch.maximum(torch.maximum(terms[0], terms[1]), torch.maximum(terms[2], terms[3]))
+        top_detached = top.detach()
+        total = sum(torch.exp(term - top_detached) for term in terms)
+        return top_detached + torch.log(total)
 
 
 def _log_softplus(z: torch.Tensor) -> torch.Tensor:
@@ -140,13 +151,49 @@ class NetworkBalancing(Balancing):
                         * bound
                     )
 
-    def log_h(self, s: torch.Tensor) -> torch.Tensor:
-        u = (torch.sigmoid(s) - 0.5).unsqueeze(-1)
-        z = self.layer2(torch.relu(self.layer1(u))).squeeze(-1)
+    def _pieces(self) -> tuple[list[float], torch.Tensor, torch.Tensor]:
+        """The network's pre-softplus output ``z(u)`` is piecewise linear in the scalar input
+        ``u``: ``z = slope[k] * u + intercept[k]`` on the ``k``-th interval between the hidden
+        units' breakpoints ``-b1/w1``. Only breakpoints inside the input range (-1/2, 1/2)
+        matter. Returns ``(breakpoints, slope, intercept)``; slope and intercept carry gradients
+        (ReLU's derivative is the interval's active set), so a whole lattice is evaluated with a
+        few comparisons and two lookups instead of a ``[..., hidden]`` tensor.
+        """
+        w1 = self.layer1.weight.view(-1)
+        b1 = self.layer1.bias
+        w2 = self.layer2.weight.view(-1)
+        with torch.no_grad():
+            cuts = -b1 / torch.where(w1 == 0, torch.ones_like(w1), w1)
+            inside = (w1 != 0) & (cuts > -0.5) & (cuts < 0.5)
+            breakpoints = sorted(cuts[inside].tolist())
+            edges = [-0.5, *breakpoints, 0.5]
+            probes = torch.tensor(
+                [0.5 * (a + b) for a, b in zip(edges[:-1], edges[1:], strict=True)],
+                dtype=w1.dtype,
+                device=w1.device,
+            )
+            active = (probes.unsqueeze(1) * w1 + b1 > 0).to(w1.dtype)  # [pieces, H]
+        slope = active @ (w2 * w1)
+        intercept = active @ (w2 * b1) + self.layer2.bias
+        return breakpoints, slope, intercept
+
+    def log_h(self, s: torch.Tensor, pieces=None) -> torch.Tensor:
+        u = torch.sigmoid(s) - 0.5
+        if pieces is None:  # small inputs: the network as written
+            z = self.layer2(torch.relu(self.layer1(u.unsqueeze(-1)))).squeeze(-1)
+        else:  # whole lattices: the same function, piecewise linear (see _pieces)
+            breakpoints, slope, intercept = pieces
+            with torch.no_grad():
+                k = torch.zeros(u.shape, dtype=torch.long, device=u.device)
+                for cut in breakpoints:
+                    k += u > cut
+                k = k.view(-1)
+            z = slope.index_select(0, k).view_as(u) * u + intercept.index_select(0, k).view_as(u)
         return _log_softplus(z)
 
     def log_g(self, s: torch.Tensor) -> torch.Tensor:
-        return torch.logaddexp(self.log_h(s), s + self.log_h(-s)) - math.log(2.0)
+        pieces = self._pieces() if s.numel() > DENSE_LIMIT else None
+        return torch.logaddexp(self.log_h(s, pieces), s + self.log_h(-s, pieces)) - math.log(2.0)
 
     def fit_sqrt(self, steps: int = 300, lr: float = 0.05, s_max: float = 8.0) -> float:
         """Regress ``log g`` onto ``log sqrt(t) = s/2`` over ``s in [-s_max, s_max]``.

@@ -10,15 +10,19 @@ import numpy as np
 
 
 class LearningHistory:
-    def __init__(self, max_points: int = 2000):
+    def __init__(self, max_points: int = 1000):
         if max_points < 2:
             raise ValueError(f"max_points must be at least 2, got {max_points}.")
         self.max_points = max_points
         self.stride = 1
         self._rows: list[tuple] = []
 
+    def wants(self, step: int) -> bool:
+        """Whether ``record`` would keep this step (saves computing what it would drop)."""
+        return step % self.stride == 0
+
     def record(self, step: int, loss: float, eta: float, weights=None) -> None:
-        if step % self.stride:
+        if not self.wants(step):
             return
         w = tuple(float(v) for v in weights) if weights is not None else ()
         self._rows.append((int(step), float(loss), float(eta), w))

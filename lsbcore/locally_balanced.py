@@ -23,7 +23,7 @@ import warnings
 
 import torch
 
-from lsbcore.balancing import Balancing
+from lsbcore.balancing import FIXED, Balancing, MixtureBalancing, log_g_fixed
 from lsbcore.history import LearningHistory
 from lsbcore.objective import lsb_loss
 from lsbcore.sampler import SingleFlipSampler
@@ -68,6 +68,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         self._n_blocks = -(-d // self._block)
         self.learnable = balancing.learnable
         self.learning_failed = False
+        self._cache_stale = False
         self.history = LearningHistory()
         super().__init__(
             target, n_chains, seed=seed, device=device, x0=x0, resync_every=resync_every
@@ -91,9 +92,14 @@ class LocallyBalancedSampler(SingleFlipSampler):
             self._renormalise()
 
     @torch.no_grad()
-    def _renormalise(self) -> None:
-        """Rebuild ``gn``, block sums and ``Z`` from ``s`` with a fresh shift (the chain's max)."""
-        log_g = self.balancing.log_g(self._s[:, : self.n_sites])  # [B, D]
+    def _renormalise(self, log_g: torch.Tensor | None = None) -> None:
+        """Rebuild ``gn``, block sums and ``Z`` from ``s`` with a fresh shift (the chain's max).
+
+        ``log_g`` (``[B, D]``), when given, must be ``balancing.log_g(s)`` for the current state.
+        """
+        if log_g is None:
+            log_g = self.balancing.log_g(self._s[:, : self.n_sites])  # [B, D]
+        self._cache_stale = False
         self._shift = log_g.max(1, keepdim=True).values  # [B, 1]
         width = self._n_blocks * self._block
         gn = torch.zeros(self.n_chains, self._width, dtype=torch.float64, device=self.device)
@@ -106,6 +112,8 @@ class LocallyBalancedSampler(SingleFlipSampler):
         self._Z = self._block_sum.sum(1, keepdim=True)  # [B, 1]
 
     def _extra_invariant_errors(self) -> list[float]:
+        if self._cache_stale:  # after learning the g-cache is rebuilt at the next frozen step
+            self._renormalise()
         s = self.target.flip_log_ratios(self.x).reshape(self.n_chains, -1)
         log_g = self.balancing.log_g(s)
         log_z = torch.logsumexp(log_g, 1)
@@ -174,6 +182,8 @@ class LocallyBalancedSampler(SingleFlipSampler):
             self._renormalise()
 
     def _step(self) -> None:
+        if self._cache_stale:  # the last learning step changed g everywhere
+            self._renormalise()
         u = self._uniform(3)
         i = self._choose_site(u)
         index, _, x_new, s_new, _, g_new, z_new = self._propose(i)
@@ -190,13 +200,19 @@ class LocallyBalancedSampler(SingleFlipSampler):
         if not isinstance(restart_prob, (int, float)) or not 0 <= restart_prob <= 1:
             raise ValueError(f"restart_prob must be a probability in [0, 1], got {restart_prob!r}.")
         self.lr, self.optimizer_name, self.restart_prob = float(lr), optimizer, float(restart_prob)
-        self.eta_raw = torch.zeros((), dtype=torch.float64, device=self.device, requires_grad=True)
+        self.eta_raw = torch.zeros(1, dtype=torch.float64, device=self.device, requires_grad=True)
+        self._log_p_learning, self._log_p_step = None, -1
+        self._restart_wait = self._next_restart()
         if not self.learnable:
             self._optimizer = None
             return
         params = [*self.balancing.parameters(), self.eta_raw]
+        self._last_good = torch.nn.utils.parameters_to_vector(params).detach().clone()
         if optimizer == "adam":
-            self._optimizer = torch.optim.Adam(params, lr=self.lr)
+            try:  # the fused kernel halves the per-step cost; older builds may lack it
+                self._optimizer = torch.optim.Adam(params, lr=self.lr, fused=True)
+            except (RuntimeError, TypeError, ValueError):
+                self._optimizer = torch.optim.Adam(params, lr=self.lr)
         else:
             self._optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9)
 
@@ -204,76 +220,131 @@ class LocallyBalancedSampler(SingleFlipSampler):
     def eta(self) -> float:
         return float(torch.nn.functional.softplus(self.eta_raw.detach()))
 
-    def _restart_some_chains(self) -> None:
-        """The paper's Q1: with probability ``pi`` a chain restarts from a uniform random state."""
-        u = torch.rand(
-            self.n_chains, 1, generator=self.generator, dtype=torch.float64, device=self.device
+    def _next_restart(self) -> float:
+        """Learning steps until the paper's Q1 next restarts a chain (spec 5, ``pi``).
+
+        Each chain restarts with probability ``pi`` per learning step, so the wait until any of
+        the ``B`` chains does is geometric with ``p = 1 - (1 - pi)^B``: drawn once, not per step.
+        """
+        if self.restart_prob <= 0:
+            return math.inf
+        p = (
+            -math.expm1(self.n_chains * math.log1p(-self.restart_prob))
+            if self.restart_prob < 1
+            else 1.0
         )
-        restart = u < self.restart_prob
-        if bool(restart.any()):
-            bits = torch.randint(0, 2, self._x.shape, generator=self.generator, device=self.device)
-            fresh = (2 * bits - 1).to(torch.float64)
-            self._x = torch.where(restart, fresh, self._x)
-            self.resync()
+        u = float(torch.rand((), generator=self.generator, dtype=torch.float64, device=self.device))
+        return math.floor(math.log1p(-u) / math.log1p(-p)) if p < 1 else 0
+
+    def _restart_some_chains(self) -> None:
+        """Restart one uniformly chosen chain (given that at least one restarts; for ``pi``
+        this small, two at once has probability below ``B * pi``) from a uniform random state."""
+        chain = int(torch.randint(self.n_chains, (), generator=self.generator, device=self.device))
+        bits = torch.randint(0, 2, (self._width,), generator=self.generator, device=self.device)
+        self._x[chain] = (2 * bits - 1).to(torch.float64)
+        self.resync()
+        self._log_p_learning = None
 
     def _learn_step(self) -> None:
-        """One burn-in step of Algorithm 1: propose, update (theta, eta), accept with theta0."""
+        """One burn-in step of Algorithm 1: propose, update (theta, eta), accept with theta0.
+
+        ``log g_theta0`` over every site is evaluated once, with gradient: its values rebuild the
+        sampling cache (the proposal and the acceptance use theta0) and the loss reuses it.
+        """
         if self.learning_failed:
             with torch.no_grad():
                 self._step()
             return
-        if self.restart_prob > 0:
+        self._restart_wait -= 1
+        if self._restart_wait < 0:
             with torch.no_grad():
                 self._restart_some_chains()
+            self._restart_wait = self._next_restart()
+        u = self._uniform(4)
+        if isinstance(self.balancing, MixtureBalancing):
+            log_z, i = self._mixture_partition_and_site(u)
+        else:
+            log_g = self.balancing.log_g(self._s[:, : self.n_sites])  # [B, D], theta0, with grad
+            log_z = torch.logsumexp(log_g, 1)
+            with torch.no_grad():  # i ~ g / Z by one inverse CDF: g changes everywhere anyway
+                cdf = torch.exp(log_g.detach() - log_z.detach().unsqueeze(1)).cumsum(1)
+                i = torch.searchsorted(cdf, u[0] * cdf[:, -1:], right=True).view(-1)
         with torch.no_grad():
-            u = self._uniform(4)
-            i = self._choose_site(u)
-            index, s_old, x_new, s_new, g_old, g_new, z_new = self._propose(i)
-            accept = u[2] * torch.maximum(self._Z, z_new) < self._Z  # A with theta0
+            index, unique, _, s_old, x_new, s_new = self._flip_neighbourhood(i)
             # x~: one uniformly chosen site flipped (the one-sample rejection estimate)
             j = (u[3] * self.n_sites).long().clamp_(max=self.n_sites - 1).view(-1)
             _, unique_u, _, s_old_u, _, s_new_u = self._flip_neighbourhood(j)
-            unique = self._site_values.index_select(0, i)[:, 2]
-            log_q0 = (torch.log(g_old[:, :1]) - torch.log(self._Z)).squeeze(1)  # log Q_theta0
-            log_p = self.log_p
+        # one evaluation of g_theta0 on both neighbourhoods, before and after: [4, B, K]
+        log_g_flips = self.balancing.log_g(torch.stack([s_old, s_new, s_old_u, s_new_u]))
+        with torch.no_grad():
+            # the proposal's acceptance under theta0, in units of Z(x): A = Z / max(Z, Z')
+            log_z0 = log_z.detach().unsqueeze(1)
+            g_old = torch.exp(log_g_flips[0] - log_z0)
+            g_new = torch.exp(log_g_flips[1] - log_z0)
+            z_new = 1.0 + ((g_new - g_old) * unique).sum(1, keepdim=True)
+            accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
+            log_q0 = (log_g_flips[0, :, 0] - log_z0[:, 0]).detach()  # log Q_theta0(x'|x)
+            log_p = self._learning_log_p()
         loss = lsb_loss(
-            self.balancing,
-            s=self._s[:, : self.n_sites],
-            s_old=s_old,
-            s_new=s_new,
-            unique=unique,
-            s_old_uniform=s_old_u,
-            s_new_uniform=s_new_u,
-            unique_uniform=unique_u,
-            log_p=log_p,
-            log_q0=log_q0,
-            eta_raw=self.eta_raw,
+            log_z, log_g_flips, unique, unique_u, log_p, s_old[:, 0], log_q0, self.eta_raw
         )
         self._optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        good = [p.detach().clone() for p in self._learned_params()]
-        grads_finite = all(
-            p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self._learned_params()
-        )
-        if bool(torch.isfinite(loss)) and grads_finite:
-            self._optimizer.step()
-        params_finite = all(bool(torch.isfinite(p).all()) for p in self._learned_params())
-        if not (bool(torch.isfinite(loss)) and grads_finite and params_finite):
-            with torch.no_grad():
-                for p, old in zip(self._learned_params(), good, strict=True):
-                    p.copy_(old)
-            self.learning_failed = True
-            warnings.warn(
-                f"{self.name}: learning produced a non-finite loss or parameters at step "
-                f"{self.n_steps}; it stops learning and keeps its last good balancing function.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
         with torch.no_grad():
-            self._commit(accept, index, x_new, s_new, g_new)
-            self._renormalise()  # g changed everywhere: rebuild the cache under the new theta
-            self.history.record(self.n_steps, float(loss), self.eta, self._weights_or_none())
+            self._optimizer.step()
+            # one check: a non-finite loss or gradient leaves non-finite parameters or loss
+            params = torch.nn.utils.parameters_to_vector(self._learned_params())
+            if bool(torch.isfinite(params.sum() + loss.detach())):
+                self._last_good = params
+            else:
+                self._stop_learning()
+            self._write(accept, index[:, 0], x_new, s_new)
+            self._log_p_learning = log_p + torch.where(accept, s_old[:, :1], 0.0).squeeze(1)
+            self._cache_stale = True  # g changed everywhere: rebuild before the next proposal
+            if self.history.wants(self.n_steps):
+                self.history.record(self.n_steps, float(loss), self.eta, self._weights_or_none())
         self.n_target_evals += self.neighbourhood_size  # the uniformly flipped neighbourhood
+
+    def _mixture_partition_and_site(self, u: torch.Tensor):
+        """LSB 1 shortcut (spec 5): ``Z_theta = sum_k w_k S_k`` with ``S_k = sum_i g_k(t_i)``.
+
+        The component sums do not depend on theta, so ``log Z`` carries a gradient through the
+        four weights only, and the proposal draws a component ``k ~ w_k S_k / Z`` and then a
+        site ``i ~ g_k(t_i) / S_k``: together exactly ``Q(i) = g_theta(t_i) / Z``.
+        """
+        with torch.no_grad():
+            s = self._s[:, : self.n_sites]
+            components = torch.stack([log_g_fixed(k, s) for k in FIXED], 1)  # [B, 4, D]
+            top = components.amax(2, keepdim=True)
+            scaled = torch.exp(components - top)
+            log_sums = top.squeeze(2) + torch.log(scaled.sum(2))  # log S_k, [B, 4]
+        log_z = torch.logsumexp(log_sums + self.balancing.log_weights(), 1)
+        with torch.no_grad():
+            cdf = torch.softmax(log_sums + self.balancing.log_weights(), 1).cumsum(1)
+            k = torch.searchsorted(cdf, u[0] * cdf[:, -1:], right=True)  # [B, 1]
+            row = scaled.gather(1, k.unsqueeze(2).expand(-1, 1, self.n_sites)).squeeze(1)
+            cdf = row.cumsum(1)
+            i = torch.searchsorted(cdf, u[1] * cdf[:, -1:], right=True).view(-1)
+        return log_z, i
+
+    def _learning_log_p(self) -> torch.Tensor:
+        """``log p~(x)`` during learning: kept incrementally between consecutive learning steps."""
+        cached = self._log_p_learning
+        if cached is None or self._log_p_step != self.n_steps:
+            cached = self.log_p
+        self._log_p_step = self.n_steps + 1
+        return cached
+
+    def _stop_learning(self) -> None:
+        """Restore the last good parameters, stop learning and say so."""
+        torch.nn.utils.vector_to_parameters(self._last_good, self._learned_params())
+        self.learning_failed = True
+        warnings.warn(
+            f"{self.name}: learning produced a non-finite loss or parameters at step "
+            f"{self.n_steps}; it stops learning and keeps its last good balancing function.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
     def _learned_params(self):
         return [*self.balancing.parameters(), self.eta_raw]

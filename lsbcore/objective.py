@@ -9,7 +9,8 @@ with ``T(x'|x) = A Q = g(t_i) / max(Z(x), Z(x'))`` (the balancing property gives
 ``A = min(1, Z(x)/Z(x'))``), ``M~ = 1 - T(x~|x)``, ``p^_b = exp(log p~(x_b) - max log p~)``,
 ``w_b = p^_b / Q_theta0(x'_b | x_b)`` and ``eta = softplus(eta_raw)``.
 
-Only ``Z(x)`` needs every site; ``Z(x')`` and ``Z(x~)`` differ from it in one neighbourhood.
+Only ``Z(x)`` needs every site (the caller passes ``log Z(x)``); ``Z(x')`` and ``Z(x~)`` differ
+from it in one neighbourhood.
 Writing ``max(Z, Z') = Z + relu(Z' - Z)`` avoids subtracting nearly equal sums.
 """
 
@@ -18,67 +19,62 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lsbcore.balancing import Balancing
-
 # exp() arguments are capped here: a proposal whose g exceeds every current g by e^600 has
 # T < e^-600 either way, and the cap keeps the loss and its gradient finite.
 MAX_LOG_SCALE = 600.0
 
 
 def log_transition(
-    balancing: Balancing,
     log_c: torch.Tensor,
     z: torch.Tensor,
-    s_old: torch.Tensor,
-    s_new: torch.Tensor,
+    log_g_old: torch.Tensor,
+    log_g_new: torch.Tensor,
     unique: torch.Tensor,
 ) -> torch.Tensor:
-    """``log T(x'|x)`` for the flip whose neighbourhood log-ratios go ``s_old -> s_new`` ``[B, K]``.
+    """``log T(x'|x)`` for flips whose neighbourhoods' ``log g`` go ``old -> new`` ``[..., B, K]``.
 
-    ``z`` is ``Z(x) e^-log_c``; slot 0 is the flipped site; ``unique`` masks repeated slots.
+    ``z`` is ``Z(x) e^-log_c`` ``[B]``; slot 0 is the flipped site; ``unique`` masks repeated
+    slots. Leading dimensions evaluate several flips at once.
     """
-    log_g_old = balancing.log_g(s_old)
-    log_g_new = balancing.log_g(s_new)
     scaled_old = torch.exp((log_g_old - log_c.unsqueeze(1)).clamp(max=MAX_LOG_SCALE))
     scaled_new = torch.exp((log_g_new - log_c.unsqueeze(1)).clamp(max=MAX_LOG_SCALE))
-    dz = ((scaled_new - scaled_old) * unique).sum(1)
-    return log_g_old[:, 0] - log_c - torch.log(z + F.relu(dz))
+    dz = ((scaled_new - scaled_old) * unique).sum(-1)
+    return log_g_old[..., 0] - log_c - torch.log(z + F.relu(dz))
 
 
 def lsb_loss(
-    balancing: Balancing,
-    s: torch.Tensor,
-    s_old: torch.Tensor,
-    s_new: torch.Tensor,
+    log_z: torch.Tensor,
+    log_g_flips: torch.Tensor,
     unique: torch.Tensor,
-    s_old_uniform: torch.Tensor,
-    s_new_uniform: torch.Tensor,
     unique_uniform: torch.Tensor,
     log_p: torch.Tensor,
+    s_flipped: torch.Tensor,
     log_q0: torch.Tensor,
     eta_raw: torch.Tensor,
 ) -> torch.Tensor:
     """The scalar loss; differentiable in the balancing parameters and ``eta_raw``.
 
     Args:
-        s: log-ratios of every site at ``x``, ``[B, D]``.
-        s_old, s_new, unique: the proposed flip's neighbourhood before/after, ``[B, K]``.
-        s_old_uniform, s_new_uniform, unique_uniform: the same for the uniform flip ``x~``.
-        log_p: ``log p~(x)`` per chain ``[B]``; log_q0: ``log Q_theta0(x'|x)`` ``[B]`` (no grad).
+        log_z: ``log Z_theta(x)`` per chain ``[B]``, with gradient.
+        log_g_flips: ``log g_theta`` of the neighbourhoods ``[4, B, K]``, with gradient: the
+            proposed flip ``x'`` before and after, then the uniform flip ``x~`` before and after.
+        unique, unique_uniform: masks of repeated slots of the two neighbourhoods ``[B, K]``.
+        log_p: ``log p~(x)`` ``[B]``; s_flipped: ``s_i(x)`` of the proposed site ``[B]``;
+        log_q0: ``log Q_theta0(x'|x)`` ``[B]`` (no gradient).
     """
-    log_g = balancing.log_g(s)  # [B, D]
-    log_c = log_g.detach().max(1).values
-    z = torch.exp(log_g - log_c.unsqueeze(1)).sum(1)
-    log_t = log_transition(balancing, log_c, z, s_old, s_new, unique)
-    log_t_uniform = log_transition(
-        balancing, log_c, z, s_old_uniform, s_new_uniform, unique_uniform
+    log_c = log_z.detach()
+    z = torch.exp(log_z - log_c)  # 1, carrying the gradient of log Z
+    # both flips at once: [2, B] of log T(x'|x) and log T(x~|x)
+    log_ts = log_transition(
+        log_c, z, log_g_flips[0::2], log_g_flips[1::2], torch.stack([unique, unique_uniform])
     )
+    log_t, log_t_uniform = log_ts[0], log_ts[1]
 
     with torch.no_grad():
         log_p_hat = log_p - log_p.max()
         p_hat = torch.exp(log_p_hat)
         w = torch.exp(log_p_hat - log_q0)  # importance weight p^ / Q_theta0
-        log_p_new = log_p + s_old[:, 0]  # log p~(x') = log p~(x) + s_i
+        log_p_new = log_p + s_flipped  # log p~(x') = log p~(x) + s_i
     t = torch.exp(log_t)
     m = -torch.expm1(log_t_uniform)  # M~ = 1 - T(x~|x)
     eta = F.softplus(eta_raw)
