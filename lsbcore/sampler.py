@@ -119,9 +119,10 @@ class SingleFlipSampler:
         self.neighbourhood_size = int(target.neighbourhood.shape[1])
         # x and s get spare columns: writes of rejected flips are sent to the last, not masked
         self._width = self._padded_width()
-        self._dummy = self._width - 1
+        self._dummy = torch.tensor([[self._width - 1]], device=self.device)
         self._chains = torch.arange(n_chains, device=self.device)
-        self._uniforms = torch.empty(0, device=self.device)
+        self._uniforms: list[tuple[torch.Tensor, ...]] = []
+        self._uniform_width = 0
         self._uniform_pos = 0
         self.n_steps = 0
         self.n_target_evals = 0
@@ -184,18 +185,25 @@ class SingleFlipSampler:
         """Subclasses rebuild what they derive from ``s``."""
 
     # ----------------------------------------------------------------- the step loop
-    def _uniform(self, width: int) -> torch.Tensor:
-        """The next ``[width, B, 1]`` block of U(0, 1) draws from this sampler's generator."""
-        if self._uniform_pos >= self._uniforms.shape[0] or self._uniforms.shape[1] != width:
-            self._uniforms = torch.rand(
-                UNIFORM_CHUNK,
+    def _uniform(self, width: int) -> tuple[torch.Tensor, ...]:
+        """The next step's ``width`` uniforms, each ``[B, 1]``, from this sampler's generator.
+
+        Drawn ``UNIFORM_CHUNK`` steps at a time and split into per-step tuples once per chunk,
+        which saves a few small torch calls on every step.
+        """
+        if self._uniform_pos >= len(self._uniforms) or self._uniform_width != width:
+            block = torch.rand(
                 width,
+                UNIFORM_CHUNK,
                 self.n_chains,
                 1,
                 generator=self.generator,
                 dtype=torch.float64,
                 device=self.device,
             ).mul_(BELOW_ONE)
+            columns = (column.unbind(0) for column in block.unbind(0))
+            self._uniforms = list(zip(*columns, strict=True))
+            self._uniform_width = width
             self._uniform_pos = 0
         u = self._uniforms[self._uniform_pos]
         self._uniform_pos += 1
