@@ -73,12 +73,17 @@ def _read(source) -> dict:
         raw = bytes(source)
     elif isinstance(source, (str, os.PathLike)):
         text = str(source)
-        if isinstance(source, str) and text.lstrip().startswith("{"):
+        looks_like_json = text.lstrip()[:1] in ("{", "[") or len(text) > 4096
+        if isinstance(source, str) and looks_like_json:
             raw = text.encode("utf-8")
         else:
             path = Path(source)
-            if not path.is_file():
-                raise ValueError(f"no learned-function file at {text!r}.")
+            try:
+                is_file = path.is_file()
+            except (OSError, ValueError):
+                is_file = False
+            if not is_file:
+                raise ValueError(f"no learned-function file at {text[:200]!r}.")
             if path.stat().st_size > MAX_BYTES:
                 raise ValueError(
                     f"the file is larger than {MAX_BYTES // 1024} kB; not a learned function."
@@ -95,7 +100,7 @@ def _read(source) -> dict:
         raise ValueError(f"the JSON is larger than {MAX_BYTES // 1024} kB; not a learned function.")
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ValueError(f"this is not valid JSON ({err.__class__.__name__}).") from err
     if not isinstance(data, dict):
         raise ValueError(

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 BOUNDARIES = ("free", "periodic")
 
 
 def _as_float_tensor(value, name: str) -> torch.Tensor:
+    complex_ = value.is_complex() if isinstance(value, torch.Tensor) else np.iscomplexobj(value)
+    if complex_:
+        raise ValueError(f"{name} must hold real numbers, not complex ones.")
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.as_tensor(value, dtype=torch.float64)

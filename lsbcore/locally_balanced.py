@@ -28,6 +28,9 @@ from lsbcore.history import LearningHistory
 from lsbcore.objective import lsb_loss
 from lsbcore.sampler import SingleFlipSampler
 
+# exp() of a proposed g is capped at e^MAX_LOG_G (relative to the chain's scale): such a move has
+# A < e^-500 either way, and the cap keeps inf * 0 (padding slots) out of the sums.
+MAX_LOG_G = 600.0
 # Z is kept inside [e^-LOG_RANGE, e^LOG_RANGE] by re-choosing the shift. One step can multiply Z
 # by at most 1/u < 2^53 ~ e^37 when accepted, so float64 (e^709) never overflows in between.
 LOG_RANGE = 200.0
@@ -66,7 +69,10 @@ class LocallyBalancedSampler(SingleFlipSampler):
         d = target.n_sites
         self._block = math.isqrt(d - 1) + 1 if d > 1 else 1  # bs = ceil(sqrt(D))
         self._n_blocks = -(-d // self._block)
-        self.learnable = balancing.learnable
+        # a frozen function (loaded from JSON) samples but does not learn
+        self.learnable = balancing.learnable and any(
+            p.requires_grad for p in balancing.parameters()
+        )
         self.learning_failed = False
         self._cache_stale = False
         self.history = LearningHistory()
@@ -119,7 +125,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         log_z = torch.logsumexp(log_g, 1)
         cached_log_z = (torch.log(self._Z) + self._shift).squeeze(1)
         gn = torch.exp(log_g - self._shift)
-        gn_gap = (self._gn[:, : self.n_sites] - gn).abs().max() / self._Z.min()
+        gn_gap = ((self._gn[:, : self.n_sites] - gn).abs() / self._Z).max()
         return [float((cached_log_z - log_z).abs().max()), float(gn_gap)]
 
     # ----------------------------------------------------------------- proposals
@@ -155,7 +161,9 @@ class LocallyBalancedSampler(SingleFlipSampler):
             sign, coupling, unique = self._site_values.unbind(1)
             x_nb, s_nb, g_old = self._x[:, index], self._s[:, index], self._gn[:, index]
             s_new = s_nb * sign + coupling * x_nb * x_nb[..., :1]  # [B, D, K]
-            g_new = torch.exp(self.balancing.log_g(s_new) - self._shift.unsqueeze(2))
+            g_new = torch.exp(
+                (self.balancing.log_g(s_new) - self._shift.unsqueeze(2)).clamp_(max=MAX_LOG_G)
+            )
             z = self._Z  # [B, 1]
             z_new = z + ((g_new - g_old) * unique).sum(2)  # [B, D]
             probs = g_old[..., 0] / z * (z / torch.maximum(z, z_new))
@@ -165,7 +173,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         """Everything about "flip ``i``": neighbourhood, new values and ``Z(x')`` per chain."""
         index, unique, _, s_old, x_new, s_new = self._flip_neighbourhood(i)
         g_old = self._gn.gather(1, index[:, 0])
-        g_new = torch.exp(self.balancing.log_g(s_new) - self._shift)
+        g_new = torch.exp((self.balancing.log_g(s_new) - self._shift).clamp_(max=MAX_LOG_G))
         z_new = self._Z + ((g_new - g_old) * unique).sum(1, keepdim=True)
         return index, s_old, x_new, s_new, g_old, g_new, z_new
 
@@ -223,25 +231,36 @@ class LocallyBalancedSampler(SingleFlipSampler):
     def _next_restart(self) -> float:
         """Learning steps until the paper's Q1 next restarts a chain (spec 5, ``pi``).
 
-        Each chain restarts with probability ``pi`` per learning step, so the wait until any of
-        the ``B`` chains does is geometric with ``p = 1 - (1 - pi)^B``: drawn once, not per step.
+        Each chain restarts with probability ``pi`` per learning step, independently, so the
+        wait until any of the ``B`` chains does is geometric with ``p = 1 - (1 - pi)^B``: drawn
+        once, not per step.
         """
         if self.restart_prob <= 0:
             return math.inf
-        p = (
-            -math.expm1(self.n_chains * math.log1p(-self.restart_prob))
-            if self.restart_prob < 1
-            else 1.0
-        )
+        if self.restart_prob >= 1:
+            return 0
+        p = -math.expm1(self.n_chains * math.log1p(-self.restart_prob))
         u = float(torch.rand((), generator=self.generator, dtype=torch.float64, device=self.device))
         return math.floor(math.log1p(-u) / math.log1p(-p)) if p < 1 else 0
 
     def _restart_some_chains(self) -> None:
-        """Restart one uniformly chosen chain (given that at least one restarts; for ``pi``
-        this small, two at once has probability below ``B * pi``) from a uniform random state."""
-        chain = int(torch.randint(self.n_chains, (), generator=self.generator, device=self.device))
-        bits = torch.randint(0, 2, (self._width,), generator=self.generator, device=self.device)
-        self._x[chain] = (2 * bits - 1).to(torch.float64)
+        """Restart chains from uniform random states, given that at least one restarts.
+
+        Exact: the first restarting chain ``J`` has ``P(J = j | J <= B) ~ (1 - pi)^j pi`` (a
+        truncated geometric), and every chain after it restarts independently with ``pi``.
+        """
+        pi, b = self.restart_prob, self.n_chains
+        u = torch.rand(b + 1, generator=self.generator, dtype=torch.float64, device=self.device)
+        if pi >= 1:
+            first = 0
+        else:
+            none = math.exp(b * math.log1p(-pi))  # (1 - pi)^B
+            first = min(b - 1, math.floor(math.log1p(-float(u[0]) * (1 - none)) / math.log1p(-pi)))
+        restart = torch.zeros(b, dtype=torch.bool, device=self.device)
+        restart[first] = True
+        restart[first + 1 :] = u[first + 2 :] < pi
+        bits = torch.randint(0, 2, self._x.shape, generator=self.generator, device=self.device)
+        self._x = torch.where(restart.unsqueeze(1), (2 * bits - 1).to(torch.float64), self._x)
         self.resync()
         self._log_p_learning = None
 
@@ -266,6 +285,11 @@ class LocallyBalancedSampler(SingleFlipSampler):
         else:
             log_g = self.balancing.log_g(self._s[:, : self.n_sites])  # [B, D], theta0, with grad
             log_z = torch.logsumexp(log_g, 1)
+            if not bool(torch.isfinite(log_z.detach()).all()):
+                with torch.no_grad():
+                    self._stop_learning()
+                    self._step()
+                return
             with torch.no_grad():  # i ~ g / Z by one inverse CDF: g changes everywhere anyway
                 cdf = torch.exp(log_g.detach() - log_z.detach().unsqueeze(1)).cumsum(1)
                 i = torch.searchsorted(cdf, u[0] * cdf[:, -1:], right=True).view(-1)
@@ -280,7 +304,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
             # the proposal's acceptance under theta0, in units of Z(x): A = Z / max(Z, Z')
             log_z0 = log_z.detach().unsqueeze(1)
             g_old = torch.exp(log_g_flips[0] - log_z0)
-            g_new = torch.exp(log_g_flips[1] - log_z0)
+            g_new = torch.exp((log_g_flips[1] - log_z0).clamp(max=MAX_LOG_G))
             z_new = 1.0 + ((g_new - g_old) * unique).sum(1, keepdim=True)
             accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
             log_q0 = (log_g_flips[0, :, 0] - log_z0[:, 0]).detach()  # log Q_theta0(x'|x)

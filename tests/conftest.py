@@ -1,0 +1,129 @@
+"""Shared helpers for the statistical tests: exact enumeration of small Ising posteriors.
+
+State codes: a state ``x`` of an ``H x W`` lattice is the integer whose bit ``i`` is set when
+site ``i`` (row-major, ``i = r * W + c``) is +1. Flipping site ``i`` is ``code ^ (1 << i)``.
+
+The helpers are exposed through the ``exact`` fixture (a namespace of functions), so test files
+do not import from conftest.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from lsbcore import IsingPosterior
+
+# Monte Carlo threshold for total-variation checks (spec section 9).
+#
+# With N independent draws from p over K states, E|p^_k - p_k| <= sqrt(2 / pi) sqrt(p_k / N)
+# (normal approximation of the binomial), so
+#     E[TV] = 1/2 sum_k E|p^_k - p_k| <= 0.40 sum_k sqrt(p_k) / sqrt(N) <= 0.40 sqrt(K / N),
+# the last step by Cauchy-Schwarz (equality for uniform p): the spec's noise floor. We use the
+# middle, exact form 0.40 sqrt(K_eff / N) with K_eff = (sum_k sqrt(p_k))^2 <= K: for a peaked
+# posterior it is tighter (more power), for a flat one it is the spec's floor. TV hardly
+# fluctuates around its mean (one draw moves it by at most 1/N; McDiarmid gives
+# P(TV > E[TV] + eps) <= exp(-2 eps^2 N), e^-20 for eps = 0.01 at N = 1e5). Our draws are
+# thinned states of B independent chains, so N_eff = N / tau with tau the integrated
+# autocorrelation time of the thinned series; TV_SAFETY = 3 allows tau up to 9. A sampler
+# without (or with an inverted) Metropolis-Hastings correction sits at TV >= 0.15 (measured;
+# computed exactly in test_exactness.py::test_the_tv_check_would_catch_a_missing_mh_correction),
+# while the thresholds used here are 0.02-0.07.
+TV_SAFETY = 3.0
+
+
+def all_states(height: int, width: int) -> torch.Tensor:
+    """Every state of the lattice, ``[2^D, H, W]`` float64, row ``k`` being state code ``k``."""
+    d = height * width
+    codes = torch.arange(2**d)
+    bits = (codes.unsqueeze(1) >> torch.arange(d)) & 1
+    return (2 * bits - 1).to(torch.float64).view(-1, height, width)
+
+
+def state_codes(x: torch.Tensor) -> torch.Tensor:
+    """The code of every chain's state, ``[B]`` int64 (inverse of ``all_states``)."""
+    flat = (x.reshape(x.shape[0], -1) > 0).long().cpu()
+    return (flat << torch.arange(flat.shape[1])).sum(1)
+
+
+def exact_posterior(target: IsingPosterior, chain: int = 0) -> np.ndarray:
+    """Normalised posterior over all ``2^D`` states (alpha of ``chain`` if one per chain)."""
+    height, width = target.shape
+    alpha = target.alpha[chain if target.batch > 1 else 0]
+    single = IsingPosterior(alpha, target.lam, target.boundary)
+    log_p = single.log_prob(all_states(height, width))
+    return torch.softmax(log_p, 0).numpy()
+
+
+def histogram(sampler, burn_in: int, thin: int, draws: int, chains=None) -> np.ndarray:
+    """Counts of visited state codes: ``burn_in`` steps, then ``draws`` states ``thin`` apart."""
+    k = 2**sampler.n_sites
+    counts = np.zeros(k)
+    sampler.step(burn_in)
+    for _ in range(draws):
+        sampler.step(thin)
+        x = sampler.x if chains is None else sampler.x[chains]
+        counts += np.bincount(state_codes(x).numpy(), minlength=k)
+    return counts
+
+
+def tv(p: np.ndarray, q: np.ndarray) -> float:
+    """Total-variation distance between two distributions (``q`` may be counts)."""
+    q = np.asarray(q, dtype=np.float64)
+    return 0.5 * float(np.abs(np.asarray(p) - q / q.sum()).sum())
+
+
+def tv_threshold(p: np.ndarray, n_draws: int) -> float:
+    """``TV_SAFETY`` times the noise floor ``0.4 sqrt(K_eff / N)`` (derivation above)."""
+    k_eff = float(np.sqrt(np.clip(p, 0.0, None)).sum()) ** 2
+    return TV_SAFETY * 0.4 * math.sqrt(k_eff / n_draws)
+
+
+def transition_matrix(flip_probs: torch.Tensor) -> np.ndarray:
+    """Full ``[2^D, 2^D]`` matrix from ``flip_probabilities()`` of a sampler whose chain ``k``
+    sits at state code ``k``: ``T[k, k ^ (1 << i)] = flip_probs[k, i]``, diagonal = the rest."""
+    fp = flip_probs.reshape(flip_probs.shape[0], -1).double().cpu().numpy()
+    n, d = fp.shape
+    t = np.zeros((n, n))
+    rows = np.arange(n)
+    for i in range(d):
+        t[rows, rows ^ (1 << i)] = fp[:, i]
+    t[rows, rows] = 1.0 - fp.sum(1)
+    return t
+
+
+def random_alpha(shape, scale: float = 0.5, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator, dtype=torch.float64) * scale
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Run a module's tests with one intra-op thread, restoring the setting afterwards.
+
+    The samplers work on many tiny tensors; with several OpenMP threads on a busy 2-core machine
+    each small op pays a thread hand-off (measured 10x slower), and nothing here is large enough
+    to gain from a second thread.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def exact():
+    return SimpleNamespace(
+        all_states=all_states,
+        state_codes=state_codes,
+        exact_posterior=exact_posterior,
+        histogram=histogram,
+        tv=tv,
+        tv_threshold=tv_threshold,
+        transition_matrix=transition_matrix,
+        random_alpha=random_alpha,
+    )
