@@ -164,6 +164,15 @@ class IsingPosterior:
         pairs = (flat[:, edges[:, 0]] * flat[:, edges[:, 1]]).sum(1)
         return data + self.lam * pairs
 
+    def log_prob_from_ratios(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """``log p~(x)`` ``[B]`` from states ``x [B, D]`` and their flip log-ratios ``s [B, D]``.
+
+        For any pairwise +-1 model ``sum_i s_i = -2 sum_i alpha_i x_i - 4 sum_E lambda x_i x_j``,
+        so ``log p~ = (sum_i alpha_i x_i) / 2 - (sum_i s_i) / 4``: two sums, no neighbour lookups.
+        """
+        alpha = self._alpha_on(x.device).reshape(self.batch, -1)
+        return 0.5 * (alpha * x).sum(1) - 0.25 * s.sum(1)
+
     def flip_log_ratios(self, x: torch.Tensor) -> torch.Tensor:
         """``s_i(x) = -2 x_i (alpha_i + lambda * sum_{j~i} x_j)``, ``[B, H, W]`` (float64)."""
         x = self._check_state(x)

@@ -153,9 +153,10 @@ class SingleFlipSampler:
 
     @property
     def log_p(self) -> torch.Tensor:
-        """``log p~(x)`` of the current states, ``[B]`` (computed on demand, O(HW))."""
+        """``log p~(x)`` of the current states, ``[B]``: from the cached log-ratios, O(HW)."""
         with torch.no_grad():
-            return self.target.log_prob(self.x)
+            d = self.n_sites
+            return self.target.log_prob_from_ratios(self._x[:, :d], self._s[:, :d])
 
     @property
     def accept_rate(self) -> float:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import lsbcore
 from lsbcore import (
     DESCRIPTIONS,
     PAPER_CASES,
@@ -449,3 +450,16 @@ def test_image_problem_refuses_bad_arguments(args, message):
     kwargs = {"image": torch.rand(3, 3), "lam": 1.0, "mu": 1.0, "sigma": 0.5, **args}
     with pytest.raises(ValueError, match=message):
         image_problem(**kwargs)
+
+
+@pytest.mark.parametrize("name", ["barker", "max", "gibbs", "lsb2"])
+@pytest.mark.parametrize("boundary", ["free", "periodic"])
+def test_log_p_from_cached_ratios_equals_the_targets_log_prob(name, boundary):
+    generator = torch.Generator().manual_seed(3)
+    alpha = torch.randn(5, 7, 7, generator=generator, dtype=torch.float64) * 2
+    target = lsbcore.IsingPosterior(alpha, 0.8, boundary=boundary)
+    sampler = lsbcore.make_sampler(name, target, 5, seed=1)
+    for _ in range(3):
+        sampler.step(700)
+        exact = target.log_prob(sampler.x)
+        assert torch.allclose(sampler.log_p, exact, rtol=0, atol=1e-9 * (1 + exact.abs().max()))

@@ -1,0 +1,631 @@
+"""Plotly figures of sampler results, shared by the experiment report and the dashboard.
+
+Every function takes plain data (dicts of numpy arrays keyed by sampler name, or arrays) and
+returns a ``plotly.graph_objects.Figure``. None of them raises on empty input (the figure then
+carries the annotation "no data yet") or on NaN/inf values (they become gaps). This is the only
+module of ``lsbcore`` that imports plotly.
+
+Colours and labels are fixed per sampler name (``SAMPLER_COLOURS``, ``SAMPLER_LABELS``) so that a
+sampler looks the same in every figure; unknown names get a stable colour from the same palette
+and their own name as label.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from collections.abc import Mapping
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+__all__ = [
+    "COMPONENTS",
+    "ESS_THRESHOLD",
+    "SAMPLER_COLOURS",
+    "SAMPLER_LABELS",
+    "acf_figure",
+    "balancing_curves",
+    "balancing_figure",
+    "band_figure",
+    "ess_figure",
+    "figure_div",
+    "loss_figure",
+    "plotly_js",
+    "sampler_colour",
+    "sampler_label",
+    "weights_area_figure",
+    "weights_bar_figure",
+]
+
+#: One colour per sampler (Tableau 10, distinguishable and colour-blind friendly in pairs).
+SAMPLER_COLOURS = {
+    "barker": "#4E79A7",
+    "sqrt": "#F28E2B",
+    "min": "#59A14F",
+    "max": "#E15759",
+    "lsb1": "#B07AA1",
+    "lsb2": "#76B7B2",
+    "gibbs": "#9C755F",
+    "metropolis": "#BAB0AC",
+    "learned": "#FF9DA7",
+}
+#: Human-readable sampler names.
+SAMPLER_LABELS = {
+    "barker": "t/(1+t)",
+    "sqrt": "sqrt(t) (= GWG)",
+    "min": "min(1,t)",
+    "max": "max(1,t)",
+    "lsb1": "LSB 1",
+    "lsb2": "LSB 2",
+    "gibbs": "Gibbs",
+    "metropolis": "Metropolis",
+    "learned": "Imported",
+}
+#: LSB 1's mixture components, in the order of its softmax weights.
+COMPONENTS = ("barker", "sqrt", "min", "max")
+#: Autocorrelations above this count towards the paper ESS (spec section 6).
+ESS_THRESHOLD = 0.05
+
+_PALETTE = tuple(SAMPLER_COLOURS.values()) + ("#EDC948", "#4B4B4B")
+_HEIGHT = 420
+_MAX_POINTS = 5000  # longer series are decimated for display (every k-th point, last kept)
+_NO_DATA = "no data yet"
+
+
+# ----------------------------------------------------------------------------- helpers
+def sampler_colour(name: str) -> str:
+    """The colour of sampler ``name`` (a stable palette colour for unknown names)."""
+    if name in SAMPLER_COLOURS:
+        return SAMPLER_COLOURS[name]
+    return _PALETTE[zlib.crc32(str(name).encode("utf-8")) % len(_PALETTE)]
+
+
+def sampler_label(name: str) -> str:
+    """The human label of sampler ``name`` (the name itself when unknown)."""
+    return SAMPLER_LABELS.get(name, str(name))
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    h = hex_colour.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _style(fig: go.Figure, title: str, x_label: str | None = None, y_label: str | None = None):
+    fig.update_layout(
+        template="plotly_white",
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        height=_HEIGHT,
+        margin={"l": 60, "r": 20, "t": 70, "b": 50},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
+        hovermode="x unified",
+        font={"size": 13},
+    )
+    if x_label is not None:
+        fig.update_xaxes(title_text=x_label)
+    if y_label is not None:
+        fig.update_yaxes(title_text=y_label)
+    return fig
+
+
+def _empty(title: str, x_label: str | None = None, y_label: str | None = None) -> go.Figure:
+    fig = _style(go.Figure(), title, x_label, y_label)
+    fig.add_annotation(
+        text=_NO_DATA,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font={"size": 16, "color": "#888888"},
+    )
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
+    return fig
+
+
+def _float_array(values, ndim: int | None = None) -> np.ndarray:
+    """``values`` as float64 with inf replaced by NaN; an empty array if it cannot convert."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.zeros(0)
+    if ndim == 2 and arr.ndim == 1:
+        arr = arr[:, None]
+    if ndim is not None and arr.ndim != ndim:
+        return np.zeros((0,) * ndim)
+    return np.where(np.isfinite(arr), arr, np.nan)
+
+
+def _decimate(n: int) -> slice | np.ndarray:
+    """Indices keeping at most ``_MAX_POINTS`` of ``n`` evenly spaced points, the last included."""
+    if n <= _MAX_POINTS:
+        return slice(None)
+    stride = math.ceil(n / _MAX_POINTS)
+    idx = np.arange(0, n, stride)
+    return idx if idx[-1] == n - 1 else np.append(idx, n - 1)
+
+
+def _quiet_nan(func, *args, **kwargs):
+    """Run a nan-aware numpy reduction without "all-NaN slice" / "mean of empty" warnings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return func(*args, **kwargs)
+
+
+def _row_quantile(values: np.ndarray, q: float) -> np.ndarray:
+    """Quantile ``q`` of each row ignoring NaNs (numpy's default linear method), vectorised.
+
+    ``np.nanquantile`` loops over rows in Python, far too slow for long traces.
+    """
+    if np.all(np.isfinite(values)):
+        return np.quantile(values, q, axis=1)
+    ordered = np.sort(values, axis=1)  # NaNs last
+    count = np.sum(~np.isnan(values), axis=1)
+    position = q * np.maximum(count - 1, 0)
+    lower = np.floor(position).astype(np.int64)
+    upper = np.minimum(lower + 1, np.maximum(count - 1, 0))
+    rows = np.arange(values.shape[0])
+    a, b = ordered[rows, lower], ordered[rows, upper]
+    out = a + (b - a) * (position - lower)
+    return np.where(count > 0, out, np.nan)
+
+
+def _items(data) -> list:
+    return list(data.items()) if isinstance(data, Mapping) else []
+
+
+# ----------------------------------------------------------------------------- traces
+def band_figure(
+    series: dict[str, tuple[np.ndarray, np.ndarray]],
+    title: str,
+    y_label: str,
+    x_label: str = "iteration",
+    band: float = 0.95,
+) -> go.Figure:
+    """Mean over chains and a shaded central ``band`` interval per sampler.
+
+    ``series[name] = (x [T], values [T, B])`` (``values [T]`` counts as one chain). The band is
+    the ``(1 - band) / 2`` and ``(1 + band) / 2`` quantiles over chains at each x (numpy's
+    default linear interpolation); NaNs are ignored per point, all-NaN points are gaps. Series
+    longer than 5000 points are decimated for display.
+    """
+    if isinstance(band, bool) or not isinstance(band, (int, float)) or not 0 < band < 1:
+        raise ValueError(f"band must be a number in (0, 1), got {band!r}.")
+    fig = go.Figure()
+    lo_q, hi_q = (1.0 - band) / 2.0, (1.0 + band) / 2.0
+    pct = f"{100 * band:g}%"
+    for name, pair in _items(series):
+        try:
+            x, values = pair
+        except (TypeError, ValueError):
+            continue
+        x = _float_array(x, 1)
+        values = _float_array(values, 2)
+        n = min(len(x), values.shape[0])
+        if n == 0 or values.shape[1] == 0:
+            continue
+        keep = _decimate(n)
+        x, values = x[:n][keep], values[:n][keep]
+        mean = _quiet_nan(np.nanmean, values, axis=1)
+        lower = _row_quantile(values, lo_q)
+        upper = _row_quantile(values, hi_q)
+        colour, label = sampler_colour(name), sampler_label(name)
+        group = f"band-{name}"
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=upper,
+                mode="lines",
+                line={"width": 0, "color": colour},
+                legendgroup=group,
+                showlegend=False,
+                hoverinfo="skip",
+                name=f"{label} upper",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=lower,
+                mode="lines",
+                line={"width": 0, "color": colour},
+                fill="tonexty",
+                fillcolor=_rgba(colour, 0.18),
+                legendgroup=group,
+                showlegend=False,
+                hoverinfo="skip",
+                name=f"{label} lower",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=mean,
+                mode="lines",
+                line={"width": 2, "color": colour},
+                legendgroup=group,
+                name=label,
+                hovertemplate=f"{label}: %{{y:.4g}}<extra></extra>",
+            )
+        )
+    if not fig.data:
+        return _empty(title, x_label, y_label)
+    _style(fig, title, x_label, y_label)
+    fig.add_annotation(
+        text=f"line: mean over chains; band: central {pct} of chains",
+        x=0,
+        y=1.0,
+        xref="paper",
+        yref="paper",
+        yanchor="bottom",
+        showarrow=False,
+        font={"size": 11, "color": "#666666"},
+    )
+    return fig
+
+
+# ----------------------------------------------------------------------------- balancing
+def balancing_curves(balancings: dict, t=None) -> tuple[np.ndarray, dict, dict]:
+    """``(t, g, reflected)`` for plotting: ``g[name] = g(t)`` and ``reflected[name] = t g(1/t)``.
+
+    ``balancings`` maps names to ``lsbcore.Balancing`` objects (anything with ``.g(t)``);
+    ``t`` defaults to ``logspace(-4, 4, 200)``. For a balancing function both curves coincide.
+    """
+    t = np.logspace(-4, 4, 200) if t is None else np.asarray(t, dtype=np.float64).reshape(-1)
+    if t.size and not (np.all(np.isfinite(t)) and np.all(t > 0)):
+        raise ValueError("t must contain only finite positive numbers.")
+    g, reflected = {}, {}
+    for name, balancing in _items(balancings):
+        g[name] = np.asarray(balancing.g(t), dtype=np.float64)
+        reflected[name] = t * np.asarray(balancing.g(1.0 / t), dtype=np.float64)
+    return t, g, reflected
+
+
+def _positive(values) -> np.ndarray:
+    arr = _float_array(values, 1)
+    return np.where(arr > 0, arr, np.nan)
+
+
+def balancing_figure(
+    t: np.ndarray,
+    g: dict[str, np.ndarray],
+    reflected: dict[str, np.ndarray] | None = None,
+) -> go.Figure:
+    """``g(t)`` per sampler on log-log axes; dashed ``t g(1/t)`` on top when ``reflected`` given.
+
+    The dashed curve lies exactly on the solid one for a balancing function (``g(t) = t g(1/t)``).
+    Non-positive or non-finite values are gaps (a log axis cannot show them).
+    """
+    title = "Balancing functions g(t)"
+    x_label, y_label = "t = p(x') / p(x)", "g(t)"
+    t = _positive(t)
+    fig = go.Figure()
+    if t.size:
+        for name, values in _items(g):
+            y = _positive(values)
+            if y.size != t.size:
+                continue
+            colour, label = sampler_colour(name), sampler_label(name)
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=y,
+                    mode="lines",
+                    line={"width": 2.5, "color": colour},
+                    name=label,
+                    legendgroup=str(name),
+                    hovertemplate=f"{label}: g(%{{x:.3g}}) = %{{y:.4g}}<extra></extra>",
+                )
+            )
+        for name, values in _items(reflected):
+            y = _positive(values)
+            if y.size != t.size:
+                continue
+            colour, label = sampler_colour(name), sampler_label(name)
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=y,
+                    mode="lines",
+                    line={"width": 1.5, "color": "#222222", "dash": "dash"},
+                    opacity=0.7,
+                    name=f"{label}: t g(1/t)",
+                    legendgroup=str(name),
+                    showlegend=False,
+                    hovertemplate=f"{label}: t g(1/t) = %{{y:.4g}}<extra></extra>",
+                )
+            )
+    if not fig.data:
+        return _empty(title, x_label, y_label)
+    _style(fig, title, x_label, y_label)
+    fig.update_layout(hovermode="closest")
+    fig.update_xaxes(type="log", exponentformat="power")
+    fig.update_yaxes(type="log", exponentformat="power")
+    if reflected:
+        fig.add_annotation(
+            text="dashed: t g(1/t), on the solid line when g is balanced",
+            x=0,
+            y=1.0,
+            xref="paper",
+            yref="paper",
+            yanchor="bottom",
+            showarrow=False,
+            font={"size": 11, "color": "#666666"},
+        )
+    return fig
+
+
+# ----------------------------------------------------------------------------- LSB 1 weights
+def weights_area_figure(steps: np.ndarray, weights: np.ndarray) -> go.Figure:
+    """Stacked area of LSB 1's softmax weights ``[T, 4]`` (barker, sqrt, min, max) over burn-in."""
+    title = "LSB 1: mixture weights during burn-in"
+    x_label, y_label = "burn-in step", "weight"
+    x = _float_array(steps, 1)
+    w = _float_array(weights, 2)
+    n = min(len(x), w.shape[0])
+    if n == 0 or w.shape[1] == 0:
+        return _empty(title, x_label, y_label)
+    keep = _decimate(n)
+    x, w = x[:n][keep], w[:n][keep]
+    fig = go.Figure()
+    for k in range(w.shape[1]):
+        name = COMPONENTS[k] if k < len(COMPONENTS) else f"component {k}"
+        colour = sampler_colour(name)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=w[:, k],
+                mode="lines",
+                stackgroup="weights",
+                line={"width": 0.5, "color": colour},
+                fillcolor=_rgba(colour, 0.75),
+                name=sampler_label(name),
+                hovertemplate=f"{sampler_label(name)}: %{{y:.3f}}<extra></extra>",
+            )
+        )
+    _style(fig, title, x_label, y_label)
+    fig.update_yaxes(range=[0, 1])
+    return fig
+
+
+def weights_bar_figure(weights: np.ndarray) -> go.Figure:
+    """LSB 1's current softmax weights ``[4]`` (barker, sqrt, min, max) as bars."""
+    title = "LSB 1: current mixture weights"
+    w = _float_array(weights).reshape(-1)
+    if w.size == 0:
+        return _empty(title, None, "weight")
+    names = [COMPONENTS[k] if k < len(COMPONENTS) else f"component {k}" for k in range(w.size)]
+    text = ["n/a" if math.isnan(v) else f"{v:.3f}" for v in w]
+    fig = go.Figure(
+        go.Bar(
+            x=[sampler_label(n) for n in names],
+            y=np.nan_to_num(w, nan=0.0),
+            marker_color=[sampler_colour(n) for n in names],
+            text=text,
+            textposition="outside",
+            hovertemplate="%{x}: %{text}<extra></extra>",
+        )
+    )
+    _style(fig, title, None, "weight")
+    fig.update_layout(hovermode="closest", showlegend=False)
+    fig.update_yaxes(range=[0, 1.1])
+    return fig
+
+
+# ----------------------------------------------------------------------------- mixing
+def acf_figure(acf: dict[str, np.ndarray], max_lag: int | None = None) -> go.Figure:
+    """Mean autocorrelation over chains per sampler against the lag.
+
+    ``acf[name]`` is ``[B, L + 1]`` (one row per chain, lag 0 first) or ``[L + 1]``; lags beyond
+    ``max_lag`` are not shown. The dotted line at 0.05 is the paper-ESS threshold: only lags
+    above it count.
+    """
+    title = "Autocorrelation of the magnetisation (mixing phase)"
+    x_label, y_label = "lag", "autocorrelation (mean over chains)"
+    fig = go.Figure()
+    for name, values in _items(acf):
+        rho = _float_array(values, 2) if np.ndim(values) == 2 else _float_array(values, 1)[None]
+        if rho.size == 0:
+            continue
+        mean = _quiet_nan(np.nanmean, rho, axis=0)
+        if max_lag is not None:
+            mean = mean[: max(int(max_lag), 0) + 1]
+        if mean.size == 0:
+            continue
+        label = sampler_label(name)
+        fig.add_trace(
+            go.Scatter(
+                x=np.arange(mean.size),
+                y=mean,
+                mode="lines",
+                line={"width": 2, "color": sampler_colour(name)},
+                name=label,
+                hovertemplate=f"{label}: %{{y:.3f}}<extra></extra>",
+            )
+        )
+    if not fig.data:
+        return _empty(title, x_label, y_label)
+    _style(fig, title, x_label, y_label)
+    fig.add_hline(
+        y=ESS_THRESHOLD,
+        line={"dash": "dot", "color": "#555555", "width": 1.5},
+        annotation_text=f"{ESS_THRESHOLD:g}: paper-ESS threshold",
+        annotation_position="top right",
+        annotation_font={"size": 11, "color": "#555555"},
+    )
+    return fig
+
+
+def _number(value) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out if math.isfinite(out) else math.nan
+
+
+def ess_figure(summaries: dict[str, dict]) -> go.Figure:
+    """Paper ESS (mean, error bar = std over chains) and bulk ESS per sampler, side by side.
+
+    ``summaries[name]`` holds ``ess_paper_mean``, ``ess_paper_std`` and ``ess_bulk`` (as in
+    ``results["samplers"]``); missing, None or NaN values show as "n/a".
+    """
+    title = "Effective sample size"
+    rows = [(n, s) for n, s in _items(summaries) if isinstance(s, Mapping)]
+    if not rows:
+        return _empty(title)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("paper ESS per window of L+1 draws", "bulk ESS (all chains, arviz)"),
+        horizontal_spacing=0.12,
+    )
+    labels = [sampler_label(n) for n, _ in rows]
+    colours = [sampler_colour(n) for n, _ in rows]
+    for col, key, err_key in ((1, "ess_paper_mean", "ess_paper_std"), (2, "ess_bulk", None)):
+        y = np.array([_number(s.get(key)) for _, s in rows])
+        err = np.array([_number(s.get(err_key)) for _, s in rows]) if err_key else None
+        if err is not None:
+            text = [
+                "n/a" if math.isnan(v) else (f"{v:.2f}" if math.isnan(e) else f"{v:.2f} ± {e:.2f}")
+                for v, e in zip(y, err, strict=True)
+            ]
+        else:
+            text = ["n/a" if math.isnan(v) else f"{v:.0f}" for v in y]
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=np.nan_to_num(y, nan=0.0),
+                marker_color=colours,
+                error_y=(
+                    {"type": "data", "array": np.nan_to_num(err, nan=0.0), "visible": True}
+                    if err is not None
+                    else None
+                ),
+                text=text,
+                textposition="outside" if err is None else "none",
+                hovertemplate="%{x}: %{text}<extra></extra>",
+                showlegend=False,
+            ),
+            row=1,
+            col=col,
+        )
+    _style(fig, title)
+    fig.update_layout(hovermode="closest")
+    fig.update_yaxes(title_text="ESS", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+# ----------------------------------------------------------------------------- learning
+def _smooth(y: np.ndarray) -> np.ndarray:
+    """Centred moving average over ~1/50 of the series, ignoring NaNs."""
+    window = max(1, len(y) // 50)
+    if window == 1:
+        return y
+    ok = np.isfinite(y)
+    kernel = np.ones(window)
+    total = np.convolve(np.where(ok, y, 0.0), kernel, mode="same")
+    count = np.convolve(ok.astype(np.float64), kernel, mode="same")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / count, np.nan)
+
+
+def loss_figure(history: dict[str, dict[str, np.ndarray]]) -> go.Figure:
+    """Learning loss (top) and eta (bottom) over burn-in per learned sampler.
+
+    ``history[name]`` holds ``step``, ``loss`` and ``eta`` arrays (``LearningHistory.arrays()``).
+    The loss is drawn faintly as recorded plus a moving average.
+    """
+    title = "Learning during burn-in"
+    rows = []
+    for name, h in _items(history):
+        if not isinstance(h, Mapping):
+            continue
+        step = _float_array(h.get("step", ()), 1)
+        loss = _float_array(h.get("loss", ()), 1)
+        eta = _float_array(h.get("eta", ()), 1)
+        n = min(len(step), len(loss), len(eta))
+        if n:
+            rows.append((name, step[:n], loss[:n], eta[:n]))
+    if not rows:
+        return _empty(title, "burn-in step")
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    for name, step, loss, eta in rows:
+        keep = _decimate(len(step))
+        step, loss, eta = step[keep], loss[keep], eta[keep]
+        colour, label = sampler_colour(name), sampler_label(name)
+        fig.add_trace(
+            go.Scatter(
+                x=step,
+                y=loss,
+                mode="lines",
+                line={"width": 1, "color": colour},
+                opacity=0.3,
+                legendgroup=str(name),
+                showlegend=False,
+                hoverinfo="skip",
+                name=f"{label} loss",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=step,
+                y=_smooth(loss),
+                mode="lines",
+                line={"width": 2, "color": colour},
+                legendgroup=str(name),
+                name=label,
+                hovertemplate=f"{label} loss: %{{y:.4g}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=step,
+                y=eta,
+                mode="lines",
+                line={"width": 2, "color": colour},
+                legendgroup=str(name),
+                showlegend=False,
+                name=f"{label} eta",
+                hovertemplate=f"{label} eta: %{{y:.4g}}<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+    _style(fig, title)
+    fig.update_layout(height=_HEIGHT + 120)
+    fig.update_yaxes(title_text="loss", row=1, col=1)
+    fig.update_yaxes(title_text="eta", row=2, col=1)
+    fig.update_xaxes(title_text="burn-in step", row=2, col=1)
+    return fig
+
+
+# ----------------------------------------------------------------------------- HTML export
+def plotly_js() -> str:
+    """The plotly.js bundle (about 4.8 MB) to embed once in a self-contained HTML page."""
+    return get_plotlyjs()
+
+
+def figure_div(fig: go.Figure, div_id: str) -> str:
+    """``fig`` as an HTML ``<div>`` plus its drawing script, for a page that embeds
+    ``plotly_js()`` once (nothing is loaded from the network)."""
+    height = int(fig.layout.height or _HEIGHT)
+    return pio.to_html(
+        fig,
+        include_plotlyjs=False,
+        full_html=False,
+        config={"displaylogo": False, "responsive": True},
+        div_id=div_id,
+        default_height=f"{height}px",
+    )

@@ -1,0 +1,213 @@
+"""The results document shared by the experiment command and the dashboard's export.
+
+``comparison_results`` turns a finished comparison into one JSON-ready dict::
+
+    {
+      "config":   {... everything needed to rerun, plus "max_lag": the ESS window used ...},
+      "device":   "cpu" | "cuda (<GPU name>)",
+      "versions": {"lsb_explorer", "torch", "numpy", "python", "arviz_stats"},
+      "samplers": {name: {"ess_paper_mean", "ess_paper_std", "ess_bulk", "rhat",
+                          "accept_rate", "final_accuracy", "target_evals",
+                          "burnin_seconds", "mixing_seconds"}},
+    }
+
+Numbers that are undefined (NaN) or infinite are ``null``; ``results_to_json`` writes strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lsbcore.mixing import PAPER_MAX_LAG, PAPER_THRESHOLD, summarise_mixing
+from lsbcore.trace import accuracy
+
+__all__ = [
+    "SAMPLER_FIELDS",
+    "comparison_results",
+    "effective_max_lag",
+    "results_to_json",
+    "versions",
+]
+
+#: The per-sampler fields of ``results["samplers"][name]``, in order.
+SAMPLER_FIELDS = (
+    "ess_paper_mean",
+    "ess_paper_std",
+    "ess_bulk",
+    "rhat",
+    "accept_rate",
+    "final_accuracy",
+    "target_evals",
+    "burnin_seconds",
+    "mixing_seconds",
+)
+
+
+def effective_max_lag(n_draws: int, max_lag: int = PAPER_MAX_LAG) -> int | None:
+    """The paper-ESS window ``L`` for a mixing phase of ``n_draws`` recorded draws.
+
+    ``max_lag`` when the phase is at least twice as long (the paper: L = 500 of 30 000 draws);
+    otherwise ``n_draws // 2``, so that every autocorrelation still averages over at least half
+    of the series. ``None`` below 2 draws (no ESS). A clipped window changes the scale of the
+    paper ESS (it lies in ``[1, L + 1]``), which is why the value used goes into the config.
+    """
+    if isinstance(max_lag, bool) or not isinstance(max_lag, int) or max_lag < 1:
+        raise ValueError(f"max_lag must be a positive integer, got {max_lag!r}.")
+    if n_draws < 2:
+        return None
+    return min(max_lag, n_draws // 2)
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("lsb-explorer")
+    except metadata.PackageNotFoundError:
+        pass
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        import tomllib
+
+        return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
+    except (OSError, KeyError, ValueError):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    """Versions of LSB Explorer and of the libraries the numbers depend on."""
+    try:
+        arviz_stats = metadata.version("arviz-stats")
+    except metadata.PackageNotFoundError:
+        arviz_stats = "unknown"
+    return {
+        "lsb_explorer": _package_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "arviz_stats": arviz_stats,
+    }
+
+
+def describe_device(device) -> str:
+    """``"cpu"`` or ``"cuda (<GPU name>)"``."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda" and torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return device.type
+
+
+def json_safe(value):
+    """``value`` with numpy/torch scalars and arrays as Python values and NaN/inf as ``None``."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return json_safe(value.detach().cpu().tolist())
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot store a {type(value).__name__} in the results JSON.")
+
+
+def _mixing_length(trace) -> int:
+    return int(np.count_nonzero(trace.arrays()["phase"] == 1))
+
+
+def _final_accuracy(sampler, truth) -> float | None:
+    if truth is None:
+        return None
+    with torch.no_grad():
+        x = sampler.x.detach()
+        return float(accuracy(x, torch.as_tensor(truth).to(x.device)).mean())
+
+
+def comparison_results(
+    comparison,
+    config: dict,
+    burnin_seconds: dict,
+    mixing_seconds: dict,
+    max_lag: int = PAPER_MAX_LAG,
+    *,
+    summaries: dict | None = None,
+) -> dict:
+    """The results document of a comparison after its mixing phase (module docstring).
+
+    ``comparison`` is a ``lsbcore.Comparison`` (or anything with ``samplers``: name -> object
+    with ``x``, ``accept_rate`` and ``n_target_evals``; ``traces``: name -> ``Trace``; ``truth``;
+    ``device``). The ESS and R-hat come from the mixing-phase magnetisation of
+    ``comparison.traces[name]`` via ``lsbcore.mixing.summarise_mixing``, with the window
+    ``effective_max_lag`` of the shortest mixing phase, written to the config as ``max_lag``
+    (``max_lag_requested`` keeps the asked-for value). ``accept_rate`` and ``target_evals`` are
+    the samplers' own counters (the whole run, burn-in included; target evaluations per chain);
+    ``final_accuracy`` is the mean over chains of the final states' accuracy against the ground
+    truth, ``None`` without one. ``burnin_seconds`` / ``mixing_seconds`` map names to sampling
+    seconds. ``summaries`` may hold ``MixingSummary`` objects computed elsewhere (the experiment
+    computes them in its worker processes); one is used when its ``max_lag`` is the window
+    chosen here, otherwise the summary is recomputed.
+    """
+    traces = getattr(comparison, "traces", {}) or {}
+    names = list(comparison.samplers)
+    lengths_by = {n: _mixing_length(traces[n]) for n in names if traces.get(n) is not None}
+    lengths = list(lengths_by.values())
+    lag = effective_max_lag(min(lengths), max_lag) if lengths else effective_max_lag(0, max_lag)
+    truth = getattr(comparison, "truth", None)
+
+    samplers = {}
+    for name in names:
+        sampler = comparison.samplers[name]
+        entry = dict.fromkeys(SAMPLER_FIELDS)
+        trace = traces.get(name)
+        if trace is not None and lag is not None:
+            summary = (summaries or {}).get(name)
+            if summary is None or summary.max_lag != lag or summary.n_draws != lengths_by[name]:
+                summary = summarise_mixing(
+                    trace.mixing_series("magnetisation"), max_lag=lag, threshold=PAPER_THRESHOLD
+                )
+            entry.update(
+                ess_paper_mean=summary.ess_paper_mean,
+                ess_paper_std=summary.ess_paper_std,
+                ess_bulk=summary.ess_bulk,
+                rhat=summary.rhat,
+            )
+        entry["accept_rate"] = sampler.accept_rate
+        entry["final_accuracy"] = _final_accuracy(sampler, truth)
+        entry["target_evals"] = int(sampler.n_target_evals)
+        entry["burnin_seconds"] = burnin_seconds.get(name)
+        entry["mixing_seconds"] = mixing_seconds.get(name)
+        samplers[name] = entry
+
+    config = dict(config)
+    config["max_lag_requested"] = max_lag
+    config["max_lag"] = lag
+    config["ess_threshold"] = PAPER_THRESHOLD
+    return json_safe(
+        {
+            "config": config,
+            "device": describe_device(getattr(comparison, "device", None)),
+            "versions": versions(),
+            "samplers": samplers,
+        }
+    )
+
+
+def results_to_json(results: dict) -> str:
+    """Strict JSON text of ``results`` (non-finite numbers as ``null``), indented."""
+    return json.dumps(json_safe(results), indent=2, allow_nan=False)
