@@ -117,17 +117,19 @@ class IsingPosterior:
         a fixed-width neighbourhood without duplicates that disagree.
         """
         d = self.n_sites
-        multiplicity: list[dict[int, int]] = [{} for _ in range(d)]
-        for a, b in self.edges.tolist():
-            multiplicity[a][b] = multiplicity[a].get(b, 0) + 1
-            multiplicity[b][a] = multiplicity[b].get(a, 0) + 1
-        k = 1 + max((len(m) for m in multiplicity), default=0)
+        both = torch.cat([self.edges, self.edges.flip(1)])  # each edge in both directions
+        # distinct (site, neighbour) pairs with their multiplicity, sorted by site then neighbour
+        keys, count = torch.unique(both[:, 0] * d + both[:, 1], return_counts=True)
+        pairs = torch.stack([keys // d, keys % d], 1)
+        site = pairs[:, 0]
+        degree = torch.bincount(site, minlength=d)
+        first = torch.cumsum(degree, 0) - degree  # where each site's run of pairs starts
+        slot = 1 + torch.arange(len(pairs)) - first[site]
+        k = 1 + int(degree.max()) if len(pairs) else 1
         neighbourhood = torch.arange(d).unsqueeze(1).repeat(1, k)
         coupling = torch.zeros(d, k, dtype=torch.float64)
-        for i, m in enumerate(multiplicity):
-            for slot, (j, count) in enumerate(sorted(m.items()), start=1):
-                neighbourhood[i, slot] = j
-                coupling[i, slot] = 4.0 * self.lam * count
+        neighbourhood[site, slot] = pairs[:, 1]
+        coupling[site, slot] = 4.0 * self.lam * count.double()
         return neighbourhood, coupling
 
     def _check_state(self, x: torch.Tensor) -> torch.Tensor:
