@@ -1,0 +1,1 @@
+"""LSB Explorer's Streamlit dashboard: sidebar inputs -> a ``lsbcore.Comparison`` -> live views."""

@@ -1,0 +1,121 @@
+"""The live part of the page: buttons, progress, and the views, redrawn by a fragment.
+
+Sampling runs on the run's worker thread (``app.state.start``); while it runs, the fragment
+reruns every ``REFRESH_S`` seconds and redraws only the open tab (the tabs track their state,
+so hidden views cost nothing). Sidebar widgets and buttons stay responsive because nothing on
+the page waits for sampling.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import streamlit as st
+
+from app import session, state
+from app.views import balancing, chains, convergence, export, mixing, proposal, segmentation
+from app.views import weights as weights_view
+
+log = logging.getLogger(__name__)
+
+VIEWS = (
+    ("Chains", chains.render),
+    (session.PROPOSAL_TAB, proposal.render),
+    ("Balancing functions", balancing.render),
+    ("Softmax weights", weights_view.render),
+    ("Convergence", convergence.render),
+    ("Mixing", mixing.render),
+    ("Segmentation", segmentation.render),
+    ("Export", export.render),
+)
+TAB_LABELS = [name for name, _ in VIEWS]
+LIVE_KEY = "_live"  # whether the fragment was set to refresh itself (the run was running)
+
+
+def controls(run: state.Run) -> None:
+    """Run / Pause / Step / Reset."""
+    with st.container(horizontal=True):
+        st.button(
+            "Run",
+            key="run",
+            type="primary",
+            on_click=session.on_run,
+            disabled=run.running or run.finished,
+            help="Sample continuously: burn-in (learning), then mixing.",
+        )
+        st.button("Pause", key="pause", on_click=session.on_pause, disabled=not run.running)
+        st.button(
+            "Step",
+            key="step",
+            on_click=session.on_step,
+            disabled=run.finished,
+            help="One step in slow motion: see the Proposal tab.",
+        )
+        st.button(
+            "Reset",
+            key="reset",
+            on_click=session.on_reset,
+            help="Start again from the same random start.",
+        )
+    if run.finished:
+        st.success(f"Run complete: {run.n_steps:,} steps. Raise the mixing steps to go on.")
+
+
+def _status(run: state.Run) -> None:
+    cfg, comparison = run.config, run.comparison
+    n = run.n_steps
+    learners = any(s.learnable for s in comparison.samplers.values())
+    if comparison.phase == "burnin" and cfg.burn_in:
+        fraction = n / cfg.burn_in
+        text = f"Burn-in{' (learning)' if learners else ''}: {n:,} / {cfg.burn_in:,}"
+    else:
+        done = max(0, n - cfg.burn_in)
+        fraction = done / cfg.steps if cfg.steps else 1.0
+        text = f"Mixing: {done:,} / {cfg.steps:,}"
+    st.progress(min(1.0, max(0.0, fraction)), text=text)
+    evals = [s.n_target_evals for s in comparison.samplers.values()]
+    spread = f"{min(evals):,}" if min(evals) == max(evals) else f"{min(evals):,}–{max(evals):,}"
+    rate = run.steps_per_second
+    if run.finished:
+        speed = "finished"
+    elif run.running:
+        speed = "starting" if math.isnan(rate) else f"{rate:,.0f} steps/s"
+    else:
+        speed = "paused"
+    st.caption(
+        f"Step **{n:,}** · target evaluations per chain **{spread}** · **{speed}** · "
+        f"{run.device_label}"
+    )
+    if run.error:
+        st.error(run.error)
+    for notice in run.notices:
+        st.warning(notice)
+
+
+def _live() -> None:
+    run: state.Run | None = st.session_state.get(session.RUN_KEY)
+    if run is None:
+        return
+    run.last_seen = time.perf_counter()
+    if st.session_state.get(LIVE_KEY) and not run.running:
+        st.session_state[LIVE_KEY] = False
+        st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
+    _status(run)
+    tabs = st.tabs(TAB_LABELS, key="view", on_change="rerun")
+    for tab, (name, render) in zip(tabs, VIEWS, strict=True):
+        if tab.open is False:
+            continue
+        with tab:
+            try:
+                render(run)
+            except Exception as err:  # one failing view must not take the page down
+                log.exception("view %s failed", name)
+                st.error(f"The {name} view could not be drawn: {err}")
+
+
+def panel(run: state.Run) -> None:
+    """The live fragment: it refreshes itself only while the run is running."""
+    st.session_state[LIVE_KEY] = run.running
+    st.fragment(_live, run_every=state.REFRESH_S if run.running else None)()

@@ -1,0 +1,429 @@
+"""The sidebar: configure the posterior, the samplers and the run; returns what the user chose.
+
+Widget values live in Session State under the keys of ``Config``'s fields (also the query
+parameter names). A copy of the last configuration (``_saved``) restores widgets that were
+hidden for a while (Streamlit forgets the value of a widget it did not draw). Callbacks apply
+the defaults of a newly chosen source, case or sample before the widgets are drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import streamlit as st
+import torch
+
+import lsbcore
+from app import config as cfgmod
+from app import sources
+from app.config import BOUNDS, Config
+from app.widgets import ensure, ensure_in_range
+
+SOURCE_LABELS = {"paper": "Paper case", "sample": "Sample image", "upload": "Your image"}
+SAMPLER_LABELS = {
+    "barker": "t/(1+t)  (Barker)",
+    "sqrt": "√t  (= Gibbs-with-Gradients here)",
+    "min": "min(1, t)",
+    "max": "max(1, t)",
+    "lsb1": "LSB 1: learned mixture",
+    "lsb2": "LSB 2: learned network",
+    "learned": "Imported learned function",
+    "gibbs": "Gibbs  (uninformed baseline)",
+    "metropolis": "Metropolis  (uninformed baseline)",
+}
+SAMPLE_NOTES = {
+    "synthetic_disc_letter": "A dark disc and letter under heavy noise; the true mask is known.",
+    "camera": "A photograph: dark coat and tripod against sky and grass.",
+    "horse": "A clean black silhouette: the easy case.",
+    "cell": "A bright cell on a gray background: the object is bright.",
+}
+IMAGE_TYPES = ["png", "jpg", "jpeg", "gif", "webp", "tif", "tiff", "bmp"]
+
+
+@dataclass
+class Inputs:
+    """What the sidebar hands to the page: the configuration and the data it refers to."""
+
+    config: Config
+    image: np.ndarray | None = None  # the working-resolution image (image sources)
+    dark_mask: np.ndarray | None = None  # the true dark-object mask, where known
+    image_id: str | None = None  # identifies the uploaded file (rebuild on a new upload)
+    learned_json: bytes | None = None
+    learned_id: str | None = None
+
+
+# ----------------------------------------------------------------------------- state
+def _state_from_config(cfg: Config) -> None:
+    state = st.session_state
+    for f in fields(Config):
+        value = getattr(cfg, f.name)
+        state[f.name] = list(value) if f.name == "samplers" else value
+
+
+def init_from_link(samples: tuple[str, ...]) -> list[str]:
+    """On a session's first run, set the widgets from the query parameters; return warnings."""
+    state = st.session_state
+    if state.get("_initialised"):
+        return []
+    state["_initialised"] = True
+    params = {key: st.query_params.get_all(key) for key in st.query_params}
+    cfg, warnings = cfgmod.from_query_params(params, samples)
+    cfg = cfg or Config()
+    _state_from_config(cfg)
+    state["_saved"] = cfg.as_dict()
+    return warnings
+
+
+def _restore_hidden() -> None:
+    """Give every configuration key a value, from the last configuration when it was hidden."""
+    saved = st.session_state.get("_saved") or Config().as_dict()
+    for f in fields(Config):
+        if f.name not in st.session_state:
+            st.session_state[f.name] = saved[f.name]
+
+
+def _apply_defaults(values: dict) -> None:
+    for key, value in values.items():
+        st.session_state[key] = value
+
+
+def _on_source() -> None:
+    state = st.session_state
+    _apply_defaults(cfgmod.source_defaults(state["source"], state["case"], state["sample"]))
+
+
+def _on_case() -> None:
+    _apply_defaults(cfgmod.source_defaults("paper", st.session_state["case"]))
+
+
+def _on_sample() -> None:
+    sample = st.session_state["sample"]
+    st.session_state["invert"] = cfgmod.source_defaults("sample", sample=sample)["invert"]
+
+
+def _on_upload() -> None:
+    """A new upload becomes the source when it decodes; otherwise the error shows below it."""
+    file = st.session_state.get("upload")
+    if file is None:
+        return
+    switching = st.session_state.get("source") != "upload"
+    size = cfgmod.source_defaults("upload")["size"] if switching else st.session_state["size"]
+    image, _ = _decoded_upload(file, int(size))  # decoded at the size it will be used at
+    if image is not None and switching:
+        st.session_state["source"] = "upload"
+        _on_source()
+
+
+# ----------------------------------------------------------------------------- decoding
+@st.cache_data(max_entries=16, show_spinner=False)
+def _sample_image(name: str, size: int) -> np.ndarray:
+    return sources.load_sample(name, size)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _sample_mask(name: str, size: int) -> np.ndarray | None:
+    return sources.sample_dark_mask(name, size)
+
+
+def _decoded_upload(file, size: int) -> tuple[np.ndarray | None, str | None]:
+    """Decode an uploaded file once per (file, resolution); remembered in Session State."""
+    cache = st.session_state.setdefault("_upload_cache", {})
+    key = (file.file_id, size)
+    if key not in cache:
+        cache.clear()
+        cache[key] = sources.read_upload(file.getvalue(), size)
+    return cache[key]
+
+
+def _learned_error(file) -> str | None:
+    cache = st.session_state.setdefault("_learned_cache", {})
+    if file.file_id not in cache:
+        cache.clear()
+        try:
+            lsbcore.load_balancing(file.getvalue())
+            cache[file.file_id] = None
+        except ValueError as err:
+            cache[file.file_id] = str(err)
+    return cache[file.file_id]
+
+
+# ----------------------------------------------------------------------------- widgets
+def _number(container, label: str, key: str, help: str, step, fmt: str | None = None):
+    kind, low, high = BOUNDS[key]
+    ensure_in_range(key, kind(getattr(Config(), key)), kind(low), kind(high))
+    if kind is float:
+        st.session_state[key] = float(st.session_state[key])
+    return container.number_input(
+        label, kind(low), kind(high), step=step, key=key, help=help, format=fmt
+    )
+
+
+def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
+    state = st.session_state
+    sb.header("Configure the posterior")
+    ensure("source", "paper", lambda v: v in cfgmod.SOURCES)
+    source = sb.radio(
+        "Source",
+        cfgmod.SOURCES,
+        format_func=SOURCE_LABELS.get,
+        key="source",
+        horizontal=True,
+        on_change=_on_source,
+        help="The paper's four synthetic cases, a shipped sample image, or your own image. "
+        "Choosing a source sets its default parameters.",
+    )
+    inputs = Inputs(config=Config())
+    if source == "paper":
+        ensure("case", 3, lambda v: v in lsbcore.PAPER_CASES)
+        sb.selectbox(
+            "Paper case",
+            list(lsbcore.PAPER_CASES),
+            format_func=lambda c: "Case {}: {} (λ={:g}, μ={:g}, σ={:g})".format(
+                c, *lsbcore.PAPER_CASES[c][:4]
+            ),
+            key="case",
+            on_change=_on_case,
+            help="Sansone (2022), section 5: an n×n periodic lattice, +1 on the central square. "
+            "Every chain gets its own noisy α = μ·truth + U(−σ, σ).",
+        )
+    elif source == "sample":
+        ensure("sample", samples[0] if samples else "", lambda v: v in samples)
+        sb.selectbox(
+            "Sample image",
+            samples,
+            key="sample",
+            on_change=_on_sample,
+            help="Small grayscale images shipped in assets/ (see assets/README.md).",
+        )
+        sb.caption(SAMPLE_NOTES.get(state["sample"], ""))
+    sb.file_uploader(
+        "Upload an image",
+        type=IMAGE_TYPES,
+        key="upload",
+        on_change=_on_upload,
+        help="PNG, JPEG, GIF, WebP, TIFF or BMP. It is converted to grayscale and scaled down "
+        "to the working resolution; uploading makes it the source.",
+    )
+    size_label = "Lattice size n" if source == "paper" else "Working resolution (longer side, px)"
+    ensure_in_range("size", 30 if source == "paper" else 48, 16, 256)
+    size = sb.slider(
+        size_label,
+        16,
+        256,
+        key="size",
+        help="Sites per side: the paper uses n = 30. Images are scaled down (box filter, aspect "
+        "ratio kept) so that the longer side has this many pixels; small sizes converge in "
+        "seconds, 256 takes minutes.",
+    )
+    if source == "sample" and samples:
+        inputs.image = _sample_image(state["sample"], size)
+        inputs.dark_mask = _sample_mask(state["sample"], size)
+        inputs.image_id = f"sample:{state['sample']}"
+    elif source == "upload":
+        file = state.get("upload")
+        if file is None:
+            sb.info("Upload an image above to segment it.")
+        else:
+            image, error = _decoded_upload(file, size)
+            if error:
+                sb.error(error)
+            else:
+                inputs.image = image
+                inputs.image_id = f"upload:{file.file_id}"
+    upload = state.get("upload")
+    if upload is not None and source != "upload":
+        _, error = _decoded_upload(upload, size)
+        if error:
+            sb.error(error)
+    if inputs.image is not None and sources.is_uniform(inputs.image):
+        sb.warning("This image has a single gray level: there is nothing to segment.")
+
+    _number(
+        sb,
+        "λ: coupling (smoothness prior)",
+        "lam",
+        "λ ≥ 0 in log p̃(x) = Σᵢ αᵢxᵢ + λ Σ_{i~j} xᵢxⱼ. λ = 0: pixels independent; larger λ "
+        "makes neighbours agree and the mask smoother.",
+        0.1,
+    )
+    mu_help = (
+        "Signal level: the paper's α = μ·truth + U(−σ, σ)."
+        if source == "paper"
+        else "Signal level of the observation model yᵢ ~ N(μ xᵢ, σ²), with y = 2I − 1 "
+        "(or 1 − 2I) in [−1, 1]; the data term is αᵢ = μ yᵢ / σ²."
+    )
+    _number(sb, "μ: signal level", "mu", mu_help, 0.1)
+    sigma_help = (
+        "Noise level: half-width of the uniform noise added to α (σ = 3 is 'noisy' with μ = 1)."
+        if source == "paper"
+        else "Noise level of the observation model; the data term's strength is μ/σ²."
+    )
+    _number(sb, "σ: noise level", "sigma", sigma_help, 0.05)
+    ensure("boundary", "free", lambda v: v in cfgmod.BOUNDARIES)
+    sb.radio(
+        "Boundary",
+        cfgmod.BOUNDARIES,
+        key="boundary",
+        horizontal=True,
+        help="free: edge pixels have fewer neighbours (natural for images). periodic: the "
+        "lattice wraps around as a torus (the paper's code).",
+    )
+    if source != "paper":
+        ensure("invert", True, lambda v: isinstance(v, bool))
+        sb.checkbox(
+            "Object is dark",
+            key="invert",
+            help="Which end of the gray scale is the object (+1): on, y = 1 − 2I (dark object); "
+            "off, y = 2I − 1 (bright object).",
+        )
+        _number(
+            sb,
+            "Synthetic noise (sd)",
+            "noise",
+            "Adds Gaussian noise of this standard deviation to y, for demos. The clean image "
+            "thresholded at 0 then serves as ground truth (accuracy is tracked).",
+            0.05,
+        )
+    _number(
+        sb,
+        "Seed",
+        "seed",
+        "Seeds the noise, the shared random start and each sampler's random numbers: the same "
+        "seed gives the same run.",
+        1,
+    )
+    return inputs
+
+
+def _samplers(sb) -> tuple[bytes | None, str | None]:
+    state = st.session_state
+    sb.header("Samplers")
+    ensure(
+        "samplers",
+        list(Config().samplers),
+        lambda v: isinstance(v, list) and all(n in cfgmod.SAMPLER_ORDER for n in v),
+    )
+    sb.multiselect(
+        "Samplers to compare",
+        cfgmod.SAMPLER_ORDER,
+        format_func=lambda n: SAMPLER_LABELS.get(n, n),
+        key="samplers",
+        help="\n".join(
+            f"- **{SAMPLER_LABELS.get(n, n).split('  ')[0]}**: {lsbcore.DESCRIPTIONS.get(n, '')}"
+            for n in cfgmod.SAMPLER_ORDER
+        )
+        + "\n\nLSB 1 and LSB 2 learn during burn-in; the imported one is saved from Export.",
+    )
+    learned_json = learned_id = None
+    if "learned" in state["samplers"]:
+        file = sb.file_uploader(
+            "Learned function (JSON)",
+            type=["json"],
+            key="learned_file",
+            help="A file from Export → learned balancing functions. It is used frozen.",
+        )
+        if file is None:
+            sb.warning("The imported sampler needs a learned-function JSON; it is left out.")
+        else:
+            error = _learned_error(file)
+            if error:
+                sb.error(f"This learned function cannot be used: {error}")
+            else:
+                learned_json, learned_id = file.getvalue(), file.file_id
+    with sb.expander("Learning (LSB 1, LSB 2)"):
+        _number(
+            st,
+            "Learning rate",
+            "lr",
+            "Step size of the optimiser that adapts the balancing function during burn-in "
+            "(paper: 1e-2).",
+            0.001,
+            "%.4g",
+        )
+        ensure("optimizer", "adam", lambda v: v in cfgmod.OPTIMIZERS)
+        st.radio(
+            "Optimiser",
+            cfgmod.OPTIMIZERS,
+            format_func={"adam": "Adam (authors' code)", "sgd": "SGD + momentum (paper)"}.get,
+            key="optimizer",
+            horizontal=True,
+        )
+        _number(
+            st,
+            "LSB 2 width (hidden units)",
+            "hidden",
+            "Hidden ReLU units of LSB 2's network h (paper: 10).",
+            1,
+        )
+    return learned_json, learned_id
+
+
+def _run_settings(sb) -> None:
+    sb.header("Run")
+    ensure_in_range("chains", Config().chains, 1, 64)
+    sb.slider(
+        "Chains per sampler",
+        1,
+        64,
+        key="chains",
+        help="Independent chains, all samplers from the same start (the paper uses 30).",
+    )
+    _number(
+        sb,
+        "Burn-in steps",
+        "burn_in",
+        "Steps during which LSB 1 / LSB 2 learn; then their functions freeze and the "
+        "diagnostics and marginals start (paper: 2000).",
+        100,
+    )
+    _number(sb, "Mixing steps", "steps", "Steps after burn-in (paper: 30 000).", 1000)
+    _number(
+        sb,
+        "Record every (steps)",
+        "thin",
+        "Trace thinning. 1 reproduces the paper's ESS, which counts lags in recorded draws.",
+        1,
+    )
+    ensure("device", "auto", lambda v: v in cfgmod.DEVICES)
+    sb.radio(
+        "Device",
+        cfgmod.DEVICES,
+        key="device",
+        horizontal=True,
+        help="auto uses a CUDA GPU when there is one. If CUDA fails the run falls back to the "
+        "CPU and says so.",
+    )
+    if torch.cuda.is_available():
+        sb.caption(f"GPU: {torch.cuda.get_device_name(0)}")
+    else:
+        sb.caption("No CUDA GPU here: runs on the CPU.")
+    ensure("speed", "auto", lambda v: v in cfgmod.SPEEDS)
+    sb.select_slider(
+        "Speed (steps per refresh)",
+        cfgmod.SPEEDS,
+        key="speed",
+        format_func=lambda v: "auto" if v == "auto" else v,
+        help="auto: as many steps as fit between refreshes (about 5 per second). A number "
+        "caps it: 1 watches single flips.",
+    )
+
+
+def render(samples: tuple[str, ...]) -> Inputs:
+    """Draw the sidebar and return the configuration and data it describes."""
+    _restore_hidden()
+    sb = st.sidebar
+    inputs = _posterior(sb, samples)
+    inputs.learned_json, inputs.learned_id = _samplers(sb)
+    _run_settings(sb)
+    state = st.session_state
+    values = {f.name: state[f.name] for f in fields(Config) if f.name != "samplers"}
+    cfg, problems = cfgmod.validate(values, samples)
+    for problem in problems:  # widgets keep values in range; this catches the unexpected
+        sb.warning(problem)
+    chosen = [n for n in cfgmod.SAMPLER_ORDER if n in state["samplers"]]
+    state["_saved"] = replace(cfg, samplers=tuple(chosen)).as_dict()
+    if inputs.learned_json is None:
+        chosen = [n for n in chosen if n != "learned"]
+    inputs.config = replace(cfg, samplers=tuple(chosen))
+    return inputs

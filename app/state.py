@@ -1,0 +1,307 @@
+"""The run a session drives: a ``Comparison`` plus what the page needs to know about it.
+
+``Run`` lives in ``st.session_state`` (one per browser session). No Streamlit here:
+
+- ``build_run`` creates a run (falling back from CUDA to CPU and saying so);
+- ``advance`` steps it: learning during burn-in, then ``start_mixing()``, then mixing;
+- ``start`` / ``pause`` run ``advance`` on a worker thread, so sampling goes on between redraws
+  whatever the browser's refresh cadence; the page's fragment only draws;
+- ``slow_step`` takes one step in slow motion for the Proposal view.
+
+Every access to the comparison holds ``run.lock``: the worker steps in short chunks
+(``CHUNK_S``) and releases it in between, so views and downloads (built on other threads) read
+a consistent state and wait at most one chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+import lsbcore
+from app.config import Config, steps_per_refresh
+
+log = logging.getLogger(__name__)
+
+REFRESH_S = 0.2  # the page redraws five times a second while running
+CHUNK_S = 0.02  # the worker holds the lock for about this long at a time
+STALE_S = 90.0  # a running run nobody has drawn for this long pauses (closed browser tab)
+RATE_WINDOW_S = 0.5
+
+
+@dataclass
+class SiteStep:
+    """One chain of one sampler through a single step (the slow-motion view)."""
+
+    state: np.ndarray  # [H, W] of +-1 before the step
+    q: np.ndarray  # [H, W] proposal Q(i | x)
+    t: np.ndarray  # [H, W] T(x -> x with i flipped) = Q(i | x) A
+    site: tuple[int, int] | None  # the site that flipped, None when the chain stayed put
+    accept_prob: float | None  # A at that site (T / Q)
+    move_prob: float  # probability that the step moves at all: sum_i T
+
+
+@dataclass
+class StepReport:
+    step: int  # the comparison's step count after the step
+    chain: int
+    phase: str
+    sites: dict[str, SiteStep]
+
+
+@dataclass
+class Run:
+    config: Config
+    problem: lsbcore.Problem
+    comparison: lsbcore.Comparison
+    device_label: str
+    image: np.ndarray | None = None
+    running: bool = False
+    burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at burn-in's end
+    steps_per_second: float = math.nan  # live rate: steps per wall-clock second while running
+    last_seen: float = 0.0  # when the page last drew this run
+    last_step: StepReport | None = None
+    error: str | None = None  # why sampling stopped, if it failed
+    notices: list[str] = field(default_factory=list)  # learning divergence and the like
+    cache: dict = field(default_factory=dict)  # views' derived results, keyed by view
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    worker: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def n_steps(self) -> int:
+        return self.comparison.n_steps
+
+    @property
+    def finished(self) -> bool:
+        return self.comparison.n_steps >= self.config.total_steps
+
+    @property
+    def phase(self) -> str:
+        return self.comparison.phase
+
+    def throttled(self, key: str, build, params=(), max_age_s: float = 1.0):
+        """``build()``, cached per view: rebuilt when the run moved on and, while it is running,
+        at most every ``max_age_s`` seconds (figures cost far more to build than to resend)."""
+        entry = self.cache.get(key)
+        now = time.perf_counter()
+        if entry is not None and entry[0] == params:
+            if entry[1] == self.n_steps or (self.running and now - entry[2] < max_age_s):
+                return entry[3]
+        value = build()
+        self.cache[key] = (params, self.n_steps, now, value)
+        return value
+
+    def phase_seconds(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Sampling seconds per sampler in burn-in and in mixing (for the results JSON)."""
+        wall = {n: s.wall_seconds for n, s in self.comparison.samplers.items()}
+        burnin = self.burnin_wall if self.burnin_wall is not None else wall
+        mixing = {n: wall[n] - burnin.get(n, 0.0) for n in wall}
+        return dict(burnin), mixing
+
+
+def device_label(device: torch.device) -> str:
+    if device.type == "cuda":
+        try:
+            return torch.cuda.get_device_name(device)
+        except (RuntimeError, AssertionError):
+            return "CUDA GPU"
+    return "CPU"
+
+
+def build_run(
+    cfg: Config,
+    problem: lsbcore.Problem,
+    image: np.ndarray | None = None,
+    balancing=None,
+) -> tuple[Run, list[str]]:
+    """A fresh run of ``cfg`` on ``problem``; messages say when the device fell back to CPU.
+
+    ``balancing`` is the imported learned function for the "learned" sampler (required when
+    ``cfg.samplers`` lists it).
+    """
+    messages: list[str] = []
+    device = None if cfg.device == "auto" else cfg.device
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        messages.append("No CUDA GPU is available here; running on the CPU instead.")
+        device = "cpu"
+    options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
+    if "learned" in cfg.samplers:
+        options["balancing"] = balancing
+
+    def make(dev):
+        return lsbcore.Comparison(
+            list(cfg.samplers),
+            problem.target,
+            cfg.chains,
+            seed=cfg.seed,
+            device=dev,
+            x0=problem.x0,
+            thin=cfg.thin,
+            truth=problem.truth,
+            **options,
+        )
+
+    try:
+        comparison = make(device)
+    except RuntimeError as err:  # CUDA out of memory, driver errors, ...
+        if device == "cpu" or (device is None and not torch.cuda.is_available()):
+            raise
+        messages.append(f"The GPU failed ({str(err)[:120]}); running on the CPU instead.")
+        comparison = make("cpu")
+    run = Run(
+        config=cfg,
+        problem=problem,
+        comparison=comparison,
+        device_label=device_label(comparison.device),
+        image=image,
+    )
+    return run, messages
+
+
+# ----------------------------------------------------------------------------- stepping
+def _maybe_start_mixing(run: Run) -> None:
+    comparison = run.comparison
+    if comparison.phase == "burnin" and comparison.n_steps >= run.config.burn_in:
+        run.burnin_wall = {n: s.wall_seconds for n, s in comparison.samplers.items()}
+        comparison.start_mixing()
+
+
+def _note_failed_learning(run: Run) -> None:
+    for name, sampler in run.comparison.samplers.items():
+        if getattr(sampler, "learning_failed", False):
+            text = (
+                f"{name}: learning diverged (a non-finite loss or parameter) by step "
+                f"{run.n_steps:,}; it stopped learning and keeps its last good balancing "
+                "function. Try a smaller learning rate."
+            )
+            if not any(n.startswith(f"{name}: learning diverged") for n in run.notices):
+                run.notices.append(text)
+
+
+def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
+    """Step ``run`` for about ``budget_s`` seconds (and at most ``max_steps``); return the steps.
+
+    Burn-in steps learn (learnable samplers only); at ``burn_in`` the balancing functions are
+    frozen with ``start_mixing()``; the run stops at ``burn_in + steps``. Steps go in chunks
+    sized from the measured rate, so the budget holds without a clock check after every step;
+    at least one step is taken when any is left.
+    """
+    cfg, comparison = run.config, run.comparison
+    start = time.perf_counter()
+    done, rate = 0, math.nan
+    limit = max_steps if max_steps is not None else 10**9
+    with run.lock:
+        while done < limit and not run.finished:
+            _maybe_start_mixing(run)
+            burnin = comparison.phase == "burnin"
+            end = cfg.burn_in if burnin else cfg.total_steps
+            left = budget_s - (time.perf_counter() - start)
+            if done and left <= 0:
+                break
+            chunk = 1 if math.isnan(rate) else max(1, int(rate * left * 0.9))
+            chunk = min(chunk, end - comparison.n_steps, limit - done)
+            t0 = time.perf_counter()
+            comparison.step(chunk, learn=burnin)
+            rate = chunk / max(time.perf_counter() - t0, 1e-9)
+            done += chunk
+        _maybe_start_mixing(run)
+        _note_failed_learning(run)
+    return done
+
+
+def _work(run: Run) -> None:
+    """The worker: advance in short chunks while the run is running, honouring the speed cap."""
+    window_start, window_steps = time.perf_counter(), 0
+    rate_start, rate_steps = time.perf_counter(), run.n_steps
+    while run.running and not run.finished:
+        now = time.perf_counter()
+        if now - run.last_seen > STALE_S:
+            run.notices.append("Paused: nobody has looked at this run for a while.")
+            break
+        cap = steps_per_refresh(run.config)
+        max_steps = None
+        if cap is not None:  # at most `cap` steps per refresh interval: slow motion
+            if now - window_start >= REFRESH_S:
+                window_start, window_steps = now, 0
+            max_steps = cap - window_steps
+            if max_steps <= 0:
+                time.sleep(max(0.0, REFRESH_S - (now - window_start)))
+                continue
+        try:
+            window_steps += advance(run, CHUNK_S, max_steps)
+        except Exception as err:  # the page shows why; the run stays inspectable
+            log.exception("sampling failed")
+            hint = " Switch the device to cpu to go on." if run.device_label != "CPU" else ""
+            run.error = f"Sampling stopped: {err}.{hint}"
+            break
+        now = time.perf_counter()
+        if now - rate_start >= RATE_WINDOW_S:
+            rate = (run.n_steps - rate_steps) / (now - rate_start)
+            old = run.steps_per_second
+            run.steps_per_second = rate if math.isnan(old) else 0.5 * old + 0.5 * rate
+            rate_start, rate_steps = now, run.n_steps
+        time.sleep(0)  # let a waiting reader take the lock
+    run.running = False
+
+
+def start(run: Run) -> None:
+    """Sample on a worker thread until paused, finished, or nobody looks any more."""
+    if run.finished:
+        return
+    if run.worker is not None and run.worker.is_alive() and not run.running:
+        run.worker.join(timeout=5.0)  # a worker on its way out: let it finish first
+    run.error = None
+    run.last_seen = time.perf_counter()
+    run.running = True
+    if run.worker is None or not run.worker.is_alive():
+        run.worker = threading.Thread(target=_work, args=(run,), name="lsb-sampler", daemon=True)
+        run.worker.start()
+
+
+def pause(run: Run, wait: bool = True) -> None:
+    """Stop the worker (after its current chunk, a few hundredths of a second)."""
+    run.running = False
+    worker = run.worker
+    if wait and worker is not None and worker is not threading.current_thread():
+        worker.join(timeout=5.0)
+    run.steps_per_second = math.nan
+
+
+@torch.no_grad()
+def slow_step(run: Run, chain: int = 0) -> StepReport | None:
+    """One real step of every sampler, with the proposal and transition maps seen before it.
+
+    For chain ``chain`` of each sampler: ``Q(i | x)`` and ``T(x -> x_i) = Q A`` for every site
+    ``i`` just before the step, then the site that flipped, if any (a rejected proposal leaves
+    no trace: the samplers do not expose the proposed site). None when the run is complete.
+    """
+    comparison = run.comparison
+    chain = min(max(chain, 0), run.config.chains - 1)
+    with run.lock:
+        if run.finished:
+            return None
+        _maybe_start_mixing(run)
+        before = {}
+        for name, sampler in comparison.samplers.items():
+            q = torch.exp(sampler.proposal_log_probs()[chain]).cpu().numpy()
+            t = sampler.flip_probabilities()[chain].cpu().numpy()
+            before[name] = (sampler.x[chain].cpu().numpy().copy(), q, t)
+        phase = comparison.phase
+        comparison.step(1, learn=phase == "burnin")
+        _maybe_start_mixing(run)
+        _note_failed_learning(run)
+        sites = {}
+        for name, sampler in comparison.samplers.items():
+            state, q, t = before[name]
+            changed = np.argwhere(sampler.x[chain].cpu().numpy() != state)
+            site = tuple(int(v) for v in changed[0]) if len(changed) else None
+            accept = float(t[site] / q[site]) if site is not None and q[site] > 0 else None
+            sites[name] = SiteStep(state, q, t, site, accept, float(t.sum()))
+        run.last_step = StepReport(comparison.n_steps, chain, phase, sites)
+    return run.last_step

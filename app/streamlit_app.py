@@ -1,0 +1,72 @@
+"""LSB Explorer: locally balanced MCMC on the Ising segmentation posterior, live.
+
+Run with ``streamlit run app/streamlit_app.py``. The page reads top to bottom like this script:
+sidebar inputs, the posterior, the controls, then the live views.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run` puts app/ on the path, not the project root
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+import torch  # noqa: E402
+
+from app import config, live, session, sidebar, sources  # noqa: E402
+from app.views import about, posterior  # noqa: E402
+
+log = logging.getLogger("app")
+
+st.set_page_config(page_title="LSB Explorer", layout="wide")
+# One step touches a few hundred numbers: intra-op threads only add hand-offs, and on a busy
+# machine (or with several sessions) they oversubscribe the cores and slow sampling a hundredfold.
+torch.set_num_threads(1)
+
+
+def main() -> None:
+    samples = sources.sample_names()
+    link_warnings = sidebar.init_from_link(samples)
+    inputs = sidebar.render(samples)
+
+    st.title("LSB Explorer")
+    st.caption(
+        "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), segmenting an "
+        "image under an Ising prior. Configure in the sidebar, press Run, watch the tabs."
+    )
+    about.render()
+    for warning in link_warnings:
+        st.warning(f"Link: {warning}")
+
+    cfg, notes = config.cap_workload(inputs.config)
+    for note in notes:
+        st.info(note)
+    if not cfg.samplers:
+        st.info("Select at least one sampler in the sidebar.")
+        return
+    if cfg.source != "paper" and inputs.image is None:
+        st.info("Upload an image in the sidebar (or choose a paper case or a sample image).")
+        return
+    run = session.ensure_run(cfg, inputs)
+    if run is None:
+        return
+    st.query_params.from_dict(config.to_query_params(cfg))
+
+    session.pending_step(run)
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    with left:
+        posterior.render(run)
+    with right:
+        live.controls(run)
+    live.panel(run)
+
+
+try:
+    main()
+except Exception as err:  # no traceback reaches the page: say what failed, log the rest
+    log.exception("LSB Explorer failed")
+    st.error(f"Something went wrong: {err}. Change a setting or press Reset to continue.")

@@ -1,0 +1,87 @@
+"""View 3, Balancing functions: g(t) on log-log axes, the learned ones moving during burn-in.
+
+A balancing function satisfies g(t) = t·g(1/t); overlaying t·g(1/t) shows it (the dotted curve
+lies on the solid one). The t-axis covers the ratios that occur in this posterior. The learning
+objective of the learned functions is plotted below.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.widgets import ensure
+from lsbcore import figures
+
+
+def t_grid(max_abs_log_t: float, points: int = 201) -> np.ndarray:
+    """Ratios t from e^-r to e^r, r the largest |log t| of the posterior (1e-1..1e8 decades)."""
+    decades = min(8.0, max(1.0, max_abs_log_t / math.log(10.0)))
+    return np.logspace(-decades, decades, points)
+
+
+def balancing_figure(balancings: dict, overlay: bool = False, t=None) -> go.Figure | None:
+    """g(t) of each balancing function (and t·g(1/t) when ``overlay``); None if there is none."""
+    if not balancings:
+        return None
+    t, g, reflected = figures.balancing_curves(balancings, t)
+    return figures.balancing_figure(t, g, reflected if overlay else None)
+
+
+def loss_figure(histories: dict[str, dict]) -> go.Figure | None:
+    """The learning loss of each learned sampler over burn-in; None before any learning."""
+    histories = {n: h for n, h in histories.items() if len(h.get("step", ())) > 0}
+    if not histories:
+        return None
+    return figures.loss_figure(histories)
+
+
+def max_log_ratio(target) -> float:
+    """The largest |log t| a flip can have in ``target``: 2 (max |alpha| + 4 lambda)."""
+    return 2.0 * (target.alpha.abs().max().item() + 4.0 * target.lam)
+
+
+def figures_now(run, overlay: bool = False) -> tuple[go.Figure | None, dict]:
+    """The g(t) figure of the samplers' current functions, and the learners' histories."""
+    comparison = run.comparison
+    balancings = {n: s.balancing for n, s in comparison.samplers.items() if hasattr(s, "balancing")}
+    t = t_grid(max_log_ratio(run.problem.target))
+    with run.lock:  # the worker updates learned parameters in place
+        curves = figures.balancing_curves(balancings, t) if balancings else None
+        histories = {
+            n: s.history.arrays()
+            for n, s in comparison.samplers.items()
+            if getattr(s, "learnable", False)
+        }
+    if curves is None:
+        return None, histories
+    t, g, reflected = curves
+    return figures.balancing_figure(t, g, reflected if overlay else None), histories
+
+
+def _figures(run, overlay: bool):
+    fig, histories = figures_now(run, overlay)
+    return fig, loss_figure(histories)
+
+
+def render(run) -> None:
+    comparison = run.comparison
+    balancings = {n: s.balancing for n, s in comparison.samplers.items() if hasattr(s, "balancing")}
+    if not balancings:
+        st.info("Only the uninformed baselines are selected: they have no balancing function.")
+        return
+    ensure("overlay_reflection", False)
+    overlay = st.checkbox(
+        "Overlay t·g(1/t) (dotted): it coincides with g(t) for every balancing function",
+        key="overlay_reflection",
+    )
+    max_s = max_log_ratio(run.problem.target)
+    fig, loss = run.throttled("balancing", lambda: _figures(run, overlay), (overlay,))
+    st.plotly_chart(fig, config={"displayModeBar": False})
+    state = "frozen (mixing)" if comparison.phase == "mixing" else "learning (burn-in)"
+    st.caption(f"t ranges over e^±{max_s:.1f} in this posterior. Learned functions are {state}.")
+    if loss is not None:
+        st.plotly_chart(loss, config={"displayModeBar": False})

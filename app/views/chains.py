@@ -1,0 +1,98 @@
+"""View 1, Chains: a few chains per sampler side by side, and the running posterior marginal.
+
+White is +1 (object), black is -1 (background). After burn-in the last panel of each row is the
+posterior marginal P(x_i = +1) estimated from every chain's post-burn-in states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from app.views import pixels
+from app.widgets import ensure_in_range
+from lsbcore.figures import sampler_label as label
+
+ROW_WIDTH = 1000  # on-screen width of one sampler's row, pixels
+MAX_SIDE = 160  # on-screen side of one lattice at most
+
+
+@dataclass
+class ChainPanel:
+    name: str
+    image: np.ndarray  # uint8 [h, w] or [h, w, 3]: the chains then the marginal, side by side
+    caption: str
+
+
+def chain_panels(
+    states: dict[str, np.ndarray],
+    marginals: dict[str, np.ndarray | None] | None = None,
+    n_show: int = 4,
+    side: int | None = None,
+    notes: dict[str, str] | None = None,
+) -> list[ChainPanel]:
+    """One composite image per sampler: up to ``n_show`` chains ``[B, H, W]`` (+-1), then the
+    marginal ``[H, W]`` in [0, 1] when there is one. ``side``: on-screen pixels per lattice
+    (default: as large as fits ``ROW_WIDTH``, at most ``MAX_SIDE``)."""
+    marginals = marginals or {}
+    notes = notes or {}
+    panels = []
+    for name, x in states.items():
+        x = np.asarray(x)
+        if x.ndim != 3 or x.shape[0] == 0:
+            continue
+        k = max(1, min(n_show, x.shape[0]))
+        marginal = marginals.get(name)
+        tiles_wanted = k + (marginal is not None)
+        factor = pixels.scale_for(x.shape[1:], side or min(MAX_SIDE, ROW_WIDTH // tiles_wanted))
+        tiles = [pixels.upscale(pixels.spins(x[b]), factor) for b in range(k)]
+        caption = f"{label(name)}: chain{'s' if k > 1 else ''} 1–{k} of {x.shape[0]}"
+        if marginal is not None:
+            tiles.append(pixels.upscale(pixels.gray(marginal), factor))
+            caption += " · last: posterior marginal P(x=+1)"
+        if notes.get(name):
+            caption += f" · {notes[name]}"
+        panels.append(ChainPanel(name, pixels.hstack(tiles, gap=max(1, factor // 2)), caption))
+    return panels
+
+
+def snapshot(run, n_show: int) -> tuple[dict, dict, dict]:
+    """(states [k, H, W], marginals [H, W] or None, caption notes) per sampler, copied."""
+    comparison = run.comparison
+    with run.lock:
+        states = {n: s.x[:n_show].cpu().numpy() for n, s in comparison.samplers.items()}
+        marginals = {n: m.mean() if m.count else None for n, m in comparison.marginals.items()}
+        notes = {
+            n: f"acceptance {s.accept_rate:.2f}" if s.n_steps else "not started"
+            for n, s in comparison.samplers.items()
+        }
+    return states, marginals, notes
+
+
+def render(run) -> None:
+    comparison = run.comparison
+    n_show = 1
+    if run.config.chains > 1:
+        high = min(8, run.config.chains)
+        ensure_in_range("chains_shown", min(4, high), 1, high)
+        n_show = st.columns([1, 3])[0].slider(
+            "Chains shown per sampler", 1, high, key="chains_shown"
+        )
+    states, marginals, notes = snapshot(run, n_show)
+    panels = chain_panels(states, marginals, n_show, notes=notes)
+    counts = {m.count for m in comparison.marginals.values() if m.count}
+    if comparison.phase == "burnin":
+        st.caption(
+            "White = +1 (object), black = −1 (background). The posterior marginal appears after "
+            "burn-in."
+        )
+    else:
+        n = max(counts) if counts else 0
+        st.caption(
+            f"White = +1 (object), black = −1. Marginals from {n:,} post-burn-in records "
+            f"× {run.config.chains} chains."
+        )
+    for panel in panels:
+        st.image(pixels.data_uri(panel.image), caption=panel.caption, width=panel.image.shape[1])

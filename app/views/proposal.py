@@ -1,0 +1,232 @@
+"""View 2, Proposal: where each sampler wants to flip next, for one chain (the teaching view).
+
+A locally balanced sampler proposes flipping site i with probability Q(i | x) ∝ g(t_i), where
+t_i = p(x with i flipped) / p(x). The heat maps show log10 Q (or the flip probability
+T = Q·A, or the acceptance A) over the lattice; the uninformed baselines are flat. After Step,
+the maps are those seen just before the step and a square marks the site that flipped.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.state import SiteStep
+from app.widgets import ensure, ensure_in_range
+from lsbcore.figures import sampler_label as label
+
+QUANTITIES = {
+    "Q": "proposal Q(i | x)",
+    "T": "flip probability T(x → xᵢ) = Q·A",
+    "A": "acceptance A if i is proposed",
+}
+MAX_SIDE = 96  # larger lattices are shown in blocks (probabilities summed per block)
+LOG_RANGE = 8.0  # decades shown below the largest value
+LIVE_S = 0.5  # while running, the maps are recomputed at most this often
+
+
+def _pool(values: np.ndarray, factor: int, how: str) -> np.ndarray:
+    if factor <= 1:
+        return values
+    h, w = values.shape
+    ph, pw = -h % factor, -w % factor
+    padded = np.pad(values, ((0, ph), (0, pw)), constant_values=np.nan if how == "mean" else 0.0)
+    blocks = padded.reshape(padded.shape[0] // factor, factor, padded.shape[1] // factor, factor)
+    return np.nanmean(blocks, axis=(1, 3)) if how == "mean" else blocks.sum(axis=(1, 3))
+
+
+def quantity_map(step: SiteStep, quantity: str, factor: int = 1) -> np.ndarray:
+    """The map shown for one sampler: log10 Q, log10 T or A, pooled into ``factor`` blocks."""
+    q = _pool(np.asarray(step.q, dtype=np.float64), factor, "sum")
+    t = _pool(np.asarray(step.t, dtype=np.float64), factor, "sum")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if quantity == "A":
+            return np.where(q > 0, t / q, np.nan)
+        values = q if quantity == "Q" else t
+        return np.where(values > 0, np.log10(values), np.nan)
+
+
+def proposal_figure(maps: dict[str, SiteStep], quantity: str = "Q") -> go.Figure | None:
+    """State (top) and the chosen quantity (bottom) for each sampler, one column each."""
+    maps = {n: m for n, m in maps.items() if np.asarray(m.q).ndim == 2 and np.asarray(m.q).size}
+    if not maps:
+        return None
+    names = list(maps)
+    shape = np.asarray(maps[names[0]].q).shape
+    factor = max(1, math.ceil(max(shape) / MAX_SIDE))
+    values = {n: quantity_map(maps[n], quantity, factor) for n in names}
+    finite = [v[np.isfinite(v)] for v in values.values()]
+    finite = np.concatenate(finite) if finite else np.zeros(0)
+    if quantity == "A":
+        zmin, zmax, title = 0.0, 1.0, "A"
+    else:
+        zmax = float(finite.max()) if finite.size else 0.0
+        zmin = max(float(finite.min()) if finite.size else -1.0, zmax - LOG_RANGE)
+        zmin = min(zmin, zmax - 1e-3)
+        title = f"log10 {quantity}"
+    # one figure, two rows of square panels, built in one go (incremental plotly updates
+    # cost far more than the data here)
+    n, gap = len(names), 0.02
+    width = (1.0 - gap * (n - 1)) / n
+    traces, layout = [], {}
+    for k, name in enumerate(names):
+        x0 = k * (width + gap)
+        for row, (z, kind) in enumerate(((maps[name].state, "state"), (values[name], title))):
+            axis = 2 * k + row + 1
+            xa, ya = f"x{axis}", f"y{axis}"
+            layout[f"xaxis{axis}"] = {"domain": [x0, x0 + width], "visible": False}
+            layout[f"yaxis{axis}"] = {
+                "domain": [0.52, 1.0] if row == 0 else [0.0, 0.48],
+                "visible": False,
+                "autorange": "reversed",
+                "scaleanchor": xa,
+            }
+            if row == 0:
+                state = _pool(np.asarray(z, dtype=np.float64), factor, "mean")
+                traces.append(
+                    {
+                        "type": "heatmap",
+                        "z": state,
+                        "zmin": -1,
+                        "zmax": 1,
+                        "colorscale": [[0, "black"], [1, "white"]],
+                        "showscale": False,
+                        "xaxis": xa,
+                        "yaxis": ya,
+                        "hovertemplate": "row %{y}, col %{x}<br>x = %{z:.0f}<extra>state</extra>",
+                    }
+                )
+            else:
+                traces.append(
+                    {
+                        "type": "heatmap",
+                        "z": z,
+                        "coloraxis": "coloraxis",
+                        "xaxis": xa,
+                        "yaxis": ya,
+                        "hovertemplate": f"row %{{y}}, col %{{x}}<br>{kind} = %{{z:.3g}}"
+                        "<extra></extra>",
+                    }
+                )
+            site = maps[name].site
+            if site is not None:
+                traces.append(
+                    {
+                        "type": "scatter",
+                        "x": [site[1] // factor],
+                        "y": [site[0] // factor],
+                        "mode": "markers",
+                        "marker": {
+                            "symbol": "square-open",
+                            "size": 14,
+                            "color": "#e8322d",
+                            "line": {"width": 3},
+                        },
+                        "showlegend": False,
+                        "xaxis": xa,
+                        "yaxis": ya,
+                        "hovertemplate": "flipped site<extra></extra>",
+                    }
+                )
+    annotations = [
+        {
+            "text": label(name),
+            "x": k * (width + gap) + width / 2,
+            "y": 1.0,
+            "xref": "paper",
+            "yref": "paper",
+            "xanchor": "center",
+            "yanchor": "bottom",
+            "showarrow": False,
+        }
+        for k, name in enumerate(names)
+    ]
+    layout.update(
+        coloraxis={
+            "colorscale": "Viridis",
+            "cmin": zmin,
+            "cmax": zmax,
+            "colorbar": {"title": title},
+        },
+        annotations=annotations,
+        height=int(min(900, 70 + 2 * 0.95 * 1000 / max(n, 2))),  # square panels ~1000 px wide
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+    )
+    return go.Figure(data=traces, layout=layout)
+
+
+def step_rows(maps: dict[str, SiteStep], after_step: bool = True) -> list[dict]:
+    """One table row per sampler: how likely a move is and, after a step, where it moved and
+    with which acceptance."""
+    rows = []
+    for name, m in maps.items():
+        q = np.asarray(m.q)
+        uniform = q.size > 0 and float(q.max() - q.min()) <= 1e-12 * max(float(q.max()), 1e-300)
+        row = {"sampler": label(name)}
+        if after_step:
+            row["flipped site (row, col)"] = "none (rejected)" if m.site is None else str(m.site)
+            row["A at that site"] = None if m.accept_prob is None else round(m.accept_prob, 4)
+        row.update(
+            {
+                "P(move) = Σ T": round(m.move_prob, 4),
+                "largest Q": float(q.max()) if q.size else None,
+                "proposal": "uniform" if uniform else "informed",
+            }
+        )
+        rows.append(row)
+    return rows
+
+
+def current_maps(run, chain: int) -> dict[str, SiteStep]:
+    """Q and T for chain ``chain`` of every sampler at the current state (no step taken)."""
+    out = {}
+    with run.lock:
+        for name, s in run.comparison.samplers.items():
+            q = np.exp(s.proposal_log_probs()[chain].cpu().numpy())
+            t = s.flip_probabilities()[chain].cpu().numpy()
+            out[name] = SiteStep(s.x[chain].cpu().numpy().copy(), q, t, None, None, float(t.sum()))
+    return out
+
+
+def render(run) -> None:
+    st.markdown(
+        "Each step proposes flipping **one** site *i* with probability "
+        "Q(i | x) ∝ g(tᵢ), where tᵢ = p(x with i flipped) / p(x), and accepts with "
+        "A = min(1, Z(x)/Z(x′)). Bright sites are the likely proposals: informed samplers "
+        "concentrate on the boundary of the object, the uninformed baselines are flat. "
+        "Press **Step** to watch one step in slow motion."
+    )
+    chains = run.config.chains
+    left, right = st.columns([1, 3])
+    with left:
+        ensure_in_range("proposal_chain", 1, 1, chains)
+        chain = st.number_input("Chain", 1, chains, step=1, key="proposal_chain") - 1
+    with right:
+        ensure("proposal_quantity", "Q", lambda v: v in QUANTITIES)
+        quantity = st.radio(
+            "Show",
+            list(QUANTITIES),
+            format_func=QUANTITIES.get,
+            horizontal=True,
+            key="proposal_quantity",
+        )
+    report = run.last_step
+    after_step = report is not None and report.step == run.n_steps and report.chain == chain
+    if after_step:
+        maps = report.sites
+        moved = sum(m.site is not None for m in maps.values())
+        st.caption(
+            f"Step {report.step:,} ({'burn-in' if report.phase == 'burnin' else 'mixing'}), "
+            f"chain {chain + 1}: maps just before the step; the red square marks the site that "
+            f"flipped ({moved} of {len(maps)} samplers moved). A rejected proposal leaves no mark."
+        )
+    else:  # while running, the maps follow twice a second: Q over all sites costs O(B D)
+        maps = run.throttled("proposal", lambda: current_maps(run, chain), (chain,), LIVE_S)
+        st.caption(f"Chain {chain + 1} at step {run.n_steps:,}.")
+    fig = proposal_figure(maps, quantity)
+    if fig is not None:
+        st.plotly_chart(fig, config={"displayModeBar": False})
+    st.dataframe(step_rows(maps, after_step), hide_index=True)

@@ -1,0 +1,417 @@
+"""The dashboard end to end with Streamlit's AppTest (no browser), plus its configuration logic.
+
+AppTest runs the real script: widgets are set, buttons clicked, the script rerun (which also
+runs the live fragment once). Sampling runs on the run's worker thread, so tests that press
+Run wait for steps with ``wait_for_steps``; every run is paused when its test ends.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from streamlit.testing.v1 import AppTest
+
+import lsbcore
+from app import config as cfgmod
+from app import sources, state
+
+APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+TABS = (
+    "Chains",
+    "Proposal",
+    "Balancing functions",
+    "Softmax weights",
+    "Convergence",
+    "Mixing",
+    "Segmentation",
+    "Export",
+)
+SAMPLES = sources.sample_names()
+_opened: list[AppTest] = []
+
+
+@pytest.fixture(autouse=True)
+def stop_runs():
+    """One intra-op thread, as the app sets; pause every run a test started when it ends."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    for at in _opened:
+        run = at.session_state["_run"] if "_run" in at.session_state else None
+        if run is not None:
+            state.pause(run)
+    _opened.clear()
+    torch.set_num_threads(before)
+
+
+def open_app(**query: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update(query)
+    _opened.append(at)
+    return at.run()
+
+
+def the_run(at: AppTest) -> state.Run:
+    return at.session_state["_run"]
+
+
+def assert_healthy(at: AppTest) -> None:
+    """No traceback and no error box on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def texts(elements) -> str:
+    return " | ".join(str(e.value) for e in elements)
+
+
+def wait_for_steps(run: state.Run, n: int, timeout: float = 30.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while run.n_steps < n and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert run.n_steps >= n, f"only {run.n_steps} steps after {timeout} s"
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def dark_disc(height: int = 60, width: int = 80) -> np.ndarray:
+    yy, xx = np.mgrid[0:height, 0:width]
+    disc = (yy - height / 2) ** 2 + (xx - width / 2) ** 2 < (height / 3) ** 2
+    return np.where(disc, 60, 200).astype(np.uint8)
+
+
+# ----------------------------------------------------------------------------- first load
+def test_first_load_is_paper_case_3_with_five_samplers_ready_to_run():
+    at = open_app()
+    assert_healthy(at)
+    assert at.radio(key="source").value == "paper"
+    assert at.selectbox(key="case").value == 3
+    assert at.multiselect(key="samplers").value == ["barker", "sqrt", "max", "lsb1", "lsb2"]
+    assert {"run", "pause", "step", "reset"} <= {b.key for b in at.button}
+    assert not at.button(key="run").disabled and at.button(key="pause").disabled
+    run = the_run(at)
+    assert run.n_steps == 0 and not run.running
+    assert run.problem.target.shape == (30, 30) and run.problem.truth is not None
+    assert run.comparison.names == ["barker", "sqrt", "max", "lsb1", "lsb2"]
+    # posterior (alpha, truth) and one chain panel per sampler
+    assert len(at.image) >= 2 + 5
+    assert at.query_params["case"] == "3"  # the URL carries the configuration
+
+
+# ----------------------------------------------------------------------------- buttons
+def test_run_samples_in_the_background_until_paused():
+    at = open_app(burn_in="30")
+    at.button(key="run").click().run()
+    run = the_run(at)
+    assert run.running
+    wait_for_steps(run, 40)  # past burn-in: the learned functions froze
+    at.run()
+    assert_healthy(at)
+    assert run.phase == "mixing"
+    assert "steps/s" in texts(at.caption) or "starting" in texts(at.caption)
+    at.button(key="pause").click().run()
+    assert not run.running
+    steps = run.n_steps
+    time.sleep(0.2)
+    assert run.n_steps == steps
+    assert not at.button(key="run").disabled
+
+
+def test_step_takes_one_step_in_slow_motion_on_the_proposal_tab():
+    at = open_app()
+    at.button(key="step").click().run()
+    assert_healthy(at)
+    run = the_run(at)
+    assert run.n_steps == 1 and not run.running
+    assert at.session_state["view"] == "Proposal"
+    report = run.last_step
+    assert (
+        report is not None and report.step == 1 and set(report.sites) == set(run.comparison.names)
+    )
+    site = report.sites["barker"]
+    assert site.q.shape == (30, 30) and site.q.sum() == pytest.approx(1.0)
+    assert (site.t <= site.q + 1e-15).all()  # T = Q A with A <= 1
+    assert len(at.dataframe) == 1  # the per-sampler step table
+
+
+def test_reset_starts_again_from_step_zero():
+    at = open_app()
+    at.button(key="step").click().run()
+    at.button(key="reset").click().run()
+    assert_healthy(at)
+    assert the_run(at).n_steps == 0
+
+
+# ----------------------------------------------------------------------------- changes
+def test_changing_the_posterior_resets_the_run_and_says_so():
+    at = open_app()
+    at.button(key="step").click().run()
+    at.number_input(key="lam").set_value(0.5).run()
+    assert_healthy(at)
+    assert "The posterior changed (λ): the run was reset." in texts(at.info)
+    run = the_run(at)
+    assert run.n_steps == 0 and run.problem.target.lam == 0.5
+
+
+def test_changing_the_samplers_rebuilds_the_comparison():
+    at = open_app()
+    at.multiselect(key="samplers").set_value(["sqrt", "gibbs"]).run()
+    assert_healthy(at)
+    assert the_run(at).comparison.names == ["sqrt", "gibbs"]
+    at.session_state["view"] = "Softmax weights"
+    at.run()
+    assert "Add **LSB 1**" in texts(at.info)
+    at.multiselect(key="samplers").set_value([]).run()
+    assert "Select at least one sampler" in texts(at.info)
+    assert not at.exception
+
+
+def test_choosing_a_paper_case_applies_its_parameters():
+    at = open_app()
+    at.selectbox(key="case").set_value(4).run()
+    assert_healthy(at)
+    assert at.number_input(key="mu").value == 3.0
+    assert the_run(at).problem.name.startswith("case 4")
+
+
+def test_live_settings_do_not_reset_the_run():
+    at = open_app()
+    at.button(key="step").click().run()
+    at.number_input(key="steps").set_value(20_000).run()
+    at.select_slider(key="speed").set_value("5").run()
+    assert_healthy(at)
+    run = the_run(at)
+    assert run.n_steps == 1 and run.config.steps == 20_000 and run.config.speed == "5"
+
+
+# ----------------------------------------------------------------------------- images
+def test_uploading_an_image_makes_it_the_source():
+    at = open_app()
+    at.file_uploader(key="upload").upload("disc.png", png_bytes(dark_disc()), "image/png")
+    at.run()
+    assert_healthy(at)
+    assert at.radio(key="source").value == "upload"
+    run = the_run(at)
+    assert run.problem.target.shape == (36, 48)  # longer side scaled to the default 48
+    assert run.image is not None and run.problem.target.boundary == "free"
+    # the dark disc is the object: positive alpha in the middle, negative at the corner
+    alpha = run.problem.target.alpha[0]
+    assert alpha[18, 24] > 0 > alpha[0, 0]
+
+
+def test_a_junk_upload_shows_why_and_the_app_keeps_running():
+    at = open_app()
+    at.file_uploader(key="upload").upload("notes.png", b"this is not an image", "image/png")
+    at.run()
+    assert not at.exception
+    assert len(at.error) == 1 and "image" in at.error[0].value.lower()
+    assert at.radio(key="source").value == "paper"  # a bad file does not become the source
+    assert the_run(at) is not None
+    # the decoding function itself: a sentence, not an exception
+    image, error = sources.read_upload(b"\x89PNG\r\n\x1a\nbroken", 48)
+    assert image is None and error
+
+
+def test_a_sample_image_with_known_truth_tracks_accuracy():
+    at = open_app(source="sample", sample="synthetic_disc_letter", size="24")
+    assert_healthy(at)
+    run = the_run(at)
+    assert run.problem.truth is not None and max(run.problem.target.shape) == 24
+    assert at.checkbox(key="invert").value is True
+
+
+def test_switching_to_the_bright_cell_turns_object_is_dark_off():
+    at = open_app(source="sample")
+    at.selectbox(key="sample").set_value("cell").run()
+    assert_healthy(at)
+    assert at.checkbox(key="invert").value is False
+
+
+# ----------------------------------------------------------------------------- links
+def test_query_parameters_restore_a_configuration():
+    at = open_app(
+        source="sample",
+        sample="horse",
+        size="40",
+        lam="0.7",
+        boundary="periodic",
+        samplers="sqrt,gibbs",
+        chains="3",
+        burn_in="100",
+        seed="5",
+        optimizer="sgd",
+    )
+    assert_healthy(at)
+    assert at.radio(key="source").value == "sample"
+    assert at.selectbox(key="sample").value == "horse"
+    assert at.slider(key="size").value == 40
+    assert at.number_input(key="lam").value == 0.7
+    assert at.multiselect(key="samplers").value == ["sqrt", "gibbs"]
+    assert at.slider(key="chains").value == 3
+    assert at.radio(key="optimizer").value == "sgd"
+    run = the_run(at)
+    assert max(run.problem.target.shape) == 40 and run.config.seed == 5
+    assert run.comparison.names == ["sqrt", "gibbs"] and run.problem.target.boundary == "periodic"
+
+
+def test_bad_query_parameters_fall_back_with_a_warning():
+    at = open_app(lam="nan", sigma="-inf", chains="1e9", samplers="sqrt,bogus", case="7", zzz="1")
+    assert not at.exception
+    warnings = texts(at.warning)
+    for fragment in ("λ: NaN", "σ: ∞", "chains", "bogus", "paper case", "'zzz'"):
+        assert fragment in warnings, fragment
+    assert at.number_input(key="lam").value == 1.0  # the default
+    assert at.number_input(key="sigma").value == 0.01  # clamped to the smallest allowed
+    assert at.multiselect(key="samplers").value == ["sqrt"]
+    assert at.selectbox(key="case").value == 4  # clamped to the last case
+    assert the_run(at).config.chains == 64
+
+
+def test_oversized_requests_are_capped_and_say_so():
+    at = open_app(size="128", chains="64", samplers="barker,sqrt,min,max,gibbs")
+    assert_healthy(at)
+    assert "Chains reduced from 64" in texts(at.info)
+    run = the_run(at)
+    assert run.config.chains * 128 * 128 * 5 <= cfgmod.MAX_WORKLOAD
+
+
+# ----------------------------------------------------------------------------- the views
+def test_every_tab_renders_during_burn_in_and_after_it():
+    at = open_app(
+        source="sample",
+        sample="synthetic_disc_letter",
+        size="16",
+        chains="2",
+        burn_in="30",
+        steps="700",
+        samplers="barker,lsb1,lsb2,gibbs",
+    )
+    run = the_run(at)
+    state.advance(run, 30.0, 10)
+    for tab in TABS:
+        at.session_state["view"] = tab
+        at.run()
+        assert_healthy(at)
+    state.advance(run, 120.0, 800)
+    assert run.finished and run.phase == "mixing"
+    for tab in TABS:
+        at.session_state["view"] = tab
+        at.run()
+        assert_healthy(at)
+        if tab == "Mixing":
+            assert at.dataframe and at.dataframe[0].value.shape[0] == 4
+        if tab == "Segmentation":
+            assert "Accuracy against the ground truth" in texts(at.caption)
+        if tab == "Export":
+            assert "?source=sample" in texts(at.code)
+    assert "Run complete" in texts(at.success)
+    assert at.button(key="run").disabled
+
+
+def test_learning_divergence_is_reported_as_a_warning():
+    at = open_app()
+    run = the_run(at)
+    run.comparison["lsb2"].learning_failed = True  # as after a non-finite loss
+    state.advance(run, 1.0, 1)
+    at.run()
+    assert not at.exception
+    assert "lsb2: learning diverged" in texts(at.warning)
+
+
+def test_an_imported_learned_function_runs_as_its_own_sampler():
+    problem = lsbcore.paper_case(3, n=8, n_chains=2)
+    lsb1 = lsbcore.make_sampler("lsb1", problem.target, 2, x0=problem.x0)
+    lsb1.step(20, learn=True)
+    text = lsbcore.balancing_to_json(lsb1.balancing).encode()
+    at = open_app(samplers="sqrt,learned")
+    assert "needs a learned-function JSON" in texts(at.warning)
+    assert the_run(at).comparison.names == ["sqrt"]
+    at.file_uploader(key="learned_file").upload("lsb1.json", text, "application/json").run()
+    assert_healthy(at)
+    assert the_run(at).comparison.names == ["sqrt", "learned"]
+    at.file_uploader(key="learned_file").clear().upload("bad.json", b"{}", "application/json")
+    at.run()
+    assert not at.exception and "cannot be used" in texts(at.error)
+
+
+def test_asking_for_cuda_without_a_gpu_runs_on_the_cpu_and_says_so(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    at = open_app(device="cuda")
+    assert not at.exception
+    assert "No CUDA GPU is available here; running on the CPU instead." in texts(at.warning)
+    assert the_run(at).device_label == "CPU"
+
+
+def test_a_gpu_that_fails_while_building_falls_back_to_the_cpu(monkeypatch):
+    real = lsbcore.Comparison
+
+    def flaky(*args, device=None, **kwargs):
+        if device != "cpu":
+            raise RuntimeError("CUDA error: out of memory")
+        return real(*args, device=device, **kwargs)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(lsbcore, "Comparison", flaky)
+    cfg = replace(cfgmod.Config(), samplers=("barker",), size=16, chains=2, device="cuda")
+    run, messages = state.build_run(cfg, sources.build_problem(cfg))
+    assert run.comparison.device.type == "cpu" and run.device_label == "CPU"
+    assert messages and "The GPU failed (CUDA error: out of memory)" in messages[0]
+
+
+def test_an_unexpected_failure_shows_a_sentence_not_a_traceback(monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(sources, "build_problem", boom)
+    at = open_app()
+    assert not at.exception
+    assert "Something went wrong: boom" in texts(at.error)
+
+
+# ----------------------------------------------------------------------------- pure logic
+def test_a_configuration_survives_the_round_trip_through_its_link():
+    cfg = replace(cfgmod.defaults_for("sample", sample="cell"), noise=0.3, thin=4, lr=0.003)
+    params = cfgmod.to_query_params(cfg)
+    restored, warnings = cfgmod.validate(params, SAMPLES)
+    assert restored == cfg and not warnings
+
+
+def test_workload_cap_reduces_chains_then_thins_the_traces():
+    cfg = replace(cfgmod.Config(), size=256, chains=64)
+    capped, notes = cfgmod.cap_workload(cfg)
+    assert capped.chains * 256 * 256 * len(cfg.samplers) <= cfgmod.MAX_WORKLOAD
+    assert capped.chains >= 1 and len(notes) == 1
+    long = replace(cfgmod.Config(), chains=64, steps=200_000, burn_in=50_000)
+    capped, notes = cfgmod.cap_workload(long)
+    assert capped.thin > 1 and any("Recording every" in n for n in notes)
+    assert cfgmod.cap_workload(cfgmod.Config()) == (cfgmod.Config(), [])
+
+
+def test_the_worker_honours_the_speed_cap():
+    cfg = replace(cfgmod.Config(), samplers=("barker",), speed="2", size=16, chains=2)
+    run, _ = state.build_run(cfg, sources.build_problem(cfg))
+    state.start(run)
+    time.sleep(1.0)
+    state.pause(run)
+    # at most 2 steps per 0.2 s refresh interval, give or take one interval
+    assert 2 <= run.n_steps <= 2 * (1.0 / state.REFRESH_S + 1)
+
+
+def test_a_run_nobody_looks_at_pauses_itself(monkeypatch):
+    monkeypatch.setattr(state, "STALE_S", 0.2)
+    cfg = replace(cfgmod.Config(), samplers=("barker",), size=16, chains=2)
+    run, _ = state.build_run(cfg, sources.build_problem(cfg))
+    state.start(run)
+    run.worker.join(timeout=5.0)
+    assert not run.running and "Paused" in run.notices[-1]

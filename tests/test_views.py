@@ -1,0 +1,348 @@
+"""The dashboard's views as plain functions: typical data in, images / figures / tables out;
+empty data in, nothing (or an empty list) out and no exception."""
+
+from __future__ import annotations
+
+import io
+import json
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+from PIL import Image
+
+import lsbcore
+from app import config as cfgmod
+from app.state import SiteStep
+from app.views import (
+    about,
+    balancing,
+    chains,
+    convergence,
+    export,
+    mixing,
+    pixels,
+    posterior,
+    proposal,
+    segmentation,
+    weights,
+)
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """As the app does: tiny tensor ops, so intra-op threads only add hand-offs."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def spins(*shape) -> np.ndarray:
+    return np.where(RNG.random(shape) < 0.5, -1.0, 1.0)
+
+
+def serialises(fig: go.Figure) -> dict:
+    return json.loads(fig.to_json())
+
+
+# ----------------------------------------------------------------------------- pixels
+def test_spins_are_white_for_object_and_black_for_background():
+    out = pixels.spins(np.array([[1.0, -1.0]]))
+    assert out.dtype == np.uint8 and out.tolist() == [[255, 0]]
+
+
+def test_upscaling_turns_each_site_into_a_square_block():
+    image = np.array([[0, 255]], dtype=np.uint8)
+    big = pixels.upscale(image, 3)
+    assert big.shape == (3, 6) and (big[:, :3] == 0).all() and (big[:, 3:] == 255).all()
+
+
+def test_colour_maps_and_diverging_fields_give_rgb_uint8():
+    values = np.linspace(-2, 3, 12).reshape(3, 4)
+    for image in (pixels.colour(values, -2, 3), pixels.diverging(values)):
+        assert image.shape == (3, 4, 3) and image.dtype == np.uint8
+    # white at zero for the diverging map, NaN does not raise
+    assert (pixels.diverging(np.zeros((1, 1)))[0, 0] >= 240).all()
+    assert pixels.gray(np.array([np.nan]))[0] == 128
+
+
+def test_data_uri_is_an_inline_png_of_the_image():
+    image = pixels.spins(spins(5, 7))
+    uri = pixels.data_uri(image)
+    assert uri.startswith("data:image/png;base64,")
+    import base64
+
+    decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))))
+    assert np.array_equal(decoded, image)
+
+
+# ----------------------------------------------------------------------------- chains
+def test_chain_panels_put_the_shown_chains_and_the_marginal_side_by_side():
+    states = {"barker": spins(6, 10, 10), "lsb1": spins(6, 10, 10)}
+    marginals = {"barker": RNG.random((10, 10)), "lsb1": None}
+    panels = chains.chain_panels(states, marginals, n_show=3, side=40)
+    assert [p.name for p in panels] == ["barker", "lsb1"]
+    factor = pixels.scale_for((10, 10), 40)
+    gap = max(1, factor // 2)
+    assert panels[0].image.shape == (10 * factor, 4 * 10 * factor + 3 * gap)  # 3 chains + marginal
+    assert panels[1].image.shape == (10 * factor, 3 * 10 * factor + 2 * gap)
+    assert "marginal" in panels[0].caption and "marginal" not in panels[1].caption
+    assert panels[0].image.dtype == np.uint8
+
+
+def test_chain_panels_of_nothing_are_empty():
+    assert chains.chain_panels({}) == []
+    assert chains.chain_panels({"barker": np.zeros((0, 4, 4))}) == []
+
+
+# ----------------------------------------------------------------------------- proposal
+def site_step(h=8, w=8, site=None, uniform=False) -> SiteStep:
+    q = np.full((h, w), 1.0 / (h * w)) if uniform else RNG.random((h, w)) + 1e-3
+    q = q / q.sum()
+    t = q * RNG.random((h, w))
+    return SiteStep(spins(h, w), q, t, site, None if site is None else 0.5, float(t.sum()))
+
+
+def test_proposal_figure_shows_state_and_log_q_per_sampler_with_a_shared_scale():
+    maps = {"barker": site_step(site=(2, 3)), "gibbs": site_step(uniform=True)}
+    fig = proposal.proposal_figure(maps, "Q")
+    heatmaps = [t for t in fig.data if t.type == "heatmap"]
+    assert len(heatmaps) == 4  # state and Q for each sampler
+    assert all(h.coloraxis == "coloraxis" for h in heatmaps[1::2])
+    # the flipped site is marked in both panels of the sampler that moved, only there
+    markers = [t for t in fig.data if t.type == "scatter"]
+    assert len(markers) == 2 and markers[0].x == (3,) and markers[0].y == (2,)
+    zmax = fig.layout.coloraxis.cmax
+    assert zmax == pytest.approx(np.log10(maps["barker"].q.max()))
+    serialises(fig)
+
+
+def test_proposal_acceptance_map_is_t_over_q_within_zero_one():
+    step = site_step()
+    a = proposal.quantity_map(step, "A")
+    assert np.allclose(a, step.t / step.q) and (a >= 0).all() and (a <= 1).all()
+    fig = proposal.proposal_figure({"barker": step}, "A")
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
+
+
+def test_large_lattices_are_shown_in_blocks_whose_probabilities_add_up():
+    step = site_step(200, 150)
+    pooled = proposal.quantity_map(step, "Q", factor=3)
+    assert pooled.shape == (67, 50)
+    assert np.log10(np.nansum(10**pooled)) == pytest.approx(0.0, abs=1e-9)  # still sums to 1
+    fig = proposal.proposal_figure({"sqrt": step})
+    assert max(np.shape(fig.data[1].z)) <= proposal.MAX_SIDE
+
+
+def test_proposal_of_nothing_is_none_and_rows_say_who_moved():
+    assert proposal.proposal_figure({}) is None
+    rows = proposal.step_rows({"barker": site_step(site=(1, 1)), "gibbs": site_step(uniform=True)})
+    assert rows[0]["flipped site (row, col)"] == "(1, 1)" and rows[0]["A at that site"] == 0.5
+    assert rows[1]["flipped site (row, col)"] == "none (rejected)"
+    assert rows[1]["proposal"] == "uniform" and rows[0]["proposal"] == "informed"
+    before_any_step = proposal.step_rows({"barker": site_step()}, after_step=False)
+    assert "flipped site (row, col)" not in before_any_step[0]
+
+
+# ----------------------------------------------------------------------------- balancing
+def test_balancing_figure_draws_every_function_and_its_reflection_on_request():
+    funcs = {n: lsbcore.make_balancing(n) for n in ("barker", "sqrt", "lsb1")}
+    plain = balancing.balancing_figure(funcs, overlay=False, t=balancing.t_grid(10.0))
+    with_reflection = balancing.balancing_figure(funcs, overlay=True, t=balancing.t_grid(10.0))
+    assert isinstance(plain, go.Figure) and len(with_reflection.data) > len(plain.data)
+    assert plain.layout.xaxis.type == "log" and plain.layout.yaxis.type == "log"
+    serialises(with_reflection)
+    assert balancing.balancing_figure({}) is None
+
+
+def test_t_grid_covers_the_posterior_ratios_within_one_to_eight_decades():
+    assert balancing.t_grid(0.1).max() == pytest.approx(10.0)
+    assert balancing.t_grid(2 * np.log(10) * 3).max() == pytest.approx(1e6)
+    assert balancing.t_grid(1e4).max() == pytest.approx(1e8)
+
+
+def test_loss_figure_needs_a_history():
+    assert balancing.loss_figure({}) is None
+    assert balancing.loss_figure({"lsb1": {"step": np.array([]), "loss": np.array([])}}) is None
+    history = {"step": np.arange(5), "loss": RNG.random(5), "eta": RNG.random(5)}
+    assert isinstance(balancing.loss_figure({"lsb1": history}), go.Figure)
+
+
+# ----------------------------------------------------------------------------- weights
+def test_weights_figures_show_the_history_and_the_current_weights():
+    history = {"step": np.arange(10), "weights": np.full((10, 4), 0.25)}
+    area, bars = weights.weights_figures(history, np.array([0.1, 0.2, 0.3, 0.4]))
+    assert isinstance(area, go.Figure) and isinstance(bars, go.Figure)
+    serialises(area)
+
+
+def test_weights_figures_without_data_are_none():
+    assert weights.weights_figures(None, None) == (None, None)
+    empty = {"step": np.zeros(0), "weights": np.zeros((0, 4))}
+    area, bars = weights.weights_figures(empty, np.full(4, 0.25))
+    assert area is None and isinstance(bars, go.Figure)
+
+
+# ----------------------------------------------------------------------------- convergence
+def trace_arrays(n=40, chains_=3, with_accuracy=True) -> dict:
+    out = {
+        "step": np.arange(n) * 10,
+        "target_evals": np.arange(n) * 50,
+        "accept_rate": np.linspace(1, 0.8, n),
+        "magnetisation": RNG.normal(size=(n, chains_)),
+        "log_p": RNG.normal(size=(n, chains_)),
+    }
+    if with_accuracy:
+        out["accuracy"] = RNG.random((n, chains_))
+    return out
+
+
+def test_convergence_has_four_panels_with_truth_and_three_without():
+    figs = convergence.convergence_figures({"barker": trace_arrays(), "sqrt": trace_arrays()})
+    assert len(figs) == 4 and all(isinstance(f, go.Figure) for f in figs)
+    mixed = {"barker": trace_arrays(), "sqrt": trace_arrays(with_accuracy=False)}
+    assert len(convergence.convergence_figures(mixed)) == 3
+
+
+def test_convergence_marks_burn_in_and_follows_the_chosen_axis():
+    figs = convergence.convergence_figures({"lsb1": trace_arrays()}, "iterations", burn_in=100)
+    assert any(s.x0 == 100 for s in figs[0].layout.shapes)
+    by_evals = convergence.convergence_figures(
+        {"lsb1": trace_arrays()}, "target evaluations per chain", burn_in=100
+    )
+    assert not by_evals[0].layout.shapes  # no single burn-in x on the evaluations axis
+    assert by_evals[0].layout.xaxis.title.text == "target evaluations per chain"
+    xs = [t.x for t in by_evals[0].data if len(t.x)]
+    assert max(max(x) for x in xs) == 39 * 50
+
+
+def test_long_traces_are_thinned_for_display():
+    figs = convergence.convergence_figures({"barker": trace_arrays(n=5000)}, max_points=100)
+    assert all(len(t.x) <= 100 for t in figs[0].data)
+
+
+def test_convergence_of_nothing_is_empty():
+    assert convergence.convergence_figures({}) == []
+    assert convergence.convergence_figures({"barker": trace_arrays(n=0)}) == []
+
+
+# ----------------------------------------------------------------------------- mixing
+def test_mixing_view_gives_acf_ess_and_a_row_per_sampler():
+    series = {"barker": RNG.normal(size=(4, 1200)), "max": np.cumsum(RNG.normal(size=(4, 1200)), 1)}
+    view = mixing.mixing_view(series, max_lag=500)
+    assert isinstance(view.acf, go.Figure) and isinstance(view.ess, go.Figure)
+    assert view.max_lag == 500 and view.n_draws == 1200
+    assert [r["sampler"] for r in view.rows] == ["t/(1+t)", "max(1,t)"]
+    white = view.summaries["barker"]["ess_paper_mean"]
+    walk = view.summaries["max"]["ess_paper_mean"]
+    assert white > 100 > walk  # i.i.d. noise mixes, a random walk does not
+
+
+def test_short_mixing_phases_clip_the_window_and_tiny_ones_give_nothing():
+    view = mixing.mixing_view({"sqrt": RNG.normal(size=(3, 60))}, max_lag=500)
+    assert view.max_lag == 30  # half the phase, as the results export
+    assert mixing.mixing_view({"sqrt": RNG.normal(size=(3, 2))}) is None
+    assert mixing.mixing_view({}) is None
+
+
+# ----------------------------------------------------------------------------- segmentation
+def test_segmentation_thresholds_the_marginal_and_scores_it_against_the_truth():
+    marginal = np.array([[0.9, 0.2], [0.6, 0.4]])
+    truth = np.array([[1, -1], [-1, -1]])
+    view = segmentation.segmentation_view(marginal, RNG.random((2, 2)), 0.5, truth)
+    assert view.mask.tolist() == [[True, False], [True, False]]
+    assert view.accuracy == pytest.approx(0.75) and view.object_fraction == 0.5
+    for image in (view.observed, view.marginal, view.overlay, view.uncertainty):
+        assert image.dtype == np.uint8 and image.shape[:2] == view.marginal.shape[:2]
+
+
+def test_mask_png_is_the_mask_at_the_working_resolution():
+    mask = RNG.random((7, 5)) > 0.5
+    decoded = np.asarray(Image.open(io.BytesIO(segmentation.mask_png(mask))))
+    assert decoded.shape == (7, 5) and np.array_equal(decoded > 127, mask)
+
+
+def test_uncertainty_is_one_bit_at_one_half_and_zero_when_certain():
+    h = segmentation.binary_entropy(np.array([0.0, 0.5, 1.0]))
+    assert h.tolist() == pytest.approx([0.0, 1.0, 0.0])
+
+
+def test_segmentation_of_nothing_is_none():
+    assert segmentation.segmentation_view(np.zeros((0, 0))) is None
+    assert segmentation.segmentation_view(np.zeros(4)) is None
+
+
+# ----------------------------------------------------------------------------- posterior
+def test_posterior_images_show_observation_alpha_and_truth_where_known():
+    alpha = RNG.normal(size=(6, 9))
+    full = posterior.posterior_images(alpha, RNG.random((6, 9)), spins(6, 9))
+    assert [c.split(":")[0] for _, c in full][0] == "observed image"
+    assert len(full) == 3 and full[1][0].shape[2] == 3
+    assert len(posterior.posterior_images(alpha)) == 1
+    assert posterior.posterior_images(np.zeros((0, 0))) == []
+
+
+# ----------------------------------------------------------------------------- export
+def small_comparison(names=("barker", "lsb1", "lsb2"), steps=30):
+    problem = lsbcore.paper_case(3, n=8, n_chains=2)
+    comparison = lsbcore.Comparison(
+        list(names), problem.target, 2, x0=problem.x0, thin=5, truth=problem.truth
+    )
+    comparison.step(steps, learn=True)
+    return comparison
+
+
+def test_traces_csv_has_one_row_per_record_and_chain():
+    comparison = small_comparison(("barker",))
+    text = export.traces_csv(comparison.traces)
+    lines = text.strip().splitlines()
+    assert lines[0].split(",") == list(lsbcore.CSV_COLUMNS)
+    assert len(lines) - 1 == len(comparison.traces["barker"]) * 2
+
+
+def test_learned_functions_export_and_import_again():
+    torch.manual_seed(0)
+    comparison = small_comparison()
+    files = export.learned_functions(comparison.samplers, {"steps": 30})
+    assert sorted(files) == ["lsb1", "lsb2"]
+    for name, text in files.items():
+        loaded = lsbcore.load_balancing(text)
+        s = torch.linspace(-5, 5, 11, dtype=torch.float64)
+        assert torch.allclose(loaded.log_g(s), comparison[name].balancing.log_g(s).detach())
+        assert json.loads(text)["meta"]["sampler"] == name
+
+
+def test_results_json_follows_the_experiment_schema():
+    from dataclasses import replace as dc_replace
+
+    from app import sources, state
+
+    cfg = dc_replace(cfgmod.Config(), samplers=("barker", "lsb1"), size=8, chains=2, burn_in=10)
+    run, _ = state.build_run(cfg, sources.build_problem(cfg))
+    state.advance(run, 30.0, 40)
+    results = json.loads(export.results_json(run, max_lag=10))
+    assert set(results["samplers"]) == {"barker", "lsb1"}
+    assert results["config"]["samplers"] == ["barker", "lsb1"] and results["config"]["max_lag"]
+    burnin, mixing = run.phase_seconds()
+    assert results["samplers"]["lsb1"]["burnin_seconds"] == pytest.approx(burnin["lsb1"])
+    assert mixing["barker"] >= 0
+
+
+def test_share_link_reopens_the_same_configuration():
+    cfg = cfgmod.Config(case=2, lam=0.5, samplers=("sqrt", "gibbs"), chains=7, seed=3)
+    link = export.share_link(cfg, "http://host:8501/?old=1#frag")
+    parts = urlsplit(link)
+    assert parts.netloc == "host:8501" and parts.path == "/"
+    restored, warnings = cfgmod.validate(dict(parse_qsl(parts.query)), ("synthetic_disc_letter",))
+    assert restored == cfg and warnings == []
+    assert export.share_link(cfg).startswith("?")
+
+
+def test_about_sections_each_carry_text_and_formulas():
+    assert len(about.SECTIONS) >= 5
+    assert all(title and text and formulas for title, text, formulas in about.SECTIONS)
