@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench browser clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,19 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 run: $(VENV)/.runtime
 	$(PY) -m streamlit run app/streamlit_app.py --server.port $(PORT)
 
-test: $(VENV)/.dev
+# The end-to-end tests drive Debian's Chromium (Playwright's own browser download does not
+# work on these machines): install it when missing and we are root, else say what to install.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "The browser tests need Chromium: install Debian's 'chromium' package (apt-get install chromium)."; \
+	    exit 1; \
+	  fi; }
+
+test: $(VENV)/.dev browser
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
