@@ -42,9 +42,10 @@ class SiteStep:
     state: np.ndarray  # [H, W] of +-1 before the step
     q: np.ndarray  # [H, W] proposal Q(i | x)
     t: np.ndarray  # [H, W] T(x -> x with i flipped) = Q(i | x) A
-    site: tuple[int, int] | None  # the site that flipped, None when the chain stayed put
-    accept_prob: float | None  # A at that site (T / Q)
+    site: tuple[int, int] | None  # the site proposed by the step (None before a step)
+    accept_prob: float | None  # A at that site: the probability the proposal was accepted
     move_prob: float  # probability that the step moves at all: sum_i T
+    accepted: bool | None = None  # whether the proposal was accepted
 
 
 @dataclass
@@ -278,8 +279,8 @@ def slow_step(run: Run, chain: int = 0) -> StepReport | None:
     """One real step of every sampler, with the proposal and transition maps seen before it.
 
     For chain ``chain`` of each sampler: ``Q(i | x)`` and ``T(x -> x_i) = Q A`` for every site
-    ``i`` just before the step, then the site that flipped, if any (a rejected proposal leaves
-    no trace: the samplers do not expose the proposed site). None when the run is complete.
+    ``i`` just before the step, then the proposed site, its acceptance probability and whether
+    it was accepted. None when the run is complete.
     """
     comparison = run.comparison
     chain = min(max(chain, 0), run.config.chains - 1)
@@ -299,9 +300,10 @@ def slow_step(run: Run, chain: int = 0) -> StepReport | None:
         sites = {}
         for name, sampler in comparison.samplers.items():
             state, q, t = before[name]
-            changed = np.argwhere(sampler.x[chain].cpu().numpy() != state)
-            site = tuple(int(v) for v in changed[0]) if len(changed) else None
-            accept = float(t[site] / q[site]) if site is not None and q[site] > 0 else None
-            sites[name] = SiteStep(state, q, t, site, accept, float(t.sum()))
+            last = sampler.last_proposal
+            site = divmod(int(last["site"][chain]), state.shape[1])
+            accept = float(last["accept_prob"][chain])
+            accepted = bool(last["accepted"][chain])
+            sites[name] = SiteStep(state, q, t, site, accept, float(t.sum()), accepted)
         run.last_step = StepReport(comparison.n_steps, chain, phase, sites)
     return run.last_step

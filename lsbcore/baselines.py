@@ -41,6 +41,10 @@ class UniformSiteSampler(SingleFlipSampler):
             log_p = torch.nn.functional.logsigmoid(s) if self.name == "gibbs" else s.clamp(max=0.0)
             return log_p.view_as(self.x)
 
+    def _describe_last(self, i, s_i, accept) -> dict[str, torch.Tensor]:
+        p = torch.sigmoid(s_i) if self.name == "gibbs" else torch.exp(s_i.clamp(max=0.0))
+        return {"site": i, "accept_prob": p.squeeze(1), "accepted": accept.squeeze(1)}
+
     def flip_probabilities(self) -> torch.Tensor:
         """``T(x -> x with i flipped) = P(flip | i) / D`` per chain and site, ``[B, H, W]``."""
         return torch.exp(self.flip_log_probs()) / self.n_sites
@@ -58,4 +62,5 @@ class UniformSiteSampler(SingleFlipSampler):
             accept = u[1] < torch.sigmoid(s_i)
         else:
             accept = torch.log(u[1]) < s_i  # u < min(1, t)
+        self._last = (i, s_i, accept)  # references only: nothing computed here
         self._write(accept, index[:, 0], x_new, s_new)

@@ -169,6 +169,13 @@ class LocallyBalancedSampler(SingleFlipSampler):
             probs = g_old[..., 0] / z * (z / torch.maximum(z, z_new))
             return probs[:, :d].reshape(self.x.shape)
 
+    def _describe_last(self, i, z, z_new, accept) -> dict[str, torch.Tensor]:
+        return {
+            "site": i,
+            "accept_prob": (z / torch.maximum(z, z_new)).squeeze(1),  # A = Z / max(Z, Z')
+            "accepted": accept.squeeze(1),
+        }
+
     def _propose(self, i: torch.Tensor):
         """Everything about "flip ``i``": neighbourhood, new values and ``Z(x')`` per chain."""
         index, unique, _, s_old, x_new, s_new = self._flip_neighbourhood(i)
@@ -197,6 +204,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         index, _, x_new, s_new, _, g_new, z_new = self._propose(i)
         # A = min(1, Z / Z') = Z / max(Z, Z'): no cancellation, and Z' = inf simply rejects
         accept = u[2] * torch.maximum(self._Z, z_new) < self._Z
+        self._last = (i, self._Z, z_new, accept)  # references only: nothing computed here
         self._commit(accept, index, x_new, s_new, g_new)
 
     # ----------------------------------------------------------------- learning (spec 5)
@@ -307,6 +315,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
             g_new = torch.exp((log_g_flips[1] - log_z0).clamp(max=MAX_LOG_G))
             z_new = 1.0 + ((g_new - g_old) * unique).sum(1, keepdim=True)
             accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
+            self._last = (i, torch.ones_like(z_new), z_new, accept)
             log_q0 = (log_g_flips[0, :, 0] - log_z0[:, 0]).detach()  # log Q_theta0(x'|x)
             log_p = self._learning_log_p()
         loss = lsb_loss(

@@ -126,6 +126,7 @@ class SingleFlipSampler:
         self._uniform_pos = 0
         self.n_steps = 0
         self.n_target_evals = 0
+        self._last = None  # what the last step proposed (subclasses fill it; see last_proposal)
         self._n_accepted = torch.zeros(n_chains, 1, dtype=torch.int64, device=self.device)
         self.wall_seconds = 0.0
         self._since_resync = 0
@@ -184,6 +185,15 @@ class SingleFlipSampler:
 
     def _after_resync(self) -> None:
         """Subclasses rebuild what they derive from ``s``."""
+
+    @property
+    def last_proposal(self) -> dict[str, torch.Tensor] | None:
+        """The last step per chain: ``site`` (flat index ``row * W + col``) ``[B]``, its
+        ``accept_prob`` ``[B]`` and whether it was ``accepted`` ``[B]``; None before any step."""
+        return None if self._last is None else self._describe_last(*self._last)
+
+    def _describe_last(self, *last) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
 
     # ----------------------------------------------------------------- the step loop
     def _uniform(self, width: int) -> tuple[torch.Tensor, ...]:

@@ -143,6 +143,12 @@ def test_step_takes_one_step_in_slow_motion_on_the_proposal_tab():
     assert site.q.shape == (30, 30) and site.q.sum() == pytest.approx(1.0)
     assert (site.t <= site.q + 1e-15).all()  # T = Q A with A <= 1
     assert len(at.dataframe) == 1  # the per-sampler step table
+    # the report names the proposed site and the decision, and they match what happened
+    for name, step in report.sites.items():
+        after = run.comparison[name].x[report.chain].cpu().numpy()
+        changed = {tuple(int(v) for v in rc) for rc in np.argwhere(after != step.state)}
+        assert changed == ({step.site} if step.accepted else set()), name
+        assert 0.0 <= step.accept_prob <= 1.0
 
 
 def test_reset_starts_again_from_step_zero():

@@ -463,3 +463,26 @@ def test_log_p_from_cached_ratios_equals_the_targets_log_prob(name, boundary):
         sampler.step(700)
         exact = target.log_prob(sampler.x)
         assert torch.allclose(sampler.log_p, exact, rtol=0, atol=1e-9 * (1 + exact.abs().max()))
+
+
+@pytest.mark.parametrize("name", ["barker", "sqrt", "max", "gibbs", "metropolis", "lsb1"])
+def test_last_proposal_names_the_proposed_site_and_the_decision(name):
+    case = lsbcore.paper_case(3, n=8, n_chains=6, seed=2)
+    sampler = lsbcore.make_sampler(name, case.target, 6, seed=4, x0=case.x0)
+    assert sampler.last_proposal is None
+    for learn in ([False] * 20) + ([True] * 5 if sampler.learnable else []):
+        before = sampler.x.clone()
+        t = sampler.flip_probabilities().reshape(6, -1)
+        q = torch.exp(sampler.proposal_log_probs()).reshape(6, -1)
+        sampler.step(1, learn=learn)
+        last = sampler.last_proposal
+        changed = (sampler.x != before).reshape(6, -1)
+        for b in range(6):
+            site = int(last["site"][b])
+            assert changed[b].sum() == int(last["accepted"][b])
+            if last["accepted"][b]:
+                assert changed[b, site]
+            if not learn:  # frozen: A at the proposed site is T / Q of the exact matrix
+                assert float(last["accept_prob"][b]) == pytest.approx(
+                    float(t[b, site] / q[b, site])
+                )

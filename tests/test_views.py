@@ -101,11 +101,12 @@ def test_chain_panels_of_nothing_are_empty():
 
 
 # ----------------------------------------------------------------------------- proposal
-def site_step(h=8, w=8, site=None, uniform=False) -> SiteStep:
+def site_step(h=8, w=8, site=None, uniform=False, accepted=True) -> SiteStep:
     q = np.full((h, w), 1.0 / (h * w)) if uniform else RNG.random((h, w)) + 1e-3
     q = q / q.sum()
     t = q * RNG.random((h, w))
-    return SiteStep(spins(h, w), q, t, site, None if site is None else 0.5, float(t.sum()))
+    a = None if site is None else 0.5
+    return SiteStep(spins(h, w), q, t, site, a, float(t.sum()), None if site is None else accepted)
 
 
 def test_proposal_figure_shows_state_and_log_q_per_sampler_with_a_shared_scale():
@@ -114,9 +115,12 @@ def test_proposal_figure_shows_state_and_log_q_per_sampler_with_a_shared_scale()
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert len(heatmaps) == 4  # state and Q for each sampler
     assert all(h.coloraxis == "coloraxis" for h in heatmaps[1::2])
-    # the flipped site is marked in both panels of the sampler that moved, only there
+    # the proposed site is marked in both panels of the sampler that stepped, only there
     markers = [t for t in fig.data if t.type == "scatter"]
     assert len(markers) == 2 and markers[0].x == (3,) and markers[0].y == (2,)
+    assert markers[0].marker.symbol == "square-open"  # accepted
+    rejected = proposal.proposal_figure({"barker": site_step(site=(2, 3), accepted=False)}, "Q")
+    assert [t.marker.symbol for t in rejected.data if t.type == "scatter"] == ["x-open"] * 2
     zmax = fig.layout.coloraxis.cmax
     assert zmax == pytest.approx(np.log10(maps["barker"].q.max()))
     serialises(fig)
@@ -139,14 +143,18 @@ def test_large_lattices_are_shown_in_blocks_whose_probabilities_add_up():
     assert max(np.shape(fig.data[1].z)) <= proposal.MAX_SIDE
 
 
-def test_proposal_of_nothing_is_none_and_rows_say_who_moved():
+def test_proposal_of_nothing_is_none_and_rows_say_what_was_proposed_and_decided():
     assert proposal.proposal_figure({}) is None
-    rows = proposal.step_rows({"barker": site_step(site=(1, 1)), "gibbs": site_step(uniform=True)})
-    assert rows[0]["flipped site (row, col)"] == "(1, 1)" and rows[0]["A at that site"] == 0.5
-    assert rows[1]["flipped site (row, col)"] == "none (rejected)"
+    maps = {
+        "barker": site_step(site=(1, 1)),
+        "gibbs": site_step(site=(2, 0), uniform=True, accepted=False),
+    }
+    rows = proposal.step_rows(maps)
+    assert rows[0]["proposed site (row, col)"] == "(1, 1)" and rows[0]["A at that site"] == 0.5
+    assert rows[0]["outcome"] == "accepted" and rows[1]["outcome"] == "rejected"
     assert rows[1]["proposal"] == "uniform" and rows[0]["proposal"] == "informed"
     before_any_step = proposal.step_rows({"barker": site_step()}, after_step=False)
-    assert "flipped site (row, col)" not in before_any_step[0]
+    assert "proposed site (row, col)" not in before_any_step[0]
 
 
 # ----------------------------------------------------------------------------- balancing

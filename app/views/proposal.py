@@ -3,7 +3,8 @@
 A locally balanced sampler proposes flipping site i with probability Q(i | x) ∝ g(t_i), where
 t_i = p(x with i flipped) / p(x). The heat maps show log10 Q (or the flip probability
 T = Q·A, or the acceptance A) over the lattice; the uninformed baselines are flat. After Step,
-the maps are those seen just before the step and a square marks the site that flipped.
+the maps are those seen just before the step and a marker shows the proposed site (accepted or
+rejected).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def proposal_figure(maps: dict[str, SiteStep], quantity: str = "Q") -> go.Figure
                     }
                 )
             site = maps[name].site
+            accepted = maps[name].accepted
             if site is not None:
                 traces.append(
                     {
@@ -120,15 +122,19 @@ def proposal_figure(maps: dict[str, SiteStep], quantity: str = "Q") -> go.Figure
                         "y": [site[0] // factor],
                         "mode": "markers",
                         "marker": {
-                            "symbol": "square-open",
+                            "symbol": "square-open" if accepted is not False else "x-open",
                             "size": 14,
-                            "color": "#e8322d",
+                            "color": "#e8322d" if accepted is not False else "#444444",
                             "line": {"width": 3},
                         },
                         "showlegend": False,
                         "xaxis": xa,
                         "yaxis": ya,
-                        "hovertemplate": "flipped site<extra></extra>",
+                        "hovertemplate": (
+                            "proposed site: "
+                            + ("rejected" if accepted is False else "accepted")
+                            + "<extra></extra>"
+                        ),
                     }
                 )
     annotations = [
@@ -167,8 +173,11 @@ def step_rows(maps: dict[str, SiteStep], after_step: bool = True) -> list[dict]:
         uniform = q.size > 0 and float(q.max() - q.min()) <= 1e-12 * max(float(q.max()), 1e-300)
         row = {"sampler": label(name)}
         if after_step:
-            row["flipped site (row, col)"] = "none (rejected)" if m.site is None else str(m.site)
+            row["proposed site (row, col)"] = None if m.site is None else str(m.site)
             row["A at that site"] = None if m.accept_prob is None else round(m.accept_prob, 4)
+            row["outcome"] = (
+                None if m.accepted is None else ("accepted" if m.accepted else "rejected")
+            )
         row.update(
             {
                 "P(move) = Σ T": round(m.move_prob, 4),
@@ -217,11 +226,12 @@ def render(run) -> None:
     after_step = report is not None and report.step == run.n_steps and report.chain == chain
     if after_step:
         maps = report.sites
-        moved = sum(m.site is not None for m in maps.values())
+        moved = sum(bool(m.accepted) for m in maps.values())
         st.caption(
             f"Step {report.step:,} ({'burn-in' if report.phase == 'burnin' else 'mixing'}), "
-            f"chain {chain + 1}: maps just before the step; the red square marks the site that "
-            f"flipped ({moved} of {len(maps)} samplers moved). A rejected proposal leaves no mark."
+            f"chain {chain + 1}: maps just before the step. The marker is the proposed site: a "
+            f"red square if the proposal was accepted, a grey cross if it was rejected "
+            f"({moved} of {len(maps)} samplers moved)."
         )
     else:  # while running, the maps follow twice a second: Q over all sites costs O(B D)
         maps = run.throttled("proposal", lambda: current_maps(run, chain), (chain,), LIVE_S)
