@@ -101,6 +101,35 @@ class MixtureBalancing(Balancing):
         """``log g_k(s)`` for the four components, stacked on a new last axis ``[..., 4]``."""
         return torch.stack([log_g_fixed(k, s) for k in FIXED], -1)
 
+    @torch.no_grad()
+    def log_g_and_responsibilities(self, s: torch.Tensor):
+        """``log g(s)`` and its gradient in the log-weights, ``softmax_k(log w_k + log g_k(s))``
+        (``[..., 4]``), without autograd: the learning step chains gradients by hand."""
+        terms = self.component_log_g(s) + self.log_weights().detach()
+        return torch.logsumexp(terms, -1), torch.softmax(terms, -1)
+
+    @torch.no_grad()
+    def component_log_sums(self, s: torch.Tensor):
+        """``log S_k = log sum_i g_k(t_i)`` per row of ``s`` (``[B, D]`` -> ``[B, 4]``), and the
+        terms ``g_k(t_i) / g_k(t_max)`` (``[B, 4, D]``, each component's largest term is 1).
+
+        Every ``g_k`` increases with ``s``, so each component peaks at the row's largest ``s``:
+        one max instead of four. Barker is ``min(1, t) / (1 + e^-|s|)``: the same values as
+        ``exp(logsigmoid(s))``, without the slow logsigmoid kernel.
+        """
+        s_max = s.amax(1, keepdim=True)  # [B, 1]
+        top = self.component_log_g(s_max)  # [B, 1, 4]: log g_k(t_max)
+        scaled = torch.empty(s.shape[0], len(FIXED), s.shape[1], dtype=s.dtype, device=s.device)
+        barker, sqrt, low, high = scaled.unbind(1)
+        torch.exp(0.5 * s - top[..., 1], out=sqrt)
+        torch.exp(s.clamp(max=0.0) - top[..., 2], out=low)
+        torch.exp(s.clamp(min=0.0) - top[..., 3], out=high)
+        # barker / barker(t_max) = min(1, t) / min(1, t_max) * (1 + e^-|s_max|) / (1 + e^-|s|)
+        torch.exp(-s.abs(), out=barker)
+        barker.add_(1.0).reciprocal_().mul_(low).mul_(1.0 + torch.exp(-s_max.abs()))
+        log_sums = top.squeeze(1) + torch.log(scaled.sum(2))
+        return log_sums, scaled
+
     def log_g(self, s: torch.Tensor) -> torch.Tensor:
         # log g = logsumexp_k(log w_k + log g_k(s)). Large inputs are written out over the four
         # components: a reduction over a trailing axis of 4 is far slower than elementwise ops.
@@ -117,7 +146,9 @@ class MixtureBalancing(Balancing):
 def _log_softplus(z: torch.Tensor) -> torch.Tensor:
     """``log(softplus(z))`` without underflow: ``softplus(z) ~ e^z`` for very negative ``z``."""
     safe = torch.log(F.softplus(z.clamp(min=-30.0)))
-    return torch.where(z < -30.0, z, safe)
+    # log softplus(z) < z everywhere, so the minimum picks z exactly where z < -30: the same as
+    # a where(), without that op's slow float64 kernel
+    return torch.minimum(z, safe)
 
 
 class NetworkBalancing(Balancing):

@@ -23,9 +23,9 @@ import warnings
 
 import torch
 
-from lsbcore.balancing import FIXED, Balancing, MixtureBalancing, log_g_fixed
+from lsbcore.balancing import Balancing, MixtureBalancing
 from lsbcore.history import LearningHistory
-from lsbcore.objective import lsb_loss
+from lsbcore.objective import lsb_loss_and_grads
 from lsbcore.sampler import SingleFlipSampler
 
 # exp() of a proposed g is capped at e^MAX_LOG_G (relative to the chain's scale): such a move has
@@ -275,8 +275,11 @@ class LocallyBalancedSampler(SingleFlipSampler):
     def _learn_step(self) -> None:
         """One burn-in step of Algorithm 1: propose, update (theta, eta), accept with theta0.
 
-        ``log g_theta0`` over every site is evaluated once, with gradient: its values rebuild the
-        sampling cache (the proposal and the acceptance use theta0) and the loss reuses it.
+        ``log g_theta0`` over every site is evaluated once: its values give ``Z(x)`` and the
+        proposal (the proposal and the acceptance use theta0), and the loss reuses them. The
+        loss's gradient in ``log Z`` and in the neighbourhoods' ``log g`` comes by hand
+        (``lsb_loss_and_grads``); LSB 1 chains it to theta by hand as well, LSB 2 by autograd
+        through its network.
         """
         if self.learning_failed:
             with torch.no_grad():
@@ -288,8 +291,9 @@ class LocallyBalancedSampler(SingleFlipSampler):
                 self._restart_some_chains()
             self._restart_wait = self._next_restart()
         u = self._uniform(4)
-        if isinstance(self.balancing, MixtureBalancing):
-            log_z, i = self._mixture_partition_and_site(u)
+        mixture = isinstance(self.balancing, MixtureBalancing)
+        if mixture:
+            log_z, i, shares = self._mixture_partition_and_site(u)
         else:
             log_g = self.balancing.log_g(self._s[:, : self.n_sites])  # [B, D], theta0, with grad
             log_z = torch.logsumexp(log_g, 1)
@@ -302,63 +306,95 @@ class LocallyBalancedSampler(SingleFlipSampler):
                 cdf = torch.exp(log_g.detach() - log_z.detach().unsqueeze(1)).cumsum(1)
                 i = torch.searchsorted(cdf, u[0] * cdf[:, -1:], right=True).view(-1)
         with torch.no_grad():
-            index, unique, _, s_old, x_new, s_new = self._flip_neighbourhood(i)
-            # x~: one uniformly chosen site flipped (the one-sample rejection estimate)
+            # x~: one uniformly chosen site j flipped (the one-sample rejection estimate); both
+            # flips are looked up at once, [2, B, K]: the proposed x', then x~
             j = (u[3] * self.n_sites).long().clamp_(max=self.n_sites - 1).view(-1)
-            _, unique_u, _, s_old_u, _, s_new_u = self._flip_neighbourhood(j)
-        # one evaluation of g_theta0 on both neighbourhoods, before and after: [4, B, K]
-        log_g_flips = self.balancing.log_g(torch.stack([s_old, s_new, s_old_u, s_new_u]))
+            index, unique, s_old, x_new, s_new = self._flip_neighbourhoods(torch.stack([i, j]))
+            # [4, B, K]: x' before and after the flip, then x~ before and after
+            s_flips = torch.stack([s_old, s_new], 1).view(4, self.n_chains, -1)
+        if mixture:
+            log_g_flips, responsibilities = self.balancing.log_g_and_responsibilities(s_flips)
+        else:  # one evaluation of g_theta0 on both neighbourhoods, with gradient
+            log_g_flips = self.balancing.log_g(s_flips)
         with torch.no_grad():
-            # the proposal's acceptance under theta0, in units of Z(x): A = Z / max(Z, Z')
-            log_z0 = log_z.detach().unsqueeze(1)
-            g_old = torch.exp(log_g_flips[0] - log_z0)
-            g_new = torch.exp((log_g_flips[1] - log_z0).clamp(max=MAX_LOG_G))
-            z_new = 1.0 + ((g_new - g_old) * unique).sum(1, keepdim=True)
-            accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
-            self._last = (i, torch.ones_like(z_new), z_new, accept)
-            log_q0 = (log_g_flips[0, :, 0] - log_z0[:, 0]).detach()  # log Q_theta0(x'|x)
+            log_q0 = log_g_flips[0, :, 0].detach() - log_z.detach()  # log Q_theta0(x'|x)
             log_p = self._learning_log_p()
-        loss = lsb_loss(
-            log_z, log_g_flips, unique, unique_u, log_p, s_old[:, 0], log_q0, self.eta_raw
+        loss, grad_log_z, grad_flips, grad_eta_raw, dz = lsb_loss_and_grads(
+            log_z, log_g_flips, unique[0], unique[1], log_p, s_old[0, :, 0], log_q0, self.eta_raw
         )
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if mixture:  # log Z and log g depend on theta through the log-weights only
+            n_components = shares.shape[1]
+            grad_log_w = grad_log_z @ shares + grad_flips.reshape(-1) @ responsibilities.reshape(
+                -1, n_components
+            )
+            self.balancing.theta.grad = self._log_softmax_backward(grad_log_w)
+        else:
+            self._optimizer.zero_grad(set_to_none=True)
+            torch.autograd.backward([log_z, log_g_flips], [grad_log_z, grad_flips])
+        self.eta_raw.grad = grad_eta_raw
         with torch.no_grad():
             self._optimizer.step()
             # one check: a non-finite loss or gradient leaves non-finite parameters or loss
             params = torch.nn.utils.parameters_to_vector(self._learned_params())
-            if bool(torch.isfinite(params.sum() + loss.detach())):
+            if bool(torch.isfinite(params.sum() + loss)):
                 self._last_good = params
             else:
                 self._stop_learning()
-            self._write(accept, index[:, 0], x_new, s_new)
-            self._log_p_learning = log_p + torch.where(accept, s_old[:, :1], 0.0).squeeze(1)
+            # the proposal's acceptance under theta0, in units of Z(x): A = Z / max(Z, Z')
+            z_new = 1.0 + dz[0].unsqueeze(1)
+            accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
+            self._last = (i, torch.ones_like(z_new), z_new, accept)
+            self._write(accept, index[0], x_new[0], s_new[0])
+            self._log_p_learning = log_p + torch.where(accept, s_old[0, :, :1], 0.0).squeeze(1)
             self._cache_stale = True  # g changed everywhere: rebuild before the next proposal
             if self.history.wants(self.n_steps):
                 self.history.record(self.n_steps, float(loss), self.eta, self._weights_or_none())
         self.n_target_evals += self.neighbourhood_size  # the uniformly flipped neighbourhood
 
+    def _log_softmax_backward(self, grad_log_w: torch.Tensor) -> torch.Tensor:
+        """theta's gradient from that of ``log w = log_softmax(theta)``, as autograd computes it."""
+        weights = torch.softmax(self.balancing.theta.detach(), 0)
+        return grad_log_w - weights * grad_log_w.sum()
+
+    def _flip_neighbourhoods(self, sites: torch.Tensor):
+        """``_flip_neighbourhood`` for several sites per chain at once (``sites [F, B]``).
+
+        Returns ``(index [F, B, K], unique, s_old, x_new, s_new)``, each ``[F, B, K]``: the
+        same values, in fewer (batched) lookups.
+        """
+        f, b = sites.shape
+        k = self._site_index.shape[-1]
+        flat = sites.reshape(-1)
+        slots = self._site_index[:, 0].index_select(0, flat).view(f, b, k)
+        sign, coupling, unique = self._site_values.index_select(0, flat).view(f, b, 3, k).unbind(2)
+        x_old = self._x.expand(f, -1, -1).gather(2, slots)
+        s_old = self._s.expand(f, -1, -1).gather(2, slots)
+        # s_i -> -s_i;  s_j -> s_j + coupling_ij * x_j * x_i   (spec 1, x_i before the flip)
+        s_new = torch.addcmul(s_old * sign, coupling * x_old, x_old[..., :1])
+        return slots, unique, s_old, x_old * sign, s_new
+
     def _mixture_partition_and_site(self, u: torch.Tensor):
         """LSB 1 shortcut (spec 5): ``Z_theta = sum_k w_k S_k`` with ``S_k = sum_i g_k(t_i)``.
 
-        The component sums do not depend on theta, so ``log Z`` carries a gradient through the
-        four weights only, and the proposal draws a component ``k ~ w_k S_k / Z`` and then a
-        site ``i ~ g_k(t_i) / S_k``: together exactly ``Q(i) = g_theta(t_i) / Z``.
+        The component sums do not depend on theta, so ``log Z`` depends on theta through the
+        four weights only (its gradient in ``log w`` is the components' shares ``w_k S_k / Z``,
+        returned ``[B, 4]``), and the proposal draws a component ``k`` with that share and then
+        a site ``i ~ g_k(t_i) / S_k``: together exactly ``Q(i) = g_theta(t_i) / Z``.
         """
         with torch.no_grad():
-            s = self._s[:, : self.n_sites]
-            components = torch.stack([log_g_fixed(k, s) for k in FIXED], 1)  # [B, 4, D]
-            top = components.amax(2, keepdim=True)
-            scaled = torch.exp(components - top)
-            log_sums = top.squeeze(2) + torch.log(scaled.sum(2))  # log S_k, [B, 4]
-        log_z = torch.logsumexp(log_sums + self.balancing.log_weights(), 1)
-        with torch.no_grad():
-            cdf = torch.softmax(log_sums + self.balancing.log_weights(), 1).cumsum(1)
+            log_sums, scaled = self.balancing.component_log_sums(self._s[:, : self.n_sites])
+            logits = log_sums + self.balancing.log_weights().detach()
+            log_z = torch.logsumexp(logits, 1)
+            shares = torch.softmax(logits, 1)
+            cdf = shares.cumsum(1)
             k = torch.searchsorted(cdf, u[0] * cdf[:, -1:], right=True)  # [B, 1]
+            # NaN weights (a diverged theta) search past the end: stay in range, and let the NaN
+            # loss stop learning
+            k.clamp_(max=shares.shape[1] - 1)
             row = scaled.gather(1, k.unsqueeze(2).expand(-1, 1, self.n_sites)).squeeze(1)
             cdf = row.cumsum(1)
             i = torch.searchsorted(cdf, u[1] * cdf[:, -1:], right=True).view(-1)
-        return log_z, i
+        return log_z, i, shares
 
     def _learning_log_p(self) -> torch.Tensor:
         """``log p~(x)`` during learning: kept incrementally between consecutive learning steps."""

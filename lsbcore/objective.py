@@ -80,3 +80,66 @@ def lsb_loss(
     eta = F.softplus(eta_raw)
     terms = w * t * (log_t - log_p_new) + m * (eta * m - p_hat * (torch.log(eta) + 1.0))
     return terms.mean()
+
+
+def lsb_loss_and_grads(
+    log_z: torch.Tensor,
+    log_g_flips: torch.Tensor,
+    unique: torch.Tensor,
+    unique_uniform: torch.Tensor,
+    log_p: torch.Tensor,
+    s_flipped: torch.Tensor,
+    log_q0: torch.Tensor,
+    eta_raw: torch.Tensor,
+):
+    """``lsb_loss`` (same arguments) and its gradient, by hand: no autograd graph.
+
+    Returns ``(loss, d loss / d log_z [B], d loss / d log_g_flips [4, B, K], d loss / d eta_raw
+    [1], dz [2, B])``, where ``dz = (Z(x') - Z(x)) / Z(x)`` for the proposed and the uniform
+    flip (the proposal's acceptance reuses it). The caller chains the first two into the
+    balancing parameters. Every value and gradient equals autograd through ``lsb_loss`` to
+    rounding (tests compare them); the step is a few dozen small ops instead of a graph.
+    """
+    with torch.no_grad():
+        n = log_z.shape[0]
+        log_z, log_g_flips, eta_raw = log_z.detach(), log_g_flips.detach(), eta_raw.detach()
+        masks = torch.stack([unique, unique_uniform])  # [2, B, K]
+        # as in log_transition with log_c = log Z and z = 1: [2 flips, old/new, B, K]
+        shifted = (log_g_flips - log_z.unsqueeze(1)).view(2, 2, n, -1)
+        below_cap = shifted <= MAX_LOG_SCALE  # clamp passes the gradient only here
+        scaled = torch.exp(shifted.clamp(max=MAX_LOG_SCALE))
+        dz = ((scaled[:, 1] - scaled[:, 0]) * masks).sum(-1)  # [2, B]
+        denominator = 1.0 + F.relu(dz)  # max(Z, Z') / Z
+        log_ts = shifted[:, 0, :, 0] - torch.log(denominator)  # log T(x'|x), log T(x~|x)
+        log_t, log_t_uniform = log_ts[0], log_ts[1]
+
+        log_p_hat = log_p - log_p.max()
+        p_hat = torch.exp(log_p_hat)
+        w = torch.exp(log_p_hat - log_q0)
+        log_p_new = log_p + s_flipped
+        t = torch.exp(log_t)
+        m = -torch.expm1(log_t_uniform)
+        eta = F.softplus(eta_raw)
+        log_eta_1 = torch.log(eta) + 1.0
+        log_ratio = log_t - log_p_new
+        terms = w * t * log_ratio + m * (eta * m - p_hat * log_eta_1)
+        loss = terms.mean()
+
+        # backward: d terms / d log T and d log T~, each over B for the mean. d M~ / d log T~
+        # is -(1 - M~) (= -T~ but rounded as autograd's expm1 backward, which keeps the two equal)
+        grad_log_ts = (
+            torch.stack(
+                [w * t * (log_ratio + 1.0), -(2.0 * eta * m - p_hat * log_eta_1) * (1.0 - m)]
+            )
+            / n
+        )  # [2, B]
+        grad_dz = -grad_log_ts / denominator  # through log max(Z, Z') = log Z + log(1 + relu)
+        grad_log_z = grad_dz.sum(0)  # Z carries log Z's gradient (z = 1)
+        grad_dz = grad_dz * (dz > 0)
+        grad_flips = scaled * below_cap * (grad_dz.unsqueeze(-1) * masks).unsqueeze(1)
+        grad_flips[:, 0].neg_()  # dz = sum(new - old)
+        grad_flips[:, 0, :, 0] += grad_log_ts  # log g(t_i) of each flipped site, directly
+        # d eta / d eta_raw = sigmoid, as torch's softplus (linear above its threshold of 20)
+        slope = torch.where(eta_raw > 20.0, torch.ones_like(eta_raw), torch.sigmoid(eta_raw))
+        grad_eta_raw = (m * (m - p_hat / eta)).sum().view(1) / n * slope
+        return loss, grad_log_z, grad_flips.view(4, n, -1), grad_eta_raw, dz

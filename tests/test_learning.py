@@ -12,9 +12,10 @@ import torch.nn.functional as F
 
 import lsbcore.locally_balanced as lb_module
 from lsbcore import IsingPosterior, make_balancing, make_sampler, paper_case, uniform_start
-from lsbcore.balancing import MixtureBalancing, NetworkBalancing
+from lsbcore.balancing import FIXED, MixtureBalancing, NetworkBalancing, log_g_fixed
 from lsbcore.history import LearningHistory
-from lsbcore.objective import lsb_loss
+from lsbcore.locally_balanced import MAX_LOG_G, LocallyBalancedSampler
+from lsbcore.objective import lsb_loss, lsb_loss_and_grads
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -278,33 +279,40 @@ def test_a_non_finite_loss_stops_learning_and_keeps_the_last_good_parameters(nam
     sampler = make_sampler(name, target_for((4, 4)), 8, seed=2)
     sampler.step(5, learn=True)
     good = params_of(sampler)
-    real_loss = lb_module.lsb_loss
-    monkeypatch.setattr(lb_module, "lsb_loss", lambda *a, **k: real_loss(*a, **k) * math.nan)
+    real_loss = lb_module.lsb_loss_and_grads
+
+    def nan_loss(*args, **kwargs):
+        loss, *rest = real_loss(*args, **kwargs)
+        return (loss * math.nan, *rest)
+
+    monkeypatch.setattr(lb_module, "lsb_loss_and_grads", nan_loss)
     with pytest.warns(RuntimeWarning, match="stops learning and keeps its last good"):
         sampler.step(1, learn=True)
-    monkeypatch.setattr(lb_module, "lsb_loss", real_loss)
+    monkeypatch.setattr(lb_module, "lsb_loss_and_grads", real_loss)
     assert_recovered(sampler, good)
 
 
 @pytest.mark.parametrize("name", LEARNED)
 def test_nan_from_the_balancing_function_while_learning_stops_learning(name):
-    """log_g turns NaN for one learning step (the values that carry gradients): the sampler
-    must notice, restore its last good parameters, warn, and go on sampling."""
+    """log_g turns NaN for one learning step (the values the loss is differentiated in: LSB 2's
+    log_g with gradient, LSB 1's log-weights, whose gradient comes by hand): the sampler must
+    notice, restore its last good parameters, warn, and go on sampling."""
     sampler = make_sampler(name, target_for((4, 4)), 8, seed=3)
     sampler.step(5, learn=True)
     good = params_of(sampler)
-    real_log_g = sampler.balancing.log_g
+    method = "log_weights" if name == "lsb1" else "log_g"
+    real = getattr(sampler.balancing, method)
 
-    def poisoned(s):
-        out = real_log_g(s)
-        return out * math.nan if torch.is_grad_enabled() else out
+    def poisoned(*args):
+        out = real(*args)
+        return out * math.nan if name == "lsb1" or torch.is_grad_enabled() else out
 
-    sampler.balancing.log_g = poisoned
+    setattr(sampler.balancing, method, poisoned)
     try:
         with pytest.warns(RuntimeWarning, match="stops learning"):
             sampler.step(1, learn=True)
     finally:
-        del sampler.balancing.log_g
+        delattr(sampler.balancing, method)
     assert_recovered(sampler, good)
 
 
@@ -385,7 +393,7 @@ def test_learning_step_feeds_the_loss_what_the_spec_says(name, boundary, monkeyp
     sampler = make_sampler(name, target, n, seed=5, restart_prob=0.0)
     sampler.step(3, learn=True)
     seen = {}
-    real_loss = lb_module.lsb_loss
+    real_loss = lb_module.lsb_loss_and_grads
     names = ["log_z", "log_g_flips", "unique", "unique_uniform", "log_p", "s_flipped", "log_q0"]
 
     def spy(*args, **kwargs):
@@ -394,7 +402,7 @@ def test_learning_step_feeds_the_loss_what_the_spec_says(name, boundary, monkeyp
         seen["theta0"] = copy.deepcopy(sampler.balancing)  # the optimiser has not stepped yet
         return real_loss(*args, **kwargs)
 
-    monkeypatch.setattr(lb_module, "lsb_loss", spy)
+    monkeypatch.setattr(lb_module, "lsb_loss_and_grads", spy)
     sampler.step(1, learn=True)
     x, theta0 = seen["x"], seen["theta0"]
     s = target.flip_log_ratios(x).reshape(n, -1)
@@ -454,3 +462,131 @@ def test_make_balancing_lsb2_seed_is_the_sampler_seed():
     b = make_balancing("lsb2", seed=9)
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa.detach(), pb.detach())
+
+
+# ------------------------------------------------------------------------------ fast path
+class ReferenceSampler(LocallyBalancedSampler):
+    """The learning step as first written: autograd through ``lsb_loss`` (and, for LSB 1, through
+    the log-weights), the LSB 1 component sums in log space, one neighbourhood lookup per flip.
+    The sampler's hand-derived gradients and batched lookups must reproduce it."""
+
+    def _learn_step(self) -> None:
+        self._restart_wait -= 1
+        if self._restart_wait < 0:
+            with torch.no_grad():
+                self._restart_some_chains()
+            self._restart_wait = self._next_restart()
+        u = self._uniform(4)
+        s = self._s[:, : self.n_sites]
+        if isinstance(self.balancing, MixtureBalancing):
+            with torch.no_grad():
+                components = torch.stack([log_g_fixed(k, s) for k in FIXED], 1)  # [B, 4, D]
+                top = components.amax(2, keepdim=True)
+                scaled = torch.exp(components - top)
+                log_sums = top.squeeze(2) + torch.log(scaled.sum(2))
+            log_z = torch.logsumexp(log_sums + self.balancing.log_weights(), 1)
+            with torch.no_grad():
+                cdf = torch.softmax(log_sums + self.balancing.log_weights(), 1).cumsum(1)
+                k = torch.searchsorted(cdf, u[0] * cdf[:, -1:], right=True)
+                row = scaled.gather(1, k.unsqueeze(2).expand(-1, 1, self.n_sites)).squeeze(1)
+                cdf = row.cumsum(1)
+                i = torch.searchsorted(cdf, u[1] * cdf[:, -1:], right=True).view(-1)
+        else:
+            log_g = self.balancing.log_g(s)
+            log_z = torch.logsumexp(log_g, 1)
+            with torch.no_grad():
+                cdf = torch.exp(log_g.detach() - log_z.detach().unsqueeze(1)).cumsum(1)
+                i = torch.searchsorted(cdf, u[0] * cdf[:, -1:], right=True).view(-1)
+        with torch.no_grad():
+            index, unique, _, s_old, x_new, s_new = self._flip_neighbourhood(i)
+            j = (u[3] * self.n_sites).long().clamp_(max=self.n_sites - 1).view(-1)
+            _, unique_u, _, s_old_u, _, s_new_u = self._flip_neighbourhood(j)
+        log_g_flips = self.balancing.log_g(torch.stack([s_old, s_new, s_old_u, s_new_u]))
+        with torch.no_grad():
+            log_z0 = log_z.detach().unsqueeze(1)
+            g_old = torch.exp(log_g_flips[0] - log_z0)
+            g_new = torch.exp((log_g_flips[1] - log_z0).clamp(max=MAX_LOG_G))
+            z_new = 1.0 + ((g_new - g_old) * unique).sum(1, keepdim=True)
+            accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
+            log_q0 = (log_g_flips[0, :, 0] - log_z0[:, 0]).detach()
+            log_p = self._learning_log_p()
+        loss = lsb_loss(
+            log_z, log_g_flips, unique, unique_u, log_p, s_old[:, 0], log_q0, self.eta_raw
+        )
+        self._optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        with torch.no_grad():
+            self._optimizer.step()
+            self._write(accept, index[:, 0], x_new, s_new)
+            self._log_p_learning = log_p + torch.where(accept, s_old[:, :1], 0.0).squeeze(1)
+            self._cache_stale = True
+            if self.history.wants(self.n_steps):
+                self.history.record(self.n_steps, float(loss), self.eta, self._weights_or_none())
+        self.n_target_evals += self.neighbourhood_size
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_learning_matches_the_autograd_reference_step(name):
+    """200 learning steps on the paper workload from the same seed: the same moves, and the
+    same losses and parameters to rounding, as the reference step above."""
+    problem = paper_case(3, n_chains=30)
+    runs = []
+    for cls in (LocallyBalancedSampler, ReferenceSampler):
+        sampler = cls(
+            problem.target, 30, make_balancing(name, seed=0), seed=0, x0=problem.x0, lr=0.01
+        )
+        sampler.step(200, learn=True)
+        assert not sampler.learning_failed
+        runs.append(sampler)
+    fast, reference = runs
+    assert torch.equal(fast.x, reference.x)
+    assert fast.n_target_evals == reference.n_target_evals
+    np.testing.assert_allclose(
+        fast.history.arrays()["loss"], reference.history.arrays()["loss"], rtol=1e-9, atol=1e-12
+    )
+    for a, b in zip(params_of(fast), params_of(reference), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hand_gradient_equals_autograd_through_lsb_loss(seed):
+    """``lsb_loss_and_grads`` against autograd of ``lsb_loss`` in ``log Z``, the neighbourhoods'
+    ``log g`` and ``eta_raw``, on random states including extreme fields and couplings (where
+    autograd gives non-finite values, the hand gradient must too: learning stops either way)."""
+    generator = torch.Generator().manual_seed(seed)
+    scale, lam = [0.1, 1.0, 10.0, 1e4][seed % 4], [0.5, 5.0, 20.0][seed % 3]
+    shape, n = (5, 5), 8
+    target = target_for(shape, ["free", "periodic"][seed % 2], lam=lam, seed=seed, scale=scale)
+    x = uniform_start(shape, n, seed=seed)
+    i, j = sites(n, 25, seed + 100), sites(n, 25, seed + 200)
+    for name in LEARNED:
+        eta_raw = torch.randn(1, generator=generator, dtype=torch.float64) * [1, 5, 30][seed % 3]
+        eta_raw.requires_grad_(True)
+        inputs = loss_inputs(random_balancing(name, seed), target, x, i, j, eta_raw)
+        log_z = inputs["log_z"].detach().requires_grad_(True)
+        log_g_flips = inputs["log_g_flips"].detach().requires_grad_(True)
+        inputs.update(log_z=log_z, log_g_flips=log_g_flips)
+        loss = lsb_loss(**inputs)
+        expected = [loss, *torch.autograd.grad(loss, [log_z, log_g_flips, eta_raw])]
+        got = lsb_loss_and_grads(**inputs)[:4]
+        for want, have in zip(expected, got, strict=True):
+            assert want.shape == have.shape
+            if not bool(torch.isfinite(want).all()):
+                assert not bool(torch.isfinite(have).all())
+                continue
+            scale_of = want.detach().abs().max().clamp(min=1e-300)
+            assert float((want.detach() - have).abs().max() / scale_of) < 1e-10
+
+
+@pytest.mark.parametrize("scale", [0.1, 1.0, 30.0, 1e4])
+@pytest.mark.parametrize("offset", [-1.0, 0.0, 1.0])
+def test_mixture_component_sums_equal_their_log_space_definition(scale, offset):
+    generator = torch.Generator().manual_seed(int(scale) + 7)
+    s = (torch.randn(6, 50, generator=generator, dtype=torch.float64) + 3 * offset) * scale
+    log_sums, scaled = MixtureBalancing().component_log_sums(s)
+    components = torch.stack([log_g_fixed(k, s) for k in FIXED], 1)
+    top = components.amax(2, keepdim=True)
+    assert bool(torch.isfinite(log_sums).all()) and bool(torch.isfinite(scaled).all())
+    torch.testing.assert_close(scaled, torch.exp(components - top), rtol=1e-13, atol=1e-15)
+    expected = top.squeeze(2) + torch.log(torch.exp(components - top).sum(2))
+    torch.testing.assert_close(log_sums, expected, rtol=1e-13, atol=1e-13)
