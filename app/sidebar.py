@@ -202,8 +202,9 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         type=IMAGE_TYPES,
         key="upload",
         on_change=_on_upload,
-        help="PNG, JPEG, GIF, WebP, TIFF or BMP. It is converted to grayscale and scaled down "
-        "to the working resolution; uploading makes it the source.",
+        help="PNG, JPEG, GIF, WebP, TIFF or BMP, up to 20 MB. It is converted to grayscale and "
+        "scaled down to the working resolution; uploading makes it the source. Files of other "
+        "types or over 20 MB are refused by the browser: point at the red file to see why.",
     )
     size_label = "Lattice size n" if source == "paper" else "Working resolution (longer side, px)"
     ensure_in_range("size", 30 if source == "paper" else 48, 16, 256)

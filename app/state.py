@@ -15,10 +15,12 @@ a consistent state and wait at most one chunk.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,6 +117,20 @@ def device_label(device: torch.device) -> str:
     return "CPU"
 
 
+# Runs whose worker may be sampling: stopped before the interpreter exits, so a server shut
+# down mid-run does not tear torch down under a sampling thread.
+_LIVE_RUNS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> Run
+
+
+@atexit.register
+def _pause_all_runs() -> None:
+    for run in list(_LIVE_RUNS.values()):
+        try:
+            pause(run)
+        except Exception:  # shutting down: nothing left to report to
+            log.exception("could not pause a run at exit")
+
+
 def build_run(
     cfg: Config,
     problem: lsbcore.Problem,
@@ -162,6 +178,7 @@ def build_run(
         device_label=device_label(comparison.device),
         image=image,
     )
+    _LIVE_RUNS[id(run)] = run
     return run, messages
 
 

@@ -1,0 +1,172 @@
+"""Screenshots of the main views for the README.
+
+``python -m app.screenshots --out docs/screenshots`` starts a server
+(``app.loadtest.StreamlitServer``), drives Debian's headless Chromium through Playwright and
+saves three PNGs, each cropped to the part of the page worth looking at:
+
+- ``chains.png``: the default configuration (paper case 3) after burn-in and some mixing: the
+  posterior, the controls, and every sampler's chains with the running posterior marginal;
+- ``proposal.png``: one slow-motion step (Pause, then Step): where each sampler wants to flip,
+  with the proposed site marked;
+- ``segmentation.png``: the horse sample image segmented: observed image, posterior marginal,
+  mask and uncertainty.
+
+Every wait is on something the page shows (a progress text, a caption); nothing is taken of a
+spinner. The run takes about two minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from app.loadtest import (
+    TIMEOUT_MS,
+    ServerError,
+    StreamlitServer,
+    app_url,
+    button,
+    launch_chromium,
+    open_app,
+    open_tab,
+    page_problems,
+)
+
+VIEWPORT = {"width": 1400, "height": 2000}  # tall, so that nothing needs scrolling; then crop
+SCALE = 1  # device pixels per CSS pixel (keeps each PNG well under 300 KB)
+RUN_TIMEOUT_MS = 240_000
+PANEL = '[role="tabpanel"]'
+
+
+def wait_for_mixing(page, steps: int, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until the progress text says at least ``steps`` mixing steps are done."""
+    page.wait_for_function(
+        """n => { const m = document.body.innerText.match(/Mixing: ([\\d,]+) \\//);
+                  return m !== null && parseInt(m[1].replace(/,/g, ''), 10) >= n; }""",
+        arg=steps,
+        timeout=timeout_ms,
+        polling=500,
+    )
+
+
+def _box(locator) -> dict:
+    box = locator.bounding_box()
+    if box is None:
+        raise RuntimeError(f"{locator} is not on the page")
+    return box
+
+
+def clip_around(page, top, bottom, margin: int = 16) -> dict:
+    """A clip rectangle from the top of ``top`` to the bottom of ``bottom`` (locators) across
+    the main column, ``margin`` pixels around it."""
+    main = _box(page.locator('[data-testid="stMainBlockContainer"]').first)
+    sidebar = _box(page.locator('[data-testid="stSidebar"]').first)
+    t, b = _box(top), _box(bottom)
+    x0 = max(main["x"] - margin, sidebar["x"] + sidebar["width"] + 2)  # not its border
+    x1 = main["x"] + main["width"] + margin
+    y0 = t["y"] - margin
+    y1 = b["y"] + b["height"] + margin
+    return {"x": max(0, x0), "y": max(0, y0), "width": x1 - max(0, x0), "height": y1 - max(0, y0)}
+
+
+def save(page, path: Path, clip: dict) -> Path:
+    problems = page_problems(page)
+    if problems:
+        raise RuntimeError(f"the page shows an error, not taking {path.name}: {problems}")
+    page.wait_for_timeout(600)  # let the last redraw paint (Plotly animates its first draw)
+    page.screenshot(path=str(path), clip=clip)
+    return path
+
+
+def paper_case_shots(page, url: str, out: Path, log) -> list[Path]:
+    """Chains after burn-in, then one slow-motion step on the Proposal tab."""
+    open_app(page, url)
+    button(page, "run").click()
+    log("running paper case 3 (2,000 burn-in steps, then mixing)…")
+    wait_for_mixing(page, 3000)
+    button(page, "pause").click()
+    page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
+    caption = page.get_by_text("posterior marginal P(x=+1)").last
+    caption.wait_for(timeout=TIMEOUT_MS)
+    images = page.locator(f'{PANEL} [data-testid="stImage"]')
+    top = page.locator('[data-testid="stCaptionContainer"]').filter(has_text="sites ·").first
+    shots = [save(page, out / "chains.png", clip_around(page, top, images.last))]
+
+    button(page, "step").click()
+    step = page.locator(f'{PANEL} [data-testid="stCaptionContainer"]').filter(
+        has_text="just before the step"
+    )
+    step.wait_for(timeout=TIMEOUT_MS)
+    plot = page.locator(f"{PANEL} .js-plotly-plot").first
+    plot.locator(".main-svg").first.wait_for(timeout=TIMEOUT_MS)
+    tabs = page.locator('[role="tablist"]').first
+    shots.append(save(page, out / "proposal.png", clip_around(page, tabs, plot)))
+    return shots
+
+
+def segmentation_shot(page, url: str, out: Path, log) -> Path:
+    """The horse sample image, segmented after burn-in and some mixing."""
+    open_app(page, app_url(url, {"source": "sample", "sample": "horse"}))
+    button(page, "run").click()
+    log("running the horse sample image…")
+    wait_for_mixing(page, 2000)
+    button(page, "pause").click()
+    page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
+    open_tab(page, "Segmentation")
+    summary = page.locator(f'{PANEL} [data-testid="stCaptionContainer"]').filter(
+        has_text="posterior marginal from"
+    )
+    summary.wait_for(timeout=TIMEOUT_MS)
+    tabs = page.locator('[role="tablist"]').first
+    clip = clip_around(page, tabs, summary)
+    download = _box(page.locator(".st-key-download_mask").first)  # stop above the button
+    clip["height"] = min(clip["height"], download["y"] - 6 - clip["y"])
+    return save(page, out / "segmentation.png", clip)
+
+
+def take(out: Path, port: int | None = None, log=print) -> list[Path]:
+    """Start a server and a browser, take the screenshots into ``out``; return their paths."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    with StreamlitServer(port) as server, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            paths = []
+            for shoot in (paper_case_shots, segmentation_shot):
+                context = browser.new_context(viewport=VIEWPORT, device_scale_factor=SCALE)
+                context.set_default_timeout(TIMEOUT_MS)
+                page = context.new_page()
+                result = shoot(page, server.url, out, log)
+                paths += result if isinstance(result, list) else [result]
+                context.close()
+        finally:
+            browser.close()
+        if not server.alive():
+            raise ServerError(server.describe("died while taking screenshots"))
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m app.screenshots", description="Screenshots of the main views."
+    )
+    parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
+    parser.add_argument("--port", type=int, default=None, help="default: a free port")
+    args = parser.parse_args(argv)
+    start = time.time()
+    try:
+        paths = take(args.out, args.port)
+    except (FileNotFoundError, ServerError, RuntimeError) as err:
+        print(err, file=sys.stderr)
+        return 1
+    for path in paths:
+        print(f"{path} ({path.stat().st_size / 1000:.0f} KB)")
+    print(f"done in {time.time() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""The dashboard as people use it: a real server, headless Chromium, clicks and uploads.
+
+One Streamlit server for the module; each test opens its own browser context (so its own
+Streamlit session). The tests wait on explicit page conditions (a tab selected, an image
+changed, a text shown) with generous time limits: two cores are shared by the server, its
+sampling threads and the browser. Each stage leaves a screenshot in ``artifacts/browser/``.
+
+Chromium must be installed (Debian's ``chromium``; ``make test`` installs it as root): without
+it these tests fail rather than skip.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import struct
+import zlib
+from dataclasses import replace
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pytest
+from browser_support import (  # noqa: F401  (the *_fixture names register fixtures)
+    TIMEOUT_MS,
+    app_url,
+    assert_healthy,
+    browser_fixture,
+    button,
+    chain_srcs,
+    input_value,
+    multiselect_values,
+    open_app,
+    open_tab,
+    page_fixture,
+    page_problems,
+    radio_value,
+    server_fixture,
+    shot,
+    wait_for_chain_change,
+)
+from PIL import Image
+from playwright.sync_api import expect
+
+from app import config
+from app.loadtest import sampler_tags, status_text, steps_shown
+
+pytestmark = pytest.mark.browser
+expect.set_options(timeout=TIMEOUT_MS)
+
+TAB_PANEL = '[role="tabpanel"]'
+PLOT = f"{TAB_PANEL} .js-plotly-plot .main-svg"
+ALERT = '[data-testid="stAlert"]'
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def dark_disc(height: int = 60, width: int = 80, seed: int = 0) -> np.ndarray:
+    """A dark disc on a light background, lightly noisy: an easy picture to segment."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    disc = (yy - height / 2) ** 2 + (xx - width / 2) ** 2 < (height / 3) ** 2
+    noise = np.random.default_rng(seed).normal(0, 12, (height, width))
+    return np.clip(np.where(disc, 60, 200) + noise, 0, 255).astype(np.uint8)
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A valid PNG header announcing ``width x height`` pixels with almost no data behind it:
+    a decompression bomb's calling card (a decoder that trusts it allocates gigabytes)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data)
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grayscale
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 4096))
+        + chunk(b"IEND", b"")
+    )
+
+
+def upload(page, name: str, data: bytes, mime: str = "image/png") -> None:
+    page.locator(".st-key-upload input[type=file]").set_input_files(
+        files=[{"name": name, "mimeType": mime, "buffer": data}]
+    )
+
+
+def decode_data_url(src: str) -> np.ndarray:
+    raw = base64.b64decode(src.split(",", 1)[1])
+    return np.asarray(Image.open(io.BytesIO(raw)).convert("L"))
+
+
+def image_src(page, caption: str) -> str:
+    """The ``src`` of the image in the open tab whose caption contains ``caption``."""
+    figure = page.locator(f'{TAB_PANEL} [data-testid="stImage"]').filter(has_text=caption)
+    return figure.first.locator("img").get_attribute("src")
+
+
+def wait_for_status(page, pattern: str) -> None:
+    expect(
+        page.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile(pattern))
+    ).not_to_have_count(0)
+
+
+# ----------------------------------------------------------------------------- the main flow
+def test_first_load_run_views_pause_and_step(page, server):
+    open_app(page, server.url)
+    expect(page.get_by_role("heading", name="LSB Explorer")).to_be_visible()
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert_healthy(page)
+    assert radio_value(page, "source") == "Paper case"
+    assert input_value(page, "case").startswith("Case 3")
+    assert multiselect_values(page, "samplers") == sampler_tags(config.Config().samplers)
+    expect(page.get_by_role("tab", name="Chains", exact=True)).to_have_attribute(
+        "aria-selected", "true"
+    )
+    before = chain_srcs(page)
+    assert len(before) == len(config.Config().samplers)  # one row of chains per sampler
+    assert all(src.startswith("data:image/png;base64,") for src in before)
+    assert "paused" in status_text(page) and steps_shown(page) == 0
+    shot(page, "01-first-load")
+
+    # Run: the chains move, and keep moving
+    button(page, "run").click()
+    after = wait_for_chain_change(page, before)
+    wait_for_chain_change(page, after)
+    wait_for_status(page, r"steps/s|starting")
+    expect(button(page, "pause")).to_be_enabled()
+    assert steps_shown(page) > 0
+    assert_healthy(page)
+    shot(page, "02-running-chains")
+
+    # the learned functions' views draw Plotly figures while the run goes on
+    open_tab(page, "Balancing functions")
+    expect(page.locator(PLOT).first).to_be_visible()
+    expect(page.locator(f"{TAB_PANEL} .js-plotly-plot .scatterlayer .trace")).not_to_have_count(0)
+    shot(page, "03-balancing-functions")
+    open_tab(page, "Softmax weights")
+    expect(page.locator(PLOT).first).to_be_visible()
+    assert_healthy(page)
+    shot(page, "04-softmax-weights")
+
+    # Pause: the status says so, Run is offered again, the step count stands still
+    button(page, "pause").click()
+    wait_for_status(page, r"· paused ·")
+    expect(button(page, "run")).to_be_enabled()
+    paused_at = steps_shown(page)
+    page.wait_for_timeout(1500)  # a second and a half of nothing happening
+    assert steps_shown(page) == paused_at
+    assert paused_at > 0
+
+    # Step: one step in slow motion, shown on the Proposal tab with its acceptance
+    button(page, "step").click()
+    expect(page.get_by_role("tab", name="Proposal", exact=True)).to_have_attribute(
+        "aria-selected", "true"
+    )
+    caption = page.locator(f'{TAB_PANEL} [data-testid="stCaptionContainer"]').filter(
+        has_text="just before the step"
+    )
+    expect(caption).to_contain_text(f"Step {paused_at + 1:,} ")
+    expect(caption).to_contain_text(re.compile(r"\(\d+ of 5 samplers moved\)"))
+    expect(caption).to_contain_text("accepted")
+    expect(page.locator(PLOT).first).to_be_visible()  # the Q maps with the proposed site
+    # the step table: one row per sampler with the proposed site, its acceptance probability A
+    # and the outcome
+    grid = page.locator(f'{TAB_PANEL} [data-testid="stDataFrame"]')
+    header = grid.locator('[role="columnheader"]')  # the grid's (visually hidden) table
+    expect(header.filter(has_text=re.compile(r"^A at that site$"))).to_have_count(1)
+    headers = header.all_inner_texts()
+    expect(grid.locator('[role="gridcell"]')).to_have_count(5 * len(headers))
+    cells = grid.locator('[role="gridcell"]').all_inner_texts()
+    rows = [
+        dict(zip(headers, cells[i : i + len(headers)], strict=True))
+        for i in range(0, len(cells), len(headers))
+    ]
+    assert [r["sampler"] for r in rows] == [
+        "t/(1+t)",
+        "sqrt(t) (= GWG)",
+        "max(1,t)",
+        "LSB 1",
+        "LSB 2",
+    ]
+    for row in rows:
+        assert 0.0 <= float(row["A at that site"]) <= 1.0, row
+        assert row["outcome"] in ("accepted", "rejected"), row
+        assert re.fullmatch(r"\(\d+, \d+\)", row["proposed site (row, col)"]), row
+    assert steps_shown(page) == paused_at + 1
+    assert_healthy(page)
+    shot(page, "05-step-proposal")
+
+
+# ----------------------------------------------------------------------------- images
+def test_an_uploaded_image_is_segmented(page, server):
+    # a light run that converges in seconds: two fixed samplers, two chains, 2500 burn-in steps
+    # (one flip per step: about 1.5 sweeps of the 36x48 lattice); the upload keeps these settings
+    small = {"samplers": "barker,sqrt", "chains": "2", "burn_in": "2500", "steps": "100000"}
+    open_app(page, app_url(server.url, small))
+    upload(page, "disc.png", png_bytes(dark_disc()))
+    expect(
+        page.locator('.st-key-source [data-testid="stRadioOption"][data-selected="true"]')
+    ).to_have_text("Your image")
+    expect(page.get_by_text("uploaded image").first).to_be_visible()
+    expect(page.locator(".st-key-size input")).to_have_value("48")
+    assert_healthy(page)
+    shot(page, "06-upload-posterior")
+
+    button(page, "run").click()
+    expect(page.get_by_text(re.compile(r"Mixing: [\d,]+ / 100,000"))).to_be_visible()
+    open_tab(page, "Segmentation")
+    summary = page.locator(f'{TAB_PANEL} [data-testid="stCaptionContainer"]').filter(
+        has_text="Object:"
+    )
+    expect(summary).to_contain_text("posterior marginal from")
+    for caption in ("observed image", "P(x = +1)", "mask (P ≥ 0.50)", "uncertainty"):
+        expect(
+            page.locator(f'{TAB_PANEL} [data-testid="stImage"]').filter(has_text=caption)
+        ).to_have_count(1)
+    button(page, "pause").click()
+    wait_for_status(page, r"· paused ·")
+    # the marginal says "object" inside the dark disc and "background" in the corners
+    marginal = decode_data_url(image_src(page, "P(x = +1)")).astype(float) / 255
+    h, w = marginal.shape
+    centre = marginal[h // 2 - h // 10 : h // 2 + h // 10, w // 2 - w // 10 : w // 2 + w // 10]
+    corners = [marginal[: h // 8, : w // 8], marginal[-h // 8 :, -w // 8 :]]
+    assert centre.mean() > 0.8, centre.mean()
+    assert max(c.mean() for c in corners) < 0.2
+    assert_healthy(page)
+    shot(page, "07-upload-segmentation")
+
+
+def test_a_junk_upload_says_why_and_the_page_keeps_working(page, server):
+    open_app(page, server.url)
+    upload(page, "holiday.png", b"this is not an image, just some words" * 10)
+    error = page.locator(ALERT).filter(has_text="not an image")
+    expect(error).to_be_visible()
+    assert radio_value(page, "source") == "Paper case"  # a bad file does not become the source
+    assert page.locator('[data-testid="stException"]').count() == 0
+    shot(page, "08-junk-upload")
+    # the page keeps working: a step is taken and drawn
+    button(page, "step").click()
+    expect(page.get_by_text(re.compile(r"Step 1 \(burn-in\), chain 1"))).to_be_visible()
+    assert steps_shown(page) == 1
+    server.check()
+
+
+def test_hostile_uploads_each_get_a_clear_message_and_the_server_stays_up(page, server):
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><rect/></svg>'
+    good = png_bytes(dark_disc(120, 160))
+    cases = [
+        # refused in the browser by Streamlit (not a listed type): the file is never sent; its
+        # chip turns red and says why when the pointer is on it
+        ("drawing.svg", svg, "image/svg+xml", "image/svg+xml files are not allowed"),
+        # sent and refused by the decoder, with a sentence under the uploader
+        ("drawing.png", svg, "image/png", "SVG drawings are not supported"),
+        ("truncated.png", good[: len(good) // 2], "image/png", "damaged or incomplete"),
+        ("bomb.png", png_header_only(30_000, 30_000), "image/png", "too many pixels"),
+    ]
+    open_app(page, server.url)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    for name, data, mime, message in cases:
+        upload(page, name, data, mime)
+        if name.endswith(".svg"):
+            chip = sidebar.locator('[data-testid="stFileChip"][aria-invalid="true"]')
+            expect(chip.filter(has_text=name)).to_be_visible()
+            chip.first.hover()
+            expect(page.get_by_role("tooltip").filter(has_text=message)).to_be_visible()
+        else:
+            expect(sidebar.locator(ALERT).filter(has_text=message)).to_be_visible()
+        assert page.locator('[data-testid="stException"]').count() == 0, name
+        assert radio_value(page, "source") == "Paper case", name  # the run is untouched
+        server.check()
+        shot(page, f"09-hostile-{name.replace('.', '-')}")
+    # still serving and sampling
+    button(page, "step").click()
+    expect(page.get_by_text(re.compile(r"Step 1 \(burn-in\), chain 1"))).to_be_visible()
+    problems = [p for p in page_problems(page) if "too many pixels" not in p]
+    assert not problems, problems
+
+
+# ----------------------------------------------------------------------------- links
+def test_a_configuration_link_reopens_its_configuration(page, server):
+    cfg = replace(config.defaults_for("paper", case=1), samplers=("barker", "gibbs"), seed=7)
+    open_app(page, app_url(server.url, config.to_query_params(cfg)))
+    assert_healthy(page)
+    assert page.locator('[data-testid="stAlert"]').filter(has_text="Link:").count() == 0
+    assert radio_value(page, "source") == "Paper case"
+    assert input_value(page, "case").startswith("Case 1")
+    assert multiselect_values(page, "samplers") == sampler_tags(cfg.samplers)
+    assert int(input_value(page, "seed")) == 7
+    for key in ("lam", "mu", "sigma"):
+        assert float(input_value(page, key)) == pytest.approx(getattr(cfg, key)), key
+    assert int(input_value(page, "size")) == cfg.size
+    assert int(input_value(page, "chains")) == cfg.chains
+    assert len(chain_srcs(page)) == 2  # one row of chains per chosen sampler
+    expect(page.get_by_text(re.compile(r"^case 1: ")).first).to_be_visible()
+    query = parse_qs(urlparse(page.url).query)  # the page keeps its configuration in the URL
+    assert (
+        query["case"] == ["1"] and query["seed"] == ["7"] and query["samplers"] == ["barker,gibbs"]
+    )
+    shot(page, "10-link-restored")
