@@ -9,6 +9,7 @@ Both are exact and O(1) per step; they show what the informed proposals buy.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from lsbcore.sampler import SingleFlipSampler
@@ -52,6 +53,33 @@ class UniformSiteSampler(SingleFlipSampler):
     def proposal_log_probs(self) -> torch.Tensor:
         """``log Q(i | x)``: uniform over the sites, ``[B, H, W]``."""
         return torch.full_like(self.x, -float(torch.log(torch.tensor(float(self.n_sites)))))
+
+    def _has_kernel(self) -> bool:
+        return True
+
+    def _compiled_steps(self, m: int, u, trace) -> None:
+        from lsbcore import kernels
+
+        (neighbours, sign, coupling, _), stats, truth = self._kernel_common()
+        last = np.zeros((self.n_chains, 4))
+        kernels.uniform_site_steps(
+            m,
+            self._x.numpy(),
+            self._s.numpy(),
+            neighbours,
+            sign,
+            coupling,
+            self.name == "gibbs",
+            u,
+            self._n_accepted.numpy(),
+            stats,
+            truth,
+            self._tracking,
+            trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 4)),
+            last,
+        )
+        last = torch.from_numpy(last)
+        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3] > 0.5)
 
     def _step(self) -> None:
         u = self._uniform(2)

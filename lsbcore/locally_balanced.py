@@ -21,9 +21,16 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 
-from lsbcore.balancing import Balancing, MixtureBalancing
+from lsbcore.balancing import (
+    FIXED,
+    Balancing,
+    FixedBalancing,
+    MixtureBalancing,
+    NetworkBalancing,
+)
 from lsbcore.history import LearningHistory
 from lsbcore.objective import lsb_loss_and_grads
 from lsbcore.sampler import SingleFlipSampler
@@ -206,6 +213,67 @@ class LocallyBalancedSampler(SingleFlipSampler):
         accept = u[2] * torch.maximum(self._Z, z_new) < self._Z
         self._last = (i, self._Z, z_new, accept)  # references only: nothing computed here
         self._commit(accept, index, x_new, s_new, g_new)
+
+    # ----------------------------------------------------------------- the compiled path
+    def _has_kernel(self) -> bool:
+        return self._kernel_function() is not None
+
+    def _kernel_function(self):
+        """``(kind, log_w, breakpoints, slope, intercept)`` for ``kernels.log_g``, or None."""
+        b = self.balancing
+        empty = np.zeros(0)
+        with torch.no_grad():
+            if isinstance(b, FixedBalancing):
+                return FIXED.index(b.name), np.zeros(4), empty, empty, empty
+            if isinstance(b, MixtureBalancing):
+                log_w = b.log_weights().detach().cpu().numpy().astype(np.float64)
+                return 4, log_w, empty, empty, empty
+            if isinstance(b, NetworkBalancing):
+                breakpoints, slope, intercept = b._pieces()
+                return (
+                    5,
+                    np.zeros(4),
+                    np.asarray(breakpoints, dtype=np.float64),
+                    slope.detach().cpu().numpy().astype(np.float64),
+                    intercept.detach().cpu().numpy().astype(np.float64),
+                )
+        return None
+
+    def _compiled_steps(self, m: int, u, trace) -> None:
+        from lsbcore import kernels
+
+        if self._cache_stale:  # the last learning step changed g everywhere
+            self._renormalise()
+        (neighbours, sign, coupling, unique), stats, truth = self._kernel_common()
+        kind, log_w, breakpoints, slope, intercept = self._kernel_function()
+        last = np.zeros((self.n_chains, 4))
+        kernels.balanced_steps(
+            m,
+            self._x.numpy(),
+            self._s.numpy(),
+            self._gn.numpy(),
+            self._block_sum.numpy(),
+            self._Z.numpy(),
+            self._shift.numpy(),
+            neighbours,
+            sign,
+            coupling,
+            unique,
+            kind,
+            log_w,
+            breakpoints,
+            slope,
+            intercept,
+            u,
+            self._n_accepted.numpy(),
+            stats,
+            truth,
+            self._tracking,
+            trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 4)),
+            last,
+        )
+        last = torch.from_numpy(last)
+        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
 
     # ----------------------------------------------------------------- learning (spec 5)
     def _setup_learning(self, lr, optimizer, restart_prob) -> None:

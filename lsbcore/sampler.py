@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
 from lsbcore.ising import IsingPosterior
@@ -130,6 +131,7 @@ class SingleFlipSampler:
         self._n_accepted = torch.zeros(n_chains, 1, dtype=torch.int64, device=self.device)
         self.wall_seconds = 0.0
         self._since_resync = 0
+        self._tracking = False
         self.resync()
 
     # ----------------------------------------------------------------- state and validation
@@ -174,6 +176,42 @@ class SingleFlipSampler:
         self.n_target_evals += self.n_sites
         self._since_resync = 0
         self._after_resync()
+        self._stats_resync()
+
+    # ----------------------------------------------------------------- running statistics
+    def track_statistics(self, truth=None) -> None:
+        """Keep ``statistics`` up to date on every step from now on (a few small ops per step).
+
+        ``truth`` (``[H, W]`` of +-1, optional) gives the third column; without it it stays 0.
+        """
+        truth_values = torch.zeros(self._width, dtype=torch.float64, device=self.device)
+        if truth is not None:
+            truth = torch.as_tensor(truth, dtype=torch.float64).reshape(-1)
+            if truth.numel() != self.n_sites:
+                raise ValueError(f"truth must have {self.n_sites} sites, got {truth.numel()}.")
+            truth_values[: self.n_sites] = truth.to(self.device)
+        self._truth_values = truth_values
+        self._tracking = True
+        self._stats_resync()
+
+    @property
+    def statistics(self) -> torch.Tensor:
+        """``[B, 3]`` per chain: ``log p~(x)``, magnetisation ``sum_i x_i`` and ``x . truth``.
+
+        Kept incrementally after ``track_statistics()`` (an accepted flip of site ``i`` adds
+        ``s_i``, ``2 x_i'`` and ``2 x_i' truth_i``) and recomputed exactly at every resync.
+        """
+        if not self._tracking:
+            raise ValueError("call track_statistics() first.")
+        return self._stats
+
+    @torch.no_grad()
+    def _stats_resync(self) -> None:
+        if not self._tracking:
+            return
+        x = self._x[:, : self.n_sites]
+        overlap = x @ self._truth_values[: self.n_sites]
+        self._stats = torch.stack([self.log_p, x.sum(1), overlap], 1)
 
     def _index_table(self, neighbourhood: torch.Tensor) -> torch.Tensor:
         """``[D, R, K]`` index rows looked up per step; row 0 is the neighbourhood."""
@@ -220,8 +258,13 @@ class SingleFlipSampler:
         self._uniform_pos += 1
         return u
 
-    def step(self, n: int = 1, learn: bool = False) -> None:
-        """Advance every chain ``n`` steps. ``learn=True`` is only for learnable samplers."""
+    def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
+        """Advance every chain ``n`` steps. ``learn=True`` is only for learnable samplers.
+
+        ``trace`` (optional, ``[n, B, 4]`` float64 on the CPU, after ``track_statistics``)
+        receives ``statistics`` and the accept flag of every chain after every step. Frozen steps
+        on the CPU run compiled (``lsbcore.kernels``) unless ``use_compiled`` is off.
+        """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}.")
         if learn and not self.learnable:
@@ -229,21 +272,93 @@ class SingleFlipSampler:
                 f"the {self.name!r} sampler has a fixed balancing function and cannot learn; "
                 "call step(n) without learn=True, or use 'lsb1' / 'lsb2'."
             )
+        if trace is not None:
+            if not self._tracking:
+                raise ValueError("trace= needs track_statistics() first.")
+            if tuple(trace.shape) != (n, self.n_chains, 4) or trace.dtype != torch.float64:
+                raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 4].")
         start = time.perf_counter()
-        with torch.set_grad_enabled(learn):
-            for _ in range(n):
-                if learn:
-                    self._learn_step()
-                else:
-                    self._step()
-                self.n_steps += 1
-                self.n_target_evals += self.neighbourhood_size
-                self._since_resync += 1
-                if self._since_resync >= self.resync_every:
-                    self.resync()
+        if not learn and self._compiled_ready():
+            self._run_compiled(n, trace)
+        else:
+            with torch.set_grad_enabled(learn):
+                for t in range(n):
+                    if learn:
+                        self._learn_step()
+                    else:
+                        self._step()
+                    self._count_step()
+                    if trace is not None:
+                        trace[t, :, :3] = self._stats.cpu()
+                        trace[t, :, 3] = self._last_accept().view(-1).cpu()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.wall_seconds += time.perf_counter() - start
+
+    def _count_step(self, m: int = 1) -> None:
+        self.n_steps += m
+        self.n_target_evals += m * self.neighbourhood_size
+        self._since_resync += m
+        if self._since_resync >= self.resync_every:
+            self.resync()
+
+    def _last_accept(self) -> torch.Tensor:
+        return self.last_proposal["accepted"]
+
+    # ----------------------------------------------------------------- the compiled path
+    use_compiled = True  # frozen CPU steps through lsbcore.kernels (tests switch it off)
+
+    def _compiled_ready(self) -> bool:
+        if not self.use_compiled or self.device.type != "cpu" or not self._has_kernel():
+            return False
+        try:
+            from lsbcore import kernels
+        except ImportError:  # numba missing: the torch path is exact too, only slower
+            return False
+        if not kernels.ready():
+            if kernels.WAIT_FOR_COMPILE:
+                kernels.compile_kernels()
+            else:
+                return False
+        return True
+
+    def _has_kernel(self) -> bool:
+        return False
+
+    def _run_compiled(self, n: int, trace: torch.Tensor | None) -> None:
+        """``n`` steps in chunks that end at every resync (and bound the uniforms' memory)."""
+        done = 0
+        chunk_cap = max(1, (1 << 20) // self.n_chains)
+        while done < n:
+            m = min(n - done, self.resync_every - self._since_resync, chunk_cap)
+            u = torch.rand(m, self.n_chains, 3, generator=self.generator, dtype=torch.float64).mul_(
+                BELOW_ONE
+            )
+            part = trace[done : done + m] if trace is not None else None
+            self._compiled_steps(m, u.numpy(), part)
+            self._count_step(m)
+            done += m
+
+    def _kernel_common(self):
+        """Tables and statistics arrays every kernel takes (numpy views, built once)."""
+        tables = getattr(self, "_kernel_tables", None)
+        if tables is None:
+            sign, coupling, unique = self._site_values.unbind(1)
+            tables = (
+                self._site_index[:, 0].contiguous().numpy(),
+                sign.contiguous().numpy(),
+                coupling.contiguous().numpy(),
+                unique.contiguous().numpy(),
+            )
+            self._kernel_tables = tables
+        if self._tracking:
+            stats, truth = self._stats.numpy(), self._truth_values.numpy()
+        else:
+            stats, truth = np.zeros((self.n_chains, 3)), np.zeros(self._width)
+        return tables, stats, truth
+
+    def _compiled_steps(self, m: int, u, trace) -> None:
+        raise NotImplementedError
 
     def _step(self) -> None:
         raise NotImplementedError
@@ -278,6 +393,11 @@ class SingleFlipSampler:
         where = torch.where(accept, slots, self._dummy)
         self._x.scatter_(1, where, x_new)
         self._s.scatter_(1, where, s_new)
+        if self._tracking:
+            site, x_i = slots[:, 0], x_new[:, :1]
+            truth_i = self._truth_values.index_select(0, site).unsqueeze(1)
+            delta = torch.cat([-s_new[:, :1], 2.0 * x_i, 2.0 * x_i * truth_i], 1)
+            self._stats.add_(torch.where(accept, delta, 0.0))
         return where
 
     # ----------------------------------------------------------------- checks

@@ -16,6 +16,7 @@ import torch
 
 from lsbcore import IsingPosterior, make_sampler, uniform_start
 from lsbcore.factory import SAMPLERS
+from lsbcore.sampler import SingleFlipSampler
 
 EXACT_SAMPLERS = [name for name in SAMPLERS if name != "learned"]
 FIXED_LB = ["barker", "sqrt", "min", "max"]
@@ -31,6 +32,14 @@ CHAINS, BURN_IN, THIN, DRAWS = 2000, 100, 6, 60
 THIN_BASELINES = 18
 
 pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.fixture(autouse=True, params=["compiled", "torch"])
+def backend(request, monkeypatch):
+    """Every check runs on both paths: the compiled CPU kernels (frozen steps) and the torch
+    steps (what CUDA runs, and every learning step)."""
+    monkeypatch.setattr(SingleFlipSampler, "use_compiled", request.param == "compiled")
+    return request.param
 
 
 def build(name, target, n_chains, seed=0, x0=None, learn_steps=40, **options):

@@ -1,0 +1,346 @@
+"""Compiled CPU steps: many frozen single-flip steps of one sampler in one call (numba).
+
+An eager torch step is dozens of small operations, each costing microseconds of dispatch; here a
+chain's step is a few hundred floating-point operations in a loop, about a microsecond. The
+kernels work in place on the samplers' own cached arrays (zero-copy numpy views of the CPU
+tensors) and keep exactly the invariants the torch path keeps (see ``locally_balanced`` and
+``sampler``): the same two-level draw with each level searched against its own total, the same
+acceptance ``A = Z / max(Z, Z')``, block sums re-added from ``gn`` (never nudged), and a rebuild
+with a fresh scale when ``Z`` leaves ``[e^-LOG_RANGE, e^LOG_RANGE]``.
+
+Frozen chains are independent given their uniforms, so each chain runs all ``n`` steps in turn
+(its arrays stay in cache). The uniforms come from the sampler's seeded ``torch.Generator``.
+Learning steps stay in torch: they update shared parameters after every step.
+
+Balancing kinds: 0-3 the fixed functions in the order of ``FIXED``, 4 a mixture with log-weights
+``log_w`` (LSB 1), 5 LSB 2's network in its piecewise-linear form (``breakpoints``, ``slope``,
+``intercept``; see ``NetworkBalancing._pieces``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+from numba import njit
+
+LOG_RANGE = 200.0
+MAX_LOG_G = 600.0
+LOG_2 = math.log(2.0)
+KIND_MIXTURE = 4
+KIND_NETWORK = 5
+
+
+@njit(cache=True, nogil=True)
+def _log_sigmoid(s):
+    if s >= 0.0:
+        return -math.log1p(math.exp(-s))
+    return s - math.log1p(math.exp(s))
+
+
+@njit(cache=True, nogil=True)
+def _log_softplus_piece(s, breakpoints, slope, intercept):
+    """``log softplus(z(u))`` with ``u = sigmoid(s) - 1/2`` and ``z`` piecewise linear."""
+    u = 1.0 / (1.0 + math.exp(-s)) - 0.5
+    k = 0
+    for cut in breakpoints:
+        if u > cut:
+            k += 1
+    z = slope[k] * u + intercept[k]
+    # as NetworkBalancing: min(z, log softplus(max(z, -30))), softplus linear above 20
+    zc = max(z, -30.0)
+    soft = zc if zc > 20.0 else math.log1p(math.exp(zc))
+    return min(z, math.log(soft))
+
+
+@njit(cache=True, nogil=True)
+def log_g(kind, s, log_w, breakpoints, slope, intercept):
+    """``log g(e^s)`` of one balancing function (see the module's kinds)."""
+    if kind == 0:
+        return _log_sigmoid(s)
+    if kind == 1:
+        return 0.5 * s
+    if kind == 2:
+        return min(0.0, s)
+    if kind == 3:
+        return max(0.0, s)
+    if kind == KIND_MIXTURE:
+        a = log_w[0] + _log_sigmoid(s)
+        b = log_w[1] + 0.5 * s
+        c = log_w[2] + min(0.0, s)
+        d = log_w[3] + max(0.0, s)
+        top = max(max(a, b), max(c, d))
+        total = math.exp(a - top) + math.exp(b - top) + math.exp(c - top) + math.exp(d - top)
+        return top + math.log(total)
+    a = _log_softplus_piece(s, breakpoints, slope, intercept)
+    b = s + _log_softplus_piece(-s, breakpoints, slope, intercept)
+    top = max(a, b)
+    return top + math.log1p(math.exp(min(a, b) - top)) - LOG_2
+
+
+@njit(cache=True, nogil=True)
+def _rebuild_row(b, s, gn, block_sum, shift, n_sites, block, kind, log_w, bp, slope, icpt):
+    """Row ``b``'s ``gn``, block sums and shift from its exact ``s`` (the torch renormalise)."""
+    top = -np.inf
+    for i in range(n_sites):
+        v = log_g(kind, s[b, i], log_w, bp, slope, icpt)
+        gn[b, i] = v  # log values first, exponentiated below
+        if v > top:
+            top = v
+    shift[b, 0] = top
+    for i in range(n_sites):
+        gn[b, i] = math.exp(gn[b, i] - top)
+    for j in range(block_sum.shape[1]):
+        total = 0.0
+        for c in range(j * block, (j + 1) * block):
+            total += gn[b, c]
+        block_sum[b, j] = total
+
+
+@njit(cache=True, nogil=True)
+def balanced_steps(
+    n,
+    x,
+    s,
+    gn,
+    block_sum,
+    z,
+    shift,
+    neighbours,
+    sign,
+    coupling,
+    unique,
+    kind,
+    log_w,
+    bp,
+    slope,
+    icpt,
+    u,
+    n_accepted,
+    stats,
+    truth,
+    track,
+    trace,
+    last,
+):
+    """``n`` frozen locally balanced steps for every chain, in place.
+
+    Args (per chain ``b``): ``x, s [B, width]``, ``gn [B, (nb + 1) * bs]``, ``block_sum [B, nb]``,
+    ``z, shift [B, 1]``; tables ``neighbours, sign, coupling, unique [D, K]``; uniforms
+    ``u [n, B, 3]`` (below 1 - 2^-52); ``n_accepted [B, 1]``; ``stats [B, 3]`` (log p~,
+    magnetisation, x . truth), kept when ``track``; ``trace [n or 0, B, 4]`` receives the
+    statistics and the accept flag after each step; ``last [B, 4]``: the last step's site, Z,
+    Z' and decision. Returns the number of rows rebuilt for range.
+    """
+    n_chains = x.shape[0]
+    n_blocks = block_sum.shape[1]
+    block = gn.shape[1] // (n_blocks + 1)
+    n_sites = neighbours.shape[0]
+    k_slots = neighbours.shape[1]
+    g_new = np.empty(k_slots)
+    s_new = np.empty(k_slots)
+    x_new = np.empty(k_slots)  # computed before any write: padding slots repeat the site
+    rebuilt = 0
+    low, high = math.exp(-LOG_RANGE), math.exp(LOG_RANGE)
+    for b in range(n_chains):
+        for t in range(n):
+            # level 1: a block with probability block_sum / Z, against the sums' own total
+            total = 0.0
+            for j in range(n_blocks):
+                total += block_sum[b, j]
+            target = u[t, b, 0] * total
+            acc = 0.0
+            chosen = n_blocks - 1
+            for j in range(n_blocks):
+                acc += block_sum[b, j]
+                if acc > target:
+                    chosen = j
+                    break
+            # level 2: a site inside it with probability gn / block total
+            start = chosen * block
+            row_total = 0.0
+            for c in range(start, start + block):
+                row_total += gn[b, c]
+            target = u[t, b, 1] * row_total
+            acc = 0.0
+            site = start + block - 1
+            for c in range(start, start + block):
+                acc += gn[b, c]
+                if acc > target:
+                    site = c
+                    break
+            # Z(x'): the neighbourhood's new log-ratios and g values
+            x_site = x[b, site]
+            dz = 0.0
+            for k in range(k_slots):
+                j = neighbours[site, k]
+                s_new[k] = s[b, j] * sign[site, k] + coupling[site, k] * x[b, j] * x_site
+                x_new[k] = x[b, j] * sign[site, k]
+                v = log_g(kind, s_new[k], log_w, bp, slope, icpt) - shift[b, 0]
+                g_new[k] = math.exp(min(v, MAX_LOG_G))
+                dz += (g_new[k] - gn[b, j]) * unique[site, k]
+            z_new = total + dz
+            accept = u[t, b, 2] * max(total, z_new) < total
+            if t == n - 1:
+                last[b, 0] = site
+                last[b, 1] = total
+                last[b, 2] = z_new
+                last[b, 3] = 1.0 if accept else 0.0
+            if accept:
+                n_accepted[b, 0] += 1
+                if track:
+                    stats[b, 0] -= s_new[0]  # log p~ gains s_i = -s_i(x')
+                    stats[b, 1] -= 2.0 * x_site
+                    stats[b, 2] -= 2.0 * x_site * truth[site]
+                for k in range(k_slots):
+                    j = neighbours[site, k]
+                    x[b, j] = x_new[k]
+                    s[b, j] = s_new[k]
+                    gn[b, j] = g_new[k]
+                total = 0.0
+                for k in range(k_slots):
+                    first = (neighbours[site, k] // block) * block
+                    part = 0.0
+                    for c in range(first, first + block):
+                        part += gn[b, c]
+                    block_sum[b, first // block] = part
+                for j in range(n_blocks):
+                    total += block_sum[b, j]
+                if not (low < total < high):
+                    _rebuild_row(
+                        b, s, gn, block_sum, shift, n_sites, block, kind, log_w, bp, slope, icpt
+                    )
+                    rebuilt += 1
+                    total = 0.0
+                    for j in range(n_blocks):
+                        total += block_sum[b, j]
+            z[b, 0] = total
+            if trace.shape[0] > 0:
+                trace[t, b, 0] = stats[b, 0]
+                trace[t, b, 1] = stats[b, 1]
+                trace[t, b, 2] = stats[b, 2]
+                trace[t, b, 3] = 1.0 if accept else 0.0
+    return rebuilt
+
+
+@njit(cache=True, nogil=True)
+def uniform_site_steps(
+    n, x, s, neighbours, sign, coupling, gibbs, u, n_accepted, stats, truth, track, trace, last
+):
+    """``n`` steps of random-scan Gibbs (``gibbs``) or uniform-site Metropolis, in place.
+
+    A site ``i = floor(u0 D)`` flips with probability ``sigmoid(s_i)`` (Gibbs) or ``min(1, t_i)``
+    (Metropolis); ``last [B, 4]``: site, ``s_i``, decision, unused. Other arguments as
+    ``balanced_steps``.
+    """
+    n_chains = x.shape[0]
+    n_sites = neighbours.shape[0]
+    k_slots = neighbours.shape[1]
+    s_new = np.empty(k_slots)
+    x_new = np.empty(k_slots)
+    for b in range(n_chains):
+        for t in range(n):
+            site = min(int(u[t, b, 0] * n_sites), n_sites - 1)
+            s_i = s[b, site]
+            if gibbs:
+                accept = u[t, b, 1] < 1.0 / (1.0 + math.exp(-s_i))
+            else:
+                accept = math.log(u[t, b, 1]) < s_i
+            if t == n - 1:
+                last[b, 0] = site
+                last[b, 1] = s_i
+                last[b, 2] = 1.0 if accept else 0.0
+            if accept:
+                n_accepted[b, 0] += 1
+                x_site = x[b, site]
+                if track:
+                    stats[b, 0] += s_i
+                    stats[b, 1] -= 2.0 * x_site
+                    stats[b, 2] -= 2.0 * x_site * truth[site]
+                for k in range(k_slots):
+                    j = neighbours[site, k]
+                    s_new[k] = s[b, j] * sign[site, k] + coupling[site, k] * x[b, j] * x_site
+                    x_new[k] = x[b, j] * sign[site, k]
+                for k in range(k_slots):
+                    j = neighbours[site, k]
+                    x[b, j] = x_new[k]
+                    s[b, j] = s_new[k]
+            if trace.shape[0] > 0:
+                trace[t, b, 0] = stats[b, 0]
+                trace[t, b, 1] = stats[b, 1]
+                trace[t, b, 2] = stats[b, 2]
+                trace[t, b, 3] = 1.0 if accept else 0.0
+
+
+# ----------------------------------------------------------------------------- compilation
+# the library compiles on first use; the app sets this False so that no run waits for the
+# compiler (it starts compile_in_background and uses the torch path until ready() is True)
+WAIT_FOR_COMPILE = True
+_compiled = threading.Event()
+_lock = threading.Lock()
+
+
+def compile_kernels() -> None:
+    """Compile (or load from numba's cache) both kernels on tiny inputs; idempotent."""
+    with _lock:
+        if _compiled.is_set():
+            return
+        f8, i8 = np.float64, np.int64
+        nbr = np.zeros((1, 1), dtype=i8)
+        one = np.ones((1, 1), dtype=f8)
+        empty = np.zeros(0, dtype=f8)
+        for kind in (0, KIND_NETWORK):
+            balanced_steps(
+                1,
+                np.ones((1, 3)),
+                np.zeros((1, 3)),
+                np.ones((1, 2)),
+                np.ones((1, 1)),
+                np.ones((1, 1)),
+                np.zeros((1, 1)),
+                nbr,
+                -one,
+                0 * one,
+                one,
+                kind,
+                np.zeros(4),
+                empty,
+                np.zeros(1),
+                np.zeros(1),
+                np.full((1, 1, 3), 0.5),
+                np.zeros((1, 1), dtype=i8),
+                np.zeros((1, 3)),
+                np.zeros(3),
+                False,
+                np.zeros((0, 1, 4)),
+                np.zeros((1, 4)),
+            )
+        uniform_site_steps(
+            1,
+            np.ones((1, 2)),
+            np.zeros((1, 2)),
+            nbr,
+            -one,
+            0 * one,
+            True,
+            np.full((1, 1, 3), 0.5),
+            np.zeros((1, 1), dtype=i8),
+            np.zeros((1, 3)),
+            np.zeros(2),
+            False,
+            np.zeros((0, 1, 4)),
+            np.zeros((1, 4)),
+        )
+        _compiled.set()
+
+
+def compile_in_background() -> threading.Thread:
+    """Start compiling in a daemon thread (the app's first frame never waits for it)."""
+    thread = threading.Thread(target=compile_kernels, name="lsb-kernels", daemon=True)
+    thread.start()
+    return thread
+
+
+def ready() -> bool:
+    return _compiled.is_set()

@@ -1,0 +1,127 @@
+"""The compiled CPU path (``lsbcore.kernels``): same functions, same statistics, same bookkeeping
+as the torch path. Its exactness is checked with the torch path's in test_exactness.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lsbcore import IsingPosterior, kernels, make_sampler, paper_case
+from lsbcore.balancing import MixtureBalancing
+from lsbcore.sampler import SingleFlipSampler
+
+LOCALLY_BALANCED = ["barker", "sqrt", "min", "max", "lsb1", "lsb2"]
+ALL = LOCALLY_BALANCED + ["gibbs", "metropolis"]
+
+
+def kernel_log_g(sampler, s: np.ndarray) -> np.ndarray:
+    kind, log_w, bp, slope, icpt = sampler._kernel_function()
+    return np.array([kernels.log_g(kind, v, log_w, bp, slope, icpt) for v in s])
+
+
+@pytest.mark.parametrize("name", LOCALLY_BALANCED)
+def test_kernel_log_g_equals_the_balancing_function(name):
+    case = paper_case(3, n_chains=2)
+    sampler = make_sampler(name, case.target, 2, x0=case.x0)
+    if name == "lsb1":  # unequal weights, so a wrong component order would show
+        sampler.balancing.theta.data = torch.tensor([0.3, -1.2, 2.0, -0.4], dtype=torch.float64)
+    s = np.concatenate([np.linspace(-40, 40, 801), [-700.0, 700.0, 0.0]])
+    expected = sampler.balancing.log_g(torch.from_numpy(s)).detach().numpy()
+    np.testing.assert_allclose(kernel_log_g(sampler, s), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_mixture_with_one_hot_weights_is_the_fixed_function():
+    case = paper_case(3, n_chains=2)
+    mixture = MixtureBalancing(torch.tensor([-1e9, 50.0, -1e9, -1e9])).frozen()
+    sampler = make_sampler("learned", case.target, 2, x0=case.x0, balancing=mixture)
+    s = np.linspace(-20, 20, 81)
+    np.testing.assert_allclose(kernel_log_g(sampler, s), 0.5 * s, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_trace_holds_the_statistics_after_every_step(name):
+    """``step(n, trace=...)`` equals stepping one at a time and recomputing the statistics from
+    ``x`` (the compiled path draws its uniforms as one stream, so the chains are the same)."""
+    case = paper_case(1, n_chains=3)
+    truth = torch.as_tensor(case.truth, dtype=torch.float64).reshape(-1)
+    n = 20
+    sampler = make_sampler(name, case.target, 3, x0=case.x0, resync_every=7)
+    sampler.track_statistics(case.truth)
+    trace = torch.zeros(n, 3, 4, dtype=torch.float64)
+    sampler.step(n, trace=trace)
+    single = make_sampler(name, case.target, 3, x0=case.x0, resync_every=7)
+    for t in range(n):
+        before = single.x.clone()
+        single.step(1)
+        x = single.x.reshape(3, -1)
+        expected = torch.stack([case.target.log_prob(single.x), x.sum(1), x @ truth], 1)
+        torch.testing.assert_close(trace[t, :, :3], expected, rtol=0, atol=1e-9)
+        flipped = (single.x != before).reshape(3, -1).any(1).double()
+        assert torch.equal(trace[t, :, 3], flipped)
+    assert torch.equal(sampler.x, single.x)
+    assert float(trace[:, :, 3].sum()) == pytest.approx(sampler.accept_rate * n * 3)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_both_paths_keep_the_same_bookkeeping(name, monkeypatch):
+    """Counters, statistics and the last proposal agree in kind between the two paths (the
+    chains differ: the uniforms are laid out differently)."""
+    target = IsingPosterior(torch.randn(4, 5, dtype=torch.float64), 0.4, "free")
+    out = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(SingleFlipSampler, "use_compiled", compiled)
+        sampler = make_sampler(name, target, 5, seed=1, resync_every=9)
+        sampler.track_statistics()
+        sampler.step(25)
+        x = sampler.x.reshape(5, -1)
+        torch.testing.assert_close(sampler.statistics[:, 0], target.log_prob(sampler.x))
+        torch.testing.assert_close(sampler.statistics[:, 1], x.sum(1))
+        assert sampler.invariant_error() < 1e-12
+        last = sampler.last_proposal
+        assert set(last) == {"site", "accept_prob", "accepted"}
+        assert last["site"].dtype == torch.long and last["accepted"].dtype == torch.bool
+        assert bool(((last["accept_prob"] >= 0) & (last["accept_prob"] <= 1)).all())
+        out[compiled] = (sampler.n_steps, sampler.n_target_evals)
+    assert out[True] == out[False]
+
+
+def test_compiled_path_runs_when_ready_and_the_torch_path_otherwise(monkeypatch):
+    case = paper_case(3, n_chains=2)
+    calls = []
+    sampler = make_sampler("barker", case.target, 2, x0=case.x0)
+    original = type(sampler)._compiled_steps
+    monkeypatch.setattr(
+        type(sampler), "_compiled_steps", lambda self, *a: calls.append(1) or original(self, *a)
+    )
+    sampler.step(5)
+    assert calls and kernels.ready()
+    calls.clear()
+    monkeypatch.setattr(SingleFlipSampler, "use_compiled", False)
+    sampler.step(5)
+    assert not calls
+    lsb = make_sampler("lsb1", case.target, 2, x0=case.x0)
+    monkeypatch.setattr(SingleFlipSampler, "use_compiled", True)
+    monkeypatch.setattr(
+        type(lsb), "_compiled_steps", lambda self, *a: calls.append(1) or original(self, *a)
+    )
+    lsb.step(3, learn=True)  # learning steps are torch steps
+    assert not calls
+
+
+def test_compile_is_idempotent_and_reports_ready():
+    kernels.compile_kernels()
+    kernels.compile_kernels()
+    assert kernels.ready()
+
+
+def test_lsb2_kernel_uses_the_current_network():
+    """After learning, the kernel must read the updated pieces, not a stale copy."""
+    case = paper_case(3, n_chains=4)
+    sampler = make_sampler("lsb2", case.target, 4, x0=case.x0)
+    before = kernel_log_g(sampler, np.array([-3.0, 1.0]))
+    sampler.step(30, learn=True)
+    after = kernel_log_g(sampler, np.array([-3.0, 1.0]))
+    expected = sampler.balancing.log_g(torch.tensor([-3.0, 1.0], dtype=torch.float64))
+    np.testing.assert_allclose(after, expected.detach().numpy(), rtol=1e-12)
+    assert not np.allclose(before, after)
