@@ -122,6 +122,7 @@ IMAGE_CHAINS, IMAGE_SIZE, IMAGE_BURN_IN, IMAGE_STEPS = 4, 64, 500, 5000
 MAX_CHAINS, MAX_SIZE, MAX_STEPS = 1000, 256, 1_000_000
 MAX_TRACE_VALUES = 100_000_000  # records x chains x samplers: 1.2 GB of float32 traces
 RECORD_BLOCK = 256  # records gathered on the device before one copy to the trace
+TRACE_CHUNK = 1024  # steps a RecordingComparison hands each sampler at once
 
 
 # ============================================================================ recording
@@ -333,7 +334,60 @@ class RecordingComparison(Comparison):
             n: _Recorder(s, self.traces[n], truth) for n, s in self.samplers.items() if thin
         }
         if thin:
+            for sampler in self.samplers.values():
+                sampler.track_statistics(truth)
             self.record(force=True)
+
+    def step(self, n: int = 1, learn: bool = False) -> None:
+        """As ``Comparison.step``; each sampler runs up to ``TRACE_CHUNK`` steps per call and
+        writes its statistics after every step into a buffer (``SingleFlipSampler.step``'s
+        ``trace``), from which every ``thin``-th step becomes a record."""
+        if not self.thin:
+            return super().step(n, learn)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}.")
+        if learn and self.phase == "mixing":
+            raise ValueError("learning is for burn-in; the balancing functions are frozen now.")
+        for name, sampler in self.samplers.items():
+            self._advance(name, sampler, n, learn and sampler.learnable)
+        self.n_steps += n
+
+    def _advance(self, name: str, sampler, n: int, learn: bool) -> None:
+        recorder, trace = self._recorders[name], self.traces[name]
+        chains, sites = sampler.n_chains, sampler.n_sites
+        phase = PHASES.index(self.phase)
+        done = 0
+        while done < n:
+            # chunks end where a resync may happen, so target evaluations grow evenly inside
+            m = min(n - done, TRACE_CHUNK, sampler.resync_every - sampler._since_resync)
+            buffer = torch.empty(m, chains, 4, dtype=torch.float64)
+            n0, evals0, wall0 = sampler.n_steps, sampler.n_target_evals, sampler.wall_seconds
+            accepted0 = int(sampler._n_accepted.sum())
+            sampler.step(m, learn=learn, trace=buffer)
+            done += m
+            steps = n0 + 1 + np.arange(m)
+            keep = np.flatnonzero(steps % self.thin == 0)
+            if keep.size == 0:
+                continue
+            values = buffer.numpy()
+            # per step: the same evaluations (a resync, if any, is the chunk's last step)
+            resynced = sites if sampler._since_resync == 0 else 0
+            per_step = (sampler.n_target_evals - evals0 - resynced) // m
+            evals = evals0 + per_step * (1 + np.arange(m))
+            evals[-1] = sampler.n_target_evals
+            accepted = accepted0 + np.cumsum(values[:, :, 3].sum(1))
+            rate = accepted / (steps * chains)
+            # wall time is measured per chunk; inside it, interpolated by step
+            wall = wall0 + (sampler.wall_seconds - wall0) * (1 + np.arange(m)) / m
+            fields = [values[keep, :, 1], values[keep, :, 0]]
+            if self.truth is not None:
+                fields.append(((sites + values[keep, :, 2]) * 0.5) / float(sites))
+            recorder.flush()
+            trace.extend(
+                steps[keep], np.stack(fields, 1), evals[keep], rate[keep], wall[keep],
+                np.full(keep.size, phase),
+            )  # fmt: skip
+            recorder._last_step = int(steps[keep[-1]])
 
     def record(self, force: bool = False) -> None:
         """Record every sampler's state now (a repeat of the last recorded step is skipped)."""
