@@ -54,8 +54,8 @@ class UniformSiteSampler(SingleFlipSampler):
         """``log Q(i | x)``: uniform over the sites, ``[B, H, W]``."""
         return torch.full_like(self.x, -float(torch.log(torch.tensor(float(self.n_sites)))))
 
-    def _has_kernel(self) -> bool:
-        return True
+    def _has_kernel(self, learn: bool = False) -> bool:
+        return not learn
 
     def _compiled_steps(self, m: int, u, trace) -> None:
         from lsbcore import kernels

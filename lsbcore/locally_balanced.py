@@ -33,7 +33,7 @@ from lsbcore.balancing import (
 )
 from lsbcore.history import LearningHistory
 from lsbcore.objective import lsb_loss_and_grads
-from lsbcore.sampler import SingleFlipSampler
+from lsbcore.sampler import BELOW_ONE, SingleFlipSampler
 
 # exp() of a proposed g is capped at e^MAX_LOG_G (relative to the chain's scale): such a move has
 # A < e^-500 either way, and the cap keeps inf * 0 (padding slots) out of the sums.
@@ -215,8 +215,115 @@ class LocallyBalancedSampler(SingleFlipSampler):
         self._commit(accept, index, x_new, s_new, g_new)
 
     # ----------------------------------------------------------------- the compiled path
-    def _has_kernel(self) -> bool:
+    def _has_kernel(self, learn: bool = False) -> bool:
+        if learn:
+            return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
         return self._kernel_function() is not None
+
+    def _compiled_learning(self, m: int, trace) -> int:
+        """Up to ``m`` learning steps through ``learning_kernels``; returns the steps taken.
+
+        Stops before a restart of the paper's Q1 (that step runs in torch) and after a step
+        that diverged (learning stops; ``step`` goes on with frozen steps).
+        """
+        from lsbcore import learning_kernels
+
+        if self._restart_wait <= 0:  # this step restarts chains: the torch step does it
+            self._learn_step()
+            self._count_step()
+            if trace is not None:
+                trace[0, :, :3] = self._stats
+                trace[0, :, 3] = self._last_accept().view(-1)
+            return 1
+        m = int(min(m, self._restart_wait))
+        tables, stats, truth = self._kernel_common()
+        params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
+        params = params.cpu().numpy()
+        u = torch.rand(m, self.n_chains, 4, generator=self.generator, dtype=torch.float64)
+        log_p = self._learning_log_p().clone()
+        out = dict(
+            losses=np.zeros(m), weights=np.zeros((m, 5)), last=np.zeros((self.n_chains, 4))
+        )
+        common = (
+            self._x.numpy(), self._s.numpy(), *tables, params,
+        )  # fmt: skip
+        rest = dict(
+            state=self._kernel_optimizer_state(params.shape[0]),
+            opt_kind=0 if self.optimizer_name == "adam" else 1,
+            u=u.mul_(BELOW_ONE).numpy(),
+            stats=stats,
+            truth=truth,
+            log_p=log_p.numpy(),
+            trace=trace.numpy() if trace is not None else np.zeros((0, 1, 4)),
+        )
+        if isinstance(self.balancing, MixtureBalancing):
+            taken = learning_kernels.mixture_learning_steps(
+                m, *common, rest["state"], rest["opt_kind"], self.lr, rest["u"],
+                self._n_accepted.numpy(), stats, truth, self._tracking, rest["log_p"],
+                rest["trace"], out["losses"], out["weights"], out["last"],
+            )  # fmt: skip
+            status = 0 if taken == m else 1
+        else:
+            taken, status = self._network_learning(m, common, rest, out)
+        torch.nn.utils.vector_to_parameters(
+            torch.from_numpy(params).to(self.device), self._learned_params()
+        )
+        self._last_good = torch.from_numpy(params.copy())
+        self._restart_wait -= taken
+        weights = out["weights"]
+        for t in range(taken):
+            step = self.n_steps + t
+            if self.history.wants(step):
+                mixture = weights[t, :4] if isinstance(self.balancing, MixtureBalancing) else None
+                self.history.record(step, float(out["losses"][t]), float(weights[t, 4]), mixture)
+        if status:
+            self._stop_learning()
+        if taken:
+            last = torch.from_numpy(out["last"])
+            self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+            self._cache_stale = True
+            self.n_target_evals += taken * self.neighbourhood_size  # the uniform flips x~
+            self._count_step(taken)
+            self._log_p_learning, self._log_p_step = log_p, self.n_steps
+        return taken
+
+    def _network_learning(self, m: int, common, rest, out) -> tuple[int, int]:
+        """LSB 2's learning steps: per step the network's inputs (compiled), ``exp`` and
+        ``log1p`` over the lattice (torch, vectorised), then the step (compiled)."""
+        from lsbcore import learning_kernels as lk
+
+        b, d, hidden = self.n_chains, self.n_sites, self.balancing.hidden
+        params = common[-1]
+        u_cache, scale, small = (np.empty((b, d)) for _ in range(3))
+        top = np.empty(b)
+        lk.network_caches(self._s.numpy(), d, u_cache, scale, small, top)
+        z = torch.empty(2, b, d, dtype=torch.float64)
+        e, lp = torch.empty_like(z), torch.empty_like(z)
+        piece = np.empty((2, b, d), dtype=np.int64)
+        for t in range(m):
+            breakpoints, slope, intercept, active = lk.network_pieces(params, hidden)
+            lk.network_inputs(u_cache, breakpoints, slope, intercept, z.numpy(), piece)
+            torch.clamp(z, max=20.0, out=e).exp_()
+            torch.log1p(e, out=lp)
+            status = lk.network_learning_step(
+                t, *common, hidden, rest["state"], rest["opt_kind"], self.lr, rest["u"][t],
+                self._n_accepted.numpy(), rest["stats"], rest["truth"], self._tracking,
+                rest["log_p"], rest["trace"], out["losses"], out["weights"], out["last"],
+                u_cache, scale, small, top, z.numpy(), piece, e.numpy(), lp.numpy(),
+                breakpoints, slope, intercept, active,
+            )  # fmt: skip
+            if status == 2:
+                return t, status
+            if status == 1:
+                return t + 1, status
+        return m, 0
+
+    def _kernel_optimizer_state(self, n_params: int) -> np.ndarray:
+        """The compiled optimiser's state (see ``learning_kernels.optimizer_step``)."""
+        state = getattr(self, "_kernel_state", None)
+        if state is None or state.shape != (2, n_params + 1):
+            state = self._kernel_state = np.zeros((2, n_params + 1))
+        return state
 
     def _kernel_function(self):
         """``(kind, log_w, breakpoints, slope, intercept)`` for ``kernels.log_g``, or None."""

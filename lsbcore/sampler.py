@@ -278,8 +278,10 @@ class SingleFlipSampler:
             if tuple(trace.shape) != (n, self.n_chains, 4) or trace.dtype != torch.float64:
                 raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 4].")
         start = time.perf_counter()
-        if not learn and self._compiled_ready():
-            self._run_compiled(n, trace)
+        # a learner whose learning stopped (diverged) takes frozen steps
+        learn = learn and not getattr(self, "learning_failed", False)
+        if self._compiled_ready(learn):
+            self._run_compiled(n, trace, learn)
         else:
             with torch.set_grad_enabled(learn):
                 for t in range(n):
@@ -308,8 +310,8 @@ class SingleFlipSampler:
     # ----------------------------------------------------------------- the compiled path
     use_compiled = True  # frozen CPU steps through lsbcore.kernels (tests switch it off)
 
-    def _compiled_ready(self) -> bool:
-        if not self.use_compiled or self.device.type != "cpu" or not self._has_kernel():
+    def _compiled_ready(self, learn: bool = False) -> bool:
+        if not self.use_compiled or self.device.type != "cpu" or not self._has_kernel(learn):
             return False
         try:
             from lsbcore import kernels
@@ -322,22 +324,26 @@ class SingleFlipSampler:
                 return False
         return True
 
-    def _has_kernel(self) -> bool:
+    def _has_kernel(self, learn: bool = False) -> bool:
         return False
 
-    def _run_compiled(self, n: int, trace: torch.Tensor | None) -> None:
+    def _run_compiled(self, n: int, trace: torch.Tensor | None, learn: bool = False) -> None:
         """``n`` steps in chunks that end at every resync (and bound the uniforms' memory)."""
         done = 0
         chunk_cap = max(1, (1 << 20) // self.n_chains)
         while done < n:
             m = min(n - done, self.resync_every - self._since_resync, chunk_cap)
-            u = torch.rand(m, self.n_chains, 3, generator=self.generator, dtype=torch.float64).mul_(
-                BELOW_ONE
-            )
             part = trace[done : done + m] if trace is not None else None
-            self._compiled_steps(m, u.numpy(), part)
-            self._count_step(m)
+            if learn and not getattr(self, "learning_failed", False):
+                m = self._compiled_learning(m, part)  # may stop early: a restart, a failure
+            else:
+                u = torch.rand(m, self.n_chains, 3, generator=self.generator, dtype=torch.float64)
+                self._compiled_steps(m, u.mul_(BELOW_ONE).numpy(), part)
+                self._count_step(m)
             done += m
+
+    def _compiled_learning(self, m: int, trace) -> int:
+        raise NotImplementedError
 
     def _kernel_common(self):
         """Tables and statistics arrays every kernel takes (numpy views, built once)."""

@@ -1,0 +1,581 @@
+"""Compiled learning steps (Algorithm 1, spec 5) for LSB 1 and LSB 2 on the CPU (numba).
+
+The same step as ``LocallyBalancedSampler._learn_step`` and ``objective.lsb_loss_and_grads``,
+written as loops: propose with theta0, evaluate the objective and its gradient by hand, update
+(theta, eta) with Adam or SGD with momentum, accept with theta0. Learning couples the chains
+(the loss is a mean over them and the parameters change every step), so here the steps are the
+outer loop and the chains the inner one.
+
+- LSB 1 keeps the four component values ``g_k(t_i) e^-shift_k`` per chain and site and their
+  exact sums ``S_k``: ``log Z_theta = logsumexp_k(log w_k + shift_k + log S_k)`` is O(1) in theta
+  (spec 5's shortcut); a step re-adds ``S_k`` (4 D additions) and evaluates no exponential
+  outside the two flipped neighbourhoods.
+- LSB 2's ``g`` changes everywhere at every step, so ``Z_theta`` and its gradient take O(D)
+  network evaluations per chain and step; the network is evaluated through its pieces (see
+  ``NetworkBalancing._pieces``) and the gradient in every piece's slope and intercept is a sum
+  over the sites on that piece, chained to the weights by hand.
+
+The optimiser's state (Adam's moments, SGD's momentum) lives with the sampler (``KernelOptimizer``)
+and follows ``torch.optim`` step for step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lsbcore.kernels import _log_sigmoid, log_g
+
+MAX_LOG_SCALE = 600.0  # as objective.MAX_LOG_SCALE
+LOG_RANGE = 200.0
+BETA1, BETA2, EPS, MOMENTUM = 0.9, 0.999, 1e-8, 0.9
+
+
+# ----------------------------------------------------------------------------- shared pieces
+@njit(cache=True, nogil=True)
+def _softplus(v):
+    return v if v > 20.0 else math.log1p(math.exp(v))
+
+
+@njit(cache=True, nogil=True)
+def loss_and_grads(log_z, log_g_flips, unique_i, unique_j, log_p, s_flipped, log_q0, eta_raw):
+    """``objective.lsb_loss_and_grads`` as loops (same arguments, ``[B]`` / ``[4, B, K]``).
+
+    Returns ``(loss, grad_log_z [B], grad_flips [4, B, K], grad_eta_raw, dz [2, B])``.
+    """
+    n, k_slots = log_g_flips.shape[1], log_g_flips.shape[2]
+    grad_log_z = np.zeros(n)
+    grad_flips = np.zeros(log_g_flips.shape)
+    dz = np.zeros((2, n))
+    top = log_p.max()
+    eta = _softplus(eta_raw)
+    log_eta_1 = math.log(eta) + 1.0
+    slope = 1.0 if eta_raw > 20.0 else 1.0 / (1.0 + math.exp(-eta_raw))
+    loss = 0.0
+    grad_eta = 0.0
+    scaled = np.empty((2, 2, k_slots))
+    below = np.empty((2, 2, k_slots))
+    denominator = np.empty(2)
+    log_ts = np.empty(2)
+    grad_log_ts = np.empty(2)
+    for b in range(n):
+        for f in range(2):
+            mask = unique_i if f == 0 else unique_j
+            total = 0.0
+            for o in range(2):
+                for k in range(k_slots):
+                    shifted = log_g_flips[2 * f + o, b, k] - log_z[b]
+                    below[f, o, k] = 1.0 if shifted <= MAX_LOG_SCALE else 0.0
+                    scaled[f, o, k] = math.exp(min(shifted, MAX_LOG_SCALE))
+            for k in range(k_slots):
+                total += (scaled[f, 1, k] - scaled[f, 0, k]) * mask[b, k]
+            dz[f, b] = total
+            denominator[f] = 1.0 + max(total, 0.0)
+            log_ts[f] = (log_g_flips[2 * f, b, 0] - log_z[b]) - math.log(denominator[f])
+        log_p_hat = log_p[b] - top
+        p_hat = math.exp(log_p_hat)
+        w = math.exp(log_p_hat - log_q0[b])
+        log_p_new = log_p[b] + s_flipped[b]
+        t = math.exp(log_ts[0])
+        m = -math.expm1(log_ts[1])
+        log_ratio = log_ts[0] - log_p_new
+        loss += w * t * log_ratio + m * (eta * m - p_hat * log_eta_1)
+        grad_log_ts[0] = w * t * (log_ratio + 1.0) / n
+        grad_log_ts[1] = -(2.0 * eta * m - p_hat * log_eta_1) * (1.0 - m) / n
+        for f in range(2):
+            mask = unique_i if f == 0 else unique_j
+            grad_dz = -grad_log_ts[f] / denominator[f]
+            grad_log_z[b] += grad_dz
+            if not dz[f, b] > 0.0:
+                grad_dz = 0.0
+            for k in range(k_slots):
+                common = grad_dz * mask[b, k]
+                grad_flips[2 * f, b, k] = -(scaled[f, 0, k] * below[f, 0, k] * common)
+                grad_flips[2 * f + 1, b, k] = scaled[f, 1, k] * below[f, 1, k] * common
+            grad_flips[2 * f, b, 0] += grad_log_ts[f]
+        grad_eta += m * (m - p_hat / eta)
+    return loss / n, grad_log_z, grad_flips, grad_eta / n * slope, dz
+
+
+@njit(cache=True, nogil=True)
+def optimizer_step(params, grads, state, opt_kind, lr):
+    """One ``torch.optim`` step, in place. ``opt_kind`` 0: Adam (betas 0.9, 0.999, eps 1e-8),
+    ``state [2, P + 1]`` (moments; ``state[0, P]`` counts steps); 1: SGD with momentum 0.9,
+    ``state[0]`` the momentum buffer, ``state[1, P]`` 1 once it exists."""
+    p = params.shape[0]
+    if opt_kind == 0:
+        state[0, p] += 1.0
+        step = state[0, p]
+        correction1 = 1.0 - BETA1**step
+        correction2_sqrt = math.sqrt(1.0 - BETA2**step)
+        for i in range(p):
+            g = grads[i]
+            state[0, i] += (g - state[0, i]) * (1.0 - BETA1)  # lerp, as torch
+            state[1, i] = state[1, i] * BETA2 + (1.0 - BETA2) * g * g
+            denominator = math.sqrt(state[1, i]) / correction2_sqrt + EPS
+            params[i] -= lr / correction1 * state[0, i] / denominator
+    else:
+        started = state[1, p] > 0.0
+        for i in range(p):
+            if started:
+                state[0, i] = MOMENTUM * state[0, i] + grads[i]
+            else:
+                state[0, i] = grads[i]
+            params[i] -= lr * state[0, i]
+        state[1, p] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def _flip(b, site, x, s, neighbours, sign, coupling, unique, s_old, s_new, x_new, mask):
+    """The neighbourhood of ``site`` in chain ``b`` before and after flipping it."""
+    x_site = x[b, site]
+    for k in range(neighbours.shape[1]):
+        j = neighbours[site, k]
+        s_old[k] = s[b, j]
+        s_new[k] = s[b, j] * sign[site, k] + coupling[site, k] * x[b, j] * x_site
+        x_new[k] = x[b, j] * sign[site, k]
+        mask[k] = unique[site, k]
+
+
+@njit(cache=True, nogil=True)
+def _commit(b, site, x, s, neighbours, s_new, x_new, n_accepted, stats, truth, track, log_p):
+    x_site = x[b, site]
+    n_accepted[b, 0] += 1
+    log_p[b] -= s_new[0]
+    if track:
+        stats[b, 0] -= s_new[0]
+        stats[b, 1] -= 2.0 * x_site
+        stats[b, 2] -= 2.0 * x_site * truth[site]
+    for k in range(neighbours.shape[1]):
+        j = neighbours[site, k]
+        x[b, j] = x_new[k]
+        s[b, j] = s_new[k]
+
+
+@njit(cache=True, nogil=True)
+def _draw(row, u):
+    """Index of the first running sum of ``row`` above ``u`` times its total (an inverse CDF
+    searched against its own sequential total, as ``searchsorted`` against ``cumsum[-1]``)."""
+    total = 0.0
+    for i in range(row.shape[0]):
+        total += row[i]
+    target = u * total
+    acc = 0.0
+    for i in range(row.shape[0]):
+        acc += row[i]
+        if acc > target:
+            return i
+    return row.shape[0] - 1
+
+
+@njit(cache=True, nogil=True)
+def _record(t, b, stats, trace, accept):
+    if trace.shape[0] > 0:
+        trace[t, b, 0] = stats[b, 0]
+        trace[t, b, 1] = stats[b, 1]
+        trace[t, b, 2] = stats[b, 2]
+        trace[t, b, 3] = 1.0 if accept else 0.0
+
+
+# ----------------------------------------------------------------------------- LSB 1
+@njit(cache=True, nogil=True)
+def _component_log_g(s, out):
+    out[0] = _log_sigmoid(s)
+    out[1] = 0.5 * s
+    out[2] = min(0.0, s)
+    out[3] = max(0.0, s)
+
+
+@njit(cache=True, nogil=True)
+def _rebuild_components(b, s, n_sites, comps, shift, sums):
+    values = np.empty(4)
+    for c in range(4):
+        shift[b, c] = -np.inf
+    for i in range(n_sites):
+        _component_log_g(s[b, i], values)
+        for c in range(4):
+            comps[b, c, i] = values[c]
+            shift[b, c] = max(shift[b, c], values[c])
+    for c in range(4):
+        total = 0.0
+        for i in range(n_sites):
+            comps[b, c, i] = math.exp(comps[b, c, i] - shift[b, c])
+            total += comps[b, c, i]
+        sums[b, c] = total
+
+
+@njit(cache=True, nogil=True)
+def mixture_learning_steps(
+    n, x, s, neighbours, sign, coupling, unique, params, opt_state, opt_kind, lr,
+    u, n_accepted, stats, truth, track, log_p, trace, losses, weights_out, last,
+):
+    """``n`` LSB 1 learning steps in place; ``params = [theta (4), eta_raw]``.
+
+    Returns the steps taken: ``n``, or fewer when a step left non-finite parameters or loss
+    (the parameters are restored to the last good ones, that step's move is still made, and
+    the caller stops learning). ``losses [n]`` and ``weights_out [n, 5]`` (softmax weights and
+    eta) after each step; ``last [B, 4]``: site, 1, Z'/Z, accepted.
+    """
+    n_chains, n_sites, k_slots = x.shape[0], neighbours.shape[0], neighbours.shape[1]
+    comps = np.empty((n_chains, 4, n_sites))
+    shift = np.empty((n_chains, 4))
+    sums = np.empty((n_chains, 4))
+    for b in range(n_chains):
+        _rebuild_components(b, s, n_sites, comps, shift, sums)
+    log_z = np.empty(n_chains)
+    shares = np.empty((n_chains, 4))
+    sites = np.empty((2, n_chains), dtype=np.int64)
+    flips = np.empty((4, n_chains, k_slots))
+    x_new = np.empty((2, n_chains, k_slots))
+    masks = np.empty((2, n_chains, k_slots))
+    log_g_flips = np.empty((4, n_chains, k_slots))
+    resp = np.empty((4, n_chains, k_slots, 4))
+    log_q0 = np.empty(n_chains)
+    s_flipped = np.empty(n_chains)
+    log_w = np.empty(4)
+    values = np.empty(4)
+    grads = np.empty(5)
+    good = params.copy()
+    low, high = math.exp(-LOG_RANGE), math.exp(LOG_RANGE)
+    for t in range(n):
+        top = params[:4].max()
+        norm = 0.0
+        for c in range(4):
+            norm += math.exp(params[c] - top)
+        for c in range(4):
+            log_w[c] = params[c] - top - math.log(norm)
+        for b in range(n_chains):
+            # log Z_theta and the components' shares; draw k, then i ~ g_k(t_i) / S_k
+            m = -np.inf
+            for c in range(4):
+                values[c] = log_w[c] + shift[b, c] + math.log(sums[b, c])
+                m = max(m, values[c])
+            total = 0.0
+            for c in range(4):
+                shares[b, c] = math.exp(values[c] - m)
+                total += shares[b, c]
+            log_z[b] = m + math.log(total)
+            for c in range(4):
+                shares[b, c] /= total
+            k = min(_draw(shares[b], u[t, b, 0]), 3)
+            i = _draw(comps[b, k], u[t, b, 1])
+            j = min(int(u[t, b, 3] * n_sites), n_sites - 1)
+            sites[0, b], sites[1, b] = i, j
+            for f in range(2):
+                _flip(
+                    b, sites[f, b], x, s, neighbours, sign, coupling, unique,
+                    flips[2 * f, b], flips[2 * f + 1, b], x_new[f, b], masks[f, b],
+                )
+            for f in range(4):
+                for kk in range(k_slots):
+                    _component_log_g(flips[f, b, kk], values)
+                    mm = -np.inf
+                    for c in range(4):
+                        values[c] += log_w[c]
+                        mm = max(mm, values[c])
+                    tot = 0.0
+                    for c in range(4):
+                        resp[f, b, kk, c] = math.exp(values[c] - mm)
+                        tot += resp[f, b, kk, c]
+                    for c in range(4):
+                        resp[f, b, kk, c] /= tot
+                    log_g_flips[f, b, kk] = mm + math.log(tot)
+            log_q0[b] = log_g_flips[0, b, 0] - log_z[b]
+            s_flipped[b] = flips[0, b, 0]
+        loss, grad_log_z, grad_flips, grad_eta, dz = loss_and_grads(
+            log_z, log_g_flips, masks[0], masks[1], log_p, s_flipped, log_q0, params[4]
+        )
+        # d loss / d log w: through log Z (the shares) and the neighbourhoods' log g
+        grad_log_w = np.zeros(4)
+        for b in range(n_chains):
+            for c in range(4):
+                grad_log_w[c] += grad_log_z[b] * shares[b, c]
+            for f in range(4):
+                for kk in range(k_slots):
+                    for c in range(4):
+                        grad_log_w[c] += grad_flips[f, b, kk] * resp[f, b, kk, c]
+        total = grad_log_w.sum()
+        for c in range(4):
+            grads[c] = grad_log_w[c] - math.exp(log_w[c]) * total
+        grads[4] = grad_eta
+        good[:] = params
+        optimizer_step(params, grads, opt_state, opt_kind, lr)
+        failed = not math.isfinite(params.sum() + loss)
+        if failed:
+            params[:] = good
+        losses[t] = loss
+        top = params[:4].max()
+        norm = 0.0
+        for c in range(4):
+            norm += math.exp(params[c] - top)
+        for c in range(4):
+            weights_out[t, c] = math.exp(params[c] - top) / norm
+        weights_out[t, 4] = _softplus(params[4])
+        # accept x' with theta0: A = Z / max(Z, Z'), in units of Z
+        for b in range(n_chains):
+            z_new = 1.0 + dz[0, b]
+            accept = u[t, b, 2] * max(z_new, 1.0) < 1.0
+            i = sites[0, b]
+            last[b, 0], last[b, 1], last[b, 2] = i, 1.0, z_new
+            last[b, 3] = 1.0 if accept else 0.0
+            if accept:
+                _commit(
+                    b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
+                    track, log_p,
+                )
+                rebuild = False
+                for kk in range(k_slots):
+                    jj = neighbours[i, kk]
+                    _component_log_g(s[b, jj], values)
+                    for c in range(4):
+                        v = values[c] - shift[b, c]
+                        rebuild = rebuild or v > LOG_RANGE
+                        comps[b, c, jj] = math.exp(min(v, LOG_RANGE))
+                for c in range(4):
+                    tot = 0.0
+                    for ii in range(n_sites):
+                        tot += comps[b, c, ii]
+                    sums[b, c] = tot
+                    rebuild = rebuild or not (low < tot < high)
+                if rebuild:
+                    _rebuild_components(b, s, n_sites, comps, shift, sums)
+            _record(t, b, stats, trace, accept)
+        if failed:
+            return t + 1
+    return n
+
+
+# ----------------------------------------------------------------------------- LSB 2
+@njit(cache=True, nogil=True)
+def network_pieces(params, hidden):
+    """``NetworkBalancing._pieces`` from the flat parameters ``[w1 (H), b1 (H), w2 (H), b2, ...]``:
+    ``(breakpoints, slope, intercept, active [pieces, H])``."""
+    w1, b1, w2 = params[:hidden], params[hidden : 2 * hidden], params[2 * hidden : 3 * hidden]
+    b2 = params[3 * hidden]
+    cuts = np.empty(hidden)
+    count = 0
+    for h in range(hidden):
+        if w1[h] != 0.0:
+            cut = -b1[h] / w1[h]
+            if -0.5 < cut < 0.5:
+                cuts[count] = cut
+                count += 1
+    breakpoints = np.sort(cuts[:count])
+    n_pieces = breakpoints.shape[0] + 1
+    active = np.zeros((n_pieces, hidden))
+    slope = np.zeros(n_pieces)
+    intercept = np.full(n_pieces, b2)
+    for p in range(n_pieces):
+        left = -0.5 if p == 0 else breakpoints[p - 1]
+        right = 0.5 if p == n_pieces - 1 else breakpoints[p]
+        probe = 0.5 * (left + right)
+        for h in range(hidden):
+            if probe * w1[h] + b1[h] > 0.0:
+                active[p, h] = 1.0
+                slope[p] += w2[h] * w1[h]
+                intercept[p] += w2[h] * b1[h]
+    return breakpoints, slope, intercept, active
+
+
+@njit(cache=True, nogil=True)
+def _piece(v, breakpoints):
+    k = 0
+    for cut in breakpoints:
+        if v > cut:
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def network_inputs(u, breakpoints, slope, intercept, z, piece):
+    """``z(u)`` and ``z(-u)`` (``[2, B, D]``) and their pieces for every chain and site."""
+    for b in range(u.shape[0]):
+        for i in range(u.shape[1]):
+            v = u[b, i]
+            k1, k2 = _piece(v, breakpoints), _piece(-v, breakpoints)
+            piece[0, b, i], piece[1, b, i] = k1, k2
+            z[0, b, i] = slope[k1] * v + intercept[k1]
+            z[1, b, i] = -slope[k2] * v + intercept[k2]
+
+
+@njit(cache=True, nogil=True)
+def _site_caches(b, i, s, u, scale, small, top):
+    v = s[b, i]
+    u[b, i] = 1.0 / (1.0 + math.exp(-v)) - 0.5
+    scale[b, i] = math.exp(max(v, 0.0) - top[b])  # P = e^(s+ - M)
+    small[b, i] = math.exp(-abs(v))  # E = e^-|s|
+
+
+@njit(cache=True, nogil=True)
+def network_caches(s, n_sites, u, scale, small, top):
+    """Per site the values that depend on ``s`` only: ``u = sigmoid(s) - 1/2``, ``P``, ``E``."""
+    for b in range(s.shape[0]):
+        m = 0.0
+        for i in range(n_sites):
+            m = max(m, s[b, i])
+        top[b] = m
+        for i in range(n_sites):
+            _site_caches(b, i, s, u, scale, small, top)
+
+
+@njit(cache=True, nogil=True)
+def _flip_log_g(v, breakpoints, slope, intercept, coef, pieces, inputs):
+    """``log g(e^v)`` of the network and ``d log g / d z`` for its two inputs (``coef``), with
+    their pieces and inputs ``(u, -u)``."""
+    u = 1.0 / (1.0 + math.exp(-v)) - 0.5
+    value = log_g(5, v, np.zeros(4), breakpoints, slope, intercept)
+    for side in range(2):
+        w = u if side == 0 else -u
+        k = _piece(w, breakpoints)
+        z = slope[k] * w + intercept[k]
+        if z < -30.0:  # log h = z there (NetworkBalancing._log_softplus)
+            dlog_h = 1.0
+            log_h = z
+        else:
+            e = math.exp(min(z, 20.0))
+            sp = z if z > 20.0 else math.log1p(e)
+            dlog_h = (1.0 if z > 20.0 else e / (1.0 + e)) / sp
+            log_h = math.log(sp)
+        # log g = log(h(t) + t h(1/t)) - log 2: the share of each term times d log h / dz
+        share = math.exp(log_h + (0.0 if side == 0 else v) - value - math.log(2.0))
+        coef[side] = share * dlog_h
+        pieces[side] = k
+        inputs[side] = w
+    return value
+
+
+@njit(cache=True, nogil=True)
+def network_learning_step(
+    t, x, s, neighbours, sign, coupling, unique, params, hidden, opt_state, opt_kind, lr,
+    u_step, n_accepted, stats, truth, track, log_p, trace, losses, weights_out, last,
+    u_cache, scale, small, top, z, piece, e, lp, breakpoints, slope, intercept, active,
+):
+    """One LSB 2 learning step in place (step ``t`` of a call). ``z, piece`` come from
+    ``network_inputs`` for the current parameters, ``e = exp(min(z, 20))`` and
+    ``lp = log1p(e)`` from torch (vectorised). Returns 0, or 1 when the step left non-finite
+    parameters or loss (they are restored; the move is still made), or 2 when ``log Z`` was not
+    finite (nothing is done)."""
+    n_chains, n_sites, k_slots = x.shape[0], neighbours.shape[0], neighbours.shape[1]
+    n_pieces = slope.shape[0]
+    g = np.empty(n_sites)
+    log_z = np.empty(n_chains)
+    acc_icpt = np.zeros((n_chains, n_pieces))  # d (Z e^-M) / d intercept, per chain
+    acc_slope = np.zeros((n_chains, n_pieces))
+    sites = np.empty((2, n_chains), dtype=np.int64)
+    flips = np.empty((4, n_chains, k_slots))
+    x_new = np.empty((2, n_chains, k_slots))
+    masks = np.empty((2, n_chains, k_slots))
+    log_g_flips = np.empty((4, n_chains, k_slots))
+    flip_coef = np.empty((4, n_chains, k_slots, 2))
+    flip_piece = np.empty((4, n_chains, k_slots, 2), dtype=np.int64)
+    flip_input = np.empty((4, n_chains, k_slots, 2))
+    log_q0 = np.empty(n_chains)
+    s_flipped = np.empty(n_chains)
+    totals = np.empty(n_chains)
+    for b in range(n_chains):
+        total = 0.0
+        for i in range(n_sites):
+            sp1 = z[0, b, i] if z[0, b, i] > 20.0 else lp[0, b, i]
+            sp2 = z[1, b, i] if z[1, b, i] > 20.0 else lp[1, b, i]
+            d1 = 1.0 if z[0, b, i] > 20.0 else e[0, b, i] / (1.0 + e[0, b, i])
+            d2 = 1.0 if z[1, b, i] > 20.0 else e[1, b, i] / (1.0 + e[1, b, i])
+            half = 0.5 * scale[b, i]
+            if s[b, i] >= 0.0:
+                c1, c2 = small[b, i], 1.0
+            else:
+                c1, c2 = 1.0, small[b, i]
+            g[i] = half * (sp1 * c1 + sp2 * c2)  # g e^-M
+            total += g[i]
+            a1, a2 = half * c1 * d1, half * c2 * d2
+            k1, k2 = piece[0, b, i], piece[1, b, i]
+            acc_icpt[b, k1] += a1
+            acc_slope[b, k1] += a1 * u_cache[b, i]
+            acc_icpt[b, k2] += a2
+            acc_slope[b, k2] -= a2 * u_cache[b, i]
+        totals[b] = total
+        log_z[b] = top[b] + math.log(total)
+        i = _draw(g, u_step[b, 0])
+        j = min(int(u_step[b, 3] * n_sites), n_sites - 1)
+        sites[0, b], sites[1, b] = i, j
+        for f in range(2):
+            _flip(
+                b, sites[f, b], x, s, neighbours, sign, coupling, unique,
+                flips[2 * f, b], flips[2 * f + 1, b], x_new[f, b], masks[f, b],
+            )
+        for f in range(4):
+            for kk in range(k_slots):
+                log_g_flips[f, b, kk] = _flip_log_g(
+                    flips[f, b, kk], breakpoints, slope, intercept, flip_coef[f, b, kk],
+                    flip_piece[f, b, kk], flip_input[f, b, kk],
+                )
+        log_q0[b] = log_g_flips[0, b, 0] - log_z[b]
+        s_flipped[b] = flips[0, b, 0]
+    for b in range(n_chains):
+        if not math.isfinite(log_z[b]):
+            return 2  # nothing done: the caller stops learning
+
+    loss, grad_log_z, grad_flips, grad_eta, dz = loss_and_grads(
+        log_z, log_g_flips, masks[0], masks[1], log_p, s_flipped, log_q0, params[3 * hidden + 1]
+    )
+    # gradient in every piece's slope and intercept: log Z (sums per chain), then the flips
+    g_slope = np.zeros(n_pieces)
+    g_icpt = np.zeros(n_pieces)
+    for b in range(n_chains):
+        weight = grad_log_z[b] / totals[b]
+        for p in range(n_pieces):
+            g_slope[p] += weight * acc_slope[b, p]
+            g_icpt[p] += weight * acc_icpt[b, p]
+        for f in range(4):
+            for kk in range(k_slots):
+                for side in range(2):
+                    c = grad_flips[f, b, kk] * flip_coef[f, b, kk, side]
+                    p = flip_piece[f, b, kk, side]
+                    g_slope[p] += c * flip_input[f, b, kk, side]
+                    g_icpt[p] += c
+    # chained to the weights: slope_p = sum_h a_ph w2_h w1_h, icpt_p = sum_h a_ph w2_h b1_h + b2
+    grads = np.zeros(params.shape[0])
+    for h in range(hidden):
+        w1, b1, w2 = params[h], params[hidden + h], params[2 * hidden + h]
+        s_sum, i_sum = 0.0, 0.0
+        for p in range(n_pieces):
+            s_sum += active[p, h] * g_slope[p]
+            i_sum += active[p, h] * g_icpt[p]
+        grads[h] = w2 * s_sum
+        grads[hidden + h] = w2 * i_sum
+        grads[2 * hidden + h] = w1 * s_sum + b1 * i_sum
+    grads[3 * hidden] = g_icpt.sum()
+    grads[3 * hidden + 1] = grad_eta
+    good = params.copy()
+    optimizer_step(params, grads, opt_state, opt_kind, lr)
+    failed = not math.isfinite(params.sum() + loss)
+    if failed:
+        params[:] = good
+    losses[t] = loss
+    weights_out[t, 4] = _softplus(params[3 * hidden + 1])
+    for b in range(n_chains):
+        z_new = 1.0 + dz[0, b]
+        accept = u_step[b, 2] * max(z_new, 1.0) < 1.0
+        i = sites[0, b]
+        last[b, 0], last[b, 1], last[b, 2] = i, 1.0, z_new
+        last[b, 3] = 1.0 if accept else 0.0
+        if accept:
+            _commit(
+                b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
+                track, log_p,
+            )
+            rescale = False
+            for kk in range(k_slots):
+                jj = neighbours[i, kk]
+                rescale = rescale or s[b, jj] - top[b] > LOG_RANGE
+                _site_caches(b, jj, s, u_cache, scale, small, top)
+            if rescale:
+                m = 0.0
+                for ii in range(n_sites):
+                    m = max(m, s[b, ii])
+                top[b] = m
+                for ii in range(n_sites):
+                    _site_caches(b, ii, s, u_cache, scale, small, top)
+        _record(t, b, stats, trace, accept)
+    return 1 if failed else 0
