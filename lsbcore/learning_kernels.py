@@ -31,6 +31,9 @@ from lsbcore.kernels import _log_sigmoid, log_g
 MAX_LOG_SCALE = 600.0  # as objective.MAX_LOG_SCALE
 LOG_RANGE = 200.0
 BETA1, BETA2, EPS, MOMENTUM = 0.9, 0.999, 1e-8, 0.9
+# the lattice loops may reorder sums and fuse multiply-adds; no flag that assumes finite values
+# (the divergence checks must see NaN and inf)
+LOOP_MATH = {"contract", "arcp", "reassoc"}
 
 
 # ----------------------------------------------------------------------------- shared pieces
@@ -188,7 +191,7 @@ def _component_log_g(s, out):
     out[3] = max(0.0, s)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
 def _rebuild_components(b, s, n_sites, comps, shift, sums):
     values = np.empty(4)
     for c in range(4):
@@ -206,10 +209,29 @@ def _rebuild_components(b, s, n_sites, comps, shift, sums):
         sums[b, c] = total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
 def mixture_learning_steps(
-    n, x, s, neighbours, sign, coupling, unique, params, opt_state, opt_kind, lr,
-    u, n_accepted, stats, truth, track, log_p, trace, losses, weights_out, last,
+    n,
+    x,
+    s,
+    neighbours,
+    sign,
+    coupling,
+    unique,
+    params,
+    opt_state,
+    opt_kind,
+    lr,
+    u,
+    n_accepted,
+    stats,
+    truth,
+    track,
+    log_p,
+    trace,
+    losses,
+    weights_out,
+    last,
 ):
     """``n`` LSB 1 learning steps in place; ``params = [theta (4), eta_raw]``.
 
@@ -265,8 +287,18 @@ def mixture_learning_steps(
             sites[0, b], sites[1, b] = i, j
             for f in range(2):
                 _flip(
-                    b, sites[f, b], x, s, neighbours, sign, coupling, unique,
-                    flips[2 * f, b], flips[2 * f + 1, b], x_new[f, b], masks[f, b],
+                    b,
+                    sites[f, b],
+                    x,
+                    s,
+                    neighbours,
+                    sign,
+                    coupling,
+                    unique,
+                    flips[2 * f, b],
+                    flips[2 * f + 1, b],
+                    x_new[f, b],
+                    masks[f, b],
                 )
             for f in range(4):
                 for kk in range(k_slots):
@@ -322,8 +354,18 @@ def mixture_learning_steps(
             last[b, 3] = 1.0 if accept else 0.0
             if accept:
                 _commit(
-                    b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
-                    track, log_p,
+                    b,
+                    i,
+                    x,
+                    s,
+                    neighbours,
+                    flips[1, b],
+                    x_new[0, b],
+                    n_accepted,
+                    stats,
+                    truth,
+                    track,
+                    log_p,
                 )
                 rebuild = False
                 for kk in range(k_slots):
@@ -388,13 +430,17 @@ def _piece(v, breakpoints):
     return k
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
 def network_inputs(u, breakpoints, slope, intercept, z, piece):
     """``z(u)`` and ``z(-u)`` (``[2, B, D]``) and their pieces for every chain and site."""
+    n_cuts = breakpoints.shape[0]
     for b in range(u.shape[0]):
         for i in range(u.shape[1]):
             v = u[b, i]
-            k1, k2 = _piece(v, breakpoints), _piece(-v, breakpoints)
+            k1, k2 = 0, 0
+            for c in range(n_cuts):  # pieces count the breakpoints below, as _pieces does
+                k1 += v > breakpoints[c]
+                k2 += -v > breakpoints[c]
             piece[0, b, i], piece[1, b, i] = k1, k2
             z[0, b, i] = slope[k1] * v + intercept[k1]
             z[1, b, i] = -slope[k2] * v + intercept[k2]
@@ -446,11 +492,42 @@ def _flip_log_g(v, breakpoints, slope, intercept, coef, pieces, inputs):
     return value
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
 def network_learning_step(
-    t, x, s, neighbours, sign, coupling, unique, params, hidden, opt_state, opt_kind, lr,
-    u_step, n_accepted, stats, truth, track, log_p, trace, losses, weights_out, last,
-    u_cache, scale, small, top, z, piece, e, lp, breakpoints, slope, intercept, active,
+    t,
+    x,
+    s,
+    neighbours,
+    sign,
+    coupling,
+    unique,
+    params,
+    hidden,
+    opt_state,
+    opt_kind,
+    lr,
+    u_step,
+    n_accepted,
+    stats,
+    truth,
+    track,
+    log_p,
+    trace,
+    losses,
+    weights_out,
+    last,
+    u_cache,
+    scale,
+    small,
+    top,
+    z,
+    piece,
+    e,
+    lp,
+    breakpoints,
+    slope,
+    intercept,
+    active,
 ):
     """One LSB 2 learning step in place (step ``t`` of a call). ``z, piece`` come from
     ``network_inputs`` for the current parameters, ``e = exp(min(z, 20))`` and
@@ -501,14 +578,29 @@ def network_learning_step(
         sites[0, b], sites[1, b] = i, j
         for f in range(2):
             _flip(
-                b, sites[f, b], x, s, neighbours, sign, coupling, unique,
-                flips[2 * f, b], flips[2 * f + 1, b], x_new[f, b], masks[f, b],
+                b,
+                sites[f, b],
+                x,
+                s,
+                neighbours,
+                sign,
+                coupling,
+                unique,
+                flips[2 * f, b],
+                flips[2 * f + 1, b],
+                x_new[f, b],
+                masks[f, b],
             )
         for f in range(4):
             for kk in range(k_slots):
                 log_g_flips[f, b, kk] = _flip_log_g(
-                    flips[f, b, kk], breakpoints, slope, intercept, flip_coef[f, b, kk],
-                    flip_piece[f, b, kk], flip_input[f, b, kk],
+                    flips[f, b, kk],
+                    breakpoints,
+                    slope,
+                    intercept,
+                    flip_coef[f, b, kk],
+                    flip_piece[f, b, kk],
+                    flip_input[f, b, kk],
                 )
         log_q0[b] = log_g_flips[0, b, 0] - log_z[b]
         s_flipped[b] = flips[0, b, 0]
@@ -562,8 +654,18 @@ def network_learning_step(
         last[b, 3] = 1.0 if accept else 0.0
         if accept:
             _commit(
-                b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
-                track, log_p,
+                b,
+                i,
+                x,
+                s,
+                neighbours,
+                flips[1, b],
+                x_new[0, b],
+                n_accepted,
+                stats,
+                truth,
+                track,
+                log_p,
             )
             rescale = False
             for kk in range(k_slots):

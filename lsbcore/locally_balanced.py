@@ -241,9 +241,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         params = params.cpu().numpy()
         u = torch.rand(m, self.n_chains, 4, generator=self.generator, dtype=torch.float64)
         log_p = self._learning_log_p().clone()
-        out = dict(
-            losses=np.zeros(m), weights=np.zeros((m, 5)), last=np.zeros((self.n_chains, 4))
-        )
+        out = dict(losses=np.zeros(m), weights=np.zeros((m, 5)), last=np.zeros((self.n_chains, 4)))
         common = (
             self._x.numpy(), self._s.numpy(), *tables, params,
         )  # fmt: skip
@@ -299,7 +297,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         lk.network_caches(self._s.numpy(), d, u_cache, scale, small, top)
         z = torch.empty(2, b, d, dtype=torch.float64)
         e, lp = torch.empty_like(z), torch.empty_like(z)
-        piece = np.empty((2, b, d), dtype=np.int64)
+        piece = np.empty((2, b, d), dtype=np.int32)
         for t in range(m):
             breakpoints, slope, intercept, active = lk.network_pieces(params, hidden)
             lk.network_inputs(u_cache, breakpoints, slope, intercept, z.numpy(), piece)

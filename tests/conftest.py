@@ -127,3 +127,13 @@ def exact():
         transition_matrix=transition_matrix,
         random_alpha=random_alpha,
     )
+
+
+@pytest.fixture(params=["compiled", "torch"])
+def backend(request, monkeypatch):
+    """Run a test on both step paths: the compiled CPU kernels and the torch steps (what CUDA
+    runs). Test files that default to the torch path set that in an autouse fixture."""
+    from lsbcore.sampler import SingleFlipSampler
+
+    monkeypatch.setattr(SingleFlipSampler, "use_compiled", request.param == "compiled")
+    return request.param

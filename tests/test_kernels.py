@@ -9,7 +9,7 @@ import torch
 
 from lsbcore import IsingPosterior, kernels, make_sampler, paper_case
 from lsbcore.balancing import MixtureBalancing
-from lsbcore.sampler import SingleFlipSampler
+from lsbcore.sampler import BELOW_ONE, SingleFlipSampler
 
 LOCALLY_BALANCED = ["barker", "sqrt", "min", "max", "lsb1", "lsb2"]
 ALL = LOCALLY_BALANCED + ["gibbs", "metropolis"]
@@ -125,3 +125,78 @@ def test_lsb2_kernel_uses_the_current_network():
     expected = sampler.balancing.log_g(torch.tensor([-3.0, 1.0], dtype=torch.float64))
     np.testing.assert_allclose(after, expected.detach().numpy(), rtol=1e-12)
     assert not np.allclose(before, after)
+
+
+# ----------------------------------------------------------------------------- learning
+def torch_learning(sampler, m, monkeypatch):
+    """``m`` torch learning steps fed the uniforms the compiled path would draw."""
+    block = torch.rand(m, sampler.n_chains, 4, generator=sampler.generator, dtype=torch.float64)
+    block.mul_(BELOW_ONE)
+    steps = iter([tuple(block[t, :, c : c + 1] for c in range(4)) for t in range(m)])
+    monkeypatch.setattr(sampler, "_uniform", lambda width: next(steps))
+    monkeypatch.setattr(SingleFlipSampler, "use_compiled", False)
+    sampler.step(m, learn=True)
+    monkeypatch.setattr(SingleFlipSampler, "use_compiled", True)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
+def test_compiled_learning_is_the_torch_learning_step(name, optimizer, monkeypatch):
+    """From the same state and uniforms, the compiled learning steps make the same moves and
+    reach the same parameters, losses and counts as the torch step (itself tied to an autograd
+    reference in test_learning.py)."""
+    case = paper_case(3, n_chains=6)
+    compiled, reference = (
+        make_sampler(name, case.target, 6, seed=4, x0=case.x0, optimizer=optimizer)
+        for _ in range(2)
+    )
+    for m in (1, 5, 40):
+        compiled.step(m, learn=True)
+        torch_learning(reference, m, monkeypatch)
+        assert torch.equal(compiled.x, reference.x)
+        pairs = zip(compiled.balancing.parameters(), reference.balancing.parameters(), strict=True)
+        for a, b in pairs:
+            torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-12)
+        torch.testing.assert_close(compiled.eta_raw, reference.eta_raw, rtol=1e-11, atol=1e-12)
+        assert compiled.n_steps == reference.n_steps
+        assert compiled.n_target_evals == reference.n_target_evals
+        assert compiled.accept_rate == reference.accept_rate
+    ours, theirs = compiled.history.arrays(), reference.history.arrays()
+    np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours["eta"], theirs["eta"], rtol=1e-10)
+    np.testing.assert_allclose(ours["weights"], theirs["weights"], rtol=1e-10, atol=1e-14)
+    # after learning the frozen compiled steps use the learned function: exact caches
+    compiled.step(50)
+    assert compiled.invariant_error() < 1e-12
+
+
+@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
+def test_compiled_learning_stops_on_a_non_finite_loss(name):
+    """A NaN log p~ makes the loss NaN: the step restores the parameters it started from,
+    warns, and the sampler goes on with frozen steps."""
+    case = paper_case(3, n_chains=4)
+    sampler = make_sampler(name, case.target, 4, x0=case.x0)
+    sampler.step(5, learn=True)
+    good = [p.detach().clone() for p in sampler._learned_params()]
+    sampler._log_p_learning = torch.full((4,), float("nan"), dtype=torch.float64)
+    sampler._log_p_step = sampler.n_steps
+    with pytest.warns(RuntimeWarning, match="stops learning"):
+        sampler.step(10, learn=True)
+    assert sampler.learning_failed and sampler.n_steps == 15
+    for a, b in zip(sampler._learned_params(), good, strict=True):
+        assert torch.equal(a.detach(), b)
+    assert sampler.invariant_error() < 1e-12
+
+
+@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
+def test_trace_of_learning_steps(name):
+    case = paper_case(1, n_chains=3)
+    sampler = make_sampler(name, case.target, 3, x0=case.x0, resync_every=7)
+    sampler.track_statistics(case.truth)
+    trace = torch.zeros(12, 3, 4, dtype=torch.float64)
+    sampler.step(12, learn=True, trace=trace)
+    x = sampler.x.reshape(3, -1)
+    truth = torch.as_tensor(case.truth, dtype=torch.float64).reshape(-1)
+    final = torch.stack([case.target.log_prob(sampler.x), x.sum(1), x @ truth], 1)
+    torch.testing.assert_close(trace[-1, :, :3], final, rtol=0, atol=1e-9)
+    assert float(trace[:, :, 3].sum()) == pytest.approx(sampler.accept_rate * 36)

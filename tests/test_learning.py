@@ -19,6 +19,15 @@ from lsbcore.objective import lsb_loss, lsb_loss_and_grads
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
+
+@pytest.fixture(autouse=True)
+def torch_learning_by_default(monkeypatch):
+    """These tests spy on and poison the torch learning step, so that is the default path here;
+    tests of behaviour both paths share take the ``backend`` fixture (conftest.py), and the
+    compiled learning step is tied to the torch one in test_kernels.py."""
+    monkeypatch.setattr(lb_module.SingleFlipSampler, "use_compiled", False)
+
+
 LEARNED = ("lsb1", "lsb2")
 
 
@@ -190,7 +199,7 @@ def assert_same(a, b):
 
 
 @pytest.mark.parametrize("name", LEARNED)
-def test_learning_updates_parameters_and_records_history(name):
+def test_learning_updates_parameters_and_records_history(name, backend):
     sampler = make_sampler(name, target_for((4, 4)), 8, seed=1)
     assert sampler.learnable and sampler.eta == pytest.approx(math.log(2.0))  # eta_raw = 0
     start = params_of(sampler)
@@ -214,7 +223,7 @@ def test_learning_updates_parameters_and_records_history(name):
 
 
 @pytest.mark.parametrize("name", LEARNED)
-def test_steps_without_learn_leave_the_parameters_unchanged(name):
+def test_steps_without_learn_leave_the_parameters_unchanged(name, backend):
     sampler = make_sampler(name, target_for((4, 4)), 8, seed=1)
     sampler.step(5, learn=True)
     before = params_of(sampler)
@@ -225,7 +234,7 @@ def test_steps_without_learn_leave_the_parameters_unchanged(name):
 
 
 @pytest.mark.parametrize("name", LEARNED)
-def test_history_stays_bounded_and_evenly_spaced(name):
+def test_history_stays_bounded_and_evenly_spaced(name, backend):
     sampler = make_sampler(name, target_for((3, 3)), 4, seed=1)
     sampler.history = LearningHistory(max_points=8)
     sampler.step(100, learn=True)
@@ -319,7 +328,7 @@ def test_nan_from_the_balancing_function_while_learning_stops_learning(name):
 # ------------------------------------------------------------------------------ options
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 @pytest.mark.parametrize("name", LEARNED)
-def test_both_optimizers_learn(name, optimizer):
+def test_both_optimizers_learn(name, optimizer, backend):
     sampler = make_sampler(name, target_for((4, 4)), 8, seed=1, optimizer=optimizer, lr=0.05)
     assert sampler.optimizer_name == optimizer and sampler.lr == 0.05
     before = params_of(sampler)
@@ -330,7 +339,7 @@ def test_both_optimizers_learn(name, optimizer):
     assert all(bool(torch.isfinite(p).all()) for p in after)
 
 
-def test_the_optimizers_differ():
+def test_the_optimizers_differ(backend):
     runs = {}
     for optimizer in ("adam", "sgd"):
         sampler = make_sampler("lsb1", target_for((4, 4)), 8, seed=1, optimizer=optimizer)
@@ -358,7 +367,7 @@ def test_invalid_restart_probability_is_refused(restart_prob):
 
 
 @pytest.mark.parametrize("name", LEARNED)
-def test_restart_probability_one_restarts_every_chain_at_every_learning_step(name):
+def test_restart_probability_one_restarts_every_chain_at_every_learning_step(name, backend):
     """Q1 of the paper: each chain restarts from a uniform random state with probability pi
     per learning step. With pi = 1 every chain is redrawn every step: far more than the single
     site one step can flip changes in each chain."""
@@ -372,7 +381,7 @@ def test_restart_probability_one_restarts_every_chain_at_every_learning_step(nam
 
 
 @pytest.mark.parametrize("name", LEARNED)
-def test_restart_probability_zero_never_restarts(name):
+def test_restart_probability_zero_never_restarts(name, backend):
     sampler = make_sampler(name, target_for((6, 6)), 6, seed=4, restart_prob=0.0)
     for _ in range(20):
         before = sampler.x.clone()
@@ -431,7 +440,7 @@ def test_learning_step_feeds_the_loss_what_the_spec_says(name, boundary, monkeyp
 
 
 @pytest.mark.parametrize("name", LEARNED)
-def test_learning_counts_two_neighbourhoods_per_step(name):
+def test_learning_counts_two_neighbourhoods_per_step(name, backend):
     target = target_for((5, 5))
     sampler = make_sampler(name, target, 3, seed=0, restart_prob=0.0)
     start = sampler.n_target_evals
@@ -440,7 +449,7 @@ def test_learning_counts_two_neighbourhoods_per_step(name):
     assert sampler.n_target_evals == start + 7 * 2 * sampler.neighbourhood_size
 
 
-def test_lsb1_weights_move_away_from_uniform_on_paper_case_3():
+def test_lsb1_weights_move_away_from_uniform_on_paper_case_3(backend):
     """The paper's finding (spec 5): LSB 1 leans to the unbounded functions (sqrt, max) early
     in burn-in and moves away from max near convergence. Measured on seeds 0-2: after 250 steps
     sqrt + max = 0.67-0.73; after the 2000-step burn-in sqrt = 0.85-0.93, max < 0.001."""
