@@ -57,7 +57,7 @@ class Config:
     samplers: tuple[str, ...] = ("barker", "sqrt", "max", "lsb1", "lsb2")
     chains: int = 4
     burn_in: int = 2000
-    steps: int = 10_000  # mixing steps after burn-in
+    steps: int = 30_000  # mixing steps after burn-in (the paper's protocol)
     thin: int = 1
     lr: float = 0.01
     optimizer: str = "adam"

@@ -28,8 +28,14 @@ import torch
 
 import lsbcore
 from app.config import Config, steps_per_refresh
+from lsbcore import kernels
 
 log = logging.getLogger(__name__)
+
+# compiled CPU steps: compiled (or loaded from numba's cache) in the background; until they are
+# ready, runs take the torch steps (exact too), so no page ever waits for the compiler
+kernels.WAIT_FOR_COMPILE = False
+kernels.compile_in_background()
 
 REFRESH_S = 0.2  # the page redraws five times a second while running
 CHUNK_S = 0.02  # the worker holds the lock for about this long at a time

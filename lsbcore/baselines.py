@@ -75,7 +75,7 @@ class UniformSiteSampler(SingleFlipSampler):
             stats,
             truth,
             self._tracking,
-            trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 4)),
+            trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 5)),
             last,
         )
         last = torch.from_numpy(last)

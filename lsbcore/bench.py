@@ -1,9 +1,17 @@
 """Speed benchmark: ``python -m lsbcore.bench [--device cpu|cuda] [--json] [--threads N]``.
 
-Prints steps per second (each step advances every chain once) for one fixed sampler on the
-paper workload (30 chains, 30x30) and for 8 chains on 128x128 and 256x256, plus learning steps
-per second for LSB 1 and LSB 2 on the paper workload. Each figure is the best of ``--repeats``
-timed runs after a warm-up, which takes scheduling noise out of the comparison.
+Two groups of figures, each the best of ``--repeats`` timed runs after a warm-up:
+
+- samplers: steps per second of one sampler (each step advances every chain once): a fixed
+  function on the paper workload (30 chains, 30x30) and on 8 chains of 128x128 and 256x256, and
+  LSB 1 and LSB 2 learning on the paper workload;
+- comparisons: iterations per second of a ``Comparison`` of the paper's six samplers (one
+  iteration: every sampler advances one step): the paper comparison (30 chains, 30x30) in
+  mixing, in mixing while recording every step, and in burn-in with learning; the image
+  comparison (8 chains, 256x256) in mixing and in burn-in.
+
+On the CPU the frozen and learning steps run compiled (``lsbcore.kernels``); ``--torch`` measures
+the torch steps instead (what CUDA runs). The device's name goes with the figures.
 """
 
 from __future__ import annotations
@@ -17,43 +25,82 @@ import time
 import torch
 
 from lsbcore.cases import paper_case
+from lsbcore.comparison import Comparison
 from lsbcore.factory import make_sampler
 from lsbcore.ising import IsingPosterior
-from lsbcore.sampler import resolve_device
+from lsbcore.sampler import SingleFlipSampler, resolve_device
+
+PAPER_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
 
 
-def steps_per_second(sampler, steps: int, repeats: int, learn: bool = False) -> float:
-    sampler.step(max(1, steps // 10), learn=learn)  # warm-up
+def per_second(advance, steps: int, repeats: int) -> float:
+    """``steps / seconds`` of ``advance(steps)``, best of ``repeats`` after a warm-up."""
+    advance(max(1, steps // 10))
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        sampler.step(steps, learn=learn)
+        advance(steps)
         best = min(best, time.perf_counter() - start)
     return steps / best
 
 
-def image_target(size: int, device) -> IsingPosterior:
+def image_target(size: int) -> IsingPosterior:
     generator = torch.Generator().manual_seed(0)
     alpha = torch.randn(size, size, generator=generator, dtype=torch.float64)
     return IsingPosterior(alpha, lam=1.0, boundary="free")
 
 
-def run(device, sampler_name: str = "barker", repeats: int = 5, steps: int = 2000) -> dict:
+def sampler_figures(device, name: str, repeats: int, steps: int) -> dict:
     case = paper_case(3)
-    results = {}
-    sampler = make_sampler(sampler_name, case.target, 30, device=device, x0=case.x0)
-    results[f"{sampler_name} 30 chains 30x30"] = steps_per_second(sampler, steps, repeats)
+    out = {}
+    sampler = make_sampler(name, case.target, 30, device=device, x0=case.x0)
+    out[f"{name} 30 chains 30x30"] = per_second(sampler.step, steps, repeats)
     for size in (128, 256):
-        sampler = make_sampler(sampler_name, image_target(size, device), 8, device=device)
-        results[f"{sampler_name} 8 chains {size}x{size}"] = steps_per_second(
-            sampler, steps, repeats
+        sampler = make_sampler(name, image_target(size), 8, device=device)
+        out[f"{name} 8 chains {size}x{size}"] = per_second(sampler.step, steps, repeats)
+    for learner in ("lsb1", "lsb2"):
+        sampler = make_sampler(learner, case.target, 30, device=device, x0=case.x0)
+        out[f"{learner} learning, 30 chains 30x30"] = per_second(
+            lambda n, s=sampler: s.step(n, learn=True), max(200, steps // 4), repeats
         )
-    for name in ("lsb1", "lsb2"):
-        sampler = make_sampler(name, case.target, 30, device=device, x0=case.x0)
-        results[f"{name} learning, 30 chains 30x30"] = steps_per_second(
-            sampler, max(200, steps // 4), repeats, learn=True
-        )
-    return results
+    return out
+
+
+def comparison_figures(device, repeats: int, steps: int) -> dict:
+    case = paper_case(3)
+    out = {}
+
+    def paper(thin=0):
+        return Comparison(
+            PAPER_SAMPLERS, case.target, 30, device=device, x0=case.x0, thin=thin,
+            truth=case.truth,
+        )  # fmt: skip
+
+    burnin = paper()
+    out["paper comparison, burn-in with learning"] = per_second(
+        lambda n: burnin.step(n, learn=True), max(200, steps // 4), repeats
+    )
+    mixing = paper()
+    mixing.start_mixing()
+    out["paper comparison, mixing"] = per_second(mixing.step, steps, repeats)
+    recorded = paper(thin=1)
+    recorded.start_mixing()
+    out["paper comparison, mixing, every step recorded"] = per_second(recorded.step, steps, repeats)
+    target = image_target(256)
+    image = Comparison(PAPER_SAMPLERS, target, 8, device=device)
+    out["image comparison 256x256, burn-in with learning"] = per_second(
+        lambda n: image.step(n, learn=True), max(20, steps // 40), repeats
+    )
+    image.start_mixing()
+    out["image comparison 256x256, mixing"] = per_second(image.step, steps, repeats)
+    return out
+
+
+def run(device, sampler_name: str = "barker", repeats: int = 5, steps: int = 2000) -> dict:
+    return {
+        "samplers (steps/s)": sampler_figures(device, sampler_name, repeats, steps),
+        "comparisons (iterations/s)": comparison_figures(device, repeats, steps),
+    }
 
 
 def main(argv=None) -> int:
@@ -64,26 +111,40 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--sampler", default="barker")
+    parser.add_argument("--torch", action="store_true", help="torch steps, not compiled ones")
     args = parser.parse_args(argv)
     try:
         device = resolve_device(args.device)
     except ValueError as err:
         parser.error(str(err))
+    if args.repeats < 1 or args.steps < 10:
+        parser.error("--repeats must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
+    SingleFlipSampler.use_compiled = not args.torch
+    if device.type == "cpu" and not args.torch:
+        from lsbcore import kernels
+
+        kernels.compile_kernels()  # once, before any timing
     results = run(device, args.sampler, args.repeats, args.steps)
     info = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+        "steps": "torch" if args.torch or device.type != "cpu" else "compiled (numba)",
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "machine": f"{platform.machine()}, {platform.processor() or 'unknown CPU'}",
     }
     if args.json:
-        json.dump({"info": info, "steps_per_second": results}, sys.stdout, indent=2)
+        json.dump({"info": info, **results}, sys.stdout, indent=2)
         print()
     else:
-        print(f"device {info['device']}, torch {info['torch']}, {info['threads']} thread(s)")
-        for key, value in results.items():
-            print(f"{key:40s} {value:10.0f} steps/s")
+        print(
+            f"device {info['device']}, {info['steps']} steps, torch {info['torch']}, "
+            f"{info['threads']} thread(s)"
+        )
+        for group, figures in results.items():
+            print(group)
+            for key, value in figures.items():
+                print(f"  {key:52s} {value:10.0f}")
     return 0
 
 

@@ -4,17 +4,24 @@ The app and the experiment command drive a ``Comparison`` rather than individual
 ``step(n, learn)`` advances every sampler (learning only where learnable) and, when traces are
 on, records each sampler's statistics every ``thin`` steps; after ``start_mixing()`` it also
 accumulates posterior marginals.
+
+Each sampler takes up to ``TRACE_CHUNK`` steps per call (on the CPU a compiled loop) and writes
+its running statistics and its proposals after every step into a buffer; the records and the
+marginals come from that buffer, so recording costs no per-step Python. Within a chunk the
+wall time of a record is interpolated by step (the chunk's own time is measured).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from lsbcore.factory import BASELINES, SAMPLERS, make_sampler
 from lsbcore.sampler import resolve_device, uniform_start
-from lsbcore.trace import MarginalEstimate, Trace
+from lsbcore.trace import PHASES, MarginalEstimate, Trace
 
 LEARN_OPTIONS = ("lr", "optimizer", "hidden", "restart_prob")
+TRACE_CHUNK = 1024  # steps each sampler takes per call while recording
 
 
 class Comparison:
@@ -71,8 +78,11 @@ class Comparison:
             {name: Trace(n_chains, thin=thin, truth=truth) for name in names} if thin else {}
         )
         self.marginals = {name: MarginalEstimate() for name in names}
+        self._accumulate_marginals = True
         self.n_steps = 0
         if thin:
+            for sampler in self.samplers.values():
+                sampler.track_statistics(truth)
             self.record(force=True)
 
     @property
@@ -95,17 +105,81 @@ class Comparison:
             raise ValueError(f"n must be a non-negative integer, got {n!r}.")
         if learn and self.phase == "mixing":
             raise ValueError("learning is for burn-in; the balancing functions are frozen now.")
+        for name, sampler in self.samplers.items():
+            if self.thin:
+                self._advance_recording(name, sampler, n, learn and sampler.learnable)
+            else:
+                sampler.step(n, learn=learn and sampler.learnable)
+        self.n_steps += n
+
+    def _advance_recording(self, name: str, sampler, n: int, learn: bool) -> None:
+        """``n`` steps of one sampler in chunks; every ``thin``-th step becomes a record."""
+        trace = self.traces.get(name)
+        chains, sites = sampler.n_chains, sampler.n_sites
+        phase = PHASES.index(self.phase)
+        marginals = self.phase == "mixing" and self._accumulate_marginals
         done = 0
         while done < n:
-            chunk = n - done
-            if self.thin:
-                chunk = min(chunk, self.thin - self.n_steps % self.thin)
-            for sampler in self.samplers.values():
-                sampler.step(chunk, learn=learn and sampler.learnable)
-            done += chunk
-            self.n_steps += chunk
-            if self.thin and self.n_steps % self.thin == 0:
-                self.record()
+            # chunks end where a resync may happen, so target evaluations grow evenly inside
+            m = min(n - done, TRACE_CHUNK, sampler.resync_every - sampler._since_resync)
+            buffer = torch.empty(m, chains, 5, dtype=torch.float64)
+            n0, evals0, wall0 = sampler.n_steps, sampler.n_target_evals, sampler.wall_seconds
+            accepted0 = int(sampler._n_accepted.sum())
+            before = sampler.statistics[:, 1].cpu().clone() if marginals else None
+            x0 = sampler.x.detach().cpu().reshape(chains, -1).clone() if marginals else None
+            sampler.step(m, learn=learn, trace=buffer)
+            done += m
+            steps = n0 + 1 + np.arange(m)
+            keep = np.flatnonzero(steps % self.thin == 0)
+            if keep.size == 0:
+                continue
+            if marginals:
+                self._add_marginals(name, buffer, keep, before, x0)
+            if trace is None:
+                continue
+            values = buffer.numpy()
+            resynced = sites if sampler._since_resync == 0 else 0  # only at a chunk's end
+            per_step = (sampler.n_target_evals - evals0 - resynced) // m
+            evals = evals0 + per_step * (1 + np.arange(m))
+            evals[-1] = sampler.n_target_evals
+            rate = (accepted0 + np.cumsum(values[:, :, 3].sum(1))) / (steps * chains)
+            wall = wall0 + (sampler.wall_seconds - wall0) * (1 + np.arange(m)) / m
+            fields = [values[keep, :, 1], values[keep, :, 0]]
+            if self.truth is not None:
+                fields.append(((sites + values[keep, :, 2]) * 0.5) / float(sites))
+            self._before_extend(name)
+            trace.extend(
+                steps[keep], np.stack(fields, 1), evals[keep], rate[keep], wall[keep],
+                np.full(keep.size, phase),
+            )  # fmt: skip
+            self._after_extend(name, int(steps[keep[-1]]))
+
+    def _add_marginals(self, name, buffer, keep, magnetisation_before, x0) -> None:
+        """Add the states after the kept steps to the marginals, from the flips alone.
+
+        ``sum_t x_t = |kept| x_0 + sum over accepted flips (site i, step t) of
+        (x_i after - x_i before) * |kept steps >= t|``; a flip's change is the change of the
+        chain's magnetisation at that step (+-2).
+        """
+        m, chains = buffer.shape[0], buffer.shape[1]
+        kept = torch.zeros(m, dtype=torch.float64)
+        kept[torch.from_numpy(keep)] = 1.0
+        kept_from = kept.flip(0).cumsum(0).flip(0)  # [m]: kept steps at or after t
+        magnetisation = torch.cat([magnetisation_before.view(1, -1), buffer[:, :, 1]])
+        change = magnetisation[1:] - magnetisation[:-1]  # [m, B]: +-2 on accepted flips
+        weight = change * kept_from.unsqueeze(1)
+        total = x0 * float(keep.size)
+        rows = torch.arange(chains).expand(m, -1)
+        flat = rows * total.shape[1] + buffer[:, :, 4].long()
+        total.view(-1).index_add_(0, flat.reshape(-1), weight.reshape(-1))
+        states = (total + float(keep.size)) * 0.5  # sum of (x + 1) / 2
+        self.marginals[name].add(states.view(chains, *self.target.shape), keep.size)
+
+    def _before_extend(self, name: str) -> None:
+        """Subclasses flush what they buffer before records are appended."""
+
+    def _after_extend(self, name: str, last_step: int) -> None:
+        """Subclasses note the last step recorded."""
 
     @torch.no_grad()
     def record(self, force: bool = False) -> None:

@@ -23,13 +23,10 @@ identical results either way and identical to one ``Comparison`` of all of them.
 computes its mixing diagnostics and writes its rows of ``traces.csv``, so that work is spread
 over the workers too; the longest tasks start first.
 
-Recording. ``Comparison.record`` evaluates ``log p~`` over all edges and compares every site with
-the truth on each record, a few times the cost of a sampler step. ``RecordingComparison`` records
-the same values (bit for bit for magnetisation and accuracy, to rounding for ``log p~``) with one
-small matrix product ``x [1, truth]``, one dot product ``alpha . x`` and one sum of the sampler's
-cached flip log-ratios ``s`` per record: ``log p~ = (alpha . x - sum_i s_i / 2) / 2`` because
-``sum_i s_i = -2 (alpha . x + 2 lambda sum_E x_i x_j)``; this is checked against the target's
-``log_prob`` on the first record and every 256 records.
+Recording. Every sampler keeps its own running statistics (``log p~``, magnetisation, agreement
+with the truth) and writes them after every step into a buffer (``SingleFlipSampler.step``'s
+``trace``); ``Comparison.step`` turns every ``thin``-th row into a record. ``RecordingComparison``
+stores the records in growable arrays (``ArrayTrace``) and skips the posterior marginals.
 """
 
 from __future__ import annotations
@@ -122,7 +119,6 @@ IMAGE_CHAINS, IMAGE_SIZE, IMAGE_BURN_IN, IMAGE_STEPS = 4, 64, 500, 5000
 MAX_CHAINS, MAX_SIZE, MAX_STEPS = 1000, 256, 1_000_000
 MAX_TRACE_VALUES = 100_000_000  # records x chains x samplers: 1.2 GB of float32 traces
 RECORD_BLOCK = 256  # records gathered on the device before one copy to the trace
-TRACE_CHUNK = 1024  # steps a RecordingComparison hands each sampler at once
 
 
 # ============================================================================ recording
@@ -303,7 +299,7 @@ class _Recorder:
 
 
 class RecordingComparison(Comparison):
-    """A ``Comparison`` whose traces (``ArrayTrace``) cost two small products per record.
+    """A ``Comparison`` whose traces are ``ArrayTrace`` (growable arrays, fast to export).
 
     Same constructor and methods as ``Comparison``; ``traces`` hold the same fields with the
     same values (``log p~`` to rounding). Posterior marginals are not accumulated. Call
@@ -333,61 +329,17 @@ class RecordingComparison(Comparison):
         self._recorders = {
             n: _Recorder(s, self.traces[n], truth) for n, s in self.samplers.items() if thin
         }
+        self._accumulate_marginals = False
         if thin:
             for sampler in self.samplers.values():
                 sampler.track_statistics(truth)
             self.record(force=True)
 
-    def step(self, n: int = 1, learn: bool = False) -> None:
-        """As ``Comparison.step``; each sampler runs up to ``TRACE_CHUNK`` steps per call and
-        writes its statistics after every step into a buffer (``SingleFlipSampler.step``'s
-        ``trace``), from which every ``thin``-th step becomes a record."""
-        if not self.thin:
-            return super().step(n, learn)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}.")
-        if learn and self.phase == "mixing":
-            raise ValueError("learning is for burn-in; the balancing functions are frozen now.")
-        for name, sampler in self.samplers.items():
-            self._advance(name, sampler, n, learn and sampler.learnable)
-        self.n_steps += n
+    def _before_extend(self, name: str) -> None:
+        self._recorders[name].flush()  # its buffered records come first
 
-    def _advance(self, name: str, sampler, n: int, learn: bool) -> None:
-        recorder, trace = self._recorders[name], self.traces[name]
-        chains, sites = sampler.n_chains, sampler.n_sites
-        phase = PHASES.index(self.phase)
-        done = 0
-        while done < n:
-            # chunks end where a resync may happen, so target evaluations grow evenly inside
-            m = min(n - done, TRACE_CHUNK, sampler.resync_every - sampler._since_resync)
-            buffer = torch.empty(m, chains, 4, dtype=torch.float64)
-            n0, evals0, wall0 = sampler.n_steps, sampler.n_target_evals, sampler.wall_seconds
-            accepted0 = int(sampler._n_accepted.sum())
-            sampler.step(m, learn=learn, trace=buffer)
-            done += m
-            steps = n0 + 1 + np.arange(m)
-            keep = np.flatnonzero(steps % self.thin == 0)
-            if keep.size == 0:
-                continue
-            values = buffer.numpy()
-            # per step: the same evaluations (a resync, if any, is the chunk's last step)
-            resynced = sites if sampler._since_resync == 0 else 0
-            per_step = (sampler.n_target_evals - evals0 - resynced) // m
-            evals = evals0 + per_step * (1 + np.arange(m))
-            evals[-1] = sampler.n_target_evals
-            accepted = accepted0 + np.cumsum(values[:, :, 3].sum(1))
-            rate = accepted / (steps * chains)
-            # wall time is measured per chunk; inside it, interpolated by step
-            wall = wall0 + (sampler.wall_seconds - wall0) * (1 + np.arange(m)) / m
-            fields = [values[keep, :, 1], values[keep, :, 0]]
-            if self.truth is not None:
-                fields.append(((sites + values[keep, :, 2]) * 0.5) / float(sites))
-            recorder.flush()
-            trace.extend(
-                steps[keep], np.stack(fields, 1), evals[keep], rate[keep], wall[keep],
-                np.full(keep.size, phase),
-            )  # fmt: skip
-            recorder._last_step = int(steps[keep[-1]])
+    def _after_extend(self, name: str, last_step: int) -> None:
+        self._recorders[name]._last_step = last_step
 
     def record(self, force: bool = False) -> None:
         """Record every sampler's state now (a repeat of the last recorded step is skipped)."""

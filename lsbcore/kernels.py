@@ -129,9 +129,9 @@ def balanced_steps(
     Args (per chain ``b``): ``x, s [B, width]``, ``gn [B, (nb + 1) * bs]``, ``block_sum [B, nb]``,
     ``z, shift [B, 1]``; tables ``neighbours, sign, coupling, unique [D, K]``; uniforms
     ``u [n, B, 3]`` (below 1 - 2^-52); ``n_accepted [B, 1]``; ``stats [B, 3]`` (log p~,
-    magnetisation, x . truth), kept when ``track``; ``trace [n or 0, B, 4]`` receives the
-    statistics and the accept flag after each step; ``last [B, 4]``: the last step's site, Z,
-    Z' and decision. Returns the number of rows rebuilt for range.
+    magnetisation, x . truth), kept when ``track``; ``trace [n or 0, B, 5]`` receives the
+    statistics, the accept flag and the proposed site after each step; ``last [B, 4]``: the
+    last step's site, Z, Z' and decision. Returns the number of rows rebuilt for range.
     """
     n_chains = x.shape[0]
     n_blocks = block_sum.shape[1]
@@ -221,6 +221,7 @@ def balanced_steps(
                 trace[t, b, 1] = stats[b, 1]
                 trace[t, b, 2] = stats[b, 2]
                 trace[t, b, 3] = 1.0 if accept else 0.0
+                trace[t, b, 4] = site
     return rebuilt
 
 
@@ -271,6 +272,7 @@ def uniform_site_steps(
                 trace[t, b, 1] = stats[b, 1]
                 trace[t, b, 2] = stats[b, 2]
                 trace[t, b, 3] = 1.0 if accept else 0.0
+                trace[t, b, 4] = site
 
 
 # ----------------------------------------------------------------------------- compilation
@@ -279,60 +281,40 @@ def uniform_site_steps(
 WAIT_FOR_COMPILE = True
 _compiled = threading.Event()
 _lock = threading.Lock()
+_warming = threading.local()  # set in the thread that runs the warm-up
 
 
 def compile_kernels() -> None:
-    """Compile (or load from numba's cache) both kernels on tiny inputs; idempotent."""
+    """Compile (or load from numba's on-disk cache) every kernel, by running each sampler a
+    few steps on a 3x3 lattice; idempotent and thread-safe."""
+    if ready():
+        return
     with _lock:
         if _compiled.is_set():
             return
-        f8, i8 = np.float64, np.int64
-        nbr = np.zeros((1, 1), dtype=i8)
-        one = np.ones((1, 1), dtype=f8)
-        empty = np.zeros(0, dtype=f8)
-        for kind in (0, KIND_NETWORK):
-            balanced_steps(
-                1,
-                np.ones((1, 3)),
-                np.zeros((1, 3)),
-                np.ones((1, 2)),
-                np.ones((1, 1)),
-                np.ones((1, 1)),
-                np.zeros((1, 1)),
-                nbr,
-                -one,
-                0 * one,
-                one,
-                kind,
-                np.zeros(4),
-                empty,
-                np.zeros(1),
-                np.zeros(1),
-                np.full((1, 1, 3), 0.5),
-                np.zeros((1, 1), dtype=i8),
-                np.zeros((1, 3)),
-                np.zeros(3),
-                False,
-                np.zeros((0, 1, 4)),
-                np.zeros((1, 4)),
-            )
-        uniform_site_steps(
-            1,
-            np.ones((1, 2)),
-            np.zeros((1, 2)),
-            nbr,
-            -one,
-            0 * one,
-            True,
-            np.full((1, 1, 3), 0.5),
-            np.zeros((1, 1), dtype=i8),
-            np.zeros((1, 3)),
-            np.zeros(2),
-            False,
-            np.zeros((0, 1, 4)),
-            np.zeros((1, 4)),
-        )
+        _warming.active = True
+        try:
+            _warm_up()
+        finally:
+            _warming.active = False
         _compiled.set()
+
+
+def _warm_up() -> None:
+    import torch
+
+    from lsbcore.factory import SAMPLERS, make_sampler
+    from lsbcore.ising import IsingPosterior
+
+    target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
+    for name in SAMPLERS:
+        if name == "learned":
+            continue
+        sampler = make_sampler(name, target, 2, device="cpu")
+        sampler.track_statistics()
+        if sampler.learnable:
+            sampler.step(2, learn=True, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
+        sampler.step(2, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
 
 
 def compile_in_background() -> threading.Thread:
@@ -343,4 +325,5 @@ def compile_in_background() -> threading.Thread:
 
 
 def ready() -> bool:
-    return _compiled.is_set()
+    """Whether the kernels are compiled (or this thread is compiling them)."""
+    return _compiled.is_set() or getattr(_warming, "active", False)

@@ -174,12 +174,13 @@ def _draw(row, u):
 
 
 @njit(cache=True, nogil=True)
-def _record(t, b, stats, trace, accept):
+def _record(t, b, stats, trace, accept, site):
     if trace.shape[0] > 0:
         trace[t, b, 0] = stats[b, 0]
         trace[t, b, 1] = stats[b, 1]
         trace[t, b, 2] = stats[b, 2]
         trace[t, b, 3] = 1.0 if accept else 0.0
+        trace[t, b, 4] = site
 
 
 # ----------------------------------------------------------------------------- LSB 1
@@ -232,20 +233,24 @@ def mixture_learning_steps(
     losses,
     weights_out,
     last,
+    comps,
+    shift,
+    sums,
+    fresh,
 ):
     """``n`` LSB 1 learning steps in place; ``params = [theta (4), eta_raw]``.
 
     Returns the steps taken: ``n``, or fewer when a step left non-finite parameters or loss
     (the parameters are restored to the last good ones, that step's move is still made, and
     the caller stops learning). ``losses [n]`` and ``weights_out [n, 5]`` (softmax weights and
-    eta) after each step; ``last [B, 4]``: site, 1, Z'/Z, accepted.
+    eta) after each step; ``last [B, 4]``: site, 1, Z'/Z, accepted. ``comps [B, 4, D]`` and
+    ``shift, sums [B, 4]`` hold the component cache: rebuilt from ``s`` when ``fresh``, else
+    carried over from the previous call (so that chunking the steps changes nothing).
     """
     n_chains, n_sites, k_slots = x.shape[0], neighbours.shape[0], neighbours.shape[1]
-    comps = np.empty((n_chains, 4, n_sites))
-    shift = np.empty((n_chains, 4))
-    sums = np.empty((n_chains, 4))
-    for b in range(n_chains):
-        _rebuild_components(b, s, n_sites, comps, shift, sums)
+    if fresh:
+        for b in range(n_chains):
+            _rebuild_components(b, s, n_sites, comps, shift, sums)
     log_z = np.empty(n_chains)
     shares = np.empty((n_chains, 4))
     sites = np.empty((2, n_chains), dtype=np.int64)
@@ -383,7 +388,7 @@ def mixture_learning_steps(
                     rebuild = rebuild or not (low < tot < high)
                 if rebuild:
                     _rebuild_components(b, s, n_sites, comps, shift, sums)
-            _record(t, b, stats, trace, accept)
+            _record(t, b, stats, trace, accept, i)
         if failed:
             return t + 1
     return n
@@ -493,6 +498,32 @@ def _flip_log_g(v, breakpoints, slope, intercept, coef, pieces, inputs):
 
 
 @njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+def _lattice_sums(b, z, e, lp, s, scale, small, piece, u_cache, g, acc_icpt, acc_slope):
+    """Chain ``b``: ``g_i e^-M`` into ``g`` (returns their sum) and, per piece, the sums of
+    ``d (g e^-M) / dz`` and of it times the input, for the gradient in slopes and intercepts."""
+    total = 0.0
+    for i in range(g.shape[0]):
+        sp1 = z[0, b, i] if z[0, b, i] > 20.0 else lp[0, b, i]
+        sp2 = z[1, b, i] if z[1, b, i] > 20.0 else lp[1, b, i]
+        d1 = 1.0 if z[0, b, i] > 20.0 else e[0, b, i] / (1.0 + e[0, b, i])
+        d2 = 1.0 if z[1, b, i] > 20.0 else e[1, b, i] / (1.0 + e[1, b, i])
+        half = 0.5 * scale[b, i]
+        if s[b, i] >= 0.0:
+            c1, c2 = small[b, i], 1.0
+        else:
+            c1, c2 = 1.0, small[b, i]
+        g[i] = half * (sp1 * c1 + sp2 * c2)  # g e^-M
+        total += g[i]
+        a1, a2 = half * c1 * d1, half * c2 * d2
+        k1, k2 = piece[0, b, i], piece[1, b, i]
+        acc_icpt[b, k1] += a1
+        acc_slope[b, k1] += a1 * u_cache[b, i]
+        acc_icpt[b, k2] += a2
+        acc_slope[b, k2] -= a2 * u_cache[b, i]
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
 def network_learning_step(
     t,
     x,
@@ -552,25 +583,20 @@ def network_learning_step(
     s_flipped = np.empty(n_chains)
     totals = np.empty(n_chains)
     for b in range(n_chains):
-        total = 0.0
-        for i in range(n_sites):
-            sp1 = z[0, b, i] if z[0, b, i] > 20.0 else lp[0, b, i]
-            sp2 = z[1, b, i] if z[1, b, i] > 20.0 else lp[1, b, i]
-            d1 = 1.0 if z[0, b, i] > 20.0 else e[0, b, i] / (1.0 + e[0, b, i])
-            d2 = 1.0 if z[1, b, i] > 20.0 else e[1, b, i] / (1.0 + e[1, b, i])
-            half = 0.5 * scale[b, i]
-            if s[b, i] >= 0.0:
-                c1, c2 = small[b, i], 1.0
-            else:
-                c1, c2 = 1.0, small[b, i]
-            g[i] = half * (sp1 * c1 + sp2 * c2)  # g e^-M
-            total += g[i]
-            a1, a2 = half * c1 * d1, half * c2 * d2
-            k1, k2 = piece[0, b, i], piece[1, b, i]
-            acc_icpt[b, k1] += a1
-            acc_slope[b, k1] += a1 * u_cache[b, i]
-            acc_icpt[b, k2] += a2
-            acc_slope[b, k2] -= a2 * u_cache[b, i]
+        total = _lattice_sums(b, z, e, lp, s, scale, small, piece, u_cache, g, acc_icpt, acc_slope)
+        if not math.exp(-LOG_RANGE) < total < math.exp(LOG_RANGE):
+            # the scale e^M went stale (the chain's largest s fell or rose far): a fresh one
+            m = 0.0
+            for ii in range(n_sites):
+                m = max(m, s[b, ii])
+            top[b] = m
+            for ii in range(n_sites):
+                _site_caches(b, ii, s, u_cache, scale, small, top)
+            acc_icpt[b] = 0.0
+            acc_slope[b] = 0.0
+            total = _lattice_sums(
+                b, z, e, lp, s, scale, small, piece, u_cache, g, acc_icpt, acc_slope
+            )
         totals[b] = total
         log_z[b] = top[b] + math.log(total)
         i = _draw(g, u_step[b, 0])
@@ -679,5 +705,5 @@ def network_learning_step(
                 top[b] = m
                 for ii in range(n_sites):
                     _site_caches(b, ii, s, u_cache, scale, small, top)
-        _record(t, b, stats, trace, accept)
+        _record(t, b, stats, trace, accept, i)
     return 1 if failed else 0

@@ -232,8 +232,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
             self._learn_step()
             self._count_step()
             if trace is not None:
-                trace[0, :, :3] = self._stats
-                trace[0, :, 3] = self._last_accept().view(-1)
+                self._fill_trace(trace, 0)
             return 1
         m = int(min(m, self._restart_wait))
         tables, stats, truth = self._kernel_common()
@@ -252,17 +251,21 @@ class LocallyBalancedSampler(SingleFlipSampler):
             stats=stats,
             truth=truth,
             log_p=log_p.numpy(),
-            trace=trace.numpy() if trace is not None else np.zeros((0, 1, 4)),
+            trace=trace.numpy() if trace is not None else np.zeros((0, 1, 5)),
         )
+        cache, fresh = self._learning_cache()
         if isinstance(self.balancing, MixtureBalancing):
+            if fresh:
+                b, d = self.n_chains, self.n_sites
+                cache[:] = [np.empty((b, 4, d)), np.empty((b, 4)), np.empty((b, 4))]
             taken = learning_kernels.mixture_learning_steps(
                 m, *common, rest["state"], rest["opt_kind"], self.lr, rest["u"],
                 self._n_accepted.numpy(), stats, truth, self._tracking, rest["log_p"],
-                rest["trace"], out["losses"], out["weights"], out["last"],
+                rest["trace"], out["losses"], out["weights"], out["last"], *cache, fresh,
             )  # fmt: skip
             status = 0 if taken == m else 1
         else:
-            taken, status = self._network_learning(m, common, rest, out)
+            taken, status = self._network_learning(m, common, rest, out, cache, fresh)
         torch.nn.utils.vector_to_parameters(
             torch.from_numpy(params).to(self.device), self._learned_params()
         )
@@ -283,18 +286,27 @@ class LocallyBalancedSampler(SingleFlipSampler):
             self.n_target_evals += taken * self.neighbourhood_size  # the uniform flips x~
             self._count_step(taken)
             self._log_p_learning, self._log_p_step = log_p, self.n_steps
+        # the caches stay valid while nothing else changes s (a resync or another step)
+        self._learning_state = (self._epoch, self.n_steps, cache)
         return taken
 
-    def _network_learning(self, m: int, common, rest, out) -> tuple[int, int]:
+    def _learning_cache(self) -> tuple[list, bool]:
+        """The compiled learning step's cache and whether it must be rebuilt from ``s``."""
+        epoch, steps, cache = getattr(self, "_learning_state", (None, None, []))
+        fresh = (epoch, steps) != (self._epoch, self.n_steps) or not cache
+        return (cache if not fresh else []), fresh
+
+    def _network_learning(self, m: int, common, rest, out, cache, fresh) -> tuple[int, int]:
         """LSB 2's learning steps: per step the network's inputs (compiled), ``exp`` and
         ``log1p`` over the lattice (torch, vectorised), then the step (compiled)."""
         from lsbcore import learning_kernels as lk
 
         b, d, hidden = self.n_chains, self.n_sites, self.balancing.hidden
         params = common[-1]
-        u_cache, scale, small = (np.empty((b, d)) for _ in range(3))
-        top = np.empty(b)
-        lk.network_caches(self._s.numpy(), d, u_cache, scale, small, top)
+        if fresh:
+            cache[:] = [np.empty((b, d)), np.empty((b, d)), np.empty((b, d)), np.empty(b)]
+            lk.network_caches(self._s.numpy(), d, *cache)
+        u_cache, scale, small, top = cache
         z = torch.empty(2, b, d, dtype=torch.float64)
         e, lp = torch.empty_like(z), torch.empty_like(z)
         piece = np.empty((2, b, d), dtype=np.int32)

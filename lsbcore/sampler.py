@@ -175,6 +175,7 @@ class SingleFlipSampler:
         self._s = s
         self.n_target_evals += self.n_sites
         self._since_resync = 0
+        self._epoch = getattr(self, "_epoch", 0) + 1  # s was recomputed: derived caches expire
         self._after_resync()
         self._stats_resync()
 
@@ -261,8 +262,9 @@ class SingleFlipSampler:
     def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
         """Advance every chain ``n`` steps. ``learn=True`` is only for learnable samplers.
 
-        ``trace`` (optional, ``[n, B, 4]`` float64 on the CPU, after ``track_statistics``)
-        receives ``statistics`` and the accept flag of every chain after every step. Frozen steps
+        ``trace`` (optional, ``[n, B, 5]`` float64 on the CPU, after ``track_statistics``)
+        receives ``statistics``, the accept flag and the proposed site of every chain after every
+        step. Frozen steps
         on the CPU run compiled (``lsbcore.kernels``) unless ``use_compiled`` is off.
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
@@ -275,8 +277,8 @@ class SingleFlipSampler:
         if trace is not None:
             if not self._tracking:
                 raise ValueError("trace= needs track_statistics() first.")
-            if tuple(trace.shape) != (n, self.n_chains, 4) or trace.dtype != torch.float64:
-                raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 4].")
+            if tuple(trace.shape) != (n, self.n_chains, 5) or trace.dtype != torch.float64:
+                raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 5].")
         start = time.perf_counter()
         # a learner whose learning stopped (diverged) takes frozen steps
         learn = learn and not getattr(self, "learning_failed", False)
@@ -291,8 +293,7 @@ class SingleFlipSampler:
                         self._step()
                     self._count_step()
                     if trace is not None:
-                        trace[t, :, :3] = self._stats.cpu()
-                        trace[t, :, 3] = self._last_accept().view(-1).cpu()
+                        self._fill_trace(trace, t)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.wall_seconds += time.perf_counter() - start
@@ -304,8 +305,11 @@ class SingleFlipSampler:
         if self._since_resync >= self.resync_every:
             self.resync()
 
-    def _last_accept(self) -> torch.Tensor:
-        return self.last_proposal["accepted"]
+    def _fill_trace(self, trace: torch.Tensor, t: int) -> None:
+        last = self.last_proposal
+        trace[t, :, :3] = self._stats.cpu()
+        trace[t, :, 3] = last["accepted"].view(-1).cpu()
+        trace[t, :, 4] = last["site"].view(-1).cpu()
 
     # ----------------------------------------------------------------- the compiled path
     use_compiled = True  # frozen CPU steps through lsbcore.kernels (tests switch it off)

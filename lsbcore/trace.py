@@ -141,6 +141,20 @@ class MarginalEstimate:
         self._sum += (x.to(device=self._sum.device, dtype=torch.float64) + 1.0) * 0.5
         self.count += 1
 
+    def add(self, total: torch.Tensor, count: int) -> None:
+        """Accumulate ``count`` states given by their sum ``total = sum (x + 1) / 2``
+        (``[B, H, W]``): the same as ``count`` calls of ``update``."""
+        if self._sum is None:
+            device = torch.device("cpu") if total.device.type == "mps" else total.device
+            self._sum = torch.zeros(total.shape, dtype=torch.float64, device=device)
+        elif tuple(total.shape) != tuple(self._sum.shape):
+            raise ValueError(
+                f"total has shape {tuple(total.shape)} but the estimate was started with "
+                f"{tuple(self._sum.shape)}; call reset() to change it"
+            )
+        self._sum += total.to(device=self._sum.device, dtype=torch.float64)
+        self.count += int(count)
+
     def _require(self) -> torch.Tensor:
         if self._sum is None or self.count == 0:
             raise RuntimeError("MarginalEstimate has no states yet; call update(x) first")
@@ -332,6 +346,51 @@ class Trace:
         self._last_step = step
         self._last_phase = phase_id
         return True
+
+    def extend(self, step, values, target_evals, accept_rate, wall_s, phase) -> None:
+        """Append ``k`` records at once: ``values [k, len(fields), n_chains]`` (the stored
+        fields, in order) and ``[k]`` scalars; ``phase`` holds indices into ``PHASES``. The
+        rules of ``record`` apply (steps increase, the phase never goes back)."""
+        step = np.asarray(step, dtype=np.int64).reshape(-1)
+        k = step.size
+        if k == 0:
+            return
+        values = np.asarray(values, dtype=np.float32)
+        if values.shape != (k, len(self._fields), self.n_chains):
+            raise ValueError(
+                f"values must have shape {(k, len(self._fields), self.n_chains)}, "
+                f"got {values.shape}."
+            )
+        phase = np.asarray(phase, dtype=np.int8).reshape(-1)
+        if np.any(np.diff(step) <= 0) or (
+            self._last_step is not None and step[0] <= self._last_step
+        ):
+            raise ValueError("recorded steps must increase.")
+        if np.any((phase < 0) | (phase >= len(PHASES))):
+            raise ValueError(f"phase must index {PHASES}.")
+        if np.any(np.diff(phase) < 0) or phase[0] < self._last_phase:
+            raise ValueError("phase cannot go back from 'mixing' to 'burnin'")
+        columns = {
+            "step": step,
+            "target_evals": np.asarray(target_evals).reshape(-1),
+            "accept_rate": np.asarray(accept_rate).reshape(-1),
+            "wall_s": np.asarray(wall_s).reshape(-1),
+            "phase": phase,
+        }
+        done = 0
+        while done < k:
+            chunk_idx, row = divmod(self._n, self.chunk_size)
+            if chunk_idx == len(self._chunks):
+                self._chunks.append(_Chunk(self.chunk_size, self.n_chains, len(self._fields)))
+            chunk = self._chunks[chunk_idx]
+            take = min(k - done, self.chunk_size - row)
+            chunk.chains[row : row + take] = values[done : done + take]
+            for name, column in columns.items():
+                getattr(chunk, name)[row : row + take] = column[done : done + take]
+            done += take
+            self._n += take
+        self._last_step = int(step[-1])
+        self._last_phase = int(phase[-1])
 
     # ------------------------------------------------------------------ memory
     @property

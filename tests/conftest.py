@@ -137,3 +137,14 @@ def backend(request, monkeypatch):
 
     monkeypatch.setattr(SingleFlipSampler, "use_compiled", request.param == "compiled")
     return request.param
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_steps_are_deterministic():
+    """Importing the app (test collection does) lets runs take torch steps until the kernels
+    are compiled, which makes a chain depend on timing; the library's own rule (compile on
+    first use) holds for the tests."""
+    from lsbcore import kernels
+
+    kernels.WAIT_FOR_COMPILE = True
+    kernels.compile_kernels()

@@ -416,7 +416,10 @@ def test_the_worker_honours_the_speed_cap():
 
 def test_a_run_nobody_looks_at_pauses_itself(monkeypatch):
     monkeypatch.setattr(state, "STALE_S", 0.2)
-    cfg = replace(cfgmod.Config(), samplers=("barker",), size=16, chains=2)
+    # long enough that it cannot finish first, even compiled
+    cfg = replace(
+        cfgmod.Config(), samplers=("barker",), size=64, chains=16, burn_in=50_000, steps=200_000
+    )
     run, _ = state.build_run(cfg, sources.build_problem(cfg))
     state.start(run)
     run.worker.join(timeout=5.0)

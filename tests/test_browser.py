@@ -109,7 +109,9 @@ def wait_for_status(page, pattern: str) -> None:
 
 # ----------------------------------------------------------------------------- the main flow
 def test_first_load_run_views_pause_and_step(page, server):
-    open_app(page, server.url)
+    # the default run, only long enough that it cannot finish while the test looks at it
+    long = replace(config.Config(), steps=200_000)
+    open_app(page, app_url(server.url, config.to_query_params(long)))
     expect(page.get_by_role("heading", name="LSB Explorer")).to_be_visible()
     assert page.locator('[data-testid="stException"]').count() == 0
     assert_healthy(page)
@@ -197,8 +199,12 @@ def test_first_load_run_views_pause_and_step(page, server):
 # ----------------------------------------------------------------------------- images
 def test_an_uploaded_image_is_segmented(page, server):
     # a light run that converges in seconds: two fixed samplers, two chains, 2500 burn-in steps
-    # (one flip per step: about 1.5 sweeps of the 36x48 lattice); the upload keeps these settings
-    small = {"samplers": "barker,sqrt", "chains": "2", "burn_in": "2500", "steps": "100000"}
+    # (one flip per step: about 1.5 sweeps of the 36x48 lattice); the upload keeps these settings.
+    # At most 1000 steps per redraw, so that it cannot finish before the test pauses it.
+    small = {
+        "samplers": "barker,sqrt", "chains": "2", "burn_in": "2500", "steps": "200000",
+        "speed": "1000",
+    }  # fmt: skip
     open_app(page, app_url(server.url, small))
     upload(page, "disc.png", png_bytes(dark_disc()))
     expect(
@@ -210,7 +216,7 @@ def test_an_uploaded_image_is_segmented(page, server):
     shot(page, "06-upload-posterior")
 
     button(page, "run").click()
-    expect(page.get_by_text(re.compile(r"Mixing: [\d,]+ / 100,000"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Mixing: [\d,]+ / 200,000"))).to_be_visible()
     open_tab(page, "Segmentation")
     summary = page.locator(f'{TAB_PANEL} [data-testid="stCaptionContainer"]').filter(
         has_text="Object:"

@@ -48,7 +48,7 @@ def test_trace_holds_the_statistics_after_every_step(name):
     n = 20
     sampler = make_sampler(name, case.target, 3, x0=case.x0, resync_every=7)
     sampler.track_statistics(case.truth)
-    trace = torch.zeros(n, 3, 4, dtype=torch.float64)
+    trace = torch.zeros(n, 3, 5, dtype=torch.float64)
     sampler.step(n, trace=trace)
     single = make_sampler(name, case.target, 3, x0=case.x0, resync_every=7)
     for t in range(n):
@@ -57,8 +57,12 @@ def test_trace_holds_the_statistics_after_every_step(name):
         x = single.x.reshape(3, -1)
         expected = torch.stack([case.target.log_prob(single.x), x.sum(1), x @ truth], 1)
         torch.testing.assert_close(trace[t, :, :3], expected, rtol=0, atol=1e-9)
-        flipped = (single.x != before).reshape(3, -1).any(1).double()
-        assert torch.equal(trace[t, :, 3], flipped)
+        changed = (single.x != before).reshape(3, -1)
+        assert torch.equal(trace[t, :, 3], changed.any(1).double())
+        assert torch.equal(trace[t, :, 4].long(), single.last_proposal["site"])
+        for b in range(3):  # an accepted step flipped exactly the proposed site
+            if changed[b].any():
+                assert changed[b].nonzero().view(-1).tolist() == [int(trace[t, b, 4])]
     assert torch.equal(sampler.x, single.x)
     assert float(trace[:, :, 3].sum()) == pytest.approx(sampler.accept_rate * n * 3)
 
@@ -193,7 +197,7 @@ def test_trace_of_learning_steps(name):
     case = paper_case(1, n_chains=3)
     sampler = make_sampler(name, case.target, 3, x0=case.x0, resync_every=7)
     sampler.track_statistics(case.truth)
-    trace = torch.zeros(12, 3, 4, dtype=torch.float64)
+    trace = torch.zeros(12, 3, 5, dtype=torch.float64)
     sampler.step(12, learn=True, trace=trace)
     x = sampler.x.reshape(3, -1)
     truth = torch.as_tensor(case.truth, dtype=torch.float64).reshape(-1)
