@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lsbcore import kernels
 from lsbcore.balancing import make_balancing
 from lsbcore.balancing_io import balancing_to_json, load_balancing
 from lsbcore.cases import PAPER_CASES, image_problem, paper_case
@@ -496,6 +497,14 @@ def _init_worker(progress_queue) -> None:
     global _WORKER_QUEUE
     _WORKER_QUEUE = progress_queue
     torch.set_num_threads(1)
+    _deterministic_steps()
+
+
+def _deterministic_steps() -> None:
+    """Compiled steps from the first step on (compiling first), whatever else this process
+    imported: a run that started on torch steps until the kernels were ready would give other
+    chains (as exact), and results must not depend on timing or on the worker count."""
+    kernels.WAIT_FOR_COMPILE = True
 
 
 def _worker_progress(name, phase, done, total) -> None:
@@ -692,6 +701,7 @@ def run_experiment(
     """
     t_total = time.perf_counter()
     cpu_main, cpu_children = time.process_time(), _children_cpu()
+    _deterministic_steps()
     out = Path(out)
     names = list(names)
     problem = build_problem(problem_spec)
