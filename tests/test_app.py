@@ -48,6 +48,7 @@ def stop_runs():
         if run is not None:
             state.pause(run)
     _opened.clear()
+    state._pause_all_runs()  # and any run a test built directly: none samples on afterwards
     torch.set_num_threads(before)
 
 
