@@ -238,12 +238,20 @@ class NetworkBalancing(Balancing):
         """
         s = torch.linspace(-s_max, s_max, 161, dtype=torch.float64)
         target = 0.5 * s
-        opt = torch.optim.Adam(self.parameters(), lr=lr)
-        for _ in range(steps):
-            opt.zero_grad()
+        # Adam written out (as torch.optim.Adam computes it): the first torch.optim optimiser
+        # in a process imports torch._dynamo, about 2 s that every new LSB 2 sampler would pay
+        params = list(self.parameters())
+        first = [torch.zeros_like(p) for p in params]
+        second = [torch.zeros_like(p) for p in params]
+        for step in range(1, steps + 1):
             loss = (self.log_g(s) - target).pow(2).mean()
-            loss.backward()
-            opt.step()
+            grads = torch.autograd.grad(loss, params)
+            with torch.no_grad():
+                correction = math.sqrt(1.0 - 0.999**step)
+                for p, g, m, v in zip(params, grads, first, second, strict=True):
+                    m.lerp_(g, 0.1)
+                    v.mul_(0.999).addcmul_(g, g, value=0.001)
+                    p.addcdiv_(m, (v.sqrt() / correction).add_(1e-8), value=-lr / (1 - 0.9**step))
         with torch.no_grad():
             return float((self.log_g(s) - target).abs().max())
 

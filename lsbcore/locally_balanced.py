@@ -404,18 +404,26 @@ class LocallyBalancedSampler(SingleFlipSampler):
         self.eta_raw = torch.zeros(1, dtype=torch.float64, device=self.device, requires_grad=True)
         self._log_p_learning, self._log_p_step = None, -1
         self._restart_wait = self._next_restart()
-        if not self.learnable:
-            self._optimizer = None
-            return
-        params = [*self.balancing.parameters(), self.eta_raw]
-        self._last_good = torch.nn.utils.parameters_to_vector(params).detach().clone()
-        if optimizer == "adam":
-            try:  # the fused kernel halves the per-step cost; older builds may lack it
-                self._optimizer = torch.optim.Adam(params, lr=self.lr, fused=True)
-            except (RuntimeError, TypeError, ValueError):
-                self._optimizer = torch.optim.Adam(params, lr=self.lr)
-        else:
-            self._optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+        self._torch_optimizer = None
+        if self.learnable:
+            params = [*self.balancing.parameters(), self.eta_raw]
+            self._last_good = torch.nn.utils.parameters_to_vector(params).detach().clone()
+
+    @property
+    def _optimizer(self):
+        """The torch optimiser of the torch learning step, built on first use: the first
+        ``torch.optim`` construction in a process costs about 1.5 s, which compiled learning
+        (its own optimiser state) never pays."""
+        if self._torch_optimizer is None and self.learnable:
+            params = [*self.balancing.parameters(), self.eta_raw]
+            if self.optimizer_name == "adam":
+                try:  # the fused kernel halves the per-step cost; older builds may lack it
+                    self._torch_optimizer = torch.optim.Adam(params, lr=self.lr, fused=True)
+                except (RuntimeError, TypeError, ValueError):
+                    self._torch_optimizer = torch.optim.Adam(params, lr=self.lr)
+            else:
+                self._torch_optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+        return self._torch_optimizer
 
     @property
     def eta(self) -> float:
