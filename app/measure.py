@@ -143,15 +143,13 @@ def make_run(size: int, chains_: int, burn_in: int) -> state.Run:
 
 
 def headless(run: state.Run, seconds: float) -> float:
-    """Steps per second of plain ``Comparison.step`` in the run's current phase."""
-    comparison = run.comparison
-    learn = comparison.phase == "burnin"
-    comparison.step(5, learn=learn)  # warm-up
+    """Steps per second of the app's own stepping (``state.advance`` in its chunks) in the run's
+    current phase, with nothing drawn."""
+    phase = run.comparison.phase
+    state.advance(run, state.CHUNK_S)  # warm-up: the chunk rate is learned
     steps, start = 0, time.perf_counter()
-    chunk = 5
-    while time.perf_counter() - start < seconds:
-        comparison.step(chunk, learn=learn)
-        steps += chunk
+    while time.perf_counter() - start < seconds and run.comparison.phase == phase:
+        steps += state.advance(run, state.CHUNK_S)
     return steps / (time.perf_counter() - start)
 
 

@@ -74,6 +74,7 @@ class Run:
     running: bool = False
     burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at burn-in's end
     steps_per_second: float = math.nan  # live rate: steps per wall-clock second while running
+    chunk_rate: dict = field(default_factory=dict)  # phase -> steps/s of the last chunk
     last_seen: float = 0.0  # when the page last drew this run
     last_step: StepReport | None = None
     error: str | None = None  # why sampling stopped, if it failed
@@ -218,7 +219,7 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
     """
     cfg, comparison = run.config, run.comparison
     start = time.perf_counter()
-    done, rate = 0, math.nan
+    done = 0
     limit = max_steps if max_steps is not None else 10**9
     with run.lock:
         while done < limit and not run.finished:
@@ -228,11 +229,14 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
             left = budget_s - (time.perf_counter() - start)
             if done and left <= 0:
                 break
+            # the rate carries over between calls (per phase), so every call fills its budget
+            # with few chunks: a call costs tens of microseconds per sampler, a step far less
+            rate = run.chunk_rate.get(comparison.phase, math.nan)
             chunk = 1 if math.isnan(rate) else max(1, int(rate * left * 0.9))
             chunk = min(chunk, end - comparison.n_steps, limit - done)
             t0 = time.perf_counter()
             comparison.step(chunk, learn=burnin)
-            rate = chunk / max(time.perf_counter() - t0, 1e-9)
+            run.chunk_rate[comparison.phase] = chunk / max(time.perf_counter() - t0, 1e-9)
             done += chunk
         _maybe_start_mixing(run)
         _note_failed_learning(run)
