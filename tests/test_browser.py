@@ -222,12 +222,15 @@ def test_an_uploaded_image_is_segmented(page, server):
         has_text="Object:"
     )
     expect(summary).to_contain_text("posterior marginal from")
+    # paused, the view is drawn once and stays. While running, Streamlit pre-empts a fragment
+    # run when the next run_every tick arrives, so on a loaded machine a redraw that overruns
+    # the 0.2 s refresh can lose its last images for as long as the load lasts
+    button(page, "pause").click()
+    wait_for_status(page, r"· paused ·")
     for caption in ("observed image", "P(x = +1)", "mask (P ≥ 0.50)", "uncertainty"):
         expect(
             page.locator(f'{TAB_PANEL} [data-testid="stImage"]').filter(has_text=caption)
         ).to_have_count(1)
-    button(page, "pause").click()
-    wait_for_status(page, r"· paused ·")
     # the marginal says "object" inside the dark disc and "background" in the corners
     marginal = decode_data_url(image_src(page, "P(x = +1)")).astype(float) / 255
     h, w = marginal.shape
