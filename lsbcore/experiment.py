@@ -183,25 +183,11 @@ class ArrayTrace(Trace):
 
         ``phase`` holds indices into ``PHASES`` (0 burn-in, 1 mixing).
         """
-        step = np.asarray(step, dtype=np.int64).reshape(-1)
-        k = step.size
-        if k == 0:
+        checked = self._check_records(step, values, phase)
+        if checked is None:
             return
-        values = np.asarray(values, dtype=np.float32)
-        if values.shape != (k, len(self._fields), self.n_chains):
-            raise ValueError(
-                f"values must have shape {(k, len(self._fields), self.n_chains)}, "
-                f"got {values.shape}."
-            )
-        phase = np.asarray(phase, dtype=np.int8).reshape(-1)
-        if np.any(np.diff(step) <= 0) or (
-            self._last_step is not None and step[0] <= self._last_step
-        ):
-            raise ValueError("recorded steps must increase.")
-        if np.any((phase < 0) | (phase >= len(PHASES))):
-            raise ValueError(f"phase must index {PHASES}.")
-        if np.any(np.diff(phase) < 0) or phase[0] < self._last_phase:
-            raise ValueError("phase cannot go back from 'mixing' to 'burnin'")
+        step, values, phase = checked
+        k = step.size
         self._reserve(k)
         sl = slice(self._n, self._n + k)
         self._values[sl] = values

@@ -80,6 +80,17 @@ def log_g(kind, s, log_w, breakpoints, slope, intercept):
 
 
 @njit(cache=True, nogil=True)
+def record_step(trace, t, b, stats, accept, site):
+    """Row ``t`` of chain ``b`` of a step trace: the statistics, the decision and the site."""
+    if trace.shape[0] > 0:
+        trace[t, b, 0] = stats[b, 0]
+        trace[t, b, 1] = stats[b, 1]
+        trace[t, b, 2] = stats[b, 2]
+        trace[t, b, 3] = 1.0 if accept else 0.0
+        trace[t, b, 4] = site
+
+
+@njit(cache=True, nogil=True)
 def _rebuild_row(b, s, gn, block_sum, shift, n_sites, block, kind, log_w, bp, slope, icpt):
     """Row ``b``'s ``gn``, block sums and shift from its exact ``s`` (the torch renormalise)."""
     top = -np.inf
@@ -216,12 +227,7 @@ def balanced_steps(
                     for j in range(n_blocks):
                         total += block_sum[b, j]
             z[b, 0] = total
-            if trace.shape[0] > 0:
-                trace[t, b, 0] = stats[b, 0]
-                trace[t, b, 1] = stats[b, 1]
-                trace[t, b, 2] = stats[b, 2]
-                trace[t, b, 3] = 1.0 if accept else 0.0
-                trace[t, b, 4] = site
+            record_step(trace, t, b, stats, accept, site)
     return rebuilt
 
 
@@ -267,12 +273,7 @@ def uniform_site_steps(
                     j = neighbours[site, k]
                     x[b, j] = x_new[k]
                     s[b, j] = s_new[k]
-            if trace.shape[0] > 0:
-                trace[t, b, 0] = stats[b, 0]
-                trace[t, b, 1] = stats[b, 1]
-                trace[t, b, 2] = stats[b, 2]
-                trace[t, b, 3] = 1.0 if accept else 0.0
-                trace[t, b, 4] = site
+            record_step(trace, t, b, stats, accept, site)
 
 
 # ----------------------------------------------------------------------------- compilation

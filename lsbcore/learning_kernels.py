@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.kernels import _log_sigmoid, log_g
+from lsbcore.kernels import _log_sigmoid, log_g, record_step
 
 MAX_LOG_SCALE = 600.0  # as objective.MAX_LOG_SCALE
 LOG_RANGE = 200.0
@@ -174,13 +174,13 @@ def _draw(row, u):
 
 
 @njit(cache=True, nogil=True)
-def _record(t, b, stats, trace, accept, site):
-    if trace.shape[0] > 0:
-        trace[t, b, 0] = stats[b, 0]
-        trace[t, b, 1] = stats[b, 1]
-        trace[t, b, 2] = stats[b, 2]
-        trace[t, b, 3] = 1.0 if accept else 0.0
-        trace[t, b, 4] = site
+def _decide(b, u_accept, z_ratio, site, last):
+    """Accept ``x'`` with theta0: ``A = Z / max(Z, Z')`` in units of ``Z`` (``z_ratio = Z'/Z``);
+    the decision goes to ``last``."""
+    accept = u_accept * max(z_ratio, 1.0) < 1.0
+    last[b, 0], last[b, 1], last[b, 2] = site, 1.0, z_ratio
+    last[b, 3] = 1.0 if accept else 0.0
+    return accept
 
 
 # ----------------------------------------------------------------------------- LSB 1
@@ -352,26 +352,13 @@ def mixture_learning_steps(
         weights_out[t, 4] = _softplus(params[4])
         # accept x' with theta0: A = Z / max(Z, Z'), in units of Z
         for b in range(n_chains):
-            z_new = 1.0 + dz[0, b]
-            accept = u[t, b, 2] * max(z_new, 1.0) < 1.0
             i = sites[0, b]
-            last[b, 0], last[b, 1], last[b, 2] = i, 1.0, z_new
-            last[b, 3] = 1.0 if accept else 0.0
+            accept = _decide(b, u[t, b, 2], 1.0 + dz[0, b], i, last)
             if accept:
                 _commit(
-                    b,
-                    i,
-                    x,
-                    s,
-                    neighbours,
-                    flips[1, b],
-                    x_new[0, b],
-                    n_accepted,
-                    stats,
-                    truth,
-                    track,
-                    log_p,
-                )
+                    b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
+                    track, log_p,
+                )  # fmt: skip
                 rebuild = False
                 for kk in range(k_slots):
                     jj = neighbours[i, kk]
@@ -388,7 +375,7 @@ def mixture_learning_steps(
                     rebuild = rebuild or not (low < tot < high)
                 if rebuild:
                     _rebuild_components(b, s, n_sites, comps, shift, sums)
-            _record(t, b, stats, trace, accept, i)
+            record_step(trace, t, b, stats, accept, i)
         if failed:
             return t + 1
     return n
@@ -673,26 +660,13 @@ def network_learning_step(
     losses[t] = loss
     weights_out[t, 4] = _softplus(params[3 * hidden + 1])
     for b in range(n_chains):
-        z_new = 1.0 + dz[0, b]
-        accept = u_step[b, 2] * max(z_new, 1.0) < 1.0
         i = sites[0, b]
-        last[b, 0], last[b, 1], last[b, 2] = i, 1.0, z_new
-        last[b, 3] = 1.0 if accept else 0.0
+        accept = _decide(b, u_step[b, 2], 1.0 + dz[0, b], i, last)
         if accept:
             _commit(
-                b,
-                i,
-                x,
-                s,
-                neighbours,
-                flips[1, b],
-                x_new[0, b],
-                n_accepted,
-                stats,
-                truth,
-                track,
-                log_p,
-            )
+                b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
+                track, log_p,
+            )  # fmt: skip
             rescale = False
             for kk in range(k_slots):
                 jj = neighbours[i, kk]
@@ -705,5 +679,5 @@ def network_learning_step(
                 top[b] = m
                 for ii in range(n_sites):
                     _site_caches(b, ii, s, u_cache, scale, small, top)
-        _record(t, b, stats, trace, accept, i)
+        record_step(trace, t, b, stats, accept, i)
     return 1 if failed else 0

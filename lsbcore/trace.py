@@ -347,14 +347,12 @@ class Trace:
         self._last_phase = phase_id
         return True
 
-    def extend(self, step, values, target_evals, accept_rate, wall_s, phase) -> None:
-        """Append ``k`` records at once: ``values [k, len(fields), n_chains]`` (the stored
-        fields, in order) and ``[k]`` scalars; ``phase`` holds indices into ``PHASES``. The
-        rules of ``record`` apply (steps increase, the phase never goes back)."""
+    def _check_records(self, step, values, phase):
+        """``extend``'s arguments as arrays, after the rules of ``record``; None when empty."""
         step = np.asarray(step, dtype=np.int64).reshape(-1)
         k = step.size
         if k == 0:
-            return
+            return None
         values = np.asarray(values, dtype=np.float32)
         if values.shape != (k, len(self._fields), self.n_chains):
             raise ValueError(
@@ -370,6 +368,17 @@ class Trace:
             raise ValueError(f"phase must index {PHASES}.")
         if np.any(np.diff(phase) < 0) or phase[0] < self._last_phase:
             raise ValueError("phase cannot go back from 'mixing' to 'burnin'")
+        return step, values, phase
+
+    def extend(self, step, values, target_evals, accept_rate, wall_s, phase) -> None:
+        """Append ``k`` records at once: ``values [k, len(fields), n_chains]`` (the stored
+        fields, in order) and ``[k]`` scalars; ``phase`` holds indices into ``PHASES``. The
+        rules of ``record`` apply (steps increase, the phase never goes back)."""
+        checked = self._check_records(step, values, phase)
+        if checked is None:
+            return
+        step, values, phase = checked
+        k = step.size
         columns = {
             "step": step,
             "target_evals": np.asarray(target_evals).reshape(-1),
