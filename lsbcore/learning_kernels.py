@@ -143,6 +143,18 @@ def _flip(b, site, x, s, neighbours, sign, coupling, unique, s_old, s_new, x_new
 
 
 @njit(cache=True, nogil=True)
+def _both_flips(b, i, j, x, s, neighbours, sign, coupling, unique, sites, flips, x_new, masks):
+    """Chain ``b``'s two flips of a learning step: the proposed site ``i`` (``x'``) and the
+    uniform site ``j`` (``x~``), each before and after (``flips [4, B, K]``)."""
+    sites[0, b], sites[1, b] = i, j
+    for f in range(2):
+        _flip(
+            b, sites[f, b], x, s, neighbours, sign, coupling, unique, flips[2 * f, b],
+            flips[2 * f + 1, b], x_new[f, b], masks[f, b],
+        )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
 def _commit(b, site, x, s, neighbours, s_new, x_new, n_accepted, stats, truth, track, log_p):
     x_site = x[b, site]
     n_accepted[b, 0] += 1
@@ -289,22 +301,9 @@ def mixture_learning_steps(
             k = min(_draw(shares[b], u[t, b, 0]), 3)
             i = _draw(comps[b, k], u[t, b, 1])
             j = min(int(u[t, b, 3] * n_sites), n_sites - 1)
-            sites[0, b], sites[1, b] = i, j
-            for f in range(2):
-                _flip(
-                    b,
-                    sites[f, b],
-                    x,
-                    s,
-                    neighbours,
-                    sign,
-                    coupling,
-                    unique,
-                    flips[2 * f, b],
-                    flips[2 * f + 1, b],
-                    x_new[f, b],
-                    masks[f, b],
-                )
+            _both_flips(
+                b, i, j, x, s, neighbours, sign, coupling, unique, sites, flips, x_new, masks
+            )
             for f in range(4):
                 for kk in range(k_slots):
                     _component_log_g(flips[f, b, kk], values)
@@ -588,22 +587,7 @@ def network_learning_step(
         log_z[b] = top[b] + math.log(total)
         i = _draw(g, u_step[b, 0])
         j = min(int(u_step[b, 3] * n_sites), n_sites - 1)
-        sites[0, b], sites[1, b] = i, j
-        for f in range(2):
-            _flip(
-                b,
-                sites[f, b],
-                x,
-                s,
-                neighbours,
-                sign,
-                coupling,
-                unique,
-                flips[2 * f, b],
-                flips[2 * f + 1, b],
-                x_new[f, b],
-                masks[f, b],
-            )
+        _both_flips(b, i, j, x, s, neighbours, sign, coupling, unique, sites, flips, x_new, masks)
         for f in range(4):
             for kk in range(k_slots):
                 log_g_flips[f, b, kk] = _flip_log_g(
