@@ -55,6 +55,15 @@ def _log_softplus_piece(s, breakpoints, slope, intercept):
 
 
 @njit(cache=True, nogil=True)
+def component_log_g(s, out):
+    """``log g_k(e^s)`` of the four fixed functions into ``out[0..3]`` (order of ``FIXED``)."""
+    out[0] = _log_sigmoid(s)
+    out[1] = 0.5 * s
+    out[2] = min(0.0, s)
+    out[3] = max(0.0, s)
+
+
+@njit(cache=True, nogil=True)
 def log_g(kind, s, log_w, breakpoints, slope, intercept):
     """``log g(e^s)`` of one balancing function (see the module's kinds)."""
     if kind == 0:
@@ -66,12 +75,15 @@ def log_g(kind, s, log_w, breakpoints, slope, intercept):
     if kind == 3:
         return max(0.0, s)
     if kind == KIND_MIXTURE:
-        a = log_w[0] + _log_sigmoid(s)
-        b = log_w[1] + 0.5 * s
-        c = log_w[2] + min(0.0, s)
-        d = log_w[3] + max(0.0, s)
-        top = max(max(a, b), max(c, d))
-        total = math.exp(a - top) + math.exp(b - top) + math.exp(c - top) + math.exp(d - top)
+        terms = np.empty(4)
+        component_log_g(s, terms)
+        top = -np.inf
+        for k in range(4):
+            terms[k] += log_w[k]
+            top = max(top, terms[k])
+        total = 0.0
+        for k in range(4):
+            total += math.exp(terms[k] - top)
         return top + math.log(total)
     a = _log_softplus_piece(s, breakpoints, slope, intercept)
     b = s + _log_softplus_piece(-s, breakpoints, slope, intercept)

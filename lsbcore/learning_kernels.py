@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.kernels import _log_sigmoid, log_g, record_step
+from lsbcore.kernels import component_log_g, log_g, record_step
 
 MAX_LOG_SCALE = 600.0  # as objective.MAX_LOG_SCALE
 LOG_RANGE = 200.0
@@ -196,21 +196,13 @@ def _decide(b, u_accept, z_ratio, site, last):
 
 
 # ----------------------------------------------------------------------------- LSB 1
-@njit(cache=True, nogil=True)
-def _component_log_g(s, out):
-    out[0] = _log_sigmoid(s)
-    out[1] = 0.5 * s
-    out[2] = min(0.0, s)
-    out[3] = max(0.0, s)
-
-
 @njit(cache=True, nogil=True, fastmath=LOOP_MATH)
 def _rebuild_components(b, s, n_sites, comps, shift, sums):
     values = np.empty(4)
     for c in range(4):
         shift[b, c] = -np.inf
     for i in range(n_sites):
-        _component_log_g(s[b, i], values)
+        component_log_g(s[b, i], values)
         for c in range(4):
             comps[b, c, i] = values[c]
             shift[b, c] = max(shift[b, c], values[c])
@@ -306,7 +298,7 @@ def mixture_learning_steps(
             )
             for f in range(4):
                 for kk in range(k_slots):
-                    _component_log_g(flips[f, b, kk], values)
+                    component_log_g(flips[f, b, kk], values)
                     mm = -np.inf
                     for c in range(4):
                         values[c] += log_w[c]
@@ -361,7 +353,7 @@ def mixture_learning_steps(
                 rebuild = False
                 for kk in range(k_slots):
                     jj = neighbours[i, kk]
-                    _component_log_g(s[b, jj], values)
+                    component_log_g(s[b, jj], values)
                     for c in range(4):
                         v = values[c] - shift[b, c]
                         rebuild = rebuild or v > LOG_RANGE
