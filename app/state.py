@@ -28,7 +28,7 @@ import torch
 
 import lsbcore
 from app.config import Config, steps_per_refresh
-from lsbcore import kernels
+from lsbcore.backends import kernels
 
 log = logging.getLogger(__name__)
 

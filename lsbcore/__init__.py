@@ -1,18 +1,10 @@
-"""lsbcore: exact, fast locally balanced MCMC samplers for the Ising segmentation posterior."""
+"""lsbcore: exact, fast locally balanced MCMC samplers for binary targets (the Ising
+segmentation posterior, any pairwise binary network)."""
 
-from lsbcore.balancing import FIXED, Balancing, make_balancing
-from lsbcore.balancing_io import (
-    balancing_to_dict,
-    balancing_to_json,
-    load_balancing,
-    save_balancing,
-)
+from lsbcore.backends import BACKENDS
 from lsbcore.cases import PAPER_CASES, Problem, image_problem, paper_case, square_truth
 from lsbcore.comparison import Comparison
-from lsbcore.factory import DESCRIPTIONS, SAMPLERS, make_sampler
-from lsbcore.image import ImageError, load_image
-from lsbcore.ising import IsingPosterior
-from lsbcore.mixing import (
+from lsbcore.diagnostics.mixing import (
     MixingSummary,
     autocorrelation,
     ess_bulk,
@@ -21,8 +13,7 @@ from lsbcore.mixing import (
     rhat,
     summarise_mixing,
 )
-from lsbcore.sampler import resolve_device, uniform_start
-from lsbcore.trace import (
+from lsbcore.diagnostics.trace import (
     CSV_COLUMNS,
     PHASES,
     MarginalEstimate,
@@ -31,8 +22,25 @@ from lsbcore.trace import (
     magnetisation,
     write_traces_csv,
 )
+from lsbcore.image import ImageError, load_image
+from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
+from lsbcore.learning.balancing_io import (
+    balancing_to_dict,
+    balancing_to_json,
+    load_balancing,
+    save_balancing,
+)
+from lsbcore.samplers.base import resolve_device, uniform_start
+from lsbcore.samplers.registry import DESCRIPTIONS, REGISTRY, SAMPLERS, make_sampler
+from lsbcore.targets.base import Target
+from lsbcore.targets.ising import IsingPosterior
+from lsbcore.targets.pairwise import PairwiseMRF
 
 __all__ = [
+    "BACKENDS",
+    "REGISTRY",
+    "PairwiseMRF",
+    "Target",
     "CSV_COLUMNS",
     "DESCRIPTIONS",
     "FIXED",

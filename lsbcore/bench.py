@@ -10,8 +10,9 @@ Two groups of figures, each the best of ``--repeats`` timed runs after a warm-up
   mixing, in mixing while recording every step, and in burn-in with learning; the image
   comparison (8 chains, 256x256) in mixing and in burn-in.
 
-On the CPU the frozen and learning steps run compiled (``lsbcore.kernels``); ``--torch`` measures
-the torch steps instead (what CUDA runs). The device's name goes with the figures.
+On the CPU the frozen and learning steps run compiled (``lsbcore.backends.kernels``);
+``--torch`` measures the torch steps instead (what CUDA runs). The device's name goes with the
+figures.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import torch
 
 from lsbcore.cases import paper_case
 from lsbcore.comparison import Comparison
-from lsbcore.factory import make_sampler
-from lsbcore.ising import IsingPosterior
-from lsbcore.sampler import SingleFlipSampler, resolve_device
+from lsbcore.samplers.base import Sampler, resolve_device
+from lsbcore.samplers.registry import make_sampler
+from lsbcore.targets.ising import IsingPosterior
 
 PAPER_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
 
@@ -120,9 +121,9 @@ def main(argv=None) -> int:
     if args.repeats < 1 or args.steps < 10:
         parser.error("--repeats must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
-    SingleFlipSampler.use_compiled = not args.torch
+    Sampler.use_compiled = not args.torch
     if device.type == "cpu" and not args.torch:
-        from lsbcore import kernels
+        from lsbcore.backends import kernels
 
         kernels.compile_kernels()  # once, before any timing
     results = run(device, args.sampler, args.repeats, args.steps)

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from lsbcore.ising import IsingPosterior
-from lsbcore.sampler import uniform_start
+from lsbcore.samplers.base import uniform_start
+from lsbcore.targets.ising import IsingPosterior
 
 # case: (name, lambda, mu, sigma, burn-in)
 PAPER_CASES = {

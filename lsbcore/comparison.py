@@ -16,11 +16,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lsbcore.factory import BASELINES, SAMPLERS, make_sampler
-from lsbcore.sampler import resolve_device, uniform_start
-from lsbcore.trace import PHASES, MarginalEstimate, Trace
+from lsbcore.diagnostics.trace import PHASES, MarginalEstimate, Trace
+from lsbcore.samplers.base import resolve_device, uniform_start
+from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
 
-LEARN_OPTIONS = ("lr", "optimizer", "hidden", "restart_prob")
 TRACE_CHUNK = 1024  # steps each sampler takes per call while recording
 
 
@@ -29,12 +28,14 @@ class Comparison:
 
     Args:
         names: sampler names from ``lsbcore.SAMPLERS``, each at most once.
-        x0: shared start ``[n_chains, H, W]`` or ``[H, W]``; default a uniform random state
-            per chain from ``seed`` (the same for every sampler).
+        x0: shared start ``[n_chains, *target.shape]`` or ``target.shape``; default a uniform
+            random state per chain from ``seed`` (the same for every sampler).
+        backend: ``"auto"``, ``"compiled"`` or ``"torch"`` for every sampler.
         thin: record traces every ``thin`` steps (0: no traces).
         truth: ground truth ``[H, W]`` of +-1 for the accuracy trace, if known.
-        options: ``lr``, ``optimizer``, ``hidden``, ``restart_prob`` (learned samplers),
-            ``balancing`` (for ``"learned"``), ``resync_every`` (all).
+        options: each goes to the samplers whose registry entry lists it (``lr``,
+            ``optimizer``, ``hidden``, ``restart_prob`` for the learned ones), ``balancing`` to
+            ``"learned"``, ``resync_every`` to all.
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class Comparison:
         x0=None,
         thin: int = 0,
         truth=None,
+        backend: str = "auto",
         **options,
     ):
         names = list(names)
@@ -65,14 +67,15 @@ class Comparison:
         self.target, self.n_chains, self.thin, self.truth = target, n_chains, thin, truth
         self.samplers = {}
         for name in names:
-            opts = {k: v for k, v in options.items() if k == "resync_every"}
-            if name not in BASELINES:
-                opts.update({k: v for k, v in options.items() if k in LEARN_OPTIONS})
-                if name == "learned":
-                    opts["balancing"] = options.get("balancing")
+            spec = REGISTRY[name]
+            own = {o.name for o in spec.options} | {"resync_every"}
+            opts = {k: v for k, v in options.items() if k in own}
+            if spec.needs_balancing:
+                opts["balancing"] = options.get("balancing")
             self.samplers[name] = make_sampler(
-                name, target, n_chains, seed=seed, device=self.device, x0=x0, **opts
-            )
+                name, target, n_chains, seed=seed, device=self.device, x0=x0, backend=backend,
+                **opts,
+            )  # fmt: skip
         self.phase = "burnin"
         self.traces = (
             {name: Trace(n_chains, thin=thin, truth=truth) for name in names} if thin else {}
@@ -121,28 +124,33 @@ class Comparison:
         done = 0
         while done < n:
             # chunks end where a resync may happen, so target evaluations grow evenly inside
-            m = min(n - done, TRACE_CHUNK, sampler.resync_every - sampler._since_resync)
+            m = min(n - done, TRACE_CHUNK, sampler.steps_to_resync)
             buffer = torch.empty(m, chains, 5, dtype=torch.float64)
             n0, evals0, wall0 = sampler.n_steps, sampler.n_target_evals, sampler.wall_seconds
-            accepted0 = int(sampler._n_accepted.sum())
-            before = sampler.statistics[:, 1].cpu().clone() if marginals else None
-            x0 = sampler.x.detach().cpu().reshape(chains, -1).clone() if marginals else None
-            sampler.step(m, learn=learn, trace=buffer)
+            accepted0 = sampler.n_accepted
+            from_flips = marginals and sampler.sites_per_step == 1
+            before = sampler.statistics[:, 1].cpu().clone() if from_flips else None
+            x0 = sampler.x.detach().cpu().reshape(chains, -1).clone() if from_flips else None
+            if marginals and not from_flips:
+                self._step_adding_states(name, sampler, m, learn, buffer)
+            else:
+                sampler.step(m, learn=learn, trace=buffer)
             done += m
             steps = n0 + 1 + np.arange(m)
             keep = np.flatnonzero(steps % self.thin == 0)
             if keep.size == 0:
                 continue
-            if marginals:
+            if from_flips:
                 self._add_marginals(name, buffer, keep, before, x0)
             if trace is None:
                 continue
             values = buffer.numpy()
-            resynced = sites if sampler._since_resync == 0 else 0  # only at a chunk's end
+            resynced = sites if sampler.steps_to_resync == sampler.resync_every else 0
             per_step = (sampler.n_target_evals - evals0 - resynced) // m
             evals = evals0 + per_step * (1 + np.arange(m))
             evals[-1] = sampler.n_target_evals
-            rate = (accepted0 + np.cumsum(values[:, :, 3].sum(1))) / (steps * chains)
+            updates = steps * sampler.sites_per_step * chains
+            rate = (accepted0 + np.cumsum(values[:, :, 3].sum(1))) / updates
             wall = wall0 + (sampler.wall_seconds - wall0) * (1 + np.arange(m)) / m
             fields = [values[keep, :, 1], values[keep, :, 0]]
             if self.truth is not None:
@@ -153,6 +161,20 @@ class Comparison:
                 np.full(keep.size, phase),
             )  # fmt: skip
             self._after_extend(name, int(steps[keep[-1]]))
+
+    def _step_adding_states(self, name: str, sampler, m: int, learn: bool, buffer) -> None:
+        """``m`` steps of a sampler that moves many sites per step, adding the state after
+        every kept step to the marginals (a step costs O(D) already, so one call each)."""
+        total = torch.zeros(sampler.n_chains, sampler.n_sites, dtype=torch.float64)
+        kept = 0
+        for t in range(m):
+            sampler.step(1, learn=learn, trace=buffer[t : t + 1])
+            if sampler.n_steps % self.thin == 0:
+                total += sampler.x.detach().cpu().reshape(sampler.n_chains, -1)
+                kept += 1
+        if kept:
+            states = (total + float(kept)) * 0.5  # sum of (x + 1) / 2
+            self.marginals[name].add(states.view(sampler.n_chains, *self.target.shape), kept)
 
     def _add_marginals(self, name, buffer, keep, magnetisation_before, x0) -> None:
         """Add the states after the kept steps to the marginals, from the flips alone.

@@ -24,7 +24,7 @@ computes its mixing diagnostics and writes its rows of ``traces.csv``, so that w
 over the workers too; the longest tasks start first.
 
 Recording. Every sampler keeps its own running statistics (``log p~``, magnetisation, agreement
-with the truth) and writes them after every step into a buffer (``SingleFlipSampler.step``'s
+with the truth) and writes them after every step into a buffer (``Sampler.step``'s
 ``trace``); ``Comparison.step`` turns every ``thin``-th row into a record. ``RecordingComparison``
 stores the records in growable arrays (``ArrayTrace``) and skips the posterior marginals.
 """
@@ -51,17 +51,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lsbcore import kernels
-from lsbcore.balancing import make_balancing
-from lsbcore.balancing_io import balancing_to_json, load_balancing
+from lsbcore.backends import kernels
 from lsbcore.cases import PAPER_CASES, image_problem, paper_case
 from lsbcore.comparison import Comparison
-from lsbcore.factory import BASELINES, SAMPLERS
+from lsbcore.diagnostics.mixing import (
+    PAPER_MAX_LAG,
+    MixingSummary,
+    autocorrelation,
+    summarise_mixing,
+)
+from lsbcore.diagnostics.trace import CSV_COLUMNS, PHASES, Trace, accuracy, magnetisation
 from lsbcore.image import ImageError, load_image
-from lsbcore.mixing import PAPER_MAX_LAG, MixingSummary, autocorrelation, summarise_mixing
+from lsbcore.learning.balancing import make_balancing
+from lsbcore.learning.balancing_io import balancing_to_json, load_balancing
 from lsbcore.results import comparison_results, effective_max_lag, results_to_json
-from lsbcore.sampler import resolve_device
-from lsbcore.trace import CSV_COLUMNS, PHASES, Trace, accuracy, magnetisation
+from lsbcore.samplers.base import resolve_device
+from lsbcore.samplers.registry import BASELINES, SAMPLERS
 
 __all__ = [
     "DEFAULT_SAMPLERS",

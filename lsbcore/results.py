@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lsbcore.mixing import PAPER_MAX_LAG, PAPER_THRESHOLD, summarise_mixing
-from lsbcore.trace import accuracy
+from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, PAPER_THRESHOLD, summarise_mixing
+from lsbcore.diagnostics.trace import accuracy
 
 __all__ = [
     "SAMPLER_FIELDS",
@@ -153,7 +153,7 @@ def comparison_results(
     ``comparison`` is a ``lsbcore.Comparison`` (or anything with ``samplers``: name -> object
     with ``x``, ``accept_rate`` and ``n_target_evals``; ``traces``: name -> ``Trace``; ``truth``;
     ``device``). The ESS and R-hat come from the mixing-phase magnetisation of
-    ``comparison.traces[name]`` via ``lsbcore.mixing.summarise_mixing``, with the window
+    ``comparison.traces[name]`` via ``lsbcore.diagnostics.mixing.summarise_mixing``, with the window
     ``effective_max_lag`` of the shortest mixing phase, written to the config as ``max_lag``
     (``max_lag_requested`` keeps the asked-for value). ``accept_rate`` and ``target_evals`` are
     the samplers' own counters (the whole run, burn-in included; target evaluations per chain);

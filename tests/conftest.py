@@ -129,22 +129,28 @@ def exact():
     )
 
 
+def default_backend(monkeypatch, backend: str) -> None:
+    """Samplers built with ``backend="auto"`` (the default) run on ``backend`` in this test."""
+    from lsbcore import backends
+    from lsbcore.samplers import base
+
+    def resolve(requested, device):
+        return backends.resolve_backend(backend if requested == "auto" else requested, device)
+
+    monkeypatch.setattr(base, "resolve_backend", resolve)
+
+
 @pytest.fixture(params=["compiled", "torch"])
 def backend(request, monkeypatch):
-    """Run a test on both step paths: the compiled CPU kernels and the torch steps (what CUDA
+    """Run a test on both backends: the compiled CPU kernels and the torch steps (what CUDA
     runs). Test files that default to the torch path set that in an autouse fixture."""
-    from lsbcore.sampler import SingleFlipSampler
-
-    monkeypatch.setattr(SingleFlipSampler, "use_compiled", request.param == "compiled")
+    default_backend(monkeypatch, request.param)
     return request.param
 
 
 @pytest.fixture(scope="session", autouse=True)
-def compiled_steps_are_deterministic():
-    """Importing the app (test collection does) lets runs take torch steps until the kernels
-    are compiled, which makes a chain depend on timing; the library's own rule (compile on
-    first use) holds for the tests."""
-    from lsbcore import kernels
+def compiled_kernels():
+    """Compile (or load) the kernels once, before any test measures or times anything."""
+    from lsbcore.backends import kernels
 
-    kernels.WAIT_FOR_COMPILE = True
     kernels.compile_kernels()

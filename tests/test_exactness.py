@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from lsbcore import IsingPosterior, make_sampler, uniform_start
-from lsbcore.factory import SAMPLERS
-from lsbcore.sampler import SingleFlipSampler
+from lsbcore.samplers.registry import SAMPLERS
 
 EXACT_SAMPLERS = [name for name in SAMPLERS if name != "learned"]
 FIXED_LB = ["barker", "sqrt", "min", "max"]
@@ -38,7 +37,9 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 def backend(request, monkeypatch):
     """Every check runs on both paths: the compiled CPU kernels (frozen steps) and the torch
     steps (what CUDA runs, and every learning step)."""
-    monkeypatch.setattr(SingleFlipSampler, "use_compiled", request.param == "compiled")
+    from conftest import default_backend
+
+    default_backend(monkeypatch, request.param)
     return request.param
 
 

@@ -372,7 +372,7 @@ def test_thin_for_csv_is_identity_for_one():
 def test_comparison_results_uses_precomputed_summaries_only_when_they_match():
     import dataclasses
 
-    from lsbcore.mixing import summarise_mixing
+    from lsbcore.diagnostics.mixing import summarise_mixing
 
     problem = paper_case(1, n=5, n_chains=2, seed=0)
     comparison = Comparison(["min"], problem.target, 2, x0=problem.x0, thin=1, device="cpu")

@@ -22,7 +22,7 @@ from lsbcore import (
     square_truth,
     uniform_start,
 )
-from lsbcore.balancing_io import balancing_to_dict
+from lsbcore.learning.balancing_io import balancing_to_dict
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from lsbcore import make_balancing
-from lsbcore.balancing import MixtureBalancing, NetworkBalancing
 from lsbcore.figures import (
     COMPONENTS,
     SAMPLER_COLOURS,
@@ -28,6 +27,7 @@ from lsbcore.figures import (
     weights_area_figure,
     weights_bar_figure,
 )
+from lsbcore.learning.balancing import MixtureBalancing, NetworkBalancing
 
 ALL = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "gibbs", "metropolis", "learned")
 

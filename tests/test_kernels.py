@@ -1,5 +1,6 @@
-"""The compiled CPU path (``lsbcore.kernels``): same functions, same statistics, same bookkeeping
-as the torch path. Its exactness is checked with the torch path's in test_exactness.py."""
+"""The compiled CPU path (``lsbcore.backends.kernels``): same functions, same statistics, same
+bookkeeping as the torch path. Its exactness is checked with the torch path's in
+test_exactness.py."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore import IsingPosterior, kernels, make_sampler, paper_case
-from lsbcore.balancing import MixtureBalancing
-from lsbcore.sampler import BELOW_ONE, SingleFlipSampler
+from lsbcore import IsingPosterior, make_sampler, paper_case
+from lsbcore.backends import kernels
+from lsbcore.learning.balancing import MixtureBalancing
 
 LOCALLY_BALANCED = ["barker", "sqrt", "min", "max", "lsb1", "lsb2"]
 ALL = LOCALLY_BALANCED + ["gibbs", "metropolis"]
@@ -68,14 +69,14 @@ def test_trace_holds_the_statistics_after_every_step(name):
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_both_paths_keep_the_same_bookkeeping(name, monkeypatch):
-    """Counters, statistics and the last proposal agree in kind between the two paths (the
-    chains differ: the uniforms are laid out differently)."""
+def test_both_paths_keep_the_same_bookkeeping(name):
+    """Counters, statistics and the last proposal agree between the two backends, and so do
+    the chains: both draw the same uniforms and read them alike."""
     target = IsingPosterior(torch.randn(4, 5, dtype=torch.float64), 0.4, "free")
     out = {}
     for compiled in (True, False):
-        monkeypatch.setattr(SingleFlipSampler, "use_compiled", compiled)
-        sampler = make_sampler(name, target, 5, seed=1, resync_every=9)
+        backend = "compiled" if compiled else "torch"
+        sampler = make_sampler(name, target, 5, seed=1, resync_every=9, backend=backend)
         sampler.track_statistics()
         sampler.step(25)
         x = sampler.x.reshape(5, -1)
@@ -86,14 +87,16 @@ def test_both_paths_keep_the_same_bookkeeping(name, monkeypatch):
         assert set(last) == {"site", "accept_prob", "accepted"}
         assert last["site"].dtype == torch.long and last["accepted"].dtype == torch.bool
         assert bool(((last["accept_prob"] >= 0) & (last["accept_prob"] <= 1)).all())
-        out[compiled] = (sampler.n_steps, sampler.n_target_evals)
-    assert out[True] == out[False]
+        out[compiled] = (sampler.n_steps, sampler.n_target_evals, sampler.x.clone())
+    assert out[True][:2] == out[False][:2]
+    assert torch.equal(out[True][2], out[False][2])
 
 
-def test_compiled_path_runs_when_ready_and_the_torch_path_otherwise(monkeypatch):
+def test_the_backend_argument_chooses_the_path(monkeypatch):
     case = paper_case(3, n_chains=2)
     calls = []
     sampler = make_sampler("barker", case.target, 2, x0=case.x0)
+    assert sampler.backend == "compiled"  # "auto" on the CPU with numba installed
     original = type(sampler)._compiled_steps
     monkeypatch.setattr(
         type(sampler), "_compiled_steps", lambda self, *a: calls.append(1) or original(self, *a)
@@ -101,16 +104,20 @@ def test_compiled_path_runs_when_ready_and_the_torch_path_otherwise(monkeypatch)
     sampler.step(5)
     assert calls and kernels.ready()
     calls.clear()
-    monkeypatch.setattr(SingleFlipSampler, "use_compiled", False)
-    sampler.step(5)
+    make_sampler("barker", case.target, 2, x0=case.x0, backend="torch").step(5)
     assert not calls
     lsb = make_sampler("lsb1", case.target, 2, x0=case.x0)
-    monkeypatch.setattr(SingleFlipSampler, "use_compiled", True)
     monkeypatch.setattr(
         type(lsb), "_compiled_steps", lambda self, *a: calls.append(1) or original(self, *a)
     )
-    lsb.step(3, learn=True)  # learning steps are torch steps
+    lsb.step(3, learn=True)  # learning steps take the learning kernels, not the frozen ones
     assert not calls
+    with pytest.raises(ValueError, match="backend must be one of"):
+        make_sampler("barker", case.target, 2, backend="gpu")
+    with pytest.raises(ValueError, match="runs on the CPU only"):
+        from lsbcore.backends import resolve_backend
+
+        resolve_backend("compiled", torch.device("cuda"))
 
 
 def test_compile_is_idempotent_and_reports_ready():
@@ -132,31 +139,20 @@ def test_lsb2_kernel_uses_the_current_network():
 
 
 # ----------------------------------------------------------------------------- learning
-def torch_learning(sampler, m, monkeypatch):
-    """``m`` torch learning steps fed the uniforms the compiled path would draw."""
-    block = torch.rand(m, sampler.n_chains, 4, generator=sampler.generator, dtype=torch.float64)
-    block.mul_(BELOW_ONE)
-    steps = iter([tuple(block[t, :, c : c + 1] for c in range(4)) for t in range(m)])
-    monkeypatch.setattr(sampler, "_uniform", lambda width: next(steps))
-    monkeypatch.setattr(SingleFlipSampler, "use_compiled", False)
-    sampler.step(m, learn=True)
-    monkeypatch.setattr(SingleFlipSampler, "use_compiled", True)
-
-
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 @pytest.mark.parametrize("name", ["lsb1", "lsb2"])
-def test_compiled_learning_is_the_torch_learning_step(name, optimizer, monkeypatch):
-    """From the same state and uniforms, the compiled learning steps make the same moves and
-    reach the same parameters, losses and counts as the torch step (itself tied to an autograd
-    reference in test_learning.py)."""
+def test_compiled_learning_is_the_torch_learning_step(name, optimizer):
+    """From one seed, the compiled learning steps make the same moves and reach the same
+    parameters, losses and counts as the torch step (itself tied to an autograd reference in
+    test_learning.py)."""
     case = paper_case(3, n_chains=6)
     compiled, reference = (
-        make_sampler(name, case.target, 6, seed=4, x0=case.x0, optimizer=optimizer)
-        for _ in range(2)
+        make_sampler(name, case.target, 6, seed=4, x0=case.x0, optimizer=optimizer, backend=backend)
+        for backend in ("compiled", "torch")
     )
     for m in (1, 5, 40):
         compiled.step(m, learn=True)
-        torch_learning(reference, m, monkeypatch)
+        reference.step(m, learn=True)
         assert torch.equal(compiled.x, reference.x)
         pairs = zip(compiled.balancing.parameters(), reference.balancing.parameters(), strict=True)
         for a, b in pairs:

@@ -10,12 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lsbcore.locally_balanced as lb_module
+import lsbcore.samplers.locally_balanced as lb_module
 from lsbcore import IsingPosterior, make_balancing, make_sampler, paper_case, uniform_start
-from lsbcore.balancing import FIXED, MixtureBalancing, NetworkBalancing, log_g_fixed
-from lsbcore.history import LearningHistory
-from lsbcore.locally_balanced import MAX_LOG_G, LocallyBalancedSampler
-from lsbcore.objective import lsb_loss, lsb_loss_and_grads
+from lsbcore.learning.balancing import FIXED, MixtureBalancing, NetworkBalancing, log_g_fixed
+from lsbcore.learning.history import LearningHistory
+from lsbcore.learning.objective import lsb_loss, lsb_loss_and_grads
+from lsbcore.samplers.locally_balanced import MAX_LOG_G, LocallyBalancedSampler
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -25,7 +25,9 @@ def torch_learning_by_default(monkeypatch):
     """These tests spy on and poison the torch learning step, so that is the default path here;
     tests of behaviour both paths share take the ``backend`` fixture (conftest.py), and the
     compiled learning step is tied to the torch one in test_kernels.py."""
-    monkeypatch.setattr(lb_module.SingleFlipSampler, "use_compiled", False)
+    from conftest import default_backend
+
+    default_backend(monkeypatch, "torch")
 
 
 LEARNED = ("lsb1", "lsb2")
@@ -479,13 +481,7 @@ class ReferenceSampler(LocallyBalancedSampler):
     the log-weights), the LSB 1 component sums in log space, one neighbourhood lookup per flip.
     The sampler's hand-derived gradients and batched lookups must reproduce it."""
 
-    def _learn_step(self) -> None:
-        self._restart_wait -= 1
-        if self._restart_wait < 0:
-            with torch.no_grad():
-                self._restart_some_chains()
-            self._restart_wait = self._next_restart()
-        u = self._uniform(4)
+    def _learn_step(self, u) -> None:
         s = self._s[:, : self.n_sites]
         if isinstance(self.balancing, MixtureBalancing):
             with torch.no_grad():

@@ -1,4 +1,4 @@
-"""Tests for lsbcore.mixing: autocorrelation, paper ESS, bulk ESS / R-hat wrappers."""
+"""Tests for lsbcore.diagnostics.mixing: autocorrelation, paper ESS, bulk ESS / R-hat wrappers."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.signal import lfilter
 
-from lsbcore.mixing import (
+from lsbcore.diagnostics.mixing import (
     MixingSummary,
     autocorrelation,
     ess_bulk,

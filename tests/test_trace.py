@@ -1,4 +1,4 @@
-"""Tests for lsbcore.trace: state statistics, MarginalEstimate, Trace recording and export."""
+"""lsbcore.diagnostics.trace: state statistics, MarginalEstimate, Trace recording and export."""
 
 import csv
 import io
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore.mixing import summarise_mixing
-from lsbcore.trace import (
+from lsbcore.diagnostics.mixing import summarise_mixing
+from lsbcore.diagnostics.trace import (
     CSV_COLUMNS,
     PHASES,
     MarginalEstimate,

@@ -1,5 +1,5 @@
 """View 6, Mixing (after burn-in): autocorrelation of the magnetisation, the paper's ESS, and
-rank-normalised bulk ESS / split R-hat from ``lsbcore.mixing`` (arviz-stats underneath).
+rank-normalised bulk ESS / split R-hat from ``lsbcore.diagnostics.mixing`` (arviz-stats underneath).
 
 The paper ESS is per window of L + 1 recorded draws (Zanella's convention; Table 2 of the LSB
 paper uses L = 500 of 30 000 draws). While the mixing phase is shorter than 2L the window is

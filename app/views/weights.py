@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from lsbcore import figures
-from lsbcore.balancing import FORMULAS
+from lsbcore.learning.balancing import FORMULAS
 
 
 def weights_figures(

@@ -3,7 +3,7 @@
 With a balancing ``g`` the Metropolis-Hastings acceptance is ``A = min(1, Z(x) / Z(x'))``, and only
 the flipped site's neighbourhood changes ``t``, so ``Z(x')`` is ``Z(x)`` plus a few terms.
 
-Cached state on top of ``SingleFlipSampler`` (per chain ``b``), and the invariant tying it:
+Cached state on top of ``Sampler`` (per chain ``b``), and the invariant tying it:
 
 - ``shift [B]``: a per-chain log-scale, so that ``g`` values far beyond float range stay finite;
 - ``gn [B, (nb + 1) * bs]``: ``exp(log_g(s) - shift)``, sites laid out in ``nb`` blocks of
@@ -24,16 +24,16 @@ import warnings
 import numpy as np
 import torch
 
-from lsbcore.balancing import (
+from lsbcore.learning.balancing import (
     FIXED,
     Balancing,
     FixedBalancing,
     MixtureBalancing,
     NetworkBalancing,
 )
-from lsbcore.history import LearningHistory
-from lsbcore.objective import lsb_loss_and_grads
-from lsbcore.sampler import BELOW_ONE, SingleFlipSampler
+from lsbcore.learning.history import LearningHistory
+from lsbcore.learning.objective import lsb_loss_and_grads
+from lsbcore.samplers.base import Sampler
 
 # exp() of a proposed g is capped at e^MAX_LOG_G (relative to the chain's scale): such a move has
 # A < e^-500 either way, and the cap keeps inf * 0 (padding slots) out of the sums.
@@ -44,7 +44,7 @@ LOG_RANGE = 200.0
 OPTIMIZERS = ("adam", "sgd")
 
 
-class LocallyBalancedSampler(SingleFlipSampler):
+class LocallyBalancedSampler(Sampler):
     """Locally balanced single-flip sampler for a fixed or learnable balancing function.
 
     Options:
@@ -67,6 +67,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         optimizer: str = "adam",
         restart_prob: float = 1e-8,
         resync_every: int = 2000,
+        backend: str = "auto",
         name: str | None = None,
     ):
         if not isinstance(balancing, Balancing):
@@ -84,7 +85,13 @@ class LocallyBalancedSampler(SingleFlipSampler):
         self._cache_stale = False
         self.history = LearningHistory()
         super().__init__(
-            target, n_chains, seed=seed, device=device, x0=x0, resync_every=resync_every
+            target,
+            n_chains,
+            seed=seed,
+            device=device,
+            x0=x0,
+            resync_every=resync_every,
+            backend=backend,
         )
         self.balancing.to(self.device)
         self._ready = True
@@ -203,10 +210,9 @@ class LocallyBalancedSampler(SingleFlipSampler):
         if not (math.exp(-LOG_RANGE) < float(low) and float(high) < math.exp(LOG_RANGE)):
             self._renormalise()
 
-    def _step(self) -> None:
+    def _step(self, u) -> None:
         if self._cache_stale:  # the last learning step changed g everywhere
             self._renormalise()
-        u = self._uniform(3)
         i = self._choose_site(u)
         index, _, x_new, s_new, _, g_new, z_new = self._propose(i)
         # A = min(1, Z / Z') = Z / max(Z, Z'): no cancellation, and Z' = inf simply rejects
@@ -220,25 +226,41 @@ class LocallyBalancedSampler(SingleFlipSampler):
             return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
         return self._kernel_function() is not None
 
-    def _compiled_learning(self, m: int, trace) -> int:
-        """Up to ``m`` learning steps through ``learning_kernels``; returns the steps taken.
+    learning_uniforms = 4  # a learning step: the proposal's two, the acceptance, x~'s site
 
-        Stops before a restart of the paper's Q1 (that step runs in torch) and after a step
-        that diverged (learning stops; ``step`` goes on with frozen steps).
+    def _learning_chunk(self, m: int, trace) -> int:
+        """Up to ``m`` learning steps on this sampler's backend; returns the steps taken.
+
+        A chunk starts with the paper's Q1 restarts when they are due and ends before the next
+        one, or after a step that diverged (learning stops; ``step`` goes on frozen).
         """
-        from lsbcore import learning_kernels
-
-        if self._restart_wait <= 0:  # this step restarts chains: the torch step does it
-            self._learn_step()
-            self._count_step()
-            if trace is not None:
-                self._fill_trace(trace, 0)
-            return 1
+        if self._restart_wait <= 0:  # chains restart before this step (spec 5, pi)
+            with torch.no_grad():
+                self._restart_some_chains()
+            self._restart_wait = self._next_restart() + 1  # counting this step
         m = int(min(m, self._restart_wait))
+        u = self._draw_uniforms(m, self.learning_uniforms)
+        if self._uses_compiled(True):
+            taken = self._compiled_learning(m, u, trace)
+        else:
+            taken = 0
+            while taken < m and not self.learning_failed:
+                self._learn_step(u[taken].split(1, dim=1))
+                self._count_step()
+                if trace is not None:
+                    self._fill_trace(trace, taken)
+                taken += 1
+        self._restart_wait -= taken
+        return taken
+
+    def _compiled_learning(self, m: int, u: torch.Tensor, trace) -> int:
+        """Up to ``m`` learning steps through ``learning_kernels`` from uniforms ``u [m, B, 4]``;
+        stops after a step that diverged. Returns the steps taken."""
+        from lsbcore.backends import learning_kernels
+
         tables, stats, truth = self._kernel_common()
         params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
         params = params.cpu().numpy()
-        u = torch.rand(m, self.n_chains, 4, generator=self.generator, dtype=torch.float64)
         log_p = self._learning_log_p().clone()
         out = dict(losses=np.zeros(m), weights=np.zeros((m, 5)), last=np.zeros((self.n_chains, 4)))
         common = (
@@ -247,7 +269,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         rest = dict(
             state=self._kernel_optimizer_state(params.shape[0]),
             opt_kind=0 if self.optimizer_name == "adam" else 1,
-            u=u.mul_(BELOW_ONE).numpy(),
+            u=u.numpy(),
             stats=stats,
             truth=truth,
             log_p=log_p.numpy(),
@@ -270,7 +292,6 @@ class LocallyBalancedSampler(SingleFlipSampler):
             torch.from_numpy(params).to(self.device), self._learned_params()
         )
         self._last_good = torch.from_numpy(params.copy())
-        self._restart_wait -= taken
         weights = out["weights"]
         for t in range(taken):
             step = self.n_steps + t
@@ -299,7 +320,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
     def _network_learning(self, m: int, common, rest, out, cache, fresh) -> tuple[int, int]:
         """LSB 2's learning steps: per step the network's inputs (compiled), ``exp`` and
         ``log1p`` over the lattice (torch, vectorised), then the step (compiled)."""
-        from lsbcore import learning_kernels as lk
+        from lsbcore.backends import learning_kernels as lk
 
         b, d, hidden = self.n_chains, self.n_sites, self.balancing.hidden
         params = common[-1]
@@ -357,7 +378,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         return None
 
     def _compiled_steps(self, m: int, u, trace) -> None:
-        from lsbcore import kernels
+        from lsbcore.backends import kernels
 
         if self._cache_stale:  # the last learning step changed g everywhere
             self._renormalise()
@@ -465,7 +486,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
         self.resync()
         self._log_p_learning = None
 
-    def _learn_step(self) -> None:
+    def _learn_step(self, u) -> None:
         """One burn-in step of Algorithm 1: propose, update (theta, eta), accept with theta0.
 
         ``log g_theta0`` over every site is evaluated once: its values give ``Z(x)`` and the
@@ -474,16 +495,6 @@ class LocallyBalancedSampler(SingleFlipSampler):
         (``lsb_loss_and_grads``); LSB 1 chains it to theta by hand as well, LSB 2 by autograd
         through its network.
         """
-        if self.learning_failed:
-            with torch.no_grad():
-                self._step()
-            return
-        self._restart_wait -= 1
-        if self._restart_wait < 0:
-            with torch.no_grad():
-                self._restart_some_chains()
-            self._restart_wait = self._next_restart()
-        u = self._uniform(4)
         mixture = isinstance(self.balancing, MixtureBalancing)
         if mixture:
             log_z, i, shares = self._mixture_partition_and_site(u)
@@ -493,7 +504,7 @@ class LocallyBalancedSampler(SingleFlipSampler):
             if not bool(torch.isfinite(log_z.detach()).all()):
                 with torch.no_grad():
                     self._stop_learning()
-                    self._step()
+                    self._step(u[:3])
                 return
             with torch.no_grad():  # i ~ g / Z by one inverse CDF: g changes everywhere anyway
                 cdf = torch.exp(log_g.detach() - log_z.detach().unsqueeze(1)).cumsum(1)

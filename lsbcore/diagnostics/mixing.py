@@ -2,7 +2,7 @@
 
 All functions take a 2-D array ``series`` of shape ``[chains, draws]`` (numpy or anything
 ``np.asarray`` accepts, e.g. a CPU torch tensor), typically the magnetisation
-``m(x) = sum_i x_i`` of each chain over the mixing phase (see ``lsbcore.trace``).
+``m(x) = sum_i x_i`` of each chain over the mixing phase (see ``lsbcore.diagnostics.trace``).
 
 Paper ESS (Zanella 2020 convention, Table 2 of the LSB paper)
 -------------------------------------------------------------

@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.kernels import component_log_g, log_g, record_step
+from lsbcore.backends.kernels import component_log_g, log_g, record_step
 
 MAX_LOG_SCALE = 600.0  # as objective.MAX_LOG_SCALE
 LOG_RANGE = 200.0

@@ -454,8 +454,8 @@ class Trace:
         return arrs[field][mask].T.astype(np.float64)
 
     def mixing_summary(self, max_lag: int = 500, threshold: float = 0.05):
-        """``lsbcore.mixing.summarise_mixing`` of the mixing-phase magnetisation."""
-        from lsbcore.mixing import summarise_mixing
+        """``lsbcore.diagnostics.mixing.summarise_mixing`` of the mixing-phase magnetisation."""
+        from lsbcore.diagnostics.mixing import summarise_mixing
 
         return summarise_mixing(self.mixing_series(), max_lag=max_lag, threshold=threshold)
 

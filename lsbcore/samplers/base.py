@@ -1,13 +1,19 @@
-"""What every single-flip sampler shares: device, seeded generator, start, cached log-ratios.
+"""What every sampler shares: target, device, backend, seeded generator, start, cached log-ratios.
 
-A sampler advances ``B`` chains together as one batch. Its state caches, per chain:
+A sampler advances ``B`` chains together as one batch on any ``lsbcore.targets.Target``. Its
+state caches, per chain:
 
-- ``x [B, D]``: the current state (+-1), ``D = H * W`` sites flattened row-major;
+- ``x [B, D]``: the current state (+-1), the target's ``D`` sites flattened (row-major for a
+  lattice);
 - ``s [B, D]``: the flip log-ratios ``s_i(x)`` (float64), so a step never re-evaluates the target
   beyond the flipped site's neighbourhood;
 
 Both carry one spare column past the last site: a rejected flip is written there instead of
 being masked, which saves work on the hot path.
+
+A step may move one site (the locally balanced and uniform-site samplers) or many (block Gibbs):
+``sites_per_step`` says how many sites a step updates per chain, and ``n_site_updates`` counts
+them, so progress can be read in sweeps (one update per site on average).
 
 Invariant: ``s[:, :D] == target.flip_log_ratios(x)``. Updates are incremental (O(1) per step);
 ``resync()`` recomputes ``s`` exactly every ``resync_every`` steps so rounding drift stays far
@@ -21,9 +27,9 @@ import time
 import numpy as np
 import torch
 
-from lsbcore.ising import IsingPosterior
+from lsbcore.backends import resolve_backend
+from lsbcore.targets.base import Target
 
-UNIFORM_CHUNK = 256  # steps of uniforms drawn at once: fewer small torch calls per step
 # torch.rand gives u <= 1 - 2^-53, and u * c can round up to c. Scaled by (1 - 2^-52), u * c < c
 # for every positive normal c, so an inverse-CDF search never runs past the last positive term.
 BELOW_ONE = 1.0 - 2.0**-52
@@ -44,8 +50,9 @@ def resolve_device(device) -> torch.device:
     return device
 
 
-def uniform_start(shape: tuple[int, int], n_chains: int, seed: int = 0) -> torch.Tensor:
-    """One uniform random state per chain, ``[n_chains, H, W]`` of +-1, from a seeded generator."""
+def uniform_start(shape: tuple[int, ...], n_chains: int, seed: int = 0) -> torch.Tensor:
+    """One uniform random state per chain, ``[n_chains, *shape]`` of +-1, from a seeded
+    generator (``shape``: the target's layout, ``(H, W)`` for a lattice)."""
     generator = torch.Generator().manual_seed(int(seed))
     bits = torch.randint(0, 2, (n_chains, *shape), generator=generator)
     return (2 * bits - 1).to(torch.float64)
@@ -57,11 +64,17 @@ def _check_positive_int(value, name: str, upper: int) -> int:
     return value
 
 
-class SingleFlipSampler:
-    """Base class: ``B`` chains, one proposed single-site flip per chain per step.
+class Sampler:
+    """Base class: ``B`` chains advanced together, on a ``Target``, with a chosen backend.
+
+    Args:
+        backend: ``"auto"`` (compiled loops on the CPU when numba is there, else torch),
+            ``"compiled"`` or ``"torch"``; see ``lsbcore.backends``.
 
     Attributes:
         n_steps: steps taken (each advances all chains once).
+        n_site_updates: sites updated per chain so far, proposed moves included
+            (``sites_per_step`` per step); ``sweeps`` is this over the number of sites.
         n_target_evals: single-site log-ratio evaluations *per chain*. One evaluation is one
             ``s_i(x) = log p~(x with i flipped) - log p~(x)``. A step evaluates the flipped
             site's neighbourhood (site plus lattice neighbours: ``neighbourhood_size``, 5 on a
@@ -71,18 +84,23 @@ class SingleFlipSampler:
 
     name = "sampler"
     learnable = False
+    sites_per_step = 1  # sites a step updates per chain (a proposed single flip counts 1)
 
     def __init__(
         self,
-        target: IsingPosterior,
+        target: Target,
         n_chains: int,
         seed: int = 0,
         device=None,
         x0=None,
         resync_every: int = 2000,
+        backend: str = "auto",
     ):
-        if not isinstance(target, IsingPosterior):
-            raise ValueError(f"target must be an IsingPosterior, got {type(target).__name__}.")
+        if not isinstance(target, Target):
+            raise ValueError(
+                "target must be an lsbcore target (IsingPosterior, PairwiseMRF), "
+                f"got {type(target).__name__}."
+            )
         self.n_chains = _check_positive_int(n_chains, "n_chains", 100_000)
         if target.batch not in (1, n_chains):
             raise ValueError(
@@ -95,10 +113,10 @@ class SingleFlipSampler:
         self.target = target
         self.seed = seed
         self.device = resolve_device(device)
+        self.backend = resolve_backend(backend, self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
-        h, w = target.shape
-        self.n_sites = h * w
+        self.n_sites = target.n_sites
         if x0 is None:
             x0 = uniform_start(target.shape, n_chains, seed)
         x = self._check_start(x0).reshape(n_chains, -1)
@@ -122,10 +140,8 @@ class SingleFlipSampler:
         self._width = self._padded_width()
         self._dummy = torch.tensor([[self._width - 1]], device=self.device)
         self._chains = torch.arange(n_chains, device=self.device)
-        self._uniforms: list[tuple[torch.Tensor, ...]] = []
-        self._uniform_width = 0
-        self._uniform_pos = 0
         self.n_steps = 0
+        self.n_site_updates = 0
         self.n_target_evals = 0
         self._last = None  # what the last step proposed (subclasses fill it; see last_proposal)
         self._n_accepted = torch.zeros(n_chains, 1, dtype=torch.int64, device=self.device)
@@ -138,12 +154,13 @@ class SingleFlipSampler:
     def _check_start(self, x0) -> torch.Tensor:
         x0 = torch.as_tensor(x0, dtype=torch.float64)
         shape = self.target.shape
-        if x0.dim() == 2:
+        if x0.dim() == len(shape):
             x0 = x0.unsqueeze(0).expand(self.n_chains, *shape)
         if tuple(x0.shape) != (self.n_chains, *shape):
+            layout = ", ".join(str(v) for v in shape)
             raise ValueError(
-                f"x0 must have shape [{self.n_chains}, {shape[0]}, {shape[1]}] or "
-                f"[{shape[0]}, {shape[1]}], got {tuple(x0.shape)}."
+                f"x0 must have shape [{self.n_chains}, {layout}] or [{layout}], "
+                f"got {tuple(x0.shape)}."
             )
         if not bool(((x0 == 1) | (x0 == -1)).all()):
             raise ValueError("x0 must contain only +1 and -1.")
@@ -151,7 +168,7 @@ class SingleFlipSampler:
 
     @property
     def x(self) -> torch.Tensor:
-        """Current states ``[B, H, W]`` of +-1 (a view: copy it before keeping it)."""
+        """Current states ``[B, *target.shape]`` of +-1 (a view: copy it before keeping it)."""
         return self._x[:, : self.n_sites].view(self.n_chains, *self.target.shape)
 
     @property
@@ -163,10 +180,26 @@ class SingleFlipSampler:
 
     @property
     def accept_rate(self) -> float:
-        """Accepted flips over proposed flips, over all chains and steps so far."""
-        if self.n_steps == 0:
+        """Sites that changed over site updates, over all chains and steps so far (for a
+        single-flip sampler: accepted over proposed flips)."""
+        if self.n_site_updates == 0:
             return float("nan")
-        return float(self._n_accepted.sum()) / (self.n_steps * self.n_chains)
+        return float(self._n_accepted.sum()) / (self.n_site_updates * self.n_chains)
+
+    @property
+    def n_accepted(self) -> int:
+        """Sites that changed so far, summed over chains (accepted flips for one-site moves)."""
+        return int(self._n_accepted.sum())
+
+    @property
+    def steps_to_resync(self) -> int:
+        """Steps until the next exact resync of the cached log-ratios."""
+        return self.resync_every - self._since_resync
+
+    @property
+    def sweeps(self) -> float:
+        """Site updates per site so far: one sweep updates every site once on average."""
+        return self.n_site_updates / self.n_sites
 
     def resync(self) -> None:
         """Recompute the cached ``s`` and ``log p~`` exactly from ``x`` (restores the invariant)."""
@@ -235,37 +268,25 @@ class SingleFlipSampler:
         raise NotImplementedError
 
     # ----------------------------------------------------------------- the step loop
-    def _uniform(self, width: int) -> tuple[torch.Tensor, ...]:
-        """The next step's ``width`` uniforms, each ``[B, 1]``, from this sampler's generator.
+    def _draw_uniforms(self, m: int, width: int) -> torch.Tensor:
+        """``[m, B, width]`` uniforms for ``m`` steps, below ``BELOW_ONE``, from the generator.
 
-        Drawn ``UNIFORM_CHUNK`` steps at a time and split into per-step tuples once per chunk,
-        which saves a few small torch calls on every step.
+        Both backends draw exactly these per chunk and read ``u[t, b, k]`` with the same
+        meaning, so one seed gives the same chains on either.
         """
-        if self._uniform_pos >= len(self._uniforms) or self._uniform_width != width:
-            block = torch.rand(
-                width,
-                UNIFORM_CHUNK,
-                self.n_chains,
-                1,
-                generator=self.generator,
-                dtype=torch.float64,
-                device=self.device,
-            ).mul_(BELOW_ONE)
-            columns = (column.unbind(0) for column in block.unbind(0))
-            self._uniforms = list(zip(*columns, strict=True))
-            self._uniform_width = width
-            self._uniform_pos = 0
-        u = self._uniforms[self._uniform_pos]
-        self._uniform_pos += 1
-        return u
+        u = torch.rand(
+            m, self.n_chains, width, generator=self.generator, dtype=torch.float64,
+            device=self.device,
+        )  # fmt: skip
+        return u.mul_(BELOW_ONE)
 
     def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
         """Advance every chain ``n`` steps. ``learn=True`` is only for learnable samplers.
 
         ``trace`` (optional, ``[n, B, 5]`` float64 on the CPU, after ``track_statistics``)
-        receives ``statistics``, the accept flag and the proposed site of every chain after every
-        step. Frozen steps
-        on the CPU run compiled (``lsbcore.kernels``) unless ``use_compiled`` is off.
+        receives after every step ``statistics``, the number of sites that changed and the
+        proposed site (-1 for a move of many sites) of every chain. Steps run in chunks that
+        end at every resync, on this sampler's backend.
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}.")
@@ -280,27 +301,49 @@ class SingleFlipSampler:
             if tuple(trace.shape) != (n, self.n_chains, 5) or trace.dtype != torch.float64:
                 raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 5].")
         start = time.perf_counter()
-        # a learner whose learning stopped (diverged) takes frozen steps
-        learn = learn and not getattr(self, "learning_failed", False)
-        if self._compiled_ready(learn):
-            self._run_compiled(n, trace, learn)
-        else:
-            with torch.set_grad_enabled(learn):
-                for t in range(n):
-                    if learn:
-                        self._learn_step()
-                    else:
-                        self._step()
-                    self._count_step()
-                    if trace is not None:
-                        self._fill_trace(trace, t)
+        chunk_cap = max(1, (1 << 20) // (self.n_chains * self.uniforms_per_step))
+        done = 0
+        while done < n:
+            m = min(n - done, self.resync_every - self._since_resync, chunk_cap)
+            part = trace[done : done + m] if trace is not None else None
+            # a learner whose learning stopped (diverged) takes frozen steps
+            if learn and not getattr(self, "learning_failed", False):
+                done += self._learning_chunk(m, part)  # may stop early: a restart, a failure
+                continue
+            u = self._draw_uniforms(m, self.uniforms_per_step)
+            if self._uses_compiled(False):
+                self._compiled_steps(m, u.numpy(), part)
+                self._count_step(m)
+            else:
+                with torch.no_grad():
+                    for t in range(m):
+                        self._step(self._step_uniforms(u[t]))
+                        self._count_step()
+                        if part is not None:
+                            self._fill_trace(part, t)
+            done += m
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.wall_seconds += time.perf_counter() - start
 
+    uniforms_per_step = 3  # uniforms a frozen step draws per chain
+
+    def _step_uniforms(self, u_t: torch.Tensor):
+        """One step's uniforms ``[B, width]`` as ``_step`` reads them: columns ``[B, 1]``."""
+        return u_t.split(1, dim=1)
+
+    @property
+    def evals_per_step(self) -> int:
+        """Single-site log-ratio evaluations per chain per step (see ``n_target_evals``)."""
+        return self.neighbourhood_size
+
+    def _learning_chunk(self, m: int, trace) -> int:
+        raise NotImplementedError
+
     def _count_step(self, m: int = 1) -> None:
         self.n_steps += m
-        self.n_target_evals += m * self.neighbourhood_size
+        self.n_site_updates += m * self.sites_per_step
+        self.n_target_evals += m * self.evals_per_step
         self._since_resync += m
         if self._since_resync >= self.resync_every:
             self.resync()
@@ -312,42 +355,18 @@ class SingleFlipSampler:
         trace[t, :, 4] = last["site"].view(-1).cpu()
 
     # ----------------------------------------------------------------- the compiled path
-    use_compiled = True  # frozen CPU steps through lsbcore.kernels (tests switch it off)
+    def _uses_compiled(self, learn: bool) -> bool:
+        """Whether this step kind runs compiled: the backend says so and a kernel exists.
+        The kernels compile on first use (or load from numba's on-disk cache)."""
+        if self.backend != "compiled" or not self._has_kernel(learn):
+            return False
+        from lsbcore.backends import kernels
 
-    def _compiled_ready(self, learn: bool = False) -> bool:
-        if not self.use_compiled or self.device.type != "cpu" or not self._has_kernel(learn):
-            return False
-        try:
-            from lsbcore import kernels
-        except ImportError:  # numba missing: the torch path is exact too, only slower
-            return False
-        if not kernels.ready():
-            if kernels.WAIT_FOR_COMPILE:
-                kernels.compile_kernels()
-            else:
-                return False
+        kernels.compile_kernels()
         return True
 
     def _has_kernel(self, learn: bool = False) -> bool:
         return False
-
-    def _run_compiled(self, n: int, trace: torch.Tensor | None, learn: bool = False) -> None:
-        """``n`` steps in chunks that end at every resync (and bound the uniforms' memory)."""
-        done = 0
-        chunk_cap = max(1, (1 << 20) // self.n_chains)
-        while done < n:
-            m = min(n - done, self.resync_every - self._since_resync, chunk_cap)
-            part = trace[done : done + m] if trace is not None else None
-            if learn and not getattr(self, "learning_failed", False):
-                m = self._compiled_learning(m, part)  # may stop early: a restart, a failure
-            else:
-                u = torch.rand(m, self.n_chains, 3, generator=self.generator, dtype=torch.float64)
-                self._compiled_steps(m, u.mul_(BELOW_ONE).numpy(), part)
-                self._count_step(m)
-            done += m
-
-    def _compiled_learning(self, m: int, trace) -> int:
-        raise NotImplementedError
 
     def _kernel_common(self):
         """Tables and statistics arrays every kernel takes (numpy views, built once)."""
@@ -370,10 +389,8 @@ class SingleFlipSampler:
     def _compiled_steps(self, m: int, u, trace) -> None:
         raise NotImplementedError
 
-    def _step(self) -> None:
-        raise NotImplementedError
-
-    def _learn_step(self) -> None:
+    def _step(self, u: tuple[torch.Tensor, ...]) -> None:
+        """One frozen torch step of every chain from its uniforms ``u[k]`` (each ``[B, 1]``)."""
         raise NotImplementedError
 
     # ----------------------------------------------------------------- the flip

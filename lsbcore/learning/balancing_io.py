@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from lsbcore.balancing import Balancing, MixtureBalancing, NetworkBalancing
+from lsbcore.learning.balancing import Balancing, MixtureBalancing, NetworkBalancing
 
 FORMAT = "lsb-explorer/balancing"
 VERSION = 1

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lsbcore.sampler import SingleFlipSampler
+from lsbcore.samplers.base import Sampler
 
 
-class UniformSiteSampler(SingleFlipSampler):
+class UniformSiteSampler(Sampler):
     RULES = ("gibbs", "metropolis")
 
     def __init__(
@@ -27,12 +27,19 @@ class UniformSiteSampler(SingleFlipSampler):
         device=None,
         x0=None,
         resync_every: int = 2000,
+        backend: str = "auto",
     ):
         if rule not in self.RULES:
             raise ValueError(f"rule must be one of {self.RULES}, got {rule!r}.")
         self.name = rule
         super().__init__(
-            target, n_chains, seed=seed, device=device, x0=x0, resync_every=resync_every
+            target,
+            n_chains,
+            seed=seed,
+            device=device,
+            x0=x0,
+            resync_every=resync_every,
+            backend=backend,
         )
 
     def flip_log_probs(self) -> torch.Tensor:
@@ -58,7 +65,7 @@ class UniformSiteSampler(SingleFlipSampler):
         return not learn
 
     def _compiled_steps(self, m: int, u, trace) -> None:
-        from lsbcore import kernels
+        from lsbcore.backends import kernels
 
         (neighbours, sign, coupling, _), stats, truth = self._kernel_common()
         last = np.zeros((self.n_chains, 4))
@@ -81,8 +88,9 @@ class UniformSiteSampler(SingleFlipSampler):
         last = torch.from_numpy(last)
         self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3] > 0.5)
 
-    def _step(self) -> None:
-        u = self._uniform(2)
+    uniforms_per_step = 2  # the site, the decision
+
+    def _step(self, u) -> None:
         i = (u[0] * self.n_sites).long().clamp_(max=self.n_sites - 1).view(-1)
         index, _, _, s_old, x_new, s_new = self._flip_neighbourhood(i)
         s_i = s_old[:, :1]

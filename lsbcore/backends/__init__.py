@@ -1,0 +1,38 @@
+"""Where a step runs: ``"torch"`` (any device: what CUDA runs) or ``"compiled"`` (numba loops on
+the CPU, ``kernels`` and ``learning_kernels``). A sampler takes the backend as an argument;
+``"auto"`` picks the compiled loops on the CPU when numba is installed, else torch.
+
+Both backends keep the same cached state and invariants and draw their uniforms in the same
+layout, so one seed gives the same chains on either.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+
+BACKENDS = ("auto", "compiled", "torch")
+
+
+def compiled_available() -> bool:
+    """Whether numba (the compiled backend's compiler) is installed."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """``"compiled"`` or ``"torch"`` for a sampler on ``device``; a clear error where the
+    requested backend cannot run there."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+    if backend == "auto":
+        return "compiled" if device.type == "cpu" and compiled_available() else "torch"
+    if backend == "compiled":
+        if device.type != "cpu":
+            raise ValueError(
+                f"the compiled backend runs on the CPU only, not on {device.type!r}; "
+                "use backend='torch' or 'auto' there."
+            )
+        if not compiled_available():
+            raise ValueError("the compiled backend needs numba; install it or use 'torch'.")
+    return backend

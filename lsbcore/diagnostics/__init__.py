@@ -1,0 +1,1 @@
+"""Statistics of runs: traces and marginals, ESS, R-hat and autocorrelation."""

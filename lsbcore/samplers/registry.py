@@ -1,0 +1,208 @@
+"""Every sampler of LSB Explorer, one entry each; ``make_sampler`` builds one by name.
+
+The factory, ``Comparison``, the figures, the app's sidebar and links and the experiment command
+all read ``REGISTRY``: a new sampler is a module with its class and one ``register`` line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
+from lsbcore.samplers.checkerboard import CheckerboardGibbsSampler
+from lsbcore.samplers.locally_balanced import OPTIMIZERS, LocallyBalancedSampler
+from lsbcore.samplers.uniform_site import UniformSiteSampler
+
+
+@dataclass(frozen=True)
+class Option:
+    """A sampler option: a number in ``[low, high]`` or one of ``choices``."""
+
+    name: str
+    default: object
+    low: float | None = None
+    high: float | None = None
+    choices: tuple = ()
+    help: str = ""
+
+    def check(self, sampler: str, value):
+        if self.choices:
+            if value not in self.choices:
+                raise ValueError(
+                    f"{sampler}: {self.name} must be one of {self.choices}, got {value!r}."
+                )
+            return value
+        integer = isinstance(self.default, int)
+        kinds = (int,) if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            kind = "an integer" if integer else "a number"
+            raise ValueError(f"{sampler}: {self.name} must be {kind}, got {value!r}.")
+        if not (self.low <= value <= self.high):
+            raise ValueError(
+                f"{sampler}: {self.name} must be between {self.low} and {self.high}, got {value}."
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """One registry entry.
+
+    ``build(target, n_chains, seed=, device=, x0=, backend=, resync_every=, **options)``
+    returns the sampler; ``sites_per_step`` is ``"one"`` (a single-site move per step) or
+    ``"all"`` (a sweep: every site updated once per step).
+    """
+
+    name: str
+    label: str
+    description: str
+    colour: str
+    build: Callable
+    options: tuple[Option, ...] = ()
+    learnable: bool = False
+    sites_per_step: str = "one"
+    family: str = "locally balanced"
+    needs_balancing: bool = False  # built from a loaded function (``balancing=``)
+
+    def option(self, name: str) -> Option:
+        return next(o for o in self.options if o.name == name)
+
+
+REGISTRY: dict[str, SamplerSpec] = {}
+
+
+def register(spec: SamplerSpec) -> SamplerSpec:
+    if spec.name in REGISTRY:
+        raise ValueError(f"a sampler called {spec.name!r} is registered already.")
+    REGISTRY[spec.name] = spec
+    return spec
+
+
+LEARN_OPTIONS = (
+    Option("lr", 1e-2, 1e-6, 1.0, help="learning rate of Algorithm 1"),
+    Option("optimizer", "adam", choices=OPTIMIZERS, help="Adam (authors' code) or SGD"),
+    Option("restart_prob", 1e-8, 0.0, 1.0, help="the paper's pi: restarts per chain per step"),
+)
+HIDDEN = Option("hidden", 10, 1, 256, help="LSB 2's hidden width")
+
+
+def _balanced(kind: str):
+    def build(target, n_chains, hidden=10, balancing=None, **common):
+        if kind == "learned":
+            if not isinstance(balancing, Balancing):
+                raise ValueError(
+                    "the 'learned' sampler needs balancing=lsbcore.load_balancing(path_or_dict)."
+                )
+            balancing.frozen()
+        else:
+            balancing = make_balancing(kind, hidden=hidden, seed=common["seed"])
+        return LocallyBalancedSampler(target, n_chains, balancing, name=kind, **common)
+
+    return build
+
+
+def _uniform_site(rule: str):
+    def build(target, n_chains, **common):
+        return UniformSiteSampler(target, n_chains, rule=rule, **common)
+
+    return build
+
+
+_FIXED_TEXT = {
+    "barker": ("t/(1+t)", "#4E79A7", "Locally balanced, g(t) = t/(1+t) (Barker)"),
+    "sqrt": (
+        "sqrt(t) (= GWG)",
+        "#F28E2B",
+        "Locally balanced, g(t) = sqrt(t); identical to Gibbs-with-Gradients on this target",
+    ),
+    "min": ("min(1,t)", "#59A14F", "Locally balanced, g(t) = min(1, t)"),
+    "max": ("max(1,t)", "#E15759", "Locally balanced, g(t) = max(1, t)"),
+}
+for _name in FIXED:
+    _label, _colour, _text = _FIXED_TEXT[_name]
+    register(SamplerSpec(_name, _label, _text, _colour, _balanced(_name)))
+register(
+    SamplerSpec(
+        "lsb1", "LSB 1", "LSB 1: learned softmax mixture of the four fixed functions",
+        "#B07AA1", _balanced("lsb1"), LEARN_OPTIONS, learnable=True, family="learned",
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "lsb2", "LSB 2",
+        "LSB 2: learned function g(t) = (h(t) + t h(1/t)) / 2, h a small network",
+        "#76B7B2", _balanced("lsb2"), (*LEARN_OPTIONS, HIDDEN), learnable=True,
+        family="learned",
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "gibbs", "Gibbs", "Random-scan Gibbs (uninformed baseline)", "#9C755F",
+        _uniform_site("gibbs"), family="uninformed",
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "metropolis", "Metropolis", "Uniform-site Metropolis (uninformed baseline)", "#BAB0AC",
+        _uniform_site("metropolis"), family="uninformed",
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "learned", "Imported", "A frozen learned balancing function loaded from JSON", "#FF9DA7",
+        _balanced("learned"), family="learned", needs_balancing=True,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "checkerboard", "Checkerboard Gibbs",
+        "Block Gibbs: every site of one colour of a proper colouring (the checkerboard on a "
+        "lattice) resampled at once from its conditional; one step is one sweep",
+        "#EDC948", CheckerboardGibbsSampler, sites_per_step="all", family="block",
+    )
+)  # fmt: skip
+
+#: Every sampler's name, in registry order.
+SAMPLERS = tuple(REGISTRY)
+DESCRIPTIONS = {name: spec.description for name, spec in REGISTRY.items()}
+LEARNED = tuple(name for name, spec in REGISTRY.items() if spec.learnable)
+
+COMMON = ("seed", "device", "x0", "backend", "resync_every")
+
+
+def make_sampler(
+    name: str,
+    target,
+    n_chains: int,
+    seed: int = 0,
+    device=None,
+    x0=None,
+    backend: str = "auto",
+    **options,
+):
+    """Build the sampler called ``name`` (one of ``SAMPLERS``) for ``target``.
+
+    ``backend``: ``"auto"``, ``"compiled"`` or ``"torch"`` (``lsbcore.backends``). Options are
+    those of the sampler's registry entry (``lr``, ``optimizer``, ``restart_prob``, ``hidden``
+    for the learned ones), ``resync_every`` for all, and ``balancing=`` (from
+    ``lsbcore.load_balancing``) for ``"learned"``. ``device=None`` picks CUDA when available.
+    """
+    if name not in REGISTRY:
+        raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(SAMPLERS)}.")
+    spec = REGISTRY[name]
+    common = dict(seed=seed, device=device, x0=x0, backend=backend)
+    if "resync_every" in options:
+        common["resync_every"] = options.pop("resync_every")
+    if "balancing" in options:
+        if not spec.needs_balancing:
+            raise ValueError(f"balancing= is only for the 'learned' sampler, not {name!r}.")
+        common["balancing"] = options.pop("balancing")
+    allowed = {o.name: o for o in spec.options}
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        if not spec.options:
+            raise ValueError(f"the {name!r} sampler takes no options, got {unknown}.")
+        raise ValueError(f"unknown options for {name!r}: {unknown}.")
+    checked = {key: allowed[key].check(name, value) for key, value in options.items()}
+    return spec.build(target, n_chains, **common, **checked)
