@@ -32,10 +32,6 @@ from lsbcore.backends import kernels
 
 log = logging.getLogger(__name__)
 
-# compiled CPU steps: compiled (or loaded from numba's cache) in the background; until they are
-# ready, runs take the torch steps (exact too), so no page ever waits for the compiler
-kernels.WAIT_FOR_COMPILE = False
-kernels.compile_in_background()
 
 REFRESH_S = 0.2  # the page redraws five times a second while running
 CHUNK_S = 0.02  # the worker holds the lock for about this long at a time
@@ -222,6 +218,9 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
     done = 0
     limit = max_steps if max_steps is not None else 10**9
     with run.lock:
+        # until the compiled kernels are ready (streamlit_app compiles them in the background)
+        # the torch steps run: both backends give the same chains, so the switch is invisible
+        comparison.set_backend("auto" if kernels.ready() else "torch")
         while done < limit and not run.finished:
             _maybe_start_mixing(run)
             burnin = comparison.phase == "burnin"

@@ -28,6 +28,18 @@ st.set_page_config(page_title="LSB Explorer", layout="wide")
 torch.set_num_threads(1)
 
 
+@st.cache_resource
+def compiled_kernels():
+    """Compile the CPU kernels (or load them from numba's cache) once per server, in the
+    background: runs take the torch steps until they are ready (same chains either way)."""
+    from lsbcore.backends import kernels
+
+    return kernels.compile_in_background()
+
+
+compiled_kernels()
+
+
 def main() -> None:
     samples = sources.sample_names()
     link_warnings = sidebar.init_from_link(samples)

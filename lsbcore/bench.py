@@ -27,7 +27,7 @@ import torch
 
 from lsbcore.cases import paper_case
 from lsbcore.comparison import Comparison
-from lsbcore.samplers.base import Sampler, resolve_device
+from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.ising import IsingPosterior
 
@@ -51,30 +51,34 @@ def image_target(size: int) -> IsingPosterior:
     return IsingPosterior(alpha, lam=1.0, boundary="free")
 
 
-def sampler_figures(device, name: str, repeats: int, steps: int) -> dict:
+def sampler_figures(device, name: str, repeats: int, steps: int, backend: str) -> dict:
     case = paper_case(3)
     out = {}
-    sampler = make_sampler(name, case.target, 30, device=device, x0=case.x0)
+    sampler = make_sampler(name, case.target, 30, device=device, x0=case.x0, backend=backend)
     out[f"{name} 30 chains 30x30"] = per_second(sampler.step, steps, repeats)
     for size in (128, 256):
-        sampler = make_sampler(name, image_target(size), 8, device=device)
+        sampler = make_sampler(name, image_target(size), 8, device=device, backend=backend)
         out[f"{name} 8 chains {size}x{size}"] = per_second(sampler.step, steps, repeats)
+    block = make_sampler("checkerboard", image_target(256), 8, device=device, backend=backend)
+    sweeps = per_second(block.step, max(10, steps // 100), repeats)
+    out["checkerboard 8 chains 256x256, sweeps"] = sweeps
+    out["checkerboard 8 chains 256x256, site updates (millions)"] = sweeps * 8 * 65536 / 1e6
     for learner in ("lsb1", "lsb2"):
-        sampler = make_sampler(learner, case.target, 30, device=device, x0=case.x0)
+        sampler = make_sampler(learner, case.target, 30, device=device, x0=case.x0, backend=backend)
         out[f"{learner} learning, 30 chains 30x30"] = per_second(
             lambda n, s=sampler: s.step(n, learn=True), max(200, steps // 4), repeats
         )
     return out
 
 
-def comparison_figures(device, repeats: int, steps: int) -> dict:
+def comparison_figures(device, repeats: int, steps: int, backend: str) -> dict:
     case = paper_case(3)
     out = {}
 
     def paper(thin=0):
         return Comparison(
             PAPER_SAMPLERS, case.target, 30, device=device, x0=case.x0, thin=thin,
-            truth=case.truth,
+            truth=case.truth, backend=backend,
         )  # fmt: skip
 
     burnin = paper()
@@ -88,7 +92,7 @@ def comparison_figures(device, repeats: int, steps: int) -> dict:
     recorded.start_mixing()
     out["paper comparison, mixing, every step recorded"] = per_second(recorded.step, steps, repeats)
     target = image_target(256)
-    image = Comparison(PAPER_SAMPLERS, target, 8, device=device)
+    image = Comparison(PAPER_SAMPLERS, target, 8, device=device, backend=backend)
     out["image comparison 256x256, burn-in with learning"] = per_second(
         lambda n: image.step(n, learn=True), max(20, steps // 40), repeats
     )
@@ -97,10 +101,12 @@ def comparison_figures(device, repeats: int, steps: int) -> dict:
     return out
 
 
-def run(device, sampler_name: str = "barker", repeats: int = 5, steps: int = 2000) -> dict:
+def run(
+    device, sampler_name: str = "barker", repeats: int = 5, steps: int = 2000, backend="auto"
+) -> dict:
     return {
-        "samplers (steps/s)": sampler_figures(device, sampler_name, repeats, steps),
-        "comparisons (iterations/s)": comparison_figures(device, repeats, steps),
+        "samplers (steps/s)": sampler_figures(device, sampler_name, repeats, steps, backend),
+        "comparisons (iterations/s)": comparison_figures(device, repeats, steps, backend),
     }
 
 
@@ -121,12 +127,12 @@ def main(argv=None) -> int:
     if args.repeats < 1 or args.steps < 10:
         parser.error("--repeats must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
-    Sampler.use_compiled = not args.torch
     if device.type == "cpu" and not args.torch:
         from lsbcore.backends import kernels
 
         kernels.compile_kernels()  # once, before any timing
-    results = run(device, args.sampler, args.repeats, args.steps)
+    backend = "torch" if args.torch else "auto"
+    results = run(device, args.sampler, args.repeats, args.steps, backend)
     info = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
         "steps": "torch" if args.torch or device.type != "cpu" else "compiled (numba)",

@@ -88,6 +88,11 @@ class Comparison:
                 sampler.track_statistics(truth)
             self.record(force=True)
 
+    def set_backend(self, backend: str) -> None:
+        """Every sampler's next steps on ``backend`` (see ``Sampler.set_backend``)."""
+        for sampler in self.samplers.values():
+            sampler.set_backend(backend)
+
     @property
     def names(self) -> list[str]:
         return list(self.samplers)

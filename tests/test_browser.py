@@ -43,7 +43,7 @@ from PIL import Image
 from playwright.sync_api import expect
 
 from app import config
-from app.loadtest import sampler_tags, status_text, steps_shown
+from tools.loadtest import sampler_tags, status_text, steps_shown
 
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=TIMEOUT_MS)

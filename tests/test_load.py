@@ -1,4 +1,4 @@
-"""Several people at once, the short form of ``python -m app.loadtest``: four browser sessions
+"""Several people at once, the short form of ``python -m tools.loadtest``: four browser sessions
 with different configurations on one server for 20 seconds.
 
 Each session must keep redrawing its chains (at least one redraw per ``STALL_S`` seconds over
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app import loadtest
+from tools import loadtest
 
 pytestmark = pytest.mark.browser
 

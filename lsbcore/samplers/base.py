@@ -186,6 +186,12 @@ class Sampler:
             return float("nan")
         return float(self._n_accepted.sum()) / (self.n_site_updates * self.n_chains)
 
+    def set_backend(self, backend: str) -> None:
+        """Run the next steps on ``backend`` (``"auto"``, ``"compiled"``, ``"torch"``). Both
+        backends draw and read the uniforms alike, so a switch between calls leaves the chains
+        exactly as they would have been."""
+        self.backend = resolve_backend(backend, self.device)
+
     @property
     def n_accepted(self) -> int:
         """Sites that changed so far, summed over chains (accepted flips for one-site moves)."""

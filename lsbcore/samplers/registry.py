@@ -65,6 +65,11 @@ class SamplerSpec:
     family: str = "locally balanced"
     needs_balancing: bool = False  # built from a loaded function (``balancing=``)
 
+    @property
+    def balanced(self) -> bool:
+        """Whether it is a locally balanced sampler (it has a balancing function g)."""
+        return self.family in ("locally balanced", "learned")
+
     def option(self, name: str) -> Option:
         return next(o for o in self.options if o.name == name)
 

@@ -1,6 +1,6 @@
 """Several people at once: one server, N browser sessions, each with its own configuration.
 
-``python -m app.loadtest [--sessions 4] [--seconds 60] [--port P] [--json out.json]`` starts one
+``python -m tools.loadtest [--sessions 4] [--seconds 60] [--port P] [--json out.json]`` starts one
 ``streamlit run app/streamlit_app.py`` server, opens N independent sessions in one headless
 Chromium (a Playwright browser context each, so no cookies or storage are shared), gives each a
 different configuration through the link's query parameters, presses Run in each and then, for
@@ -19,7 +19,7 @@ stopped updating (fewer than one redraw per ``STALL_S`` seconds over the second 
 another's configuration, or errored.
 
 The first half of this module is the small browser-driving kit the end-to-end tests
-(``tests/browser_support.py``) and ``app.screenshots`` share: start and stop a server, launch
+(``tests/browser_support.py``) and ``tools.screenshots`` share: start and stop a server, launch
 Debian's Chromium, open the app, press its buttons, read its images.
 """
 
@@ -628,7 +628,7 @@ def run_load(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m app.loadtest",
+        prog="python -m tools.loadtest",
         description="N browser sessions with different configurations against one server.",
     )
     parser.add_argument("--sessions", type=int, default=4)

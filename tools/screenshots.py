@@ -1,7 +1,7 @@
 """Screenshots of the main views for the README.
 
-``python -m app.screenshots --out docs/screenshots`` starts a server
-(``app.loadtest.StreamlitServer``), drives Debian's headless Chromium through Playwright and
+``python -m tools.screenshots --out docs/screenshots`` starts a server
+(``tools.loadtest.StreamlitServer``), drives Debian's headless Chromium through Playwright and
 saves three PNGs, each cropped to the part of the page worth looking at:
 
 - ``chains.png``: the default configuration (paper case 3) after burn-in and some mixing: the
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.loadtest import (
+from tools.loadtest import (
     TIMEOUT_MS,
     ServerError,
     StreamlitServer,
@@ -151,7 +151,7 @@ def take(out: Path, port: int | None = None, log=print) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m app.screenshots", description="Screenshots of the main views."
+        prog="python -m tools.screenshots", description="Screenshots of the main views."
     )
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
     parser.add_argument("--port", type=int, default=None, help="default: a free port")

@@ -1,4 +1,4 @@
-"""Redraw cost of the live views against headless sampling: ``python -m app.measure``.
+"""Redraw cost of the live views against headless sampling: ``python -m tools.measure``.
 
 The workload of the product brief: five samplers (t/(1+t), sqrt, max, LSB 1, LSB 2) with four
 chains each on a 64 x 64 image (the synthetic sample), traces recorded every step. It prints:

@@ -1,0 +1,338 @@
+"""The experiment's command line (``python -m lsbcore.experiment``): arguments, their
+validation, ``main`` and the summary it prints."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from lsbcore.cases import PAPER_CASES
+from lsbcore.experiment.report import PAPER_TABLE2, fmt
+from lsbcore.experiment.run import build_problem, log_message, run_experiment
+from lsbcore.image import ImageError, load_image
+from lsbcore.samplers.base import resolve_device
+from lsbcore.samplers.registry import SAMPLERS
+
+__all__ = ["CHOICES", "DEFAULT_SAMPLERS", "build_parser", "main"]
+
+#: The samplers of the paper's Table 2, run by default.
+DEFAULT_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
+#: Samplers selectable here ("learned" needs a file and is for the dashboard).
+CHOICES = tuple(n for n in SAMPLERS if n != "learned")
+PAPER_CHAINS, PAPER_SIZE, PAPER_STEPS = 30, 30, 30_000
+IMAGE_CHAINS, IMAGE_SIZE, IMAGE_BURN_IN, IMAGE_STEPS = 4, 64, 500, 5000
+MAX_CHAINS, MAX_SIZE, MAX_STEPS = 1000, 256, 1_000_000
+MAX_TRACE_VALUES = 100_000_000  # records x chains x samplers: 1.2 GB of float32 traces
+
+
+# ============================================================================ command line
+def _int_in(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {value:,}")
+        return value
+
+    return parse
+
+
+def _float_in(low: float, high: float, low_open: bool = False):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
+        if value < low or value > high or (low_open and value == low):
+            bracket = "(" if low_open else "["
+            raise argparse.ArgumentTypeError(
+                f"must be in {bracket}{low:g}, {high:g}], got {value:g}"
+            )
+        return value
+
+    return parse
+
+
+def _sampler_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one sampler name")
+    unknown = [n for n in names if n not in CHOICES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown sampler(s) {', '.join(map(repr, unknown))}; choose from: {', '.join(CHOICES)}"
+        )
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise argparse.ArgumentTypeError(f"sampler(s) listed twice: {', '.join(duplicates)}")
+    return names
+
+
+def _default_workers() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(2, cpus))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lsbcore.experiment",
+        description="Compare locally balanced samplers on one of the paper's Ising problems or "
+        "on an image, and write results.json, traces.csv, learned_<name>.json and report.html.",
+        epilog="Defaults for --case are the paper's settings (30 chains, 30x30, burn-in 2000, "
+        f"30000 mixing steps); for --image: {IMAGE_CHAINS} chains, longest side {IMAGE_SIZE}, "
+        f"burn-in {IMAGE_BURN_IN}, {IMAGE_STEPS} mixing steps.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--case", type=int, choices=sorted(PAPER_CASES), help="the paper's synthetic case"
+    )
+    source.add_argument("--image", type=Path, help="segment this image (PNG, JPEG, ...)")
+    parser.add_argument(
+        "--samplers",
+        type=_sampler_list,
+        default=list(DEFAULT_SAMPLERS),
+        help=f"comma-separated, from: {', '.join(CHOICES)} (default: {','.join(DEFAULT_SAMPLERS)})",
+    )
+    parser.add_argument("--chains", type=_int_in(1, MAX_CHAINS), help="chains per sampler")
+    parser.add_argument(
+        "--size", type=_int_in(3, MAX_SIZE), help="lattice side (case) or longest side (image)"
+    )
+    parser.add_argument(
+        "--burn-in", type=_int_in(0, MAX_STEPS), help="burn-in iterations (learning)"
+    )
+    parser.add_argument("--steps", type=_int_in(1, MAX_STEPS), help="mixing iterations")
+    parser.add_argument("--seed", type=_int_in(0, 2**31 - 1), default=0)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--thin", type=_int_in(1, MAX_STEPS), default=1, help="record every THIN steps (default 1)"
+    )
+    parser.add_argument(
+        "--csv-thin",
+        type=_int_in(1, MAX_STEPS),
+        default=10,
+        help="write every N-th recorded mixing step to traces.csv (default 10: the paper run "
+        "gives 69 MB instead of 446 MB; 1 writes all; burn-in is always complete; the ESS "
+        "always uses every recorded step)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_int_in(1, 64),
+        help="processes running samplers (default: min(2, CPUs); 1 with --device cuda)",
+    )
+    learning = parser.add_argument_group("learning (LSB 1, LSB 2)")
+    learning.add_argument("--lr", type=_float_in(0.0, 10.0, low_open=True), default=1e-2)
+    learning.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    learning.add_argument("--hidden", type=_int_in(1, 256), default=10, help="LSB 2 width")
+    learning.add_argument("--restart-prob", type=_float_in(0.0, 1.0), default=1e-8)
+    image = parser.add_argument_group("image problems (with --image)")
+    image.add_argument("--lam", type=_float_in(0.0, 1e3), help="smoothness lambda >= 0")
+    image.add_argument("--mu", type=_float_in(-1e3, 1e3), help="data strength mu")
+    image.add_argument(
+        "--sigma", type=_float_in(0.0, 1e3, low_open=True), help="noise scale sigma > 0"
+    )
+    image.add_argument("--invert", action="store_true", help="the object is dark")
+    image.add_argument("--noise", type=_float_in(0.0, 1e3), default=None, help="added noise std")
+    image.add_argument("--boundary", choices=("free", "periodic"), default=None)
+    parser.add_argument("--out", type=Path, required=True, help="output directory (created)")
+    parser.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
+    return parser
+
+
+def _validate(parser, args, argv) -> tuple[dict, dict, str]:
+    """Check what argparse cannot; returns (problem spec, config, source label)."""
+    image_only = {"lam": args.lam, "mu": args.mu, "sigma": args.sigma}
+    if args.case is not None:
+        given = [f"--{k}" for k, v in image_only.items() if v is not None]
+        given += ["--invert"] if args.invert else []
+        given += [f"--{k}" for k in ("noise", "boundary") if getattr(args, k) is not None]
+        if given:
+            parser.error(f"{', '.join(given)} only apply to --image problems")
+        args.chains = args.chains or PAPER_CHAINS
+        args.size = args.size or PAPER_SIZE
+        args.burn_in = PAPER_CASES[args.case][4] if args.burn_in is None else args.burn_in
+        args.steps = args.steps or PAPER_STEPS
+    else:
+        missing = [f"--{k}" for k, v in image_only.items() if v is None]
+        if missing:
+            parser.error(f"--image needs {', '.join(missing)}")
+        args.chains = args.chains or IMAGE_CHAINS
+        args.size = args.size or IMAGE_SIZE
+        args.burn_in = IMAGE_BURN_IN if args.burn_in is None else args.burn_in
+        args.steps = args.steps or IMAGE_STEPS
+        args.noise = 0.0 if args.noise is None else args.noise
+        args.boundary = args.boundary or "free"
+    if args.thin > args.steps:
+        parser.error(f"--thin ({args.thin}) must not exceed --steps ({args.steps})")
+    records = (args.burn_in + args.steps) // args.thin + 2
+    if records * args.chains * len(args.samplers) > MAX_TRACE_VALUES:
+        parser.error(
+            f"{len(args.samplers)} samplers x {args.chains} chains x {records:,} records is too "
+            f"much to keep (limit {MAX_TRACE_VALUES:,} values); use --thin, fewer steps or chains"
+        )
+    try:
+        device = resolve_device(args.device)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.workers is None:
+        args.workers = 1 if device.type == "cuda" else _default_workers()
+    args.workers = min(args.workers, len(args.samplers))
+
+    config = {
+        "command": shlex.join(["python", "-m", "lsbcore.experiment", *argv]),
+        "argv": list(argv),
+    }
+    if args.case is not None:
+        name, lam, mu, sigma, _ = PAPER_CASES[args.case]
+        spec = {
+            "kind": "case",
+            "case": args.case,
+            "size": args.size,
+            "chains": args.chains,
+            "seed": args.seed,
+        }
+        label = f"case {args.case} ({name})"
+        config.update(case=args.case, case_name=name, lam=lam, mu=mu, sigma=sigma)
+        config.update(boundary="periodic", shape=[args.size, args.size])
+    else:
+        path = args.image
+        if not path.is_file():
+            parser.error(f"--image: no file at {str(path)!r}")
+        try:
+            raw = path.read_bytes()
+            image = load_image(raw, max_side=args.size)
+        except ImageError as err:
+            parser.error(f"--image {str(path)!r}: {err}")
+        except OSError as err:
+            parser.error(f"--image {str(path)!r}: cannot read it ({err.strerror or err})")
+        spec = {
+            "kind": "image",
+            "image": image,
+            "lam": args.lam,
+            "mu": args.mu,
+            "sigma": args.sigma,
+            "chains": args.chains,
+            "invert": bool(args.invert),
+            "noise": args.noise,
+            "boundary": args.boundary,
+            "seed": args.seed,
+        }
+        try:
+            build_problem(spec)
+        except ValueError as err:
+            parser.error(f"--image: {err}")
+        label = f"image {path.name}"
+        config.update(
+            image=str(path),
+            image_sha256=hashlib.sha256(raw).hexdigest(),
+            lam=args.lam,
+            mu=args.mu,
+            sigma=args.sigma,
+            invert=bool(args.invert),
+            noise=args.noise,
+            boundary=args.boundary,
+            shape=list(image.shape),
+        )
+    config.update(
+        samplers=list(args.samplers),
+        chains=args.chains,
+        size=args.size,
+        burn_in=args.burn_in,
+        steps=args.steps,
+        seed=args.seed,
+        device=str(device),
+        thin=args.thin,
+        csv_thin=args.csv_thin,
+        workers=args.workers,
+        learning={
+            "lr": args.lr,
+            "optimizer": args.optimizer,
+            "hidden": args.hidden,
+            "restart_prob": args.restart_prob,
+        },
+        step_counting="one step per chain per sampler per iteration, for every sampler",
+    )
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"--out {str(args.out)!r}: cannot create it ({err.strerror or err})")
+    if not os.access(args.out, os.W_OK):
+        parser.error(f"--out {str(args.out)!r} is not writable")
+    return spec, config, label
+
+
+def _print_summary(results: dict, quiet: bool) -> None:
+    if quiet:
+        return
+    from lsbcore.figures import sampler_label
+
+    case = results["config"].get("case")
+    paper = PAPER_TABLE2.get(case, {}) if isinstance(case, int) else {}
+    lines = [f"{'sampler':16s} {'paper ESS':>14s} {'bulk ESS':>9s} {'R-hat':>6s} {'accept':>7s}"]
+    lines[0] += "  paper Table 2" if paper else ""
+    for name, s in results["samplers"].items():
+        ess = s["ess_paper_mean"]
+        ess = "n/a" if ess is None else f"{ess:.2f} ± {s['ess_paper_std']:.2f}"
+        line = f"{sampler_label(name):16s} {ess:>14s} {fmt(s['ess_bulk'], 4):>9s} "
+        line += f"{fmt(s['rhat'], 3):>6s} {fmt(s['accept_rate'], 3):>7s}"
+        if name in paper:
+            line += f"  {paper[name][0]:.2f} ± {paper[name][1]:.2f}"
+        lines.append(line)
+    t = results["timings"]
+    lines.append(
+        f"wall time {t['total_seconds']:.1f} s: sampling {t['sampling_wall_seconds']:.1f} s "
+        f"({t['workers']} worker(s); summed over samplers: "
+        f"burn-in {t['burnin_seconds_sum']:.1f} s, "
+        f"mixing {t['mixing_seconds_sum']:.1f} s, recording {t['recording_seconds_sum']:.1f} s), "
+        f"traces.csv {t['csv_seconds_sum']:.1f} s in the tasks + {t['csv_concat_seconds']:.1f} s, "
+        f"results {t['results_seconds']:.1f} s, report {t['report_seconds']:.1f} s"
+    )
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    spec, config, label = _validate(parser, args, argv)
+    learning = {
+        "lr": args.lr,
+        "optimizer": args.optimizer,
+        "hidden": args.hidden,
+        "restart_prob": args.restart_prob,
+    }
+    log_message(
+        f"{label}: {', '.join(args.samplers)}; {args.chains} chains, burn-in {args.burn_in:,}, "
+        f"{args.steps:,} mixing steps, {args.workers} worker(s), device {config['device']}",
+        args.quiet,
+    )
+    results = run_experiment(
+        spec,
+        args.samplers,
+        burn_in=args.burn_in,
+        steps=args.steps,
+        seed=args.seed,
+        device=config["device"],
+        thin=args.thin,
+        workers=args.workers,
+        out=args.out,
+        config=config,
+        learning=learning,
+        quiet=args.quiet,
+        source_label=label,
+        csv_thin=args.csv_thin,
+    )
+    _print_summary(results, args.quiet)
+    log_message(f"wrote {args.out}/results.json, traces.csv, report.html", args.quiet)
+    return 0

@@ -1,0 +1,362 @@
+"""The experiment's self-contained HTML report (plotly.js embedded once, opens offline)."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+
+from lsbcore.diagnostics.mixing import autocorrelation
+from lsbcore.learning.balancing import make_balancing
+from lsbcore.learning.balancing_io import load_balancing
+from lsbcore.samplers.registry import REGISTRY
+
+__all__ = ["PAPER_TABLE2", "build_report", "fmt"]
+
+#: Table 2 of the ICML paper: paper ESS mean and std over 30 chains, per case and sampler.
+PAPER_TABLE2 = {
+    1: {
+        "barker": (2.55, 0.30),
+        "sqrt": (2.29, 0.23),
+        "min": (2.43, 0.22),
+        "max": (1.71, 0.13),
+        "lsb1": (2.32, 0.27),
+        "lsb2": (2.34, 0.23),
+    },
+    2: {
+        "barker": (3.30, 0.36),
+        "sqrt": (2.89, 0.28),
+        "min": (2.96, 0.30),
+        "max": (1.68, 0.11),
+        "lsb1": (2.85, 0.28),
+        "lsb2": (2.30, 0.29),
+    },
+    3: {
+        "barker": (2.39, 0.98),
+        "sqrt": (1.83, 0.56),
+        "min": (2.31, 0.92),
+        "max": (1.20, 0.10),
+        "lsb1": (2.01, 0.70),
+        "lsb2": (2.44, 0.96),
+    },
+    4: {
+        "barker": (2.10, 0.91),
+        "sqrt": (7.08, 4.07),
+        "min": (1.74, 0.26),
+        "max": (1.74, 0.51),
+        "lsb1": (2.52, 1.11),
+        "lsb2": (20.11, 15.58),
+    },
+}
+
+
+# ============================================================================ the report
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+       margin: 0 auto; max-width: 1100px; padding: 1.5rem 2rem 4rem; color: #222; }
+h1 { font-size: 1.7rem; margin-bottom: 0.2rem; }
+h2 { font-size: 1.25rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
+p.note { color: #555; font-size: 0.92rem; max-width: 60rem; }
+table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: 0.3rem 0.7rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f6f6f6; font-weight: 600; }
+table.text td { text-align: left; }
+code { background: #f3f3f3; padding: 0.05rem 0.3rem; border-radius: 3px; font-size: 0.88em; }
+.swatch { display: inline-block; width: 0.8em; height: 0.8em; border-radius: 2px;
+          margin-right: 0.4em; vertical-align: -0.05em; }
+.figure { margin: 0.8rem 0 1.4rem; }
+.grid { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
+@media (max-width: 900px) { .grid { grid-template-columns: 1fr; } }
+"""
+
+
+def fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "n/a"
+        return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[str]], css: str = "") -> str:
+    """An HTML table; every cell is escaped here."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    cls = f' class="{css}"' if css else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _burnin_series(arrays: dict, field_name: str, x_key: str, burn_in: int) -> dict:
+    out = {}
+    for name, arrs in arrays.items():
+        if field_name not in arrs:
+            continue
+        mask = arrs["step"] <= burn_in
+        out[name] = (arrs[x_key][mask], arrs[field_name][mask])
+    return out
+
+
+def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, timings) -> str:
+    """The self-contained HTML report (plotly.js embedded once in the head)."""
+    from lsbcore import figures  # plotly is imported only there (and only when reporting)
+
+    config = results["config"]
+    samplers = results["samplers"]
+    lag = config.get("max_lag")
+    has_truth = problem.truth is not None
+
+    arrays = {name: run.trace.arrays() for name, run in runs.items()}
+    figs: list[tuple[str, str, object]] = []  # (heading, note, figure)
+    figs.append(
+        (
+            "Burn-in: magnetisation against iterations",
+            "m(x) = sum of the spins, per chain; the line is the mean over chains, the band the "
+            "central 95%. One iteration is one step of every chain of a sampler.",
+            figures.band_figure(
+                _burnin_series(arrays, "magnetisation", "step", burn_in),
+                "Magnetisation during burn-in",
+                "magnetisation m(x)",
+            ),
+        )
+    )
+    figs.append(
+        (
+            "Burn-in: magnetisation against target evaluations",
+            "Target evaluations per chain: single-site log-ratio evaluations (a step evaluates the "
+            "flipped site's neighbourhood; a learning step also a uniformly flipped one; an exact "
+            "resync all sites). This is the paper's cost axis, counted honestly for every sampler.",
+            figures.band_figure(
+                _burnin_series(arrays, "magnetisation", "target_evals", burn_in),
+                "Magnetisation during burn-in",
+                "magnetisation m(x)",
+                x_label="target evaluations per chain",
+            ),
+        )
+    )
+    figs.append(
+        (
+            "Burn-in: log posterior",
+            "Unnormalised log posterior log p~(x) per chain.",
+            figures.band_figure(
+                _burnin_series(arrays, "log_p", "step", burn_in),
+                "log p~(x) during burn-in",
+                "log p~(x)",
+            ),  # fmt: skip
+        )
+    )
+    if has_truth:
+        figs.append(
+            (
+                "Burn-in: accuracy",
+                "Fraction of sites equal to the ground truth.",
+                figures.band_figure(
+                    _burnin_series(arrays, "accuracy", "step", burn_in),
+                    "Accuracy during burn-in",
+                    "accuracy",
+                ),  # fmt: skip
+            )
+        )
+    whole = {name: (arrs["step"], arrs["magnetisation"]) for name, arrs in arrays.items()}
+    figs.append(
+        (
+            "Whole run: magnetisation",
+            f"Burn-in and mixing (burn-in ends at iteration {burn_in:,}); long series are "
+            "decimated for display only.",
+            figures.band_figure(whole, "Magnetisation, whole run", "magnetisation m(x)"),
+        )
+    )
+    acf = {}
+    if lag:
+        for name, run in runs.items():
+            if run.acf is not None and len(run.acf) == lag + 1:
+                acf[name] = run.acf
+            else:
+                series = run.trace.mixing_series()
+                if series.shape[1] > lag:
+                    acf[name] = autocorrelation(series, lag)
+    figs.append(
+        (
+            "Mixing: autocorrelation",
+            f"Autocorrelation of the magnetisation over the mixing phase, lags 0..{lag}, mean over "
+            "chains. Lags above 0.05 count towards the paper ESS.",
+            figures.acf_figure(acf, lag),
+        )
+    )
+    figs.append(
+        (
+            "Mixing: effective sample size",
+            "Left: the paper's ESS (Zanella's convention) per window of L+1 draws, mean over "
+            "chains with the standard deviation as error bar. Right: rank-normalised bulk ESS "
+            "over all chains (arviz-stats).",
+            figures.ess_figure(samplers),
+        )
+    )
+    balancings = {}
+    notes = []
+    for name, run in runs.items():
+        if not REGISTRY[name].balanced:
+            continue
+        if run.balancing_json is not None:
+            try:
+                balancings[name] = load_balancing(run.balancing_json)
+            except ValueError as err:
+                notes.append(f"{name}: the learned function cannot be drawn ({err})")
+        else:
+            balancings[name] = make_balancing(name)
+    t, g, reflected = figures.balancing_curves(balancings)
+    figs.append(
+        (
+            "Balancing functions",
+            "g(t) of every locally balanced sampler, the learned ones as learned at the end of "
+            "burn-in. The dashed curves are t g(1/t): they lie on g exactly when g is balanced.",
+            figures.balancing_figure(t, g, reflected),
+        )
+    )
+    if "lsb1" in runs and runs["lsb1"].history is not None:
+        h = runs["lsb1"].history
+        weights = h["weights"]
+        figs.append(
+            (
+                "LSB 1: mixture weights",
+                "Softmax weights of (t/(1+t), sqrt(t), min(1,t), max(1,t)) over burn-in.",
+                figures.weights_area_figure(h["step"], weights),
+            )
+        )
+        final = weights[-1] if len(weights) else np.zeros(0)
+        figs.append(("", "", figures.weights_bar_figure(final)))
+    histories = {n: r.history for n, r in runs.items() if r.history is not None}
+    if histories:
+        figs.append(
+            (
+                "Learning",
+                "The learning objective (spec section 5) and eta over burn-in, per learned "
+                "sampler.",
+                figures.loss_figure(histories),
+            )
+        )
+
+    # ---------------------------------------------------------------- tables
+    case = config.get("case")
+    paper = PAPER_TABLE2.get(case, {}) if isinstance(case, int) else {}
+    header = ["sampler", "paper ESS", "bulk ESS", "R-hat", "accept rate"]
+    header += ["final accuracy"] if has_truth else []
+    header += ["target evals / chain", "burn-in s", "mixing s"]
+    header += ["paper Table 2"] if paper else []
+    rows = []
+    for name, s in samplers.items():
+        ess = s["ess_paper_mean"]
+        ess_text = "n/a" if ess is None else f"{ess:.2f} ± {fmt(s['ess_paper_std'], 2)}"
+        row = [figures.sampler_label(name), ess_text, fmt(s["ess_bulk"], 4), fmt(s["rhat"], 4)]
+        row.append(fmt(s["accept_rate"]))
+        row += [fmt(s["final_accuracy"])] if has_truth else []
+        row += [fmt(s["target_evals"]), fmt(s["burnin_seconds"]), fmt(s["mixing_seconds"])]
+        if paper:
+            p = paper.get(name)
+            row.append("" if p is None else f"{p[0]:.2f} ± {p[1]:.2f}")
+        rows.append(row)
+    summary_table = _table(header, rows)
+
+    config_rows = []
+    for key, value in config.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={fmt(v)}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = " x ".join(map(str, value)) if key == "shape" else ", ".join(map(str, value))
+        config_rows.append([key, fmt(value)])
+    config_table = _table(["setting", "value"], config_rows, "text")
+
+    timing_rows = [
+        [
+            n,
+            fmt(p["burnin_seconds"]),
+            fmt(p["mixing_seconds"]),
+            fmt(p["recording_seconds"]),
+            fmt(p["csv_seconds"]),
+            fmt(p["burnin_steps_per_second"]),
+            fmt(p["mixing_steps_per_second"]),
+        ]
+        for n, p in timings["per_sampler"].items()
+    ]
+    timing_table = _table(
+        ["sampler", "burn-in s", "mixing s", "recording s", "traces.csv s", "burn-in steps/s",
+         "mixing steps/s"],
+        timing_rows,
+    )  # fmt: skip
+    env_rows = [["device", results["device"]]] + [[k, v] for k, v in results["versions"].items()]
+    env_table = _table(["", ""], env_rows, "text")
+
+    # ---------------------------------------------------------------- page
+    parts = []
+    for i, (heading, note, fig) in enumerate(figs):
+        if heading:
+            parts.append(f"<h2>{html.escape(heading)}</h2>")
+        if note:
+            parts.append(f'<p class="note">{html.escape(note)}</p>')
+        div = figures.figure_div(fig, f"figure-{i}")
+        parts.append(f'<div class="figure">{div}</div>')
+    swatches = " ".join(
+        f'<span><span class="swatch" style="background:{figures.sampler_colour(n)}"></span>'
+        f"{html.escape(figures.sampler_label(n))}</span>"
+        for n in samplers
+    )
+    lag_note = (
+        f"Paper ESS window L = {lag} lags"
+        + (
+            f" (clipped from {config.get('max_lag_requested')} because the mixing phase is short)"
+            if lag is not None and lag != config.get("max_lag_requested")
+            else ""
+        )
+        + (f"; traces thinned by {config.get('thin')}" if config.get("thin", 1) != 1 else "")
+        + ". The paper's Table 2 used 30 chains, 30x30, 2000 burn-in and 30 000 mixing steps."
+    )
+    if problem.target.batch > 1:
+        notes.append(
+            "Every chain has its own noisy image here (as in the paper), so the chains sample "
+            "different posteriors: the bulk ESS and R-hat pooled over chains compare different "
+            "targets and are not convergence diagnostics for this problem; the paper ESS is "
+            "computed per chain."
+        )
+    extra = "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
+    title = f"LSB Explorer experiment: {source}"
+    command = config.get("command", "")
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{_CSS}</style>
+<script>{figures.plotly_js()}</script>
+</head>
+<body>
+<h1>{html.escape(title)}</h1>
+<p class="note">Command: <code>{html.escape(command)}</code></p>
+<p>{swatches}</p>
+<h2>Summary</h2>
+{summary_table}
+<p class="note">{html.escape(lag_note)} Acceptance rate and target evaluations cover the whole
+run (burn-in included); seconds are the samplers' own stepping time, recording excluded.</p>
+{extra}
+{"".join(parts)}
+<h2>Configuration</h2>
+{config_table}
+<h2>Timings</h2>
+{timing_table}
+<p class="note">Sampling wall time {html.escape(fmt(timings["sampling_wall_seconds"]))} s with
+{html.escape(str(timings["workers"]))} worker(s).</p>
+<h2>Environment</h2>
+{env_table}
+</body>
+</html>
+"""
+    return page

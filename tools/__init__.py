@@ -1,0 +1,3 @@
+"""Developer tools around the dashboard (not part of it): ``python -m tools.loadtest`` (several
+browser sessions at once), ``python -m tools.measure`` (redraw cost against headless sampling)
+and ``python -m tools.screenshots`` (the README's screenshots)."""
