@@ -28,7 +28,7 @@ import torch
 
 import lsbcore
 from app.config import Config, steps_per_refresh
-from lsbcore.backends import kernels
+from lsbcore.samplers import warmup
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
     with run.lock:
         # until the compiled kernels are ready (streamlit_app compiles them in the background)
         # the torch steps run: both backends give the same chains, so the switch is invisible
-        comparison.set_backend("auto" if kernels.ready() else "torch")
+        comparison.set_backend("auto" if warmup.ready() else "torch")
         while done < limit and not run.finished:
             _maybe_start_mixing(run)
             burnin = comparison.phase == "burnin"

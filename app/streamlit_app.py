@@ -32,9 +32,9 @@ torch.set_num_threads(1)
 def compiled_kernels():
     """Compile the CPU kernels (or load them from numba's cache) once per server, in the
     background: runs take the torch steps until they are ready (same chains either way)."""
-    from lsbcore.backends import kernels
+    from lsbcore.samplers import warmup
 
-    return kernels.compile_in_background()
+    return warmup.compile_in_background()
 
 
 compiled_kernels()

@@ -128,9 +128,9 @@ def main(argv=None) -> int:
         parser.error("--repeats must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
     if device.type == "cpu" and not args.torch:
-        from lsbcore.backends import kernels
+        from lsbcore.samplers import warmup
 
-        kernels.compile_kernels()  # once, before any timing
+        warmup.compile_kernels()  # once, before any timing
     backend = "torch" if args.torch else "auto"
     results = run(device, args.sampler, args.repeats, args.steps, backend)
     info = {

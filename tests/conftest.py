@@ -16,8 +16,6 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore import IsingPosterior
-
 # Monte Carlo threshold for total-variation checks (spec section 9).
 #
 # With N independent draws from p over K states, E|p^_k - p_k| <= sqrt(2 / pi) sqrt(p_k / N)
@@ -50,12 +48,11 @@ def state_codes(x: torch.Tensor) -> torch.Tensor:
     return (flat << torch.arange(flat.shape[1])).sum(1)
 
 
-def exact_posterior(target: IsingPosterior, chain: int = 0) -> np.ndarray:
-    """Normalised posterior over all ``2^D`` states (alpha of ``chain`` if one per chain)."""
-    height, width = target.shape
-    alpha = target.alpha[chain if target.batch > 1 else 0]
-    single = IsingPosterior(alpha, target.lam, target.boundary)
-    log_p = single.log_prob(all_states(height, width))
+def exact_posterior(target, chain: int = 0) -> np.ndarray:
+    """Normalised posterior over all ``2^D`` states of any target (the field of ``chain`` if
+    there is one per chain); state code ``k`` as in ``all_states``."""
+    states = all_states(1, target.n_sites).reshape(-1, target.n_sites)
+    log_p = target.chain(chain).log_prob(states)
     return torch.softmax(log_p, 0).numpy()
 
 
@@ -151,6 +148,6 @@ def backend(request, monkeypatch):
 @pytest.fixture(scope="session", autouse=True)
 def compiled_kernels():
     """Compile (or load) the kernels once, before any test measures or times anything."""
-    from lsbcore.backends import kernels
+    from lsbcore.samplers import warmup
 
-    kernels.compile_kernels()
+    warmup.compile_kernels()

@@ -264,7 +264,7 @@ def test_unknown_boundary_is_refused_naming_boundary(boundary):
 @pytest.mark.parametrize("method", ["log_prob", "flip_log_ratios", "local_field"])
 def test_state_of_wrong_shape_is_refused_naming_x(x, method):
     target = IsingPosterior(torch.zeros(3, 3), 0.5)
-    with pytest.raises(ValueError, match=r"x must be a tensor of shape \[B, 3, 3\]"):
+    with pytest.raises(ValueError, match=r"x must have shape \[B, 3, 3\] or \[B, 9\]"):
         getattr(target, method)(x)
 
 
@@ -276,7 +276,7 @@ def test_state_that_is_not_a_tensor_is_refused():
 
 def test_batch_of_states_must_match_the_alpha_images():
     target = IsingPosterior(torch.zeros(2, 3, 3), 0.5)
-    with pytest.raises(ValueError, match="x has 3 chains but alpha holds 2 images"):
+    with pytest.raises(ValueError, match="x has 3 chains but the target holds 2 fields"):
         target.log_prob(torch.ones(3, 3, 3))
     assert target.log_prob(torch.ones(2, 3, 3)).shape == (2,)
     shared = IsingPosterior(torch.zeros(3, 3), 0.5)  # one image serves any batch

@@ -11,6 +11,7 @@ import torch
 from lsbcore import IsingPosterior, make_sampler, paper_case
 from lsbcore.backends import kernels
 from lsbcore.learning.balancing import MixtureBalancing
+from lsbcore.samplers import warmup
 
 LOCALLY_BALANCED = ["barker", "sqrt", "min", "max", "lsb1", "lsb2"]
 ALL = LOCALLY_BALANCED + ["gibbs", "metropolis"]
@@ -102,7 +103,7 @@ def test_the_backend_argument_chooses_the_path(monkeypatch):
         type(sampler), "_compiled_steps", lambda self, *a: calls.append(1) or original(self, *a)
     )
     sampler.step(5)
-    assert calls and kernels.ready()
+    assert calls and warmup.ready()
     calls.clear()
     make_sampler("barker", case.target, 2, x0=case.x0, backend="torch").step(5)
     assert not calls
@@ -121,9 +122,9 @@ def test_the_backend_argument_chooses_the_path(monkeypatch):
 
 
 def test_compile_is_idempotent_and_reports_ready():
-    kernels.compile_kernels()
-    kernels.compile_kernels()
-    assert kernels.ready()
+    warmup.compile_kernels()
+    warmup.compile_kernels()
+    assert warmup.ready()
 
 
 def test_lsb2_kernel_uses_the_current_network():

@@ -20,7 +20,6 @@ Balancing kinds: 0-3 the fixed functions in the order of ``FIXED``, 4 a mixture 
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 from numba import njit
@@ -325,57 +324,3 @@ def checkerboard_steps(
                 trace[t, b, 2] = stats[b, 2]
                 trace[t, b, 3] = count
                 trace[t, b, 4] = -1.0
-
-
-# ----------------------------------------------------------------------------- compilation
-# the library compiles on first use; the app sets this False so that no run waits for the
-# compiler (it starts compile_in_background and uses the torch path until ready() is True)
-WAIT_FOR_COMPILE = True
-_compiled = threading.Event()
-_lock = threading.Lock()
-_warming = threading.local()  # set in the thread that runs the warm-up
-
-
-def compile_kernels() -> None:
-    """Compile (or load from numba's on-disk cache) every kernel, by running each sampler a
-    few steps on a 3x3 lattice; idempotent and thread-safe."""
-    if ready():
-        return
-    with _lock:
-        if _compiled.is_set():
-            return
-        _warming.active = True
-        try:
-            _warm_up()
-        finally:
-            _warming.active = False
-        _compiled.set()
-
-
-def _warm_up() -> None:
-    import torch
-
-    from lsbcore.samplers.registry import SAMPLERS, make_sampler
-    from lsbcore.targets.ising import IsingPosterior
-
-    target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
-    for name in SAMPLERS:
-        if name == "learned":
-            continue
-        sampler = make_sampler(name, target, 2, device="cpu")
-        sampler.track_statistics()
-        if sampler.learnable:
-            sampler.step(2, learn=True, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
-        sampler.step(2, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
-
-
-def compile_in_background() -> threading.Thread:
-    """Start compiling in a daemon thread (the app's first frame never waits for it)."""
-    thread = threading.Thread(target=compile_kernels, name="lsb-kernels", daemon=True)
-    thread.start()
-    return thread
-
-
-def ready() -> bool:
-    """Whether the kernels are compiled (or this thread is compiling them)."""
-    return _compiled.is_set() or getattr(_warming, "active", False)

@@ -366,9 +366,9 @@ class Sampler:
         The kernels compile on first use (or load from numba's on-disk cache)."""
         if self.backend != "compiled" or not self._has_kernel(learn):
             return False
-        from lsbcore.backends import kernels
+        from lsbcore.samplers import warmup
 
-        kernels.compile_kernels()
+        warmup.compile_kernels()
         return True
 
     def _has_kernel(self, learn: bool = False) -> bool:

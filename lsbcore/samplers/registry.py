@@ -209,5 +209,4 @@ def make_sampler(
         if not spec.options:
             raise ValueError(f"the {name!r} sampler takes no options, got {unknown}.")
         raise ValueError(f"unknown options for {name!r}: {unknown}.")
-    checked = {key: allowed[key].check(name, value) for key, value in options.items()}
-    return spec.build(target, n_chains, **common, **checked)
+    return spec.build(target, n_chains, **common, **options)  # the sampler validates them

@@ -38,7 +38,7 @@ def as_real_tensor(value, name: str) -> torch.Tensor:
         raise ValueError(f"{name} must hold real numbers, not complex ones.")
     if not isinstance(value, torch.Tensor):
         try:
-            value = torch.as_tensor(np.asarray(value, dtype=np.float64))
+            value = torch.as_tensor(value, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(
                 f"{name} must be a numeric array, got {type(value).__name__}."
@@ -102,7 +102,7 @@ class Target:
     def _flat(self, x) -> torch.Tensor:
         """``x`` as ``[B, n]`` float64, after checking its shape and batch."""
         if not isinstance(x, torch.Tensor):
-            raise ValueError(f"x must be a torch tensor, got {type(x).__name__}.")
+            raise ValueError(f"x must be a tensor, got {type(x).__name__}.")
         if x.dim() >= 2 and (
             tuple(x.shape[1:]) == self.shape or (x.dim() == 2 and x.shape[1] == self.n_sites)
         ):

@@ -1,0 +1,60 @@
+"""Compiling the CPU kernels: every registered sampler takes a few steps on a tiny target.
+
+numba compiles a kernel for the argument types it is first called with; running each sampler
+(frozen and, where it learns, learning) on a 3x3 lattice reaches every kernel with the types
+real runs use. Compiled code is cached on disk, so later processes load it in about 2 s.
+This lives with the samplers (it drives them); ``lsbcore.backends`` imports nothing of
+``lsbcore``, so there is no import circle.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+_compiled = threading.Event()
+_lock = threading.Lock()
+_warming = threading.local()  # set in the thread that runs the warm-up
+
+
+def compile_kernels() -> None:
+    """Compile (or load from numba's on-disk cache) every kernel; idempotent, thread-safe."""
+    if ready():
+        return
+    with _lock:
+        if _compiled.is_set():
+            return
+        _warming.active = True
+        try:
+            _warm_up()
+        finally:
+            _warming.active = False
+        _compiled.set()
+
+
+def _warm_up() -> None:
+    from lsbcore.samplers.registry import REGISTRY, make_sampler
+    from lsbcore.targets.ising import IsingPosterior
+
+    target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
+    for name, spec in REGISTRY.items():
+        if spec.needs_balancing:
+            continue
+        sampler = make_sampler(name, target, 2, device="cpu", backend="compiled")
+        sampler.track_statistics()
+        if sampler.learnable:
+            sampler.step(2, learn=True, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
+        sampler.step(2, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
+
+
+def compile_in_background() -> threading.Thread:
+    """Start compiling in a daemon thread (the app's first frame never waits for it)."""
+    thread = threading.Thread(target=compile_kernels, name="lsb-kernels", daemon=True)
+    thread.start()
+    return thread
+
+
+def ready() -> bool:
+    """Whether the kernels are compiled (or this thread is compiling them)."""
+    return _compiled.is_set() or getattr(_warming, "active", False)
