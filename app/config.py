@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from lsbcore import PAPER_CASES, SAMPLERS
+from lsbcore import PAPER_CASES, REGISTRY, SAMPLERS
 
 SOURCES = ("paper", "sample", "upload")
 BOUNDARIES = ("free", "periodic")
@@ -23,11 +23,18 @@ OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("auto", "cpu", "cuda")
 # steps per refresh: "auto" fills the refresh interval, a number caps it (slow motion for demos)
 SPEEDS = ("auto", "1", "2", "5", "10", "20", "50", "100", "200", "500", "1000")
-# order of the sampler multiselect: fixed, learned, imported, uninformed baselines
-_ORDER = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "learned", "gibbs", "metropolis")
-SAMPLER_ORDER = tuple(n for n in _ORDER if n in SAMPLERS) + tuple(
-    n for n in SAMPLERS if n not in _ORDER
-)
+# order of the sampler multiselect: by family (fixed, learned and imported, uninformed, block),
+# registry order within one; a family the list does not know goes last
+FAMILIES = ("locally balanced", "learned", "uninformed", "block")
+
+
+def _family_rank(name: str) -> tuple[int, int]:
+    family = REGISTRY[name].family
+    rank = FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
+    return rank, SAMPLERS.index(name)
+
+
+SAMPLER_ORDER: tuple[str, ...] = tuple(sorted(SAMPLERS, key=_family_rank))
 
 DEFAULT_SAMPLE = "synthetic_disc_letter"
 # assets/README.md: every shipped sample shows a dark object except the cell (bright)

@@ -17,6 +17,7 @@ import streamlit as st
 from app import session, state
 from app.views import balancing, chains, convergence, export, mixing, proposal, segmentation
 from app.views import weights as weights_view
+from lsbcore.figures import sampler_label
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,22 @@ def controls(run: state.Run) -> None:
         st.success(f"Run complete: {run.n_steps:,} steps. Raise the mixing steps to go on.")
 
 
+def _sweeps(value: float) -> str:
+    whole = value >= 100 or value == int(value)  # a block sampler's sweeps are whole
+    return f"{value:,.0f}" if whole else f"{value:,.2f}"
+
+
+def sweeps_text(samplers: dict) -> str:
+    """Progress in sweeps (site updates per site): one figure when every sampler agrees, else
+    one per group, since a block sampler sweeps once per step and a single-site one 1/D."""
+    groups: dict[str, list[str]] = {}
+    for name, sampler in samplers.items():
+        groups.setdefault(_sweeps(sampler.sweeps), []).append(sampler_label(name))
+    if len(groups) == 1:
+        return f"**{next(iter(groups))}** sweeps"
+    return "sweeps " + ", ".join(f"**{v}** ({', '.join(names)})" for v, names in groups.items())
+
+
 def _status(run: state.Run) -> None:
     cfg, comparison = run.config, run.comparison
     n = run.n_steps
@@ -85,8 +102,8 @@ def _status(run: state.Run) -> None:
     else:
         speed = "paused"
     st.caption(
-        f"Step **{n:,}** · target evaluations per chain **{spread}** · **{speed}** · "
-        f"{run.device_label}"
+        f"Step **{n:,}** · {sweeps_text(comparison.samplers)} · target evaluations per chain "
+        f"**{spread}** · **{speed}** · {run.device_label}"
     )
     if run.error:
         st.error(run.error)

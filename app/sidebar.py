@@ -19,19 +19,26 @@ from app import config as cfgmod
 from app import sources
 from app.config import BOUNDS, Config
 from app.widgets import ensure, ensure_in_range
+from lsbcore.samplers.registry import SamplerSpec
 
 SOURCE_LABELS = {"paper": "Paper case", "sample": "Sample image", "upload": "Your image"}
-SAMPLER_LABELS = {
-    "barker": "t/(1+t)  (Barker)",
-    "sqrt": "√t  (= Gibbs-with-Gradients here)",
-    "min": "min(1, t)",
-    "max": "max(1, t)",
-    "lsb1": "LSB 1: learned mixture",
-    "lsb2": "LSB 2: learned network",
-    "learned": "Imported learned function",
-    "gibbs": "Gibbs  (uninformed baseline)",
-    "metropolis": "Metropolis  (uninformed baseline)",
+# What the multiselect adds to a sampler's registry label, so the kind shows at a glance
+FAMILY_NOTES = {
+    "learned": "learned",
+    "uninformed": "uninformed baseline",
+    "block": "block: one sweep per step",
 }
+
+
+def sampler_option_label(spec: SamplerSpec) -> str:
+    """The multiselect's text for a sampler: its label, then its kind (two spaces apart)."""
+    note = "learned function from JSON" if spec.needs_balancing else FAMILY_NOTES.get(spec.family)
+    return f"{spec.label}  ({note})" if note else spec.label
+
+
+SAMPLER_LABELS = {name: sampler_option_label(spec) for name, spec in lsbcore.REGISTRY.items()}
+#: Samplers built from an uploaded balancing function (the sidebar asks for the file).
+NEEDS_FILE = tuple(name for name, spec in lsbcore.REGISTRY.items() if spec.needs_balancing)
 SAMPLE_NOTES = {
     "synthetic_disc_letter": "A dark disc and letter under heavy noise; the true mask is known.",
     "camera": "A photograph: dark coat and tripod against sky and grass.",
@@ -311,13 +318,13 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
         format_func=lambda n: SAMPLER_LABELS.get(n, n),
         key="samplers",
         help="\n".join(
-            f"- **{SAMPLER_LABELS.get(n, n).split('  ')[0]}**: {lsbcore.DESCRIPTIONS.get(n, '')}"
+            f"- **{lsbcore.REGISTRY[n].label}**: {lsbcore.REGISTRY[n].description}"
             for n in cfgmod.SAMPLER_ORDER
         )
-        + "\n\nLSB 1 and LSB 2 learn during burn-in; the imported one is saved from Export.",
+        + "\n\nThe learned ones learn during burn-in; an imported one is saved from Export.",
     )
     learned_json = learned_id = None
-    if "learned" in state["samplers"]:
+    if any(n in NEEDS_FILE for n in state["samplers"]):
         file = sb.file_uploader(
             "Learned function (JSON)",
             type=["json"],
@@ -332,7 +339,8 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
                 sb.error(f"This learned function cannot be used: {error}")
             else:
                 learned_json, learned_id = file.getvalue(), file.file_id
-    with sb.expander("Learning (LSB 1, LSB 2)"):
+    learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.learnable)
+    with sb.expander(f"Learning ({learners})"):
         _number(
             st,
             "Learning rate",
@@ -425,6 +433,6 @@ def render(samples: tuple[str, ...]) -> Inputs:
     chosen = [n for n in cfgmod.SAMPLER_ORDER if n in state["samplers"]]
     state["_saved"] = replace(cfg, samplers=tuple(chosen)).as_dict()
     if inputs.learned_json is None:
-        chosen = [n for n in chosen if n != "learned"]
+        chosen = [n for n in chosen if n not in NEEDS_FILE]
     inputs.config = replace(cfg, samplers=tuple(chosen))
     return inputs

@@ -6,7 +6,8 @@
 - ``advance`` steps it: learning during burn-in, then ``start_mixing()``, then mixing;
 - ``start`` / ``pause`` run ``advance`` on a worker thread, so sampling goes on between redraws
   whatever the browser's refresh cadence; the page's fragment only draws;
-- ``slow_step`` takes one step in slow motion for the Proposal view.
+- ``slow_step`` takes one step in slow motion for the Proposal view (a single-site sampler shows
+  its proposal; a block sampler, which updates every site at once, its state and flip count).
 
 Every access to the comparison holds ``run.lock``: the worker steps in short chunks
 (``CHUNK_S``) and releases it in between, so views and downloads (built on other threads) read
@@ -41,15 +42,26 @@ RATE_WINDOW_S = 0.5
 
 @dataclass
 class SiteStep:
-    """One chain of one sampler through a single step (the slow-motion view)."""
+    """One chain of one sampler through a single step (the slow-motion view).
+
+    A block sampler (a sweep per step) proposes no site: ``q`` and ``t`` are None, ``site`` and
+    ``accept_prob`` too, and ``flipped`` says how many sites the sweep changed.
+    """
 
     state: np.ndarray  # [H, W] of +-1 before the step
-    q: np.ndarray  # [H, W] proposal Q(i | x)
-    t: np.ndarray  # [H, W] T(x -> x with i flipped) = Q(i | x) A
+    q: np.ndarray | None  # [H, W] proposal Q(i | x)
+    t: np.ndarray | None  # [H, W] T(x -> x with i flipped) = Q(i | x) A
     site: tuple[int, int] | None  # the site proposed by the step (None before a step)
     accept_prob: float | None  # A at that site: the probability the proposal was accepted
-    move_prob: float  # probability that the step moves at all: sum_i T
-    accepted: bool | None = None  # whether the proposal was accepted
+    move_prob: float  # probability that the step moves at all: sum_i T (NaN for a block)
+    accepted: bool | None = None  # whether the proposal was accepted (a block: any flip)
+    flipped: int | None = None  # sites the step changed (block samplers)
+
+
+def proposes_one_site(name: str) -> bool:
+    """Whether sampler ``name`` moves by proposing one site, so it has Q and T maps."""
+    spec = lsbcore.REGISTRY.get(name)
+    return spec is not None and spec.sites_per_step == "one"
 
 
 @dataclass
@@ -151,7 +163,7 @@ def build_run(
         messages.append("No CUDA GPU is available here; running on the CPU instead.")
         device = "cpu"
     options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
-    if "learned" in cfg.samplers:
+    if any(lsbcore.REGISTRY[n].needs_balancing for n in cfg.samplers):
         options["balancing"] = balancing
 
     def make(dev):
@@ -306,7 +318,8 @@ def slow_step(run: Run, chain: int = 0) -> StepReport | None:
 
     For chain ``chain`` of each sampler: ``Q(i | x)`` and ``T(x -> x_i) = Q A`` for every site
     ``i`` just before the step, then the proposed site, its acceptance probability and whether
-    it was accepted. None when the run is complete.
+    it was accepted. A block sampler proposes no site: its state before the step and the number
+    of sites its sweep changed. None when the run is complete.
     """
     comparison = run.comparison
     chain = min(max(chain, 0), run.config.chains - 1)
@@ -316,8 +329,10 @@ def slow_step(run: Run, chain: int = 0) -> StepReport | None:
         _maybe_start_mixing(run)
         before = {}
         for name, sampler in comparison.samplers.items():
-            q = torch.exp(sampler.proposal_log_probs()[chain]).cpu().numpy()
-            t = sampler.flip_probabilities()[chain].cpu().numpy()
+            q = t = None
+            if proposes_one_site(name):
+                q = torch.exp(sampler.proposal_log_probs()[chain]).cpu().numpy()
+                t = sampler.flip_probabilities()[chain].cpu().numpy()
             before[name] = (sampler.x[chain].cpu().numpy().copy(), q, t)
         phase = comparison.phase
         comparison.step(1, learn=phase == "burnin")
@@ -326,6 +341,12 @@ def slow_step(run: Run, chain: int = 0) -> StepReport | None:
         sites = {}
         for name, sampler in comparison.samplers.items():
             state, q, t = before[name]
+            if q is None:  # a sweep: no proposed site, only what changed
+                flipped = int((sampler.x[chain].cpu().numpy() != state).sum())
+                sites[name] = SiteStep(
+                    state, None, None, None, None, math.nan, flipped > 0, flipped
+                )
+                continue
             last = sampler.last_proposal
             site = divmod(int(last["site"][chain]), state.shape[1])
             accept = float(last["accept_prob"][chain])

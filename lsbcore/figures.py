@@ -5,9 +5,9 @@ returns a ``plotly.graph_objects.Figure``. None of them raises on empty input (t
 carries the annotation "no data yet") or on NaN/inf values (they become gaps). This is the only
 module of ``lsbcore`` that imports plotly.
 
-Colours and labels are fixed per sampler name (``SAMPLER_COLOURS``, ``SAMPLER_LABELS``) so that a
-sampler looks the same in every figure; unknown names get a stable colour from the same palette
-and their own name as label.
+Colours and labels are fixed per sampler name (``SAMPLER_COLOURS``, ``SAMPLER_LABELS``, read from
+the sampler registry) so that a sampler looks the same in every figure; unknown names get a
+stable colour from the same palette and their own name as label.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
+
+from lsbcore.samplers.registry import REGISTRY
 
 __all__ = [
     "COMPONENTS",
@@ -42,36 +44,16 @@ __all__ = [
     "weights_bar_figure",
 ]
 
-#: One colour per sampler (Tableau 10, distinguishable and colour-blind friendly in pairs).
-SAMPLER_COLOURS = {
-    "barker": "#4E79A7",
-    "sqrt": "#F28E2B",
-    "min": "#59A14F",
-    "max": "#E15759",
-    "lsb1": "#B07AA1",
-    "lsb2": "#76B7B2",
-    "gibbs": "#9C755F",
-    "metropolis": "#BAB0AC",
-    "learned": "#FF9DA7",
-}
-#: Human-readable sampler names.
-SAMPLER_LABELS = {
-    "barker": "t/(1+t)",
-    "sqrt": "sqrt(t) (= GWG)",
-    "min": "min(1,t)",
-    "max": "max(1,t)",
-    "lsb1": "LSB 1",
-    "lsb2": "LSB 2",
-    "gibbs": "Gibbs",
-    "metropolis": "Metropolis",
-    "learned": "Imported",
-}
+#: One colour and one human label per sampler, from its registry entry, so that a sampler
+#: looks the same in every figure and a newly registered one needs nothing here.
+SAMPLER_COLOURS = {name: spec.colour for name, spec in REGISTRY.items()}
+SAMPLER_LABELS = {name: spec.label for name, spec in REGISTRY.items()}
 #: LSB 1's mixture components, in the order of its softmax weights.
 COMPONENTS = ("barker", "sqrt", "min", "max")
 #: Autocorrelations above this count towards the paper ESS (spec section 6).
 ESS_THRESHOLD = 0.05
 
-_PALETTE = tuple(SAMPLER_COLOURS.values()) + ("#EDC948", "#4B4B4B")
+_PALETTE = tuple(dict.fromkeys((*SAMPLER_COLOURS.values(), "#EDC948", "#4B4B4B")))
 _HEIGHT = 420
 _MAX_POINTS = 5000  # longer series are decimated for display (every k-th point, last kept)
 _NO_DATA = "no data yet"

@@ -326,6 +326,48 @@ def test_every_tab_renders_during_burn_in_and_after_it():
     assert at.button(key="run").disabled
 
 
+def test_checkerboard_gibbs_runs_in_every_view_and_in_slow_motion():
+    """A block sampler (one sweep per step, no balancing function, no proposal) beside
+    single-site ones: every tab draws, in burn-in and mixing, and Step shows its sweep."""
+    at = open_app(
+        size="16", chains="2", burn_in="20", steps="200", samplers="barker,lsb1,checkerboard"
+    )
+    assert_healthy(at)
+    assert at.multiselect(key="samplers").value == ["barker", "lsb1", "checkerboard"]
+    at.button(key="step").click().run()
+    assert_healthy(at)
+    run = the_run(at)
+    block = run.last_step.sites["checkerboard"]
+    assert block.site is None and block.q is None and block.accept_prob is None
+    after = run.comparison["checkerboard"].x[run.last_step.chain].cpu().numpy()
+    assert block.flipped == int((after != block.state).sum())
+    assert "Not shown: Checkerboard Gibbs" in texts(at.caption)
+    assert len(at.dataframe) == 1 and at.dataframe[0].value.shape[0] == 2  # barker and LSB 1
+    for tab in TABS:
+        at.session_state["view"] = tab
+        at.run()
+        assert_healthy(at)
+    state.advance(run, 120.0, 300)
+    assert run.finished and run.phase == "mixing"
+    sweeps = run.comparison["checkerboard"].sweeps
+    assert sweeps == run.n_steps  # one sweep per step
+    for tab in TABS:
+        at.session_state["view"] = tab
+        at.run()
+        assert_healthy(at)
+        if tab == "Balancing functions":
+            assert "Checkerboard Gibbs: not locally balanced" in texts(at.caption)
+        if tab == "Mixing":
+            assert at.dataframe and at.dataframe[0].value.shape[0] == 3
+        if tab == "Export":
+            assert "samplers=barker,lsb1,checkerboard" in texts(at.code)
+    assert f"**{sweeps:,.0f}** (Checkerboard Gibbs)" in texts(at.caption)  # the status line
+    at.session_state["x_axis"] = "sweeps"
+    at.session_state["view"] = "Convergence"
+    at.run()
+    assert_healthy(at)
+
+
 def test_learning_divergence_is_reported_as_a_warning():
     at = open_app()
     run = the_run(at)

@@ -14,12 +14,20 @@ from PIL import Image
 
 from lsbcore import (
     CSV_COLUMNS,
+    SAMPLERS,
     Comparison,
     load_balancing,
     paper_case,
     write_traces_csv,
 )
-from lsbcore.experiment import ArrayTrace, RecordingComparison, main, thin_for_csv
+from lsbcore.experiment import (
+    CHOICES,
+    DEFAULT_SAMPLERS,
+    ArrayTrace,
+    RecordingComparison,
+    main,
+    thin_for_csv,
+)
 from lsbcore.results import (
     SAMPLER_FIELDS,
     comparison_results,
@@ -181,6 +189,19 @@ def test_image_without_noise_has_no_accuracy(png, tmp_path):
     assert entry["final_accuracy"] is None
     assert results["config"]["max_lag"] == 10
     assert "accuracy" not in read_csv(tmp_path / "traces.csv")[1][7]
+
+
+def test_the_command_offers_every_registered_sampler_and_runs_checkerboard_gibbs(tmp_path):
+    # the registry decides: all but the file-built "learned"; the paper's six by default
+    assert set(CHOICES) == set(SAMPLERS) - {"learned"} and "checkerboard" in CHOICES
+    assert DEFAULT_SAMPLERS == ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
+    out = tmp_path / "block"
+    args = ["--case", "3", "--size", "6", "--chains", "2", "--burn-in", "10", "--steps", "40"]
+    assert main([*args, "--samplers", "checkerboard,gibbs", "--quiet", "--out", str(out)]) == 0
+    results = strict_json((out / "results.json").read_text())
+    assert set(results["samplers"]) == {"checkerboard", "gibbs"}
+    assert 0.0 <= results["samplers"]["checkerboard"]["accept_rate"] <= 1.0
+    assert "Checkerboard Gibbs" in (out / "report.html").read_text(encoding="utf-8")
 
 
 # ----------------------------------------------------------------------------- bad arguments

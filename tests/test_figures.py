@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+import lsbcore
 from lsbcore import make_balancing
 from lsbcore.figures import (
     COMPONENTS,
@@ -29,7 +30,7 @@ from lsbcore.figures import (
 )
 from lsbcore.learning.balancing import MixtureBalancing, NetworkBalancing
 
-ALL = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "gibbs", "metropolis", "learned")
+ALL = lsbcore.SAMPLERS  # the registry: every registered sampler has a colour and a label
 
 
 def is_empty(fig: go.Figure) -> bool:
@@ -47,6 +48,7 @@ def test_colours_and_labels_cover_every_sampler():
     assert len(set(SAMPLER_COLOURS.values())) == len(ALL)
     assert SAMPLER_LABELS["barker"] == "t/(1+t)"
     assert SAMPLER_LABELS["sqrt"] == "sqrt(t) (= GWG)"
+    assert SAMPLER_LABELS["checkerboard"] == "Checkerboard Gibbs"
     assert sampler_colour("sqrt") == SAMPLER_COLOURS["sqrt"]
     assert sampler_colour("mystery") == sampler_colour("mystery")  # stable fallback
     assert sampler_label("mystery") == "mystery"

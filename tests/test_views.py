@@ -157,6 +157,18 @@ def test_proposal_of_nothing_is_none_and_rows_say_what_was_proposed_and_decided(
     assert "proposed site (row, col)" not in before_any_step[0]
 
 
+def test_block_samplers_are_left_out_of_the_maps_and_the_table_with_a_note():
+    sweep = SiteStep(spins(8, 8), None, None, None, None, float("nan"), True, 17)
+    maps = {"barker": site_step(site=(1, 1)), "checkerboard": sweep}
+    fig = proposal.proposal_figure(maps, "Q")
+    assert len([t for t in fig.data if t.type == "heatmap"]) == 2  # barker only
+    assert [r["sampler"] for r in proposal.step_rows(maps)] == ["t/(1+t)"]
+    assert proposal.proposal_figure({"checkerboard": sweep}) is None
+    note = proposal.block_note(["checkerboard"], maps)
+    assert "Checkerboard Gibbs (17 sites changed)" in note and "sweep" in note
+    assert "changed" not in proposal.block_note(["checkerboard"])
+
+
 # ----------------------------------------------------------------------------- balancing
 def test_balancing_figure_draws_every_function_and_its_reflection_on_request():
     funcs = {n: lsbcore.make_balancing(n) for n in ("barker", "sqrt", "lsb1")}
@@ -227,6 +239,18 @@ def test_convergence_marks_burn_in_and_follows_the_chosen_axis():
     assert by_evals[0].layout.xaxis.title.text == "target evaluations per chain"
     xs = [t.x for t in by_evals[0].data if len(t.x)]
     assert max(max(x) for x in xs) == 39 * 50
+
+
+def test_convergence_offers_sweeps_and_falls_back_to_iterations_without_them():
+    single = trace_arrays()
+    single["sweeps"] = single["step"] / 64
+    block = trace_arrays()
+    block["sweeps"] = block["step"].astype(float)  # one sweep per step
+    figs = convergence.convergence_figures({"barker": single, "checkerboard": block}, "sweeps")
+    assert figs[0].layout.xaxis.title.text.startswith("sweeps")
+    assert max(max(t.x) for t in figs[0].data if len(t.x)) == 390
+    without = convergence.convergence_figures({"barker": trace_arrays()}, "sweeps")
+    assert without[0].layout.xaxis.title.text == "iteration"
 
 
 def test_long_traces_are_thinned_for_display():

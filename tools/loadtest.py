@@ -316,11 +316,11 @@ def input_value(page, key: str) -> str:
     return page.locator(f".st-key-{key} input").first.input_value()
 
 
-_STATUS = re.compile(r"Step ([\d,]+) · target evaluations")
+_STATUS = re.compile(r"Step ([\d,]+) · .*target evaluations")  # sweeps come between
 
 
 def status_text(page) -> str:
-    """The run's status line ("Step N · target evaluations per chain … · speed · device")."""
+    """The run's status line ("Step N · sweeps · target evaluations per chain … · speed")."""
     texts = page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
     return next((t.strip() for t in texts if _STATUS.search(t)), "")
 

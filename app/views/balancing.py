@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.widgets import ensure
-from lsbcore import figures
+from lsbcore import REGISTRY, figures
 
 
 def t_grid(max_abs_log_t: float, points: int = 201) -> np.ndarray:
@@ -44,17 +44,20 @@ def max_log_ratio(target) -> float:
     return 2.0 * (target.alpha.abs().max().item() + 4.0 * target.lam)
 
 
+def balanced(samplers: dict) -> dict:
+    """The balancing function of every locally balanced sampler among ``samplers``."""
+    return {n: s.balancing for n, s in samplers.items() if REGISTRY[n].balanced}
+
+
 def figures_now(run, overlay: bool = False) -> tuple[go.Figure | None, dict]:
     """The g(t) figure of the samplers' current functions, and the learners' histories."""
     comparison = run.comparison
-    balancings = {n: s.balancing for n, s in comparison.samplers.items() if hasattr(s, "balancing")}
+    balancings = balanced(comparison.samplers)
     t = t_grid(max_log_ratio(run.problem.target))
     with run.lock:  # the worker updates learned parameters in place
         curves = figures.balancing_curves(balancings, t) if balancings else None
         histories = {
-            n: s.history.arrays()
-            for n, s in comparison.samplers.items()
-            if getattr(s, "learnable", False)
+            n: s.history.arrays() for n, s in comparison.samplers.items() if REGISTRY[n].learnable
         }
     if curves is None:
         return None, histories
@@ -69,10 +72,14 @@ def _figures(run, overlay: bool):
 
 def render(run) -> None:
     comparison = run.comparison
-    balancings = {n: s.balancing for n, s in comparison.samplers.items() if hasattr(s, "balancing")}
+    balancings = balanced(comparison.samplers)
+    others = [figures.sampler_label(n) for n in comparison.names if n not in balancings]
+    note = f"{', '.join(others)}: not locally balanced, so no balancing function g to draw."
     if not balancings:
-        st.info("Only the uninformed baselines are selected: they have no balancing function.")
+        st.info(note)
         return
+    if others:
+        st.caption(note)
     ensure("overlay_reflection", False)
     overlay = st.checkbox(
         "Overlay t·g(1/t) (dotted): it coincides with g(t) for every balancing function",

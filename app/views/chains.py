@@ -13,6 +13,7 @@ import streamlit as st
 
 from app.views import pixels
 from app.widgets import ensure_in_range
+from lsbcore import REGISTRY
 from lsbcore.figures import sampler_label as label
 
 ROW_WIDTH = 1000  # on-screen width of one sampler's row, pixels
@@ -58,16 +59,21 @@ def chain_panels(
     return panels
 
 
+def _note(name: str, sampler) -> str:
+    """Acceptance (for a sweep: the share of site updates that changed a site) and sweeps."""
+    if not sampler.n_steps:
+        return "not started"
+    rate = "acceptance" if REGISTRY[name].sites_per_step == "one" else "sites changed"
+    return f"{rate} {sampler.accept_rate:.2f} · {sampler.sweeps:,.2f} sweeps"
+
+
 def snapshot(run, n_show: int) -> tuple[dict, dict, dict]:
     """(states [k, H, W], marginals [H, W] or None, caption notes) per sampler, copied."""
     comparison = run.comparison
     with run.lock:
         states = {n: s.x[:n_show].cpu().numpy() for n, s in comparison.samplers.items()}
         marginals = {n: m.mean() if m.count else None for n, m in comparison.marginals.items()}
-        notes = {
-            n: f"acceptance {s.accept_rate:.2f}" if s.n_steps else "not started"
-            for n, s in comparison.samplers.items()
-        }
+        notes = {n: _note(n, s) for n, s in comparison.samplers.items()}
     return states, marginals, notes
 
 

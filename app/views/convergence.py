@@ -1,5 +1,9 @@
-"""View 5, Convergence: magnetisation, log p̃, accuracy and acceptance against iterations or
-target evaluations (mean and 95 % band over chains), with the end of burn-in marked.
+"""View 5, Convergence: magnetisation, log p̃, accuracy and acceptance against iterations,
+sweeps or target evaluations (mean and 95 % band over chains), with the end of burn-in marked.
+
+Sweeps (site updates per site) put a block sampler, which updates every site per step, on the
+same footing as the single-site ones. A sampler updates a fixed number of sites per step, so its
+sweeps are its recorded steps scaled: the traces need no column of their own.
 
 Long traces are thinned evenly before plotting (fewer points while the run is running), so the
 figures stay light however long the run; the figures are rebuilt at most every two seconds
@@ -15,7 +19,12 @@ import streamlit as st
 from app.widgets import ensure
 from lsbcore import figures
 
-X_AXES = {"iterations": "step", "target evaluations per chain": "target_evals"}
+X_AXES = {
+    "iterations": "step",
+    "sweeps": "sweeps",
+    "target evaluations per chain": "target_evals",
+}
+X_LABELS = {"step": "iteration", "sweeps": "sweeps (site updates per site)"}
 MAX_POINTS = 600  # per curve on screen when paused; the CSV export has every record
 # while running fewer: lsbcore.figures.band_figure's per-row nanquantile costs ~0.1 ms a point
 LIVE_POINTS = 150
@@ -44,7 +53,9 @@ def convergence_figures(
     if not traces:
         return []
     x_key = X_AXES.get(x_axis, "step")
-    x_label = "iteration" if x_key == "step" else "target evaluations per chain"
+    if not all(x_key in a for a in traces.values()):
+        x_key = "step"  # traces without sweeps (not from a run): fall back to iterations
+    x_label = X_LABELS.get(x_key, "target evaluations per chain")
     figs = []
     for field, title, y_label in PANELS:
         if not all(field in a for a in traces.values()):
@@ -63,9 +74,13 @@ def convergence_figures(
 
 
 def snapshot(run) -> dict[str, dict[str, np.ndarray]]:
-    """Copies of every sampler's trace arrays."""
+    """Copies of every sampler's trace arrays, with each record's sweeps."""
     with run.lock:
-        return {n: tr.arrays() for n, tr in run.comparison.traces.items()}
+        out = {n: tr.arrays() for n, tr in run.comparison.traces.items()}
+        for name, arrays in out.items():
+            sampler = run.comparison[name]
+            arrays["sweeps"] = arrays["step"] * (sampler.sites_per_step / sampler.n_sites)
+    return out
 
 
 def render(run) -> None:
@@ -86,7 +101,9 @@ def render(run) -> None:
     for fig in figs:
         st.plotly_chart(fig, config={"displayModeBar": False})
     st.caption(
-        "Lines: mean over chains; bands: 95 % of chains. Dashed line: end of burn-in. "
+        "Lines: mean over chains; bands: 95 % of chains. Dashed line: end of burn-in. A sweep "
+        "updates every site once on average: a single-site step is 1/(sites) of one, a block "
+        "sampler's step a whole one. "
         "Target evaluations count single-site log-ratio evaluations per chain: the learning "
         "samplers spend more per step during burn-in."
     )

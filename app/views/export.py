@@ -15,6 +15,7 @@ import streamlit as st
 
 import lsbcore
 from app.config import Config, to_query_params
+from lsbcore import REGISTRY
 from lsbcore.figures import sampler_label as label
 from lsbcore.results import comparison_results, results_to_json
 
@@ -27,10 +28,10 @@ def traces_csv(traces: dict) -> str:
 
 
 def learned_functions(samplers: dict, meta: dict | None = None) -> dict[str, str]:
-    """JSON of each learned balancing function (LSB 1, LSB 2), keyed by sampler name."""
+    """JSON of each learned balancing function (the learnable samplers'), keyed by sampler name."""
     out = {}
     for name, sampler in samplers.items():
-        if name in ("lsb1", "lsb2"):
+        if REGISTRY[name].learnable:
             info = {"sampler": name, **(meta or {})}
             out[name] = lsbcore.balancing_to_json(sampler.balancing, info)
     return out
@@ -92,10 +93,12 @@ def render(run) -> None:
         "and per sampler ESS, R-hat, acceptance, accuracy, target evaluations and seconds.",
     )
     st.markdown("**Learned balancing functions**")
-    learned = [n for n in comparison.names if n in ("lsb1", "lsb2")]
+    learned = [n for n in comparison.names if REGISTRY[n].learnable]
     if not learned:
-        st.caption("Select LSB 1 or LSB 2 to export a learned function.")
+        learners = " or ".join(s.label for s in REGISTRY.values() if s.learnable)
+        st.caption(f"Select {learners} to export a learned function.")
     else:
+        importer = next((s.label for s in REGISTRY.values() if s.needs_balancing), "Imported")
         row = st.container(horizontal=True)
         for name in learned:
             row.download_button(
@@ -105,8 +108,7 @@ def render(run) -> None:
                 mime="application/json",
                 on_click="ignore",
                 key=f"download_{name}",
-                help="Import it again with the sampler 'Imported learned function' to reuse it "
-                "on another image.",
+                help=f"Import it again with the sampler '{importer}' to reuse it on another image.",
             )
     st.markdown("**Link to this configuration**")
     base = getattr(st.context, "url", None)

@@ -4,7 +4,8 @@ A locally balanced sampler proposes flipping site i with probability Q(i | x) âˆ
 t_i = p(x with i flipped) / p(x). The heat maps show log10 Q (or the flip probability
 T = QÂ·A, or the acceptance A) over the lattice; the uninformed baselines are flat. After Step,
 the maps are those seen just before the step and a marker shows the proposed site (accepted or
-rejected).
+rejected). Block samplers (a sweep per step) propose no single site: they are named in a caption
+instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.state import SiteStep
+from app.state import SiteStep, proposes_one_site
 from app.widgets import ensure, ensure_in_range
 from lsbcore.figures import sampler_label as label
 
@@ -169,6 +170,8 @@ def step_rows(maps: dict[str, SiteStep], after_step: bool = True) -> list[dict]:
     with which acceptance."""
     rows = []
     for name, m in maps.items():
+        if m.q is None:  # a block sampler: no proposal to tabulate
+            continue
         q = np.asarray(m.q)
         uniform = q.size > 0 and float(q.max() - q.min()) <= 1e-12 * max(float(q.max()), 1e-300)
         row = {"sampler": label(name)}
@@ -194,6 +197,8 @@ def current_maps(run, chain: int) -> dict[str, SiteStep]:
     out = {}
     with run.lock:
         for name, s in run.comparison.samplers.items():
+            if not proposes_one_site(name):
+                continue
             q = np.exp(s.proposal_log_probs()[chain].cpu().numpy())
             t = s.flip_probabilities()[chain].cpu().numpy()
             out[name] = SiteStep(s.x[chain].cpu().numpy().copy(), q, t, None, None, float(t.sum()))
@@ -224,8 +229,9 @@ def render(run) -> None:
         )
     report = run.last_step
     after_step = report is not None and report.step == run.n_steps and report.chain == chain
+    blocks = [n for n in run.comparison.names if not proposes_one_site(n)]
     if after_step:
-        maps = report.sites
+        maps = {n: m for n, m in report.sites.items() if m.q is not None}
         moved = sum(bool(m.accepted) for m in maps.values())
         st.caption(
             f"Step {report.step:,} ({'burn-in' if report.phase == 'burnin' else 'mixing'}), "
@@ -236,7 +242,24 @@ def render(run) -> None:
     else:  # while running, the maps follow twice a second: Q over all sites costs O(B D)
         maps = run.throttled("proposal", lambda: current_maps(run, chain), (chain,), LIVE_S)
         st.caption(f"Chain {chain + 1} at step {run.n_steps:,}.")
+    if blocks:
+        st.caption(block_note(blocks, report.sites if after_step else None))
+    if not maps:
+        return
     fig = proposal_figure(maps, quantity)
     if fig is not None:
         st.plotly_chart(fig, config={"displayModeBar": False})
     st.dataframe(step_rows(maps, after_step), hide_index=True)
+
+
+def block_note(names: list[str], sites: dict[str, SiteStep] | None = None) -> str:
+    """Why block samplers are not drawn here, and (after a step) how many sites each changed."""
+    parts = []
+    for name in names:
+        m = (sites or {}).get(name)
+        flipped = "" if m is None or m.flipped is None else f" ({m.flipped:,} sites changed)"
+        parts.append(f"{label(name)}{flipped}")
+    return (
+        f"Not shown: {', '.join(parts)}. A block sampler updates every site in one step (a "
+        "sweep) from its conditional, so it proposes no single site to map."
+    )

@@ -16,14 +16,15 @@ from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
 from lsbcore.image import ImageError, load_image
 from lsbcore.samplers.base import resolve_device
-from lsbcore.samplers.registry import SAMPLERS
+from lsbcore.samplers.registry import REGISTRY
 
 __all__ = ["CHOICES", "DEFAULT_SAMPLERS", "build_parser", "main"]
 
-#: The samplers of the paper's Table 2, run by default.
-DEFAULT_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
-#: Samplers selectable here ("learned" needs a file and is for the dashboard).
-CHOICES = tuple(n for n in SAMPLERS if n != "learned")
+#: Samplers selectable here: every registered one except those built from a balancing-function
+#: file ("learned"), which is for the dashboard.
+CHOICES = tuple(n for n, spec in REGISTRY.items() if not spec.needs_balancing)
+#: The samplers of the paper's Table 2, run by default: the locally balanced ones.
+DEFAULT_SAMPLERS = tuple(n for n in CHOICES if REGISTRY[n].balanced)
 PAPER_CHAINS, PAPER_SIZE, PAPER_STEPS = 30, 30, 30_000
 IMAGE_CHAINS, IMAGE_SIZE, IMAGE_BURN_IN, IMAGE_STEPS = 4, 64, 500, 5000
 MAX_CHAINS, MAX_SIZE, MAX_STEPS = 1000, 256, 1_000_000

@@ -34,6 +34,7 @@ from lsbcore.experiment.report import build_report
 from lsbcore.learning.balancing_io import balancing_to_json
 from lsbcore.results import comparison_results, effective_max_lag, results_to_json
 from lsbcore.samplers.base import resolve_device
+from lsbcore.samplers.registry import REGISTRY
 
 __all__ = [
     "RECORD_BLOCK",
@@ -512,10 +513,13 @@ def log_message(message: str, quiet: bool) -> None:
 
 
 # ============================================================================ the experiment
-def _cost(name: str, burn_in: int, steps: int) -> float:
-    """Rough relative cost, to start the longest tasks first."""
-    learn = {"lsb1": 1 / 150, "lsb2": 1 / 60}.get(name, 1 / 3500)
-    mix = {"lsb1": 1 / 2000, "lsb2": 1 / 1500}.get(name, 1 / 3500)
+def _cost(name: str, burn_in: int, steps: int, n_sites: int) -> float:
+    """Rough relative cost, to start the longest tasks first: learning steps cost most, and a
+    sweep (a block sampler's step) costs about a fifth of a single-site step per site."""
+    spec = REGISTRY[name]
+    per_step = 1 / 3500 if spec.sites_per_step == "one" else n_sites / 17500
+    learn = 1 / 100 if spec.learnable else per_step
+    mix = 1 / 1700 if spec.learnable else per_step
     return burn_in * learn + steps * mix
 
 
@@ -626,7 +630,8 @@ def run_experiment(
         }
         for name in names
     ]
-    tasks.sort(key=lambda t: -_cost(t["name"], burn_in, steps))  # longest first
+    n_sites = problem.target.n_sites
+    tasks.sort(key=lambda t: -_cost(t["name"], burn_in, steps, n_sites))  # longest first
     progress = _Progress(names, burn_in, steps, enabled=not quiet)
     runs: dict[str, SamplerRun] = {}
     parts = {task["name"]: Path(task["csv_part"]) for task in tasks}
