@@ -11,6 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from lsbcore.backends import BACKENDS, resolve_backend
 from lsbcore.cases import PAPER_CASES
 from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
@@ -117,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=_int_in(0, 2**31 - 1), default=0)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="where steps run: compiled CPU loops, torch, or auto (compiled on the CPU); "
+        "both give the same chains",
+    )
+    parser.add_argument(
         "--thin", type=_int_in(1, MAX_STEPS), default=1, help="record every THIN steps (default 1)"
     )
     parser.add_argument(
@@ -184,6 +192,7 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
         )
     try:
         device = resolve_device(args.device)
+        resolve_backend(args.backend, device)
     except ValueError as err:
         parser.error(str(err))
     if args.workers is None:
@@ -253,6 +262,7 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
         steps=args.steps,
         seed=args.seed,
         device=str(device),
+        backend=args.backend,
         thin=args.thin,
         csv_thin=args.csv_thin,
         workers=args.workers,
@@ -325,6 +335,7 @@ def main(argv=None) -> int:
         steps=args.steps,
         seed=args.seed,
         device=config["device"],
+        backend=args.backend,
         thin=args.thin,
         workers=args.workers,
         out=args.out,
