@@ -363,13 +363,9 @@ class Sampler:
     # ----------------------------------------------------------------- the compiled path
     def _uses_compiled(self, learn: bool) -> bool:
         """Whether this step kind runs compiled: the backend says so and a kernel exists.
-        The kernels compile on first use (or load from numba's on-disk cache)."""
-        if self.backend != "compiled" or not self._has_kernel(learn):
-            return False
-        from lsbcore.samplers import warmup
-
-        warmup.compile_kernels()
-        return True
+        numba compiles a kernel on its first call (or loads it from its on-disk cache);
+        ``samplers.warmup`` compiles them all ahead of time."""
+        return self.backend == "compiled" and self._has_kernel(learn)
 
     def _has_kernel(self, learn: bool = False) -> bool:
         return False

@@ -3,8 +3,9 @@
 numba compiles a kernel for the argument types it is first called with; running each sampler
 (frozen and, where it learns, learning) on a 3x3 lattice reaches every kernel with the types
 real runs use. Compiled code is cached on disk, so later processes load it in about 2 s.
-This lives with the samplers (it drives them); ``lsbcore.backends`` imports nothing of
-``lsbcore``, so there is no import circle.
+It drives the samplers, so it sits on top of them: nothing in ``lsbcore`` imports it (the
+app, the tests and the benchmark call it), and ``lsbcore.backends`` imports nothing of
+``lsbcore``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import threading
 
 import torch
+
+from lsbcore.samplers.registry import REGISTRY, make_sampler
+from lsbcore.targets.ising import IsingPosterior
 
 _compiled = threading.Event()
 _lock = threading.Lock()
@@ -34,9 +38,6 @@ def compile_kernels() -> None:
 
 
 def _warm_up() -> None:
-    from lsbcore.samplers.registry import REGISTRY, make_sampler
-    from lsbcore.targets.ising import IsingPosterior
-
     target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
     for name, spec in REGISTRY.items():
         if spec.needs_balancing:
