@@ -24,9 +24,8 @@ import math
 import numpy as np
 from numba import njit
 
-LOG_RANGE = 200.0
-MAX_LOG_G = 600.0
-LOG_2 = math.log(2.0)
+from lsbcore.numerics import LOG_2, LOG_RANGE, MAX_LOG_G
+
 KIND_MIXTURE = 4
 KIND_NETWORK = 5
 

@@ -27,10 +27,15 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import component_log_g, log_g, record_step
+from lsbcore.numerics import (
+    ADAM_BETA1,
+    ADAM_BETA2,
+    ADAM_EPS,
+    LOG_RANGE,
+    MAX_LOG_G,
+    SGD_MOMENTUM,
+)
 
-MAX_LOG_SCALE = 600.0  # as objective.MAX_LOG_SCALE
-LOG_RANGE = 200.0
-BETA1, BETA2, EPS, MOMENTUM = 0.9, 0.999, 1e-8, 0.9
 # the lattice loops may reorder sums and fuse multiply-adds; no flag that assumes finite values
 # (the divergence checks must see NaN and inf)
 LOOP_MATH = {"contract", "arcp", "reassoc"}
@@ -70,8 +75,8 @@ def loss_and_grads(log_z, log_g_flips, unique_i, unique_j, log_p, s_flipped, log
             for o in range(2):
                 for k in range(k_slots):
                     shifted = log_g_flips[2 * f + o, b, k] - log_z[b]
-                    below[f, o, k] = 1.0 if shifted <= MAX_LOG_SCALE else 0.0
-                    scaled[f, o, k] = math.exp(min(shifted, MAX_LOG_SCALE))
+                    below[f, o, k] = 1.0 if shifted <= MAX_LOG_G else 0.0
+                    scaled[f, o, k] = math.exp(min(shifted, MAX_LOG_G))
             for k in range(k_slots):
                 total += (scaled[f, 1, k] - scaled[f, 0, k]) * mask[b, k]
             dz[f, b] = total
@@ -111,19 +116,19 @@ def optimizer_step(params, grads, state, opt_kind, lr):
     if opt_kind == 0:
         state[0, p] += 1.0
         step = state[0, p]
-        correction1 = 1.0 - BETA1**step
-        correction2_sqrt = math.sqrt(1.0 - BETA2**step)
+        correction1 = 1.0 - ADAM_BETA1**step
+        correction2_sqrt = math.sqrt(1.0 - ADAM_BETA2**step)
         for i in range(p):
             g = grads[i]
-            state[0, i] += (g - state[0, i]) * (1.0 - BETA1)  # lerp, as torch
-            state[1, i] = state[1, i] * BETA2 + (1.0 - BETA2) * g * g
-            denominator = math.sqrt(state[1, i]) / correction2_sqrt + EPS
+            state[0, i] += (g - state[0, i]) * (1.0 - ADAM_BETA1)  # lerp, as torch
+            state[1, i] = state[1, i] * ADAM_BETA2 + (1.0 - ADAM_BETA2) * g * g
+            denominator = math.sqrt(state[1, i]) / correction2_sqrt + ADAM_EPS
             params[i] -= lr / correction1 * state[0, i] / denominator
     else:
         started = state[1, p] > 0.0
         for i in range(p):
             if started:
-                state[0, i] = MOMENTUM * state[0, i] + grads[i]
+                state[0, i] = SGD_MOMENTUM * state[0, i] + grads[i]
             else:
                 state[0, i] = grads[i]
             params[i] -= lr * state[0, i]

@@ -226,9 +226,6 @@ class RecordingComparison(Comparison):
         names,
         target,
         n_chains: int,
-        seed: int = 0,
-        device=None,
-        x0=None,
         thin: int = 1,
         truth=None,
         capacity: int = 1024,
@@ -236,7 +233,8 @@ class RecordingComparison(Comparison):
     ):
         if isinstance(thin, bool) or not isinstance(thin, int) or thin < 0:
             raise ValueError(f"thin must be a non-negative integer, got {thin!r}.")
-        super().__init__(names, target, n_chains, seed, device, x0, thin=0, truth=truth, **options)
+        # seed, device, x0, backend and the samplers' options go to Comparison as they are
+        super().__init__(names, target, n_chains, thin=0, truth=truth, **options)
         self.thin = thin
         self.traces = (
             {n: ArrayTrace(n_chains, thin, truth, capacity) for n in self.samplers} if thin else {}

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
+
 FIXED = ("barker", "sqrt", "min", "max")
 # LSB 2 inputs up to this many values go through the network as written; larger ones (whole
 # lattices) through its piecewise-linear form, which avoids a [..., hidden] intermediate.
@@ -247,11 +249,12 @@ class NetworkBalancing(Balancing):
             loss = (self.log_g(s) - target).pow(2).mean()
             grads = torch.autograd.grad(loss, params)
             with torch.no_grad():
-                correction = math.sqrt(1.0 - 0.999**step)
+                correction = math.sqrt(1.0 - ADAM_BETA2**step)
+                step_size = -lr / (1 - ADAM_BETA1**step)
                 for p, g, m, v in zip(params, grads, first, second, strict=True):
-                    m.lerp_(g, 0.1)
-                    v.mul_(0.999).addcmul_(g, g, value=0.001)
-                    p.addcdiv_(m, (v.sqrt() / correction).add_(1e-8), value=-lr / (1 - 0.9**step))
+                    m.lerp_(g, 1.0 - ADAM_BETA1)
+                    v.mul_(ADAM_BETA2).addcmul_(g, g, value=1.0 - ADAM_BETA2)
+                    p.addcdiv_(m, (v.sqrt() / correction).add_(ADAM_EPS), value=step_size)
         with torch.no_grad():
             return float((self.log_g(s) - target).abs().max())
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-# exp() arguments are capped here: a proposal whose g exceeds every current g by e^600 has
-# T < e^-600 either way, and the cap keeps the loss and its gradient finite.
-MAX_LOG_SCALE = 600.0
+from lsbcore.numerics import MAX_LOG_G  # exp() arguments are capped here (see numerics)
 
 
 def log_transition(
@@ -36,8 +34,8 @@ def log_transition(
     ``z`` is ``Z(x) e^-log_c`` ``[B]``; slot 0 is the flipped site; ``unique`` masks repeated
     slots. Leading dimensions evaluate several flips at once.
     """
-    scaled_old = torch.exp((log_g_old - log_c.unsqueeze(1)).clamp(max=MAX_LOG_SCALE))
-    scaled_new = torch.exp((log_g_new - log_c.unsqueeze(1)).clamp(max=MAX_LOG_SCALE))
+    scaled_old = torch.exp((log_g_old - log_c.unsqueeze(1)).clamp(max=MAX_LOG_G))
+    scaled_new = torch.exp((log_g_new - log_c.unsqueeze(1)).clamp(max=MAX_LOG_G))
     dz = ((scaled_new - scaled_old) * unique).sum(-1)
     return log_g_old[..., 0] - log_c - torch.log(z + F.relu(dz))
 
@@ -106,8 +104,8 @@ def lsb_loss_and_grads(
         masks = torch.stack([unique, unique_uniform])  # [2, B, K]
         # as in log_transition with log_c = log Z and z = 1: [2 flips, old/new, B, K]
         shifted = (log_g_flips - log_z.unsqueeze(1)).view(2, 2, n, -1)
-        below_cap = shifted <= MAX_LOG_SCALE  # clamp passes the gradient only here
-        scaled = torch.exp(shifted.clamp(max=MAX_LOG_SCALE))
+        below_cap = shifted <= MAX_LOG_G  # clamp passes the gradient only here
+        scaled = torch.exp(shifted.clamp(max=MAX_LOG_G))
         dz = ((scaled[:, 1] - scaled[:, 0]) * masks).sum(-1)  # [2, B]
         denominator = 1.0 + F.relu(dz)  # max(Z, Z') / Z
         log_ts = shifted[:, 0, :, 0] - torch.log(denominator)  # log T(x'|x), log T(x~|x)

@@ -28,11 +28,8 @@ import numpy as np
 import torch
 
 from lsbcore.backends import resolve_backend
+from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.base import Target
-
-# torch.rand gives u <= 1 - 2^-53, and u * c can round up to c. Scaled by (1 - 2^-52), u * c < c
-# for every positive normal c, so an inverse-CDF search never runs past the last positive term.
-BELOW_ONE = 1.0 - 2.0**-52
 
 
 def resolve_device(device) -> torch.device:

@@ -33,19 +33,16 @@ from lsbcore.learning.balancing import (
 )
 from lsbcore.learning.history import LearningHistory
 from lsbcore.learning.objective import lsb_loss_and_grads
+from lsbcore.numerics import LOG_RANGE, MAX_LOG_G, SGD_MOMENTUM
 from lsbcore.samplers.base import Sampler
 
-# exp() of a proposed g is capped at e^MAX_LOG_G (relative to the chain's scale): such a move has
-# A < e^-500 either way, and the cap keeps inf * 0 (padding slots) out of the sums.
-MAX_LOG_G = 600.0
-# Z is kept inside [e^-LOG_RANGE, e^LOG_RANGE] by re-choosing the shift. One step can multiply Z
-# by at most 1/u < 2^53 ~ e^37 when accepted, so float64 (e^709) never overflows in between.
-LOG_RANGE = 200.0
 OPTIMIZERS = ("adam", "sgd")
 
 
 class LocallyBalancedSampler(Sampler):
     """Locally balanced single-flip sampler for a fixed or learnable balancing function.
+
+    ``common``: ``seed``, ``device``, ``x0``, ``resync_every``, ``backend`` (see ``Sampler``).
 
     Options:
         lr: learning rate for learnable functions (default 1e-2).
@@ -60,15 +57,11 @@ class LocallyBalancedSampler(Sampler):
         target,
         n_chains: int,
         balancing: Balancing,
-        seed: int = 0,
-        device=None,
-        x0=None,
         lr: float = 1e-2,
         optimizer: str = "adam",
         restart_prob: float = 1e-8,
-        resync_every: int = 2000,
-        backend: str = "auto",
         name: str | None = None,
+        **common,
     ):
         if not isinstance(balancing, Balancing):
             raise ValueError(f"balancing must be a Balancing, got {type(balancing).__name__}.")
@@ -84,15 +77,7 @@ class LocallyBalancedSampler(Sampler):
         self.learning_failed = False
         self._cache_stale = False
         self.history = LearningHistory()
-        super().__init__(
-            target,
-            n_chains,
-            seed=seed,
-            device=device,
-            x0=x0,
-            resync_every=resync_every,
-            backend=backend,
-        )
+        super().__init__(target, n_chains, **common)
         self.balancing.to(self.device)
         self._ready = True
         self._setup_learning(lr, optimizer, restart_prob)
@@ -443,7 +428,7 @@ class LocallyBalancedSampler(Sampler):
                 except (RuntimeError, TypeError, ValueError):
                     self._torch_optimizer = torch.optim.Adam(params, lr=self.lr)
             else:
-                self._torch_optimizer = torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+                self._torch_optimizer = torch.optim.SGD(params, lr=self.lr, momentum=SGD_MOMENTUM)
         return self._torch_optimizer
 
     @property

@@ -173,8 +173,6 @@ SAMPLERS = tuple(REGISTRY)
 DESCRIPTIONS = {name: spec.description for name, spec in REGISTRY.items()}
 LEARNED = tuple(name for name, spec in REGISTRY.items() if spec.learnable)
 
-COMMON = ("seed", "device", "x0", "backend", "resync_every")
-
 
 def make_sampler(
     name: str,

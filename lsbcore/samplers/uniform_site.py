@@ -23,24 +23,12 @@ class UniformSiteSampler(Sampler):
         target,
         n_chains: int,
         rule: str,
-        seed: int = 0,
-        device=None,
-        x0=None,
-        resync_every: int = 2000,
-        backend: str = "auto",
+        **common,
     ):
         if rule not in self.RULES:
             raise ValueError(f"rule must be one of {self.RULES}, got {rule!r}.")
         self.name = rule
-        super().__init__(
-            target,
-            n_chains,
-            seed=seed,
-            device=device,
-            x0=x0,
-            resync_every=resync_every,
-            backend=backend,
-        )
+        super().__init__(target, n_chains, **common)  # seed, device, x0, resync, backend
 
     def flip_log_probs(self) -> torch.Tensor:
         """``log P(flip | site i proposed)`` for every site, ``[B, H, W]``."""
