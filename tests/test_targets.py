@@ -241,3 +241,23 @@ def test_checkerboard_step_is_the_exact_sweep(backend_name, exact):
     counts = np.bincount(exact.state_codes(sampler.x).numpy(), minlength=64)
     assert exact.tv(row, counts) < exact.tv_threshold(row, chains)
     assert sampler.n_site_updates == 6 and sampler.sweeps == 1.0
+
+
+SINGLE_SITE = [n for n in EXACT_SAMPLERS if REGISTRY[n].sites_per_step == "one"]
+
+
+@pytest.mark.parametrize("name", SINGLE_SITE)
+def test_single_site_transition_matrix_on_a_network_satisfies_detailed_balance(name, exact):
+    """The full matrix of a single-site sampler on a random 7-site network (from
+    ``flip_probabilities`` with one chain per state) is reversible with respect to the
+    enumerated distribution, as on the lattice."""
+    h, J = random_network(7, 0.5, 0.7, seed=14)
+    target = PairwiseMRF(h, J)
+    p = exact.exact_posterior(target)
+    states = exact.all_states(1, 7).reshape(-1, 7)
+    sampler = make_sampler(name, target, len(p), seed=1, x0=states)
+    t = exact.transition_matrix(sampler.flip_probabilities())
+    flow = p[:, None] * t
+    off = ~np.eye(len(p), dtype=bool)
+    assert (np.abs(flow - flow.T)[off] <= 1e-10 * np.maximum(flow, flow.T)[off]).all()
+    np.testing.assert_allclose(p @ t, p, rtol=1e-10, atol=1e-15)

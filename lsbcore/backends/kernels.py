@@ -10,11 +10,12 @@ with a fresh scale when ``Z`` leaves ``[e^-LOG_RANGE, e^LOG_RANGE]``.
 
 Frozen chains are independent given their uniforms, so each chain runs all ``n`` steps in turn
 (its arrays stay in cache). The uniforms come from the sampler's seeded ``torch.Generator``.
-Learning steps stay in torch: they update shared parameters after every step.
+Learning steps (``learning_kernels``) update shared parameters after every step.
 
-Balancing kinds: 0-3 the fixed functions in the order of ``FIXED``, 4 a mixture with log-weights
-``log_w`` (LSB 1), 5 LSB 2's network in its piecewise-linear form (``breakpoints``, ``slope``,
-``intercept``; see ``NetworkBalancing._pieces``).
+A kernel receives the structures of ``structures``: the target's ``Tables``, the ``Chains`` it
+updates, and for the locally balanced steps the ``Function`` and the ``ProposalCache``. The flip
+rule (``flip_values`` then ``write_flip``) is written once here and used by every kernel,
+learning ones included.
 """
 
 from __future__ import annotations
@@ -24,10 +25,8 @@ import math
 import numpy as np
 from numba import njit
 
+from lsbcore.backends.structures import KIND_MIXTURE
 from lsbcore.numerics import LOG_2, LOG_RANGE, MAX_LOG_G
-
-KIND_MIXTURE = 4
-KIND_NETWORK = 5
 
 
 @njit(cache=True, nogil=True)
@@ -63,7 +62,7 @@ def component_log_g(s, out):
 
 @njit(cache=True, nogil=True)
 def log_g(kind, s, log_w, breakpoints, slope, intercept):
-    """``log g(e^s)`` of one balancing function (see the module's kinds)."""
+    """``log g(e^s)`` of one balancing function (``kind``: see ``structures.Function``)."""
     if kind == 0:
         return _log_sigmoid(s)
     if kind == 1:
@@ -90,19 +89,51 @@ def log_g(kind, s, log_w, breakpoints, slope, intercept):
 
 
 @njit(cache=True, nogil=True)
-def record_step(trace, t, b, stats, accept, site):
-    """Row ``t`` of chain ``b`` of a step trace: the statistics, the decision and the site."""
+def record_step(trace, t, b, stats, changed, site):
+    """Row ``t`` of chain ``b`` of a step trace: the statistics, the sites changed, the site."""
     if trace.shape[0] > 0:
         trace[t, b, 0] = stats[b, 0]
         trace[t, b, 1] = stats[b, 1]
         trace[t, b, 2] = stats[b, 2]
-        trace[t, b, 3] = 1.0 if accept else 0.0
+        trace[t, b, 3] = changed
         trace[t, b, 4] = site
 
 
 @njit(cache=True, nogil=True)
-def _rebuild_row(b, s, gn, block_sum, shift, n_sites, block, kind, log_w, bp, slope, icpt):
+def flip_values(b, site, x, s, tables, s_new, x_new):
+    """The neighbourhood of ``site`` in chain ``b`` after flipping it, into ``s_new, x_new [K]``:
+    ``s_i -> -s_i``, ``s_j -> s_j + coupling_ij x_j x_i`` (spec 1, ``x_i`` before the flip).
+    Computed before any write: padding slots repeat the site."""
+    neighbours, sign, coupling, _ = tables
+    x_site = x[b, site]
+    for k in range(neighbours.shape[1]):
+        j = neighbours[site, k]
+        s_new[k] = s[b, j] * sign[site, k] + coupling[site, k] * x[b, j] * x_site
+        x_new[k] = x[b, j] * sign[site, k]
+
+
+@njit(cache=True, nogil=True)
+def write_flip(b, site, chains, neighbours, s_new, x_new):
+    """Commit chain ``b``'s flip of ``site`` (values from ``flip_values``): the neighbourhood's
+    ``x`` and ``s``, the count, and the statistics (log p~ gains ``s_i = -s_new[0]``)."""
+    x, s, n_accepted, stats, truth, track, _ = chains
+    x_site = x[b, site]
+    n_accepted[b, 0] += 1
+    if track:
+        stats[b, 0] -= s_new[0]
+        stats[b, 1] -= 2.0 * x_site
+        stats[b, 2] -= 2.0 * x_site * truth[site]
+    for k in range(neighbours.shape[1]):
+        j = neighbours[site, k]
+        x[b, j] = x_new[k]
+        s[b, j] = s_new[k]
+
+
+@njit(cache=True, nogil=True)
+def _rebuild_row(b, s, cache, n_sites, block, function):
     """Row ``b``'s ``gn``, block sums and shift from its exact ``s`` (the torch renormalise)."""
+    gn, block_sum, _, shift = cache
+    kind, log_w, bp, slope, icpt = function
     top = -np.inf
     for i in range(n_sites):
         v = log_g(kind, s[b, i], log_w, bp, slope, icpt)
@@ -120,40 +151,16 @@ def _rebuild_row(b, s, gn, block_sum, shift, n_sites, block, kind, log_w, bp, sl
 
 
 @njit(cache=True, nogil=True)
-def balanced_steps(
-    n,
-    x,
-    s,
-    gn,
-    block_sum,
-    z,
-    shift,
-    neighbours,
-    sign,
-    coupling,
-    unique,
-    kind,
-    log_w,
-    bp,
-    slope,
-    icpt,
-    u,
-    n_accepted,
-    stats,
-    truth,
-    track,
-    trace,
-    last,
-):
+def balanced_steps(n, chains, tables, function, cache, u, last):
     """``n`` frozen locally balanced steps for every chain, in place.
 
-    Args (per chain ``b``): ``x, s [B, width]``, ``gn [B, (nb + 1) * bs]``, ``block_sum [B, nb]``,
-    ``z, shift [B, 1]``; tables ``neighbours, sign, coupling, unique [D, K]``; uniforms
-    ``u [n, B, 3]`` (below 1 - 2^-52); ``n_accepted [B, 1]``; ``stats [B, 3]`` (log p~,
-    magnetisation, x . truth), kept when ``track``; ``trace [n or 0, B, 5]`` receives the
-    statistics, the accept flag and the proposed site after each step; ``last [B, 4]``: the
-    last step's site, Z, Z' and decision. Returns the number of rows rebuilt for range.
+    ``u [n, B, 3]`` (below 1 - 2^-52): the block, the site in it, the decision; ``last [B, 4]``:
+    the last step's site, Z, Z' and decision. Returns the number of rows rebuilt for range.
     """
+    x, s, _, stats, _, _, trace = chains
+    neighbours, _, _, unique = tables
+    kind, log_w, bp, slope, icpt = function
+    gn, block_sum, z, shift = cache
     n_chains = x.shape[0]
     n_blocks = block_sum.shape[1]
     block = gn.shape[1] // (n_blocks + 1)
@@ -161,7 +168,7 @@ def balanced_steps(
     k_slots = neighbours.shape[1]
     g_new = np.empty(k_slots)
     s_new = np.empty(k_slots)
-    x_new = np.empty(k_slots)  # computed before any write: padding slots repeat the site
+    x_new = np.empty(k_slots)
     rebuilt = 0
     low, high = math.exp(-LOG_RANGE), math.exp(LOG_RANGE)
     for b in range(n_chains):
@@ -192,15 +199,12 @@ def balanced_steps(
                     site = c
                     break
             # Z(x'): the neighbourhood's new log-ratios and g values
-            x_site = x[b, site]
+            flip_values(b, site, x, s, tables, s_new, x_new)
             dz = 0.0
             for k in range(k_slots):
-                j = neighbours[site, k]
-                s_new[k] = s[b, j] * sign[site, k] + coupling[site, k] * x[b, j] * x_site
-                x_new[k] = x[b, j] * sign[site, k]
                 v = log_g(kind, s_new[k], log_w, bp, slope, icpt) - shift[b, 0]
                 g_new[k] = math.exp(min(v, MAX_LOG_G))
-                dz += (g_new[k] - gn[b, j]) * unique[site, k]
+                dz += (g_new[k] - gn[b, neighbours[site, k]]) * unique[site, k]
             z_new = total + dz
             accept = u[t, b, 2] * max(total, z_new) < total
             if t == n - 1:
@@ -209,16 +213,9 @@ def balanced_steps(
                 last[b, 2] = z_new
                 last[b, 3] = 1.0 if accept else 0.0
             if accept:
-                n_accepted[b, 0] += 1
-                if track:
-                    stats[b, 0] -= s_new[0]  # log p~ gains s_i = -s_i(x')
-                    stats[b, 1] -= 2.0 * x_site
-                    stats[b, 2] -= 2.0 * x_site * truth[site]
+                write_flip(b, site, chains, neighbours, s_new, x_new)
                 for k in range(k_slots):
-                    j = neighbours[site, k]
-                    x[b, j] = x_new[k]
-                    s[b, j] = s_new[k]
-                    gn[b, j] = g_new[k]
+                    gn[b, neighbours[site, k]] = g_new[k]
                 total = 0.0
                 for k in range(k_slots):
                     first = (neighbours[site, k] // block) * block
@@ -229,34 +226,29 @@ def balanced_steps(
                 for j in range(n_blocks):
                     total += block_sum[b, j]
                 if not (low < total < high):
-                    _rebuild_row(
-                        b, s, gn, block_sum, shift, n_sites, block, kind, log_w, bp, slope, icpt
-                    )
+                    _rebuild_row(b, s, cache, n_sites, block, function)
                     rebuilt += 1
                     total = 0.0
                     for j in range(n_blocks):
                         total += block_sum[b, j]
             z[b, 0] = total
-            record_step(trace, t, b, stats, accept, site)
+            record_step(trace, t, b, stats, 1.0 if accept else 0.0, site)
     return rebuilt
 
 
 @njit(cache=True, nogil=True)
-def uniform_site_steps(
-    n, x, s, neighbours, sign, coupling, gibbs, u, n_accepted, stats, truth, track, trace, last
-):
+def uniform_site_steps(n, chains, tables, gibbs, u, last):
     """``n`` steps of random-scan Gibbs (``gibbs``) or uniform-site Metropolis, in place.
 
     A site ``i = floor(u0 D)`` flips with probability ``sigmoid(s_i)`` (Gibbs) or ``min(1, t_i)``
-    (Metropolis); ``last [B, 4]``: site, ``s_i``, decision, unused. Other arguments as
-    ``balanced_steps``.
+    (Metropolis); ``last [B, 4]``: site, ``s_i``, decision, unused.
     """
-    n_chains = x.shape[0]
-    n_sites = neighbours.shape[0]
-    k_slots = neighbours.shape[1]
+    x, s, _, stats, _, _, trace = chains
+    neighbours = tables.neighbours
+    n_sites, k_slots = neighbours.shape
     s_new = np.empty(k_slots)
     x_new = np.empty(k_slots)
-    for b in range(n_chains):
+    for b in range(x.shape[0]):
         for t in range(n):
             site = min(int(u[t, b, 0] * n_sites), n_sites - 1)
             s_i = s[b, site]
@@ -269,57 +261,32 @@ def uniform_site_steps(
                 last[b, 1] = s_i
                 last[b, 2] = 1.0 if accept else 0.0
             if accept:
-                n_accepted[b, 0] += 1
-                x_site = x[b, site]
-                if track:
-                    stats[b, 0] += s_i
-                    stats[b, 1] -= 2.0 * x_site
-                    stats[b, 2] -= 2.0 * x_site * truth[site]
-                for k in range(k_slots):
-                    j = neighbours[site, k]
-                    s_new[k] = s[b, j] * sign[site, k] + coupling[site, k] * x[b, j] * x_site
-                    x_new[k] = x[b, j] * sign[site, k]
-                for k in range(k_slots):
-                    j = neighbours[site, k]
-                    x[b, j] = x_new[k]
-                    s[b, j] = s_new[k]
-            record_step(trace, t, b, stats, accept, site)
+                flip_values(b, site, x, s, tables, s_new, x_new)
+                write_flip(b, site, chains, neighbours, s_new, x_new)
+            record_step(trace, t, b, stats, 1.0 if accept else 0.0, site)
 
 
 @njit(cache=True, nogil=True)
-def checkerboard_steps(
-    n, x, s, order, neighbours, coupling, u, n_accepted, stats, truth, track, trace, flipped
-):
+def checkerboard_steps(n, chains, tables, order, u, flipped):
     """``n`` block Gibbs sweeps for every chain, in place: the sites in ``order`` (by colour),
-    each flipped with probability ``sigmoid(s_i)`` read against ``u[t, b, i]``.
+    each flipped with probability ``sigmoid(s_i)`` read against ``u[t, b, i]``; ``flipped [B]``
+    gets the sites changed in the last sweep.
 
     Sites of one colour are not neighbours, so visiting them one by one with their neighbours'
     log-ratios updated after each flip is the same as updating the colour at once.
     """
+    x, s, n_accepted, stats, _, _, trace = chains
+    neighbours = tables.neighbours
     k_slots = neighbours.shape[1]
+    s_new = np.empty(k_slots)
+    x_new = np.empty(k_slots)
     for b in range(x.shape[0]):
         for t in range(n):
-            count = 0
+            before = n_accepted[b, 0]
             for i in order:
-                s_i = s[b, i]
-                if u[t, b, i] < 1.0 / (1.0 + math.exp(-s_i)):
-                    x_i = x[b, i]
-                    for k in range(1, k_slots):  # slot 0 is the site; padding has coupling 0
-                        j = neighbours[i, k]
-                        if j != i:
-                            s[b, j] += coupling[i, k] * x[b, j] * x_i
-                    s[b, i] = -s_i
-                    x[b, i] = -x_i
-                    if track:  # log p~ gains s_i; sum x and x . truth change by -2 x_i (truth)
-                        stats[b, 0] += s_i
-                        stats[b, 1] -= 2.0 * x_i
-                        stats[b, 2] -= 2.0 * x_i * truth[i]
-                    count += 1
-            n_accepted[b, 0] += count
+                if u[t, b, i] < 1.0 / (1.0 + math.exp(-s[b, i])):
+                    flip_values(b, i, x, s, tables, s_new, x_new)
+                    write_flip(b, i, chains, neighbours, s_new, x_new)
+            count = n_accepted[b, 0] - before
             flipped[b] = count
-            if trace.shape[0] > 0:
-                trace[t, b, 0] = stats[b, 0]
-                trace[t, b, 1] = stats[b, 1]
-                trace[t, b, 2] = stats[b, 2]
-                trace[t, b, 3] = count
-                trace[t, b, 4] = -1.0
+            record_step(trace, t, b, stats, count, -1.0)

@@ -12,7 +12,7 @@ outer loop and the chains the inner one.
   outside the two flipped neighbourhoods.
 - LSB 2's ``g`` changes everywhere at every step, so ``Z_theta`` and its gradient take O(D)
   network evaluations per chain and step; the network is evaluated through its pieces (see
-  ``NetworkBalancing._pieces``) and the gradient in every piece's slope and intercept is a sum
+  ``NetworkBalancing.pieces``) and the gradient in every piece's slope and intercept is a sum
   over the sites on that piece, chained to the weights by hand.
 
 The optimiser's state (Adam's moments, SGD's momentum) lives with the sampler (``KernelOptimizer``)
@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.kernels import component_log_g, log_g, record_step
+from lsbcore.backends.kernels import component_log_g, flip_values, log_g, record_step, write_flip
 from lsbcore.numerics import (
     ADAM_BETA1,
     ADAM_BETA2,
@@ -136,42 +136,60 @@ def optimizer_step(params, grads, state, opt_kind, lr):
 
 
 @njit(cache=True, nogil=True)
-def _flip(b, site, x, s, neighbours, sign, coupling, unique, s_old, s_new, x_new, mask):
-    """The neighbourhood of ``site`` in chain ``b`` before and after flipping it."""
-    x_site = x[b, site]
-    for k in range(neighbours.shape[1]):
-        j = neighbours[site, k]
-        s_old[k] = s[b, j]
-        s_new[k] = s[b, j] * sign[site, k] + coupling[site, k] * x[b, j] * x_site
-        x_new[k] = x[b, j] * sign[site, k]
-        mask[k] = unique[site, k]
+def _flip_workspace(n_chains, k_slots):
+    """Buffers of a learning step's two flips per chain: ``sites [2, B]``, ``flips [4, B, K]``
+    (x' before and after, x~ before and after), ``x_new, masks [2, B, K]``, their
+    ``log_g_flips [4, B, K]``, and per chain ``log_z``, ``log_q0`` and ``s_flipped``."""
+    return (
+        np.empty((2, n_chains), dtype=np.int64),
+        np.empty((4, n_chains, k_slots)),
+        np.empty((2, n_chains, k_slots)),
+        np.empty((2, n_chains, k_slots)),
+        np.empty((4, n_chains, k_slots)),
+        np.empty(n_chains),
+        np.empty(n_chains),
+        np.empty(n_chains),
+    )
 
 
 @njit(cache=True, nogil=True)
-def _both_flips(b, i, j, x, s, neighbours, sign, coupling, unique, sites, flips, x_new, masks):
+def _both_flips(b, i, j, x, s, tables, sites, flips, x_new, masks):
     """Chain ``b``'s two flips of a learning step: the proposed site ``i`` (``x'``) and the
-    uniform site ``j`` (``x~``), each before and after (``flips [4, B, K]``)."""
+    uniform site ``j`` (``x~``), each before and after (``flips [4, B, K]``), with the slots
+    that count in sums (``masks [2, B, K]``)."""
+    neighbours, unique = tables.neighbours, tables.unique
     sites[0, b], sites[1, b] = i, j
     for f in range(2):
-        _flip(
-            b, sites[f, b], x, s, neighbours, sign, coupling, unique, flips[2 * f, b],
-            flips[2 * f + 1, b], x_new[f, b], masks[f, b],
-        )  # fmt: skip
+        site = sites[f, b]
+        for k in range(neighbours.shape[1]):
+            flips[2 * f, b, k] = s[b, neighbours[site, k]]
+            masks[f, b, k] = unique[site, k]
+        flip_values(b, site, x, s, tables, flips[2 * f + 1, b], x_new[f, b])
 
 
 @njit(cache=True, nogil=True)
-def _commit(b, site, x, s, neighbours, s_new, x_new, n_accepted, stats, truth, track, log_p):
-    x_site = x[b, site]
-    n_accepted[b, 0] += 1
-    log_p[b] -= s_new[0]
-    if track:
-        stats[b, 0] -= s_new[0]
-        stats[b, 1] -= 2.0 * x_site
-        stats[b, 2] -= 2.0 * x_site * truth[site]
-    for k in range(neighbours.shape[1]):
-        j = neighbours[site, k]
-        x[b, j] = x_new[k]
-        s[b, j] = s_new[k]
+def _optimise(learner, grads, loss):
+    """One optimiser step of the parameters; a step that leaves them (or the loss) non-finite
+    is undone. Returns whether it failed."""
+    params = learner.params
+    good = params.copy()
+    optimizer_step(params, grads, learner.opt_state, learner.opt_kind, learner.lr)
+    failed = not math.isfinite(params.sum() + loss)
+    if failed:
+        params[:] = good
+    return failed
+
+
+@njit(cache=True, nogil=True)
+def _accept(b, u_accept, dz, sites, flips, x_new, chains, neighbours, log_p, last):
+    """Accept ``x'`` with theta0 (``A = Z / max(Z, Z')``, in units of Z) and commit it; the
+    decision goes to ``last``. Returns whether it was accepted."""
+    i = sites[0, b]
+    accept = _decide(b, u_accept, 1.0 + dz[0, b], i, last)
+    if accept:
+        log_p[b] -= flips[1, b, 0]  # log p~ gains s_i = -s_i(x')
+        write_flip(b, i, chains, neighbours, flips[1, b], x_new[0, b])
+    return accept
 
 
 @njit(cache=True, nogil=True)
@@ -220,60 +238,33 @@ def _rebuild_components(b, s, n_sites, comps, shift, sums):
 
 
 @njit(cache=True, nogil=True, fastmath=LOOP_MATH)
-def mixture_learning_steps(
-    n,
-    x,
-    s,
-    neighbours,
-    sign,
-    coupling,
-    unique,
-    params,
-    opt_state,
-    opt_kind,
-    lr,
-    u,
-    n_accepted,
-    stats,
-    truth,
-    track,
-    log_p,
-    trace,
-    losses,
-    weights_out,
-    last,
-    comps,
-    shift,
-    sums,
-    fresh,
-):
-    """``n`` LSB 1 learning steps in place; ``params = [theta (4), eta_raw]``.
+def mixture_learning_steps(n, chains, tables, learner, u, out, cache, fresh):
+    """``n`` LSB 1 learning steps in place; ``learner.params = [theta (4), eta_raw]``.
 
     Returns the steps taken: ``n``, or fewer when a step left non-finite parameters or loss
     (the parameters are restored to the last good ones, that step's move is still made, and
     the caller stops learning). ``losses [n]`` and ``weights_out [n, 5]`` (softmax weights and
-    eta) after each step; ``last [B, 4]``: site, 1, Z'/Z, accepted. ``comps [B, 4, D]`` and
-    ``shift, sums [B, 4]`` hold the component cache: rebuilt from ``s`` when ``fresh``, else
+    eta) after each step; ``last [B, 4]``: site, 1, Z'/Z, accepted. ``cache`` (comps ``[B, 4, D]``,
+    shift and sums ``[B, 4]``) holds the components: rebuilt from ``s`` when ``fresh``, else
     carried over from the previous call (so that chunking the steps changes nothing).
     """
+    x, s, _, stats, _, _, trace = chains
+    neighbours = tables.neighbours
+    params, log_p = learner.params, learner.log_p
+    losses, weights_out, last = out
+    comps, shift, sums = cache
     n_chains, n_sites, k_slots = x.shape[0], neighbours.shape[0], neighbours.shape[1]
+    sites, flips, x_new, masks, log_g_flips, log_z, log_q0, s_flipped = _flip_workspace(
+        n_chains, k_slots
+    )
     if fresh:
         for b in range(n_chains):
             _rebuild_components(b, s, n_sites, comps, shift, sums)
-    log_z = np.empty(n_chains)
     shares = np.empty((n_chains, 4))
-    sites = np.empty((2, n_chains), dtype=np.int64)
-    flips = np.empty((4, n_chains, k_slots))
-    x_new = np.empty((2, n_chains, k_slots))
-    masks = np.empty((2, n_chains, k_slots))
-    log_g_flips = np.empty((4, n_chains, k_slots))
     resp = np.empty((4, n_chains, k_slots, 4))
-    log_q0 = np.empty(n_chains)
-    s_flipped = np.empty(n_chains)
     log_w = np.empty(4)
     values = np.empty(4)
     grads = np.empty(5)
-    good = params.copy()
     low, high = math.exp(-LOG_RANGE), math.exp(LOG_RANGE)
     for t in range(n):
         top = params[:4].max()
@@ -298,9 +289,7 @@ def mixture_learning_steps(
             k = min(_draw(shares[b], u[t, b, 0]), 3)
             i = _draw(comps[b, k], u[t, b, 1])
             j = min(int(u[t, b, 3] * n_sites), n_sites - 1)
-            _both_flips(
-                b, i, j, x, s, neighbours, sign, coupling, unique, sites, flips, x_new, masks
-            )
+            _both_flips(b, i, j, x, s, tables, sites, flips, x_new, masks)
             for f in range(4):
                 for kk in range(k_slots):
                     component_log_g(flips[f, b, kk], values)
@@ -333,11 +322,7 @@ def mixture_learning_steps(
         for c in range(4):
             grads[c] = grad_log_w[c] - math.exp(log_w[c]) * total
         grads[4] = grad_eta
-        good[:] = params
-        optimizer_step(params, grads, opt_state, opt_kind, lr)
-        failed = not math.isfinite(params.sum() + loss)
-        if failed:
-            params[:] = good
+        failed = _optimise(learner, grads, loss)
         losses[t] = loss
         top = params[:4].max()
         norm = 0.0
@@ -346,15 +331,12 @@ def mixture_learning_steps(
         for c in range(4):
             weights_out[t, c] = math.exp(params[c] - top) / norm
         weights_out[t, 4] = _softplus(params[4])
-        # accept x' with theta0: A = Z / max(Z, Z'), in units of Z
         for b in range(n_chains):
             i = sites[0, b]
-            accept = _decide(b, u[t, b, 2], 1.0 + dz[0, b], i, last)
+            accept = _accept(
+                b, u[t, b, 2], dz, sites, flips, x_new, chains, neighbours, log_p, last
+            )
             if accept:
-                _commit(
-                    b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
-                    track, log_p,
-                )  # fmt: skip
                 rebuild = False
                 for kk in range(k_slots):
                     jj = neighbours[i, kk]
@@ -371,7 +353,7 @@ def mixture_learning_steps(
                     rebuild = rebuild or not (low < tot < high)
                 if rebuild:
                     _rebuild_components(b, s, n_sites, comps, shift, sums)
-            record_step(trace, t, b, stats, accept, i)
+            record_step(trace, t, b, stats, 1.0 if accept else 0.0, i)
         if failed:
             return t + 1
     return n
@@ -380,7 +362,7 @@ def mixture_learning_steps(
 # ----------------------------------------------------------------------------- LSB 2
 @njit(cache=True, nogil=True)
 def network_pieces(params, hidden):
-    """``NetworkBalancing._pieces`` from the flat parameters ``[w1 (H), b1 (H), w2 (H), b2, ...]``:
+    """``NetworkBalancing.pieces`` from the flat parameters ``[w1 (H), b1 (H), w2 (H), b2, ...]``:
     ``(breakpoints, slope, intercept, active [pieces, H])``."""
     w1, b1, w2 = params[:hidden], params[hidden : 2 * hidden], params[2 * hidden : 3 * hidden]
     b2 = params[3 * hidden]
@@ -426,7 +408,7 @@ def network_inputs(u, breakpoints, slope, intercept, z, piece):
         for i in range(u.shape[1]):
             v = u[b, i]
             k1, k2 = 0, 0
-            for c in range(n_cuts):  # pieces count the breakpoints below, as _pieces does
+            for c in range(n_cuts):  # pieces count the breakpoints below, as pieces() does
                 k1 += v > breakpoints[c]
                 k2 += -v > breakpoints[c]
             piece[0, b, i], piece[1, b, i] = k1, k2
@@ -443,15 +425,21 @@ def _site_caches(b, i, s, u, scale, small, top):
 
 
 @njit(cache=True, nogil=True)
+def _rescale_row(b, s, n_sites, u, scale, small, top):
+    """Chain ``b``'s per-site values with a fresh scale ``top[b] = max(0, max_i s_i)``."""
+    m = 0.0
+    for i in range(n_sites):
+        m = max(m, s[b, i])
+    top[b] = m
+    for i in range(n_sites):
+        _site_caches(b, i, s, u, scale, small, top)
+
+
+@njit(cache=True, nogil=True)
 def network_caches(s, n_sites, u, scale, small, top):
     """Per site the values that depend on ``s`` only: ``u = sigmoid(s) - 1/2``, ``P``, ``E``."""
     for b in range(s.shape[0]):
-        m = 0.0
-        for i in range(n_sites):
-            m = max(m, s[b, i])
-        top[b] = m
-        for i in range(n_sites):
-            _site_caches(b, i, s, u, scale, small, top)
+        _rescale_row(b, s, n_sites, u, scale, small, top)
 
 
 @njit(cache=True, nogil=True)
@@ -507,74 +495,37 @@ def _lattice_sums(b, z, e, lp, s, scale, small, piece, u_cache, g, acc_icpt, acc
 
 
 @njit(cache=True, nogil=True, fastmath=LOOP_MATH)
-def network_learning_step(
-    t,
-    x,
-    s,
-    neighbours,
-    sign,
-    coupling,
-    unique,
-    params,
-    hidden,
-    opt_state,
-    opt_kind,
-    lr,
-    u_step,
-    n_accepted,
-    stats,
-    truth,
-    track,
-    log_p,
-    trace,
-    losses,
-    weights_out,
-    last,
-    u_cache,
-    scale,
-    small,
-    top,
-    z,
-    piece,
-    e,
-    lp,
-    breakpoints,
-    slope,
-    intercept,
-    active,
-):
-    """One LSB 2 learning step in place (step ``t`` of a call). ``z, piece`` come from
+def network_learning_step(t, chains, tables, learner, hidden, u_step, out, cache, lattice, pieces):
+    """One LSB 2 learning step in place (step ``t`` of a call). ``lattice``: ``z, piece`` from
     ``network_inputs`` for the current parameters, ``e = exp(min(z, 20))`` and
-    ``lp = log1p(e)`` from torch (vectorised). Returns 0, or 1 when the step left non-finite
+    ``lp = log1p(e)`` from torch (vectorised); ``pieces`` from ``network_pieces``; ``cache``:
+    the per-site inputs (see ``network_caches``). Returns 0, or 1 when the step left non-finite
     parameters or loss (they are restored; the move is still made), or 2 when ``log Z`` was not
     finite (nothing is done)."""
+    x, s, _, stats, _, _, trace = chains
+    neighbours = tables.neighbours
+    params, log_p = learner.params, learner.log_p
+    losses, weights_out, last = out
+    u_cache, scale, small, top = cache
+    z, piece, e, lp = lattice
+    breakpoints, slope, intercept, active = pieces
     n_chains, n_sites, k_slots = x.shape[0], neighbours.shape[0], neighbours.shape[1]
+    sites, flips, x_new, masks, log_g_flips, log_z, log_q0, s_flipped = _flip_workspace(
+        n_chains, k_slots
+    )
     n_pieces = slope.shape[0]
     g = np.empty(n_sites)
-    log_z = np.empty(n_chains)
     acc_icpt = np.zeros((n_chains, n_pieces))  # d (Z e^-M) / d intercept, per chain
     acc_slope = np.zeros((n_chains, n_pieces))
-    sites = np.empty((2, n_chains), dtype=np.int64)
-    flips = np.empty((4, n_chains, k_slots))
-    x_new = np.empty((2, n_chains, k_slots))
-    masks = np.empty((2, n_chains, k_slots))
-    log_g_flips = np.empty((4, n_chains, k_slots))
     flip_coef = np.empty((4, n_chains, k_slots, 2))
     flip_piece = np.empty((4, n_chains, k_slots, 2), dtype=np.int64)
     flip_input = np.empty((4, n_chains, k_slots, 2))
-    log_q0 = np.empty(n_chains)
-    s_flipped = np.empty(n_chains)
     totals = np.empty(n_chains)
     for b in range(n_chains):
         total = _lattice_sums(b, z, e, lp, s, scale, small, piece, u_cache, g, acc_icpt, acc_slope)
         if not math.exp(-LOG_RANGE) < total < math.exp(LOG_RANGE):
             # the scale e^M went stale (the chain's largest s fell or rose far): a fresh one
-            m = 0.0
-            for ii in range(n_sites):
-                m = max(m, s[b, ii])
-            top[b] = m
-            for ii in range(n_sites):
-                _site_caches(b, ii, s, u_cache, scale, small, top)
+            _rescale_row(b, s, n_sites, u_cache, scale, small, top)
             acc_icpt[b] = 0.0
             acc_slope[b] = 0.0
             total = _lattice_sums(
@@ -584,7 +535,7 @@ def network_learning_step(
         log_z[b] = top[b] + math.log(total)
         i = _draw(g, u_step[b, 0])
         j = min(int(u_step[b, 3] * n_sites), n_sites - 1)
-        _both_flips(b, i, j, x, s, neighbours, sign, coupling, unique, sites, flips, x_new, masks)
+        _both_flips(b, i, j, x, s, tables, sites, flips, x_new, masks)
         for f in range(4):
             for kk in range(k_slots):
                 log_g_flips[f, b, kk] = _flip_log_g(
@@ -633,32 +584,19 @@ def network_learning_step(
         grads[2 * hidden + h] = w1 * s_sum + b1 * i_sum
     grads[3 * hidden] = g_icpt.sum()
     grads[3 * hidden + 1] = grad_eta
-    good = params.copy()
-    optimizer_step(params, grads, opt_state, opt_kind, lr)
-    failed = not math.isfinite(params.sum() + loss)
-    if failed:
-        params[:] = good
+    failed = _optimise(learner, grads, loss)
     losses[t] = loss
     weights_out[t, 4] = _softplus(params[3 * hidden + 1])
     for b in range(n_chains):
         i = sites[0, b]
-        accept = _decide(b, u_step[b, 2], 1.0 + dz[0, b], i, last)
+        accept = _accept(b, u_step[b, 2], dz, sites, flips, x_new, chains, neighbours, log_p, last)
         if accept:
-            _commit(
-                b, i, x, s, neighbours, flips[1, b], x_new[0, b], n_accepted, stats, truth,
-                track, log_p,
-            )  # fmt: skip
             rescale = False
             for kk in range(k_slots):
                 jj = neighbours[i, kk]
                 rescale = rescale or s[b, jj] - top[b] > LOG_RANGE
                 _site_caches(b, jj, s, u_cache, scale, small, top)
             if rescale:
-                m = 0.0
-                for ii in range(n_sites):
-                    m = max(m, s[b, ii])
-                top[b] = m
-                for ii in range(n_sites):
-                    _site_caches(b, ii, s, u_cache, scale, small, top)
-        record_step(trace, t, b, stats, accept, i)
+                _rescale_row(b, s, n_sites, u_cache, scale, small, top)
+        record_step(trace, t, b, stats, 1.0 if accept else 0.0, i)
     return 1 if failed else 0

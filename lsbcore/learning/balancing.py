@@ -184,7 +184,7 @@ class NetworkBalancing(Balancing):
                         * bound
                     )
 
-    def _pieces(self) -> tuple[list[float], torch.Tensor, torch.Tensor]:
+    def pieces(self) -> tuple[list[float], torch.Tensor, torch.Tensor]:
         """The network's pre-softplus output ``z(u)`` is piecewise linear in the scalar input
         ``u``: ``z = slope[k] * u + intercept[k]`` on the ``k``-th interval between the hidden
         units' breakpoints ``-b1/w1``. Only breakpoints inside the input range (-1/2, 1/2)
@@ -214,7 +214,7 @@ class NetworkBalancing(Balancing):
         u = torch.sigmoid(s) - 0.5
         if pieces is None:  # small inputs: the network as written
             z = self.layer2(torch.relu(self.layer1(u.unsqueeze(-1)))).squeeze(-1)
-        else:  # whole lattices: the same function, piecewise linear (see _pieces)
+        else:  # whole lattices: the same function, piecewise linear (see pieces)
             breakpoints, slope, intercept = pieces
             with torch.no_grad():
                 k = torch.zeros(u.shape, dtype=torch.long, device=u.device)
@@ -225,7 +225,7 @@ class NetworkBalancing(Balancing):
         return _log_softplus(z)
 
     def log_g(self, s: torch.Tensor) -> torch.Tensor:
-        pieces = self._pieces() if s.numel() > DENSE_LIMIT else None
+        pieces = self.pieces() if s.numel() > DENSE_LIMIT else None
         return torch.logaddexp(self.log_h(s, pieces), s + self.log_h(-s, pieces)) - math.log(2.0)
 
     def fit_sqrt(self, steps: int = 150, lr: float = 0.1, s_max: float = 4.0) -> float:

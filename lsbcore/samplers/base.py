@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from lsbcore.backends import resolve_backend
+from lsbcore.backends.structures import Chains, Tables
 from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.base import Target
 
@@ -137,6 +138,7 @@ class Sampler:
         self._width = self._padded_width()
         self._dummy = torch.tensor([[self._width - 1]], device=self.device)
         self._chains = torch.arange(n_chains, device=self.device)
+        self._tables = None  # the kernels' view of the flip tables, built on first use
         self.n_steps = 0
         self.n_site_updates = 0
         self.n_target_evals = 0
@@ -367,23 +369,29 @@ class Sampler:
     def _has_kernel(self, learn: bool = False) -> bool:
         return False
 
-    def _kernel_common(self):
-        """Tables and statistics arrays every kernel takes (numpy views, built once)."""
-        tables = getattr(self, "_kernel_tables", None)
-        if tables is None:
+    def _kernel_tables(self) -> Tables:
+        """The target's flip tables as a kernel takes them (numpy views, built once)."""
+        if self._tables is None:
             sign, coupling, unique = self._site_values.unbind(1)
-            tables = (
+            self._tables = Tables(
                 self._site_index[:, 0].contiguous().numpy(),
                 sign.contiguous().numpy(),
                 coupling.contiguous().numpy(),
                 unique.contiguous().numpy(),
             )
-            self._kernel_tables = tables
+        return self._tables
+
+    def _kernel_chains(self, trace: torch.Tensor | None) -> Chains:
+        """The cached chain state as a kernel updates it (zero-copy views), with ``trace``."""
         if self._tracking:
             stats, truth = self._stats.numpy(), self._truth_values.numpy()
-        else:
+        else:  # nothing tracked: the kernels write statistics nobody reads
             stats, truth = np.zeros((self.n_chains, 3)), np.zeros(self._width)
-        return tables, stats, truth
+        trace = trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 5))
+        return Chains(
+            self._x.numpy(), self._s.numpy(), self._n_accepted.numpy(), stats, truth,
+            self._tracking, trace,
+        )  # fmt: skip
 
     def _compiled_steps(self, m: int, u, trace) -> None:
         raise NotImplementedError

@@ -70,21 +70,7 @@ class CheckerboardGibbsSampler(Sampler):
     def _compiled_steps(self, m: int, u, trace) -> None:
         from lsbcore.backends import kernels
 
-        (neighbours, _, coupling, _), stats, truth = self._kernel_common()
         flipped = np.zeros(self.n_chains)
-        kernels.checkerboard_steps(
-            m,
-            self._x.numpy(),
-            self._s.numpy(),
-            self._order,
-            neighbours,
-            coupling,
-            u,
-            self._n_accepted.numpy(),
-            stats,
-            truth,
-            self._tracking,
-            trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 5)),
-            flipped,
-        )
+        chains, tables = self._kernel_chains(trace), self._kernel_tables()
+        kernels.checkerboard_steps(m, chains, tables, self._order, u, flipped)
         self._flipped = torch.from_numpy(flipped)

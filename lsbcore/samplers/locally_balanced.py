@@ -24,6 +24,18 @@ import warnings
 import numpy as np
 import torch
 
+from lsbcore.backends.structures import (
+    KIND_MIXTURE,
+    KIND_NETWORK,
+    Function,
+    Learner,
+    LearningOut,
+    MixtureCache,
+    NetworkCache,
+    NetworkLattice,
+    Pieces,
+    ProposalCache,
+)
 from lsbcore.learning.balancing import (
     FIXED,
     Balancing,
@@ -243,50 +255,45 @@ class LocallyBalancedSampler(Sampler):
         stops after a step that diverged. Returns the steps taken."""
         from lsbcore.backends import learning_kernels
 
-        tables, stats, truth = self._kernel_common()
         params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
         params = params.cpu().numpy()
         log_p = self._learning_log_p().clone()
-        out = dict(losses=np.zeros(m), weights=np.zeros((m, 5)), last=np.zeros((self.n_chains, 4)))
-        common = (
-            self._x.numpy(), self._s.numpy(), *tables, params,
-        )  # fmt: skip
-        rest = dict(
-            state=self._kernel_optimizer_state(params.shape[0]),
-            opt_kind=0 if self.optimizer_name == "adam" else 1,
-            u=u.numpy(),
-            stats=stats,
-            truth=truth,
-            log_p=log_p.numpy(),
-            trace=trace.numpy() if trace is not None else np.zeros((0, 1, 5)),
+        learner = Learner(
+            params,
+            self._kernel_optimizer_state(params.shape[0]),
+            0 if self.optimizer_name == "adam" else 1,
+            self.lr,
+            log_p.numpy(),
         )
+        out = LearningOut(np.zeros(m), np.zeros((m, 5)), np.zeros((self.n_chains, 4)))
+        chains, tables = self._kernel_chains(trace), self._kernel_tables()
         cache, fresh = self._learning_cache()
         if isinstance(self.balancing, MixtureBalancing):
             if fresh:
                 b, d = self.n_chains, self.n_sites
-                cache[:] = [np.empty((b, 4, d)), np.empty((b, 4)), np.empty((b, 4))]
+                cache = MixtureCache(np.empty((b, 4, d)), np.empty((b, 4)), np.empty((b, 4)))
             taken = learning_kernels.mixture_learning_steps(
-                m, *common, rest["state"], rest["opt_kind"], self.lr, rest["u"],
-                self._n_accepted.numpy(), stats, truth, self._tracking, rest["log_p"],
-                rest["trace"], out["losses"], out["weights"], out["last"], *cache, fresh,
-            )  # fmt: skip
+                m, chains, tables, learner, u.numpy(), out, cache, fresh
+            )
             status = 0 if taken == m else 1
         else:
-            taken, status = self._network_learning(m, common, rest, out, cache, fresh)
+            taken, status, cache = self._network_learning(
+                m, chains, tables, learner, u, out, cache, fresh
+            )
         torch.nn.utils.vector_to_parameters(
             torch.from_numpy(params).to(self.device), self._learned_params()
         )
         self._last_good = torch.from_numpy(params.copy())
-        weights = out["weights"]
         for t in range(taken):
             step = self.n_steps + t
             if self.history.wants(step):
-                mixture = weights[t, :4] if isinstance(self.balancing, MixtureBalancing) else None
-                self.history.record(step, float(out["losses"][t]), float(weights[t, 4]), mixture)
+                weights = out.weights[t]
+                mixture = weights[:4] if isinstance(self.balancing, MixtureBalancing) else None
+                self.history.record(step, float(out.losses[t]), float(weights[4]), mixture)
         if status:
             self._stop_learning()
         if taken:
-            last = torch.from_numpy(out["last"])
+            last = torch.from_numpy(out.last)
             self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
             self._cache_stale = True
             self.n_target_evals += taken * self.neighbourhood_size  # the uniform flips x~
@@ -296,43 +303,42 @@ class LocallyBalancedSampler(Sampler):
         self._learning_state = (self._epoch, self.n_steps, cache)
         return taken
 
-    def _learning_cache(self) -> tuple[list, bool]:
-        """The compiled learning step's cache and whether it must be rebuilt from ``s``."""
-        epoch, steps, cache = getattr(self, "_learning_state", (None, None, []))
-        fresh = (epoch, steps) != (self._epoch, self.n_steps) or not cache
-        return (cache if not fresh else []), fresh
+    def _learning_cache(self):
+        """The compiled learning step's cache (None when it must be rebuilt from ``s``) and
+        whether it must be."""
+        epoch, steps, cache = getattr(self, "_learning_state", (None, None, None))
+        fresh = (epoch, steps) != (self._epoch, self.n_steps) or cache is None
+        return (None if fresh else cache), fresh
 
-    def _network_learning(self, m: int, common, rest, out, cache, fresh) -> tuple[int, int]:
+    def _network_learning(self, m, chains, tables, learner, u, out, cache, fresh):
         """LSB 2's learning steps: per step the network's inputs (compiled), ``exp`` and
-        ``log1p`` over the lattice (torch, vectorised), then the step (compiled)."""
+        ``log1p`` over the lattice (torch, vectorised), then the step (compiled). Returns the
+        steps taken, the status of the last and the cache."""
         from lsbcore.backends import learning_kernels as lk
 
         b, d, hidden = self.n_chains, self.n_sites, self.balancing.hidden
-        params = common[-1]
         if fresh:
-            cache[:] = [np.empty((b, d)), np.empty((b, d)), np.empty((b, d)), np.empty(b)]
+            cache = NetworkCache(np.empty((b, d)), np.empty((b, d)), np.empty((b, d)), np.empty(b))
             lk.network_caches(self._s.numpy(), d, *cache)
-        u_cache, scale, small, top = cache
         z = torch.empty(2, b, d, dtype=torch.float64)
         e, lp = torch.empty_like(z), torch.empty_like(z)
-        piece = np.empty((2, b, d), dtype=np.int32)
+        lattice = NetworkLattice(
+            z.numpy(), np.empty((2, b, d), dtype=np.int32), e.numpy(), lp.numpy()
+        )
+        u = u.numpy()
         for t in range(m):
-            breakpoints, slope, intercept, active = lk.network_pieces(params, hidden)
-            lk.network_inputs(u_cache, breakpoints, slope, intercept, z.numpy(), piece)
+            pieces = Pieces(*lk.network_pieces(learner.params, hidden))
+            lk.network_inputs(cache.u, *pieces[:3], lattice.z, lattice.piece)
             torch.clamp(z, max=20.0, out=e).exp_()
             torch.log1p(e, out=lp)
             status = lk.network_learning_step(
-                t, *common, hidden, rest["state"], rest["opt_kind"], self.lr, rest["u"][t],
-                self._n_accepted.numpy(), rest["stats"], rest["truth"], self._tracking,
-                rest["log_p"], rest["trace"], out["losses"], out["weights"], out["last"],
-                u_cache, scale, small, top, z.numpy(), piece, e.numpy(), lp.numpy(),
-                breakpoints, slope, intercept, active,
-            )  # fmt: skip
+                t, chains, tables, learner, hidden, u[t], out, cache, lattice, pieces
+            )
             if status == 2:
-                return t, status
+                return t, status, cache
             if status == 1:
-                return t + 1, status
-        return m, 0
+                return t + 1, status, cache
+        return m, 0, cache
 
     def _kernel_optimizer_state(self, n_params: int) -> np.ndarray:
         """The compiled optimiser's state (see ``learning_kernels.optimizer_step``)."""
@@ -341,20 +347,20 @@ class LocallyBalancedSampler(Sampler):
             state = self._kernel_state = np.zeros((2, n_params + 1))
         return state
 
-    def _kernel_function(self):
-        """``(kind, log_w, breakpoints, slope, intercept)`` for ``kernels.log_g``, or None."""
+    def _kernel_function(self) -> Function | None:
+        """The balancing function as ``kernels.log_g`` takes it, or None (no kernel for it)."""
         b = self.balancing
         empty = np.zeros(0)
         with torch.no_grad():
             if isinstance(b, FixedBalancing):
-                return FIXED.index(b.name), np.zeros(4), empty, empty, empty
+                return Function(FIXED.index(b.name), np.zeros(4), empty, empty, empty)
             if isinstance(b, MixtureBalancing):
                 log_w = b.log_weights().detach().cpu().numpy().astype(np.float64)
-                return 4, log_w, empty, empty, empty
+                return Function(KIND_MIXTURE, log_w, empty, empty, empty)
             if isinstance(b, NetworkBalancing):
-                breakpoints, slope, intercept = b._pieces()
-                return (
-                    5,
+                breakpoints, slope, intercept = b.pieces()
+                return Function(
+                    KIND_NETWORK,
                     np.zeros(4),
                     np.asarray(breakpoints, dtype=np.float64),
                     slope.detach().cpu().numpy().astype(np.float64),
@@ -367,34 +373,14 @@ class LocallyBalancedSampler(Sampler):
 
         if self._cache_stale:  # the last learning step changed g everywhere
             self._renormalise()
-        (neighbours, sign, coupling, unique), stats, truth = self._kernel_common()
-        kind, log_w, breakpoints, slope, intercept = self._kernel_function()
         last = np.zeros((self.n_chains, 4))
-        kernels.balanced_steps(
-            m,
-            self._x.numpy(),
-            self._s.numpy(),
-            self._gn.numpy(),
-            self._block_sum.numpy(),
-            self._Z.numpy(),
-            self._shift.numpy(),
-            neighbours,
-            sign,
-            coupling,
-            unique,
-            kind,
-            log_w,
-            breakpoints,
-            slope,
-            intercept,
-            u,
-            self._n_accepted.numpy(),
-            stats,
-            truth,
-            self._tracking,
-            trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 4)),
-            last,
+        cache = ProposalCache(
+            self._gn.numpy(), self._block_sum.numpy(), self._Z.numpy(), self._shift.numpy()
         )
+        kernels.balanced_steps(
+            m, self._kernel_chains(trace), self._kernel_tables(), self._kernel_function(), cache,
+            u, last,
+        )  # fmt: skip
         last = torch.from_numpy(last)
         self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
 

@@ -55,24 +55,9 @@ class UniformSiteSampler(Sampler):
     def _compiled_steps(self, m: int, u, trace) -> None:
         from lsbcore.backends import kernels
 
-        (neighbours, sign, coupling, _), stats, truth = self._kernel_common()
         last = np.zeros((self.n_chains, 4))
-        kernels.uniform_site_steps(
-            m,
-            self._x.numpy(),
-            self._s.numpy(),
-            neighbours,
-            sign,
-            coupling,
-            self.name == "gibbs",
-            u,
-            self._n_accepted.numpy(),
-            stats,
-            truth,
-            self._tracking,
-            trace.numpy() if trace is not None else np.zeros((0, self.n_chains, 5)),
-            last,
-        )
+        chains, tables = self._kernel_chains(trace), self._kernel_tables()
+        kernels.uniform_site_steps(m, chains, tables, self.name == "gibbs", u, last)
         last = torch.from_numpy(last)
         self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3] > 0.5)
 

@@ -1,0 +1,128 @@
+"""What a compiled kernel receives: a few named structures of arrays, not dozens of arguments.
+
+numba compiles named tuples of arrays as plain structs, so passing one costs nothing and a
+kernel unpacks the fields it needs. All arrays are zero-copy numpy views of the sampler's own
+CPU tensors: the kernels work in place.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Tables(NamedTuple):
+    """The target's flip tables, each ``[D, K]`` (see ``lsbcore.targets.base``): slot ``k`` of
+    site ``i`` is neighbour ``neighbours[i, k]``; ``sign`` (-1 for the site itself) applies to
+    its ``x`` and ``s`` on a flip, ``coupling`` adds ``coupling * x_j * x_i`` to its ``s``, and
+    ``unique`` says whether the slot counts in sums (padding slots repeat the site)."""
+
+    neighbours: np.ndarray
+    sign: np.ndarray
+    coupling: np.ndarray
+    unique: np.ndarray
+
+
+class Chains(NamedTuple):
+    """What every kernel updates, per chain ``b``: states ``x`` and log-ratios ``s``
+    ``[B, width]``, ``n_accepted [B, 1]`` (sites changed), ``stats [B, 3]`` (log p~,
+    magnetisation, x . truth; kept when ``track``) with ``truth [width]``, and ``trace
+    [n or 0, B, 5]``, which receives the statistics, the sites changed and the proposed site
+    (-1 for a block move) after each step."""
+
+    x: np.ndarray
+    s: np.ndarray
+    n_accepted: np.ndarray
+    stats: np.ndarray
+    truth: np.ndarray
+    track: bool
+    trace: np.ndarray
+
+
+KIND_MIXTURE = 4  # Function.kind of LSB 1's mixture (0-3: the fixed functions)
+KIND_NETWORK = 5  # Function.kind of LSB 2's network
+
+
+class Function(NamedTuple):
+    """A balancing function for ``kernels.log_g``: ``kind`` 0-3 the fixed functions (order of
+    ``FIXED``), 4 a mixture with log-weights ``log_w`` (LSB 1), 5 LSB 2's network in its
+    piecewise-linear form (``breakpoints``, ``slope``, ``intercept``)."""
+
+    kind: int
+    log_w: np.ndarray
+    breakpoints: np.ndarray
+    slope: np.ndarray
+    intercept: np.ndarray
+
+
+class ProposalCache(NamedTuple):
+    """A locally balanced sampler's cache (see ``samplers.locally_balanced``): ``gn [B, (nb +
+    1) * bs]`` the scaled g values in blocks, ``block_sum [B, nb]``, ``z [B, 1]`` their total,
+    ``shift [B, 1]`` each chain's log-scale."""
+
+    gn: np.ndarray
+    block_sum: np.ndarray
+    z: np.ndarray
+    shift: np.ndarray
+
+
+class Learner(NamedTuple):
+    """The learning rule's state: ``params`` (flat: the function's parameters, then
+    ``eta_raw``), the optimiser's ``opt_state [2, P + 1]`` and ``opt_kind`` (0 Adam, 1 SGD with
+    momentum), the learning rate ``lr``, and ``log_p [B]``, log p~ of the chains kept between
+    steps (the objective needs it)."""
+
+    params: np.ndarray
+    opt_state: np.ndarray
+    opt_kind: int
+    lr: float
+    log_p: np.ndarray
+
+
+class LearningOut(NamedTuple):
+    """What learning steps report: ``losses [n]``, ``weights [n, 5]`` (LSB 1's softmax weights
+    and eta) and ``last [B, 4]`` (the last step's site, 1, Z'/Z, decision)."""
+
+    losses: np.ndarray
+    weights: np.ndarray
+    last: np.ndarray
+
+
+class MixtureCache(NamedTuple):
+    """LSB 1's component cache: ``comps [B, 4, D]`` (each fixed g, scaled), ``shift`` and
+    ``sums [B, 4]`` (each component's log-scale and total)."""
+
+    comps: np.ndarray
+    shift: np.ndarray
+    sums: np.ndarray
+
+
+class NetworkCache(NamedTuple):
+    """LSB 2's per-site inputs: ``u = sigmoid(s) - 1/2``, ``scale`` and ``small`` ``[B, D]``
+    (see ``learning_kernels.network_caches``) and each chain's scale ``top [B]``."""
+
+    u: np.ndarray
+    scale: np.ndarray
+    small: np.ndarray
+    top: np.ndarray
+
+
+class NetworkLattice(NamedTuple):
+    """One LSB 2 step's lattice terms, ``[2, B, D]`` each: the network's inputs ``z`` and their
+    ``piece``, ``e = exp(min(z, 20))`` and ``lp = log1p(e)``."""
+
+    z: np.ndarray
+    piece: np.ndarray
+    e: np.ndarray
+    lp: np.ndarray
+
+
+class Pieces(NamedTuple):
+    """LSB 2's network in piecewise-linear form: ``breakpoints``, per-piece ``slope`` and
+    ``intercept``, and ``active [pieces, H]`` (which hidden units are on in each piece)."""
+
+    breakpoints: np.ndarray
+    slope: np.ndarray
+    intercept: np.ndarray
+    active: np.ndarray
