@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore import IsingPosterior, make_sampler, paper_case
+from lsbcore import IsingPosterior, PairwiseMRF, make_sampler, paper_case
 from lsbcore.backends import kernels
 from lsbcore.learning.balancing import MixtureBalancing
 from lsbcore.samplers import warmup
@@ -69,26 +69,41 @@ def test_trace_holds_the_statistics_after_every_step(name):
     assert float(trace[:, :, 3].sum()) == pytest.approx(sampler.accept_rate * n * 3)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_both_paths_keep_the_same_bookkeeping(name):
+def random_network():
+    generator = torch.Generator().manual_seed(3)
+    weights = torch.randn(12, 12, generator=generator, dtype=torch.float64) * 0.5
+    upper = torch.triu(weights * (torch.rand(12, 12, generator=generator) < 0.4), 1)
+    return PairwiseMRF(torch.randn(12, generator=generator, dtype=torch.float64), upper + upper.T)
+
+
+@pytest.mark.parametrize("target_kind", ["lattice", "network"])
+@pytest.mark.parametrize("name", [*ALL, "checkerboard"])
+def test_both_paths_keep_the_same_bookkeeping(name, target_kind):
     """Counters, statistics and the last proposal agree between the two backends, and so do
-    the chains: both draw the same uniforms and read them alike."""
-    target = IsingPosterior(torch.randn(4, 5, dtype=torch.float64), 0.4, "free")
+    the chains, learning steps included: both draw the same uniforms and read them alike."""
+    if target_kind == "lattice":
+        target = IsingPosterior(torch.randn(4, 5, dtype=torch.float64), 0.4, "free")
+    else:
+        target = random_network()
     out = {}
     for compiled in (True, False):
         backend = "compiled" if compiled else "torch"
         sampler = make_sampler(name, target, 5, seed=1, resync_every=9, backend=backend)
         sampler.track_statistics()
+        if sampler.learnable:
+            sampler.step(20, learn=True)
         sampler.step(25)
         x = sampler.x.reshape(5, -1)
         torch.testing.assert_close(sampler.statistics[:, 0], target.log_prob(sampler.x))
         torch.testing.assert_close(sampler.statistics[:, 1], x.sum(1))
         assert sampler.invariant_error() < 1e-12
+        out[compiled] = (sampler.n_steps, sampler.n_target_evals, sampler.x.clone())
+        if sampler.sites_per_step > 1:  # a sweep proposes no single site
+            continue
         last = sampler.last_proposal
         assert set(last) == {"site", "accept_prob", "accepted"}
         assert last["site"].dtype == torch.long and last["accepted"].dtype == torch.bool
         assert bool(((last["accept_prob"] >= 0) & (last["accept_prob"] <= 1)).all())
-        out[compiled] = (sampler.n_steps, sampler.n_target_evals, sampler.x.clone())
     assert out[True][:2] == out[False][:2]
     assert torch.equal(out[True][2], out[False][2])
 
