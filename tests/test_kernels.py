@@ -216,3 +216,25 @@ def test_trace_of_learning_steps(name):
     final = torch.stack([case.target.log_prob(sampler.x), x.sum(1), x @ truth], 1)
     torch.testing.assert_close(trace[-1, :, :3], final, rtol=0, atol=1e-9)
     assert float(trace[:, :, 3].sum()) == pytest.approx(sampler.accept_rate * 36)
+
+
+def test_checkerboard_sweeps_in_chain_groups_are_the_chains_of_one_call(monkeypatch):
+    """On a large lattice the compiled sweep runs groups of chains in parallel threads: the
+    chains, statistics and counts equal the torch backend's (one batch, no threads)."""
+    from lsbcore.backends import threads
+
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    alpha = torch.randn(128, 128, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    target = IsingPosterior(alpha, 0.8, "free")
+    assert len(threads.chain_groups(4, target.n_sites)) == 2
+    runs = []
+    for backend in ("compiled", "torch"):
+        sampler = make_sampler("checkerboard", target, 4, seed=3, backend=backend)
+        sampler.track_statistics()
+        trace = torch.zeros(6, 4, 5, dtype=torch.float64)
+        sampler.step(6, trace=trace)
+        runs.append((sampler.x.clone(), sampler.statistics.clone(), sampler.n_accepted, trace))
+    (x1, stats1, n1, trace1), (x2, stats2, n2, trace2) = runs
+    assert torch.equal(x1, x2) and n1 == n2
+    torch.testing.assert_close(stats1, stats2, rtol=1e-12, atol=1e-8)
+    assert torch.equal(trace1[:, :, 3:], trace2[:, :, 3:])  # sites flipped, site -1

@@ -68,9 +68,15 @@ class CheckerboardGibbsSampler(Sampler):
         return not learn
 
     def _compiled_steps(self, m: int, u, trace) -> None:
-        from lsbcore.backends import kernels
+        from lsbcore.backends import kernels, threads
 
         flipped = np.zeros(self.n_chains)
         chains, tables = self._kernel_chains(trace), self._kernel_tables()
-        kernels.checkerboard_steps(m, chains, tables, self._order, u, flipped)
+        # a sweep is O(D) per chain: groups of chains sweep on all cores at once
+        groups = threads.chain_groups(self.n_chains, self.n_sites)
+        calls = [
+            (m, threads.chains_of(chains, g), tables, self._order, u[:, g], flipped[g])
+            for g in groups
+        ]
+        threads.run_grouped(kernels.checkerboard_steps, groups, *calls)
         self._flipped = torch.from_numpy(flipped)
