@@ -178,13 +178,13 @@ class _Recorder:
         self._prod = torch.zeros(block, b, len(cols), dtype=torch.float64, device=device)
         self._log_p = torch.zeros(block, b, dtype=torch.float64, device=device)
         self._rows: list[tuple] = []
-        self._last_step = None
+        self.last_step = None  # the step recorded last (a repeat is skipped)
 
     @torch.no_grad()
     def record(self, step: int, phase: str) -> None:
-        if step == self._last_step:
+        if step == self.last_step:
             return
-        self._last_step = step
+        self.last_step = step
         sampler = self.sampler
         k = len(self._rows)
         x2 = sampler.x.reshape(sampler.n_chains, sampler.n_sites)
@@ -252,7 +252,7 @@ class RecordingComparison(Comparison):
         self._recorders[name].flush()  # its buffered records come first
 
     def _after_extend(self, name: str, last_step: int) -> None:
-        self._recorders[name]._last_step = last_step
+        self._recorders[name].last_step = last_step
 
     def record(self, force: bool = False) -> None:
         """Record every sampler's state now (a repeat of the last recorded step is skipped)."""
