@@ -88,7 +88,7 @@ def log_g(kind, s, log_w, breakpoints, slope, intercept):
     return top + math.log1p(math.exp(min(a, b) - top)) - LOG_2
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def record_step(trace, t, b, stats, changed, site):
     """Row ``t`` of chain ``b`` of a step trace: the statistics, the sites changed, the site."""
     if trace.shape[0] > 0:
@@ -99,7 +99,7 @@ def record_step(trace, t, b, stats, changed, site):
         trace[t, b, 4] = site
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def flip_values(b, site, x, s, tables, s_new, x_new):
     """The neighbourhood of ``site`` in chain ``b`` after flipping it, into ``s_new, x_new [K]``:
     ``s_i -> -s_i``, ``s_j -> s_j + coupling_ij x_j x_i`` (spec 1, ``x_i`` before the flip).
@@ -112,7 +112,7 @@ def flip_values(b, site, x, s, tables, s_new, x_new):
         x_new[k] = x[b, j] * sign[site, k]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def write_flip(b, site, chains, neighbours, s_new, x_new):
     """Commit chain ``b``'s flip of ``site`` (values from ``flip_values``): the neighbourhood's
     ``x`` and ``s``, the count, and the statistics (log p~ gains ``s_i = -s_new[0]``)."""

@@ -152,7 +152,7 @@ def _flip_workspace(n_chains, k_slots):
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _both_flips(b, i, j, x, s, tables, sites, flips, x_new, masks):
     """Chain ``b``'s two flips of a learning step: the proposed site ``i`` (``x'``) and the
     uniform site ``j`` (``x~``), each before and after (``flips [4, B, K]``), with the slots
@@ -180,7 +180,7 @@ def _optimise(learner, grads, loss):
     return failed
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _accept(b, u_accept, dz, sites, flips, x_new, chains, neighbours, log_p, last):
     """Accept ``x'`` with theta0 (``A = Z / max(Z, Z')``, in units of Z) and commit it; the
     decision goes to ``last``. Returns whether it was accepted."""
@@ -192,7 +192,7 @@ def _accept(b, u_accept, dz, sites, flips, x_new, chains, neighbours, log_p, las
     return accept
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _draw(row, u):
     """Index of the first running sum of ``row`` above ``u`` times its total (an inverse CDF
     searched against its own sequential total, as ``searchsorted`` against ``cumsum[-1]``)."""
@@ -208,7 +208,7 @@ def _draw(row, u):
     return row.shape[0] - 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _decide(b, u_accept, z_ratio, site, last):
     """Accept ``x'`` with theta0: ``A = Z / max(Z, Z')`` in units of ``Z`` (``z_ratio = Z'/Z``);
     the decision goes to ``last``."""
