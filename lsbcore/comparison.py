@@ -169,11 +169,13 @@ class Comparison:
 
     def _step_adding_states(self, name: str, sampler, m: int, learn: bool, buffer) -> None:
         """``m`` steps of a sampler that moves many sites per step, adding the state after
-        every kept step to the marginals (a step costs O(D) already, so one call each)."""
+        every kept step to the marginals (a step costs O(D) already: one call per kept step)."""
         total = torch.zeros(sampler.n_chains, sampler.n_sites, dtype=torch.float64)
-        kept = 0
-        for t in range(m):
-            sampler.step(1, learn=learn, trace=buffer[t : t + 1])
+        kept, t = 0, 0
+        while t < m:
+            k = min(self.thin - sampler.n_steps % self.thin, m - t)  # up to the next kept step
+            sampler.step(k, learn=learn, trace=buffer[t : t + k])
+            t += k
             if sampler.n_steps % self.thin == 0:
                 total += sampler.x.detach().cpu().reshape(sampler.n_chains, -1)
                 kept += 1
