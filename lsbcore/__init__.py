@@ -32,6 +32,16 @@ from lsbcore.learning.balancing_io import (
 )
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import DESCRIPTIONS, REGISTRY, SAMPLERS, make_sampler
+from lsbcore.segmentation.map_estimate import exact_map
+from lsbcore.segmentation.outputs import (
+    binary_entropy,
+    entropy_png,
+    mask_png,
+    npy_bytes,
+    overlay_png,
+    probability_png,
+    upsample,
+)
 from lsbcore.targets.base import Target
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.pairwise import PairwiseMRF
@@ -50,6 +60,14 @@ __all__ = [
     "Balancing",
     "Comparison",
     "balancing_to_dict",
+    "binary_entropy",
+    "entropy_png",
+    "exact_map",
+    "mask_png",
+    "npy_bytes",
+    "overlay_png",
+    "probability_png",
+    "upsample",
     "balancing_to_json",
     "load_balancing",
     "save_balancing",
