@@ -22,7 +22,7 @@ from lsbcore.diagnostics.trace import (
     magnetisation,
     write_traces_csv,
 )
-from lsbcore.image import ImageError, load_image
+from lsbcore.image import ImageError, Photo, load_image, load_photo
 from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
 from lsbcore.learning.balancing_io import (
     balancing_to_dict,
@@ -32,6 +32,13 @@ from lsbcore.learning.balancing_io import (
 )
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import DESCRIPTIONS, REGISTRY, SAMPLERS, make_sampler
+from lsbcore.segmentation import (
+    DataTerm,
+    TwoClassModel,
+    fit_data_term,
+    otsu_threshold,
+    srgb_to_lab,
+)
 from lsbcore.targets.base import Target
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.pairwise import PairwiseMRF
@@ -65,6 +72,13 @@ __all__ = [
     "ess_from_autocorrelation",
     "ess_paper",
     "load_image",
+    "load_photo",
+    "Photo",
+    "DataTerm",
+    "TwoClassModel",
+    "fit_data_term",
+    "otsu_threshold",
+    "srgb_to_lab",
     "magnetisation",
     "make_balancing",
     "make_sampler",
