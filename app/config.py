@@ -16,8 +16,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
 from lsbcore import PAPER_CASES, REGISTRY, SAMPLERS
+from lsbcore.segmentation.starts import STARTS
 
 SOURCES = ("paper", "sample", "upload")
+# images: the data term from a two-class mixture fitted to the photo, or the paper-style
+# threshold at mid-grey (alpha = mu (2I - 1) / sigma^2)
+MODELS = ("mixture", "threshold")
+# images: which class is the object; auto picks the one that touches the border less
+POLARITIES = ("auto", "dark", "bright")
 BOUNDARIES = ("free", "periodic")
 OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("auto", "cpu", "cuda")
@@ -37,8 +43,17 @@ def _family_rank(name: str) -> tuple[int, int]:
 SAMPLER_ORDER: tuple[str, ...] = tuple(sorted(SAMPLERS, key=_family_rank))
 
 DEFAULT_SAMPLE = "synthetic_disc_letter"
-# assets/README.md: every shipped sample shows a dark object except the cell (bright)
-BRIGHT_OBJECT_SAMPLES = frozenset({"cell"})
+# The synthetic sample is two gray levels under clipped Gaussian noise: the threshold model is
+# its generative model, while a Gaussian mixture fitted to it at 128 px takes the pile of
+# clipped white pixels for a class of its own (BENCHMARKS.md, photo segmentation)
+THRESHOLD_SAMPLES = {"synthetic_disc_letter": "threshold"}
+PAPER_SAMPLERS = ("barker", "sqrt", "max", "lsb1", "lsb2")
+# photos: block Gibbs covers a lattice of 10^5 sites in a sweep per step
+IMAGE_SAMPLERS = ("checkerboard",)
+# the working resolution an image starts at when the machine's speed is unknown (see pick_size)
+DEFAULT_IMAGE_SIZE = 128
+MAX_SIZE = 512
+SETTLE_SWEEPS = 500  # sweeps a photo's marginal typically needs to settle (see pick_size)
 
 # What one session may ask for (see cap_workload): sites x chains x samplers, and the number of
 # per-chain trace values kept ((burn-in + steps) / thin x chains x samplers x 3 fields).
@@ -58,10 +73,12 @@ class Config:
     mu: float = 1.0
     sigma: float = 3.0
     boundary: str = "periodic"
-    invert: bool = True  # images: the object is dark
+    model: str = "mixture"  # images: the data model
+    polarity: str = "auto"  # images: which class is the object
     noise: float = 0.0  # images: sd of synthetic Gaussian noise added to y
     seed: int = 0
-    samplers: tuple[str, ...] = ("barker", "sqrt", "max", "lsb1", "lsb2")
+    start: str = "mixed"  # images: where the chains start (lsbcore.segmentation.starts)
+    samplers: tuple[str, ...] = PAPER_SAMPLERS
     chains: int = 4
     burn_in: int = 2000
     steps: int = 30_000  # mixing steps after burn-in (the paper's protocol)
@@ -71,6 +88,7 @@ class Config:
     hidden: int = 10
     device: str = "auto"
     speed: str = "auto"
+    until_settled: bool = True  # images: pause once every sampler's marginal has settled
 
     @property
     def total_steps(self) -> int:
@@ -85,7 +103,7 @@ class Config:
 # Numeric bounds: name -> (kind, low, high). Values outside are clamped (with a warning).
 BOUNDS: dict[str, tuple[type, float, float]] = {
     "case": (int, 1, 4),
-    "size": (int, 16, 256),
+    "size": (int, 16, MAX_SIZE),
     "lam": (float, 0.0, 10.0),
     "mu": (float, 0.0, 20.0),
     "sigma": (float, 0.01, 20.0),
@@ -104,7 +122,14 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optimizer": OPTIMIZERS,
     "device": DEVICES,
     "speed": SPEEDS,
+    "model": MODELS,
+    "polarity": POLARITIES,
+    "start": STARTS,
 }
+# Links made before "object" had an automatic choice said invert=1 for a dark object
+LEGACY_INVERT = "invert"
+# Yes/no fields
+FLAGS = ("until_settled",)
 # Fields that define the posterior: changing one builds a new target.
 TARGET_FIELDS = (
     "source",
@@ -115,13 +140,15 @@ TARGET_FIELDS = (
     "mu",
     "sigma",
     "boundary",
-    "invert",
+    "model",
+    "polarity",
     "noise",
     "seed",
 )
 # Fields that define the samplers: changing one rebuilds the comparison.
-SAMPLER_FIELDS = ("samplers", "chains", "thin", "lr", "optimizer", "hidden", "device")
-# The run follows the others (mixing steps, speed) without a reset; a new burn-in length resets
+SAMPLER_FIELDS = ("samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device")
+# The run follows the others (mixing steps, speed, until settled) without a reset; a new burn-in
+# length resets
 # it only once the run has passed it (see session.py).
 
 LABELS = {
@@ -133,7 +160,10 @@ LABELS = {
     "mu": "μ",
     "sigma": "σ",
     "boundary": "boundary",
-    "invert": "object is dark",
+    "model": "data model",
+    "polarity": "object",
+    "start": "start",
+    "until_settled": "stop when settled",
     "noise": "synthetic noise",
     "seed": "seed",
     "samplers": "samplers",
@@ -148,9 +178,9 @@ LABELS = {
 
 
 def source_defaults(source: str, case: int = 3, sample: str = DEFAULT_SAMPLE) -> dict:
-    """The posterior settings a source starts from: the paper's for a case, ours for images."""
+    """The settings a source starts from: the paper's protocol for a case, ours for images."""
     if source == "paper":
-        _, lam, mu, sigma, _ = PAPER_CASES.get(case, PAPER_CASES[3])
+        _, lam, mu, sigma, burn_in = PAPER_CASES.get(case, PAPER_CASES[3])
         return {
             "size": 30,
             "lam": lam,
@@ -158,19 +188,51 @@ def source_defaults(source: str, case: int = 3, sample: str = DEFAULT_SAMPLE) ->
             "sigma": sigma,
             "boundary": "periodic",
             "noise": 0.0,
-            "invert": True,
+            "samplers": PAPER_SAMPLERS,
+            "burn_in": burn_in,
+            "steps": 30_000,
         }
-    # images: y in [-1, 1], alpha = mu y / sigma^2 up to +-4; lambda = 1 cleans the synthetic
-    # sample to ~99 % accuracy at 48 px within ~2000 steps
+    # images: the fitted mixture as it is (mu = sigma = 1) under lambda = 1; block Gibbs, whose
+    # step is a sweep: a short warm-up, then mixing until the marginal has settled
+    model = THRESHOLD_SAMPLES.get(sample, "mixture") if source == "sample" else "mixture"
     return {
-        "size": 48,
+        "size": DEFAULT_IMAGE_SIZE,
         "lam": 1.0,
-        "mu": 1.0,
-        "sigma": 0.5,
+        **model_defaults(model),
         "boundary": "free",
         "noise": 0.0,
-        "invert": sample not in BRIGHT_OBJECT_SAMPLES if source == "sample" else True,
+        "model": model,
+        "polarity": "auto",
+        "start": "mixed",
+        "samplers": IMAGE_SAMPLERS,
+        "burn_in": 50,
+        "steps": 5000,
+        "until_settled": True,
     }
+
+
+def model_defaults(model: str) -> dict:
+    """mu and sigma for a data model: the mixture's are scale factors (1 = as fitted), the
+    threshold's the observation model y ~ N(mu x, sigma^2) on y = 2I - 1."""
+    return {"mu": 1.0, "sigma": 1.0} if model == "mixture" else {"mu": 1.0, "sigma": 0.5}
+
+
+def pick_size(rate: float, shape: tuple[int, int] | None, budget_s: float = 5.0) -> int:
+    """The working resolution (longer side) whose expected settling fits ``budget_s``.
+
+    ``rate``: the machine's checkerboard site updates per second (measured); settling takes
+    about ``SETTLE_SWEEPS`` sweeps of 4 chains (BENCHMARKS.md). The lattice's site count is
+    side^2 times the photo's aspect (``shape``: its height and width), and the side is capped
+    at MAX_SIZE and at the photo's own longer side.
+    """
+    height, width = shape if shape else (MAX_SIZE, MAX_SIZE)
+    own = max(height, width, BOUNDS["size"][1])  # never upsample a small photo
+    if not math.isfinite(rate) or rate <= 0:
+        return min(DEFAULT_IMAGE_SIZE, own)
+    aspect = min(height, width) / max(height, width)
+    sites = rate * budget_s / (SETTLE_SWEEPS * 4)
+    side = int(math.sqrt(sites / aspect)) // 16 * 16
+    return int(min(max(side, BOUNDS["size"][1]), MAX_SIZE, own))
 
 
 def defaults_for(source: str = "paper", case: int = 3, sample: str = DEFAULT_SAMPLE) -> Config:
@@ -251,7 +313,7 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
     upload); each repair adds a sentence to the returned warnings.
     """
     warnings: list[str] = []
-    known = {f.name for f in fields(Config)}
+    known = {f.name for f in fields(Config)} | {LEGACY_INVERT}
     for key in values:
         if key not in known:
             warnings.append(f"Unknown link parameter {str(key)[:40]!r} ignored.")
@@ -288,10 +350,14 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
             value = _number(name, raw, warnings)
         elif name in CHOICES:
             value = _choice(name, raw, CHOICES[name], warnings)
-        else:  # invert
+        else:  # flags
             value = _boolean(name, raw, warnings)
         if value is not None:
             out[name] = value
+    if LEGACY_INVERT in values and "polarity" not in values:  # links from before polarity
+        dark = _boolean("polarity", first(LEGACY_INVERT), warnings)
+        if dark is not None:
+            out["polarity"] = "dark" if dark else "bright"
     return replace(base, **out), warnings
 
 

@@ -105,6 +105,13 @@ def _status(run: state.Run) -> None:
         f"Step **{n:,}** · {sweeps_text(comparison.samplers)} · target evaluations per chain "
         f"**{spread}** · **{speed}** · {run.device_label}"
     )
+    if run.settled_at is not None and not run.running and not run.finished:
+        sweeps = sweeps_text(comparison.samplers)
+        st.success(
+            f"Settled at step {run.settled_at:,} ({sweeps}): paused, as "
+            '"Stop when settled" asks. The Segmentation tab has the result; press Run to keep '
+            "refining it."
+        )
     if run.error:
         st.error(run.error)
     for notice in run.notices:

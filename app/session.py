@@ -21,10 +21,10 @@ RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are wid
 
 def _build(cfg: Config, inputs: Inputs) -> state.Run | None:
     try:
-        problem = sources.build_problem(cfg, inputs.image, inputs.dark_mask)
+        problem = sources.build_problem(cfg, inputs.photo, inputs.dark_mask)
         balancing = lsbcore.load_balancing(inputs.learned_json) if inputs.learned_json else None
         with st.spinner("Building the samplers…"):
-            run, messages = state.build_run(cfg, problem, inputs.image, balancing)
+            run, messages = state.build_run(cfg, problem, inputs.photo, balancing)
     except ValueError as err:  # lsbcore refuses what it cannot sample, with a sentence
         st.error(f"This configuration cannot be sampled: {err}")
         return None

@@ -8,6 +8,7 @@ the defaults of a newly chosen source, case or sample before the widgets are dra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -19,7 +20,9 @@ from app import config as cfgmod
 from app import sources
 from app.config import BOUNDS, Config
 from app.widgets import ensure, ensure_in_range
+from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import SamplerSpec
+from lsbcore.segmentation.starts import START_LABELS
 
 SOURCE_LABELS = {"paper": "Paper case", "sample": "Sample image", "upload": "Your image"}
 # What the multiselect adds to a sampler's registry label, so the kind shows at a glance
@@ -53,7 +56,8 @@ class Inputs:
     """What the sidebar hands to the page: the configuration and the data it refers to."""
 
     config: Config
-    image: np.ndarray | None = None  # the working-resolution image (image sources)
+    image: np.ndarray | None = None  # the working-resolution luma (image sources)
+    photo: lsbcore.Photo | None = None  # the same image in colour, with its original size
     dark_mask: np.ndarray | None = None  # the true dark-object mask, where known
     image_id: str | None = None  # identifies the uploaded file (rebuild on a new upload)
     learned_json: bytes | None = None
@@ -97,16 +101,61 @@ def _apply_defaults(values: dict) -> None:
 
 def _on_source() -> None:
     state = st.session_state
-    _apply_defaults(cfgmod.source_defaults(state["source"], state["case"], state["sample"]))
+    source = state["source"]
+    defaults = cfgmod.source_defaults(source, state["case"], state["sample"])
+    defaults["samplers"] = list(defaults["samplers"])
+    _apply_defaults(defaults)
+    if source != "paper":
+        _pick_size()
 
 
 def _on_case() -> None:
-    _apply_defaults(cfgmod.source_defaults("paper", st.session_state["case"]))
+    defaults = cfgmod.source_defaults("paper", st.session_state["case"])
+    defaults["samplers"] = list(defaults["samplers"])
+    _apply_defaults(defaults)
 
 
 def _on_sample() -> None:
     sample = st.session_state["sample"]
-    st.session_state["invert"] = cfgmod.source_defaults("sample", sample=sample)["invert"]
+    model = cfgmod.source_defaults("sample", sample=sample)["model"]
+    _apply_defaults({"model": model, **cfgmod.model_defaults(model)})
+    _pick_size()
+
+
+def _on_model() -> None:
+    _apply_defaults(cfgmod.model_defaults(st.session_state["model"]))
+
+
+def _original_shape() -> tuple[int, int] | None:
+    """The chosen image's size at full resolution (before scaling to the lattice)."""
+    state = st.session_state
+    if state.get("source") == "sample":
+        return _sample_image(state["sample"], 16).original_shape
+    file = state.get("upload")
+    if file is not None:
+        photo, _ = _decoded_upload(file, 16)
+        return None if photo is None else photo.original_shape
+    return None
+
+
+def _pick_size() -> None:
+    """The working resolution for a newly chosen image, from this machine's measured speed."""
+    rate = warmup.site_update_rate() or math.nan
+    size = cfgmod.pick_size(rate, _original_shape())
+    st.session_state["size"] = size
+    st.session_state["_size_note"] = _size_note(size, rate)
+
+
+def _size_note(size: int, rate: float) -> str:
+    if not math.isfinite(rate):
+        return (
+            f"Picked {size} px: this machine's speed is not measured yet (the sampler is still "
+            "compiling); choose again later, or set it yourself."
+        )
+    return (
+        f"Picked {size} px so that about {cfgmod.SETTLE_SWEEPS} sweeps of 4 chains take "
+        f"about 5 s here (measured {rate / 1e6:.0f} M site updates/s)."
+    )
 
 
 def _on_upload() -> None:
@@ -116,15 +165,17 @@ def _on_upload() -> None:
         return
     switching = st.session_state.get("source") != "upload"
     size = cfgmod.source_defaults("upload")["size"] if switching else st.session_state["size"]
-    image, _ = _decoded_upload(file, int(size))  # decoded at the size it will be used at
-    if image is not None and switching:
+    photo, _ = _decoded_upload(file, int(size))  # decoded at the size it will be used at
+    if photo is not None and switching:
         st.session_state["source"] = "upload"
         _on_source()
+    elif photo is not None:
+        _pick_size()
 
 
 # ----------------------------------------------------------------------------- decoding
 @st.cache_data(max_entries=16, show_spinner=False)
-def _sample_image(name: str, size: int) -> np.ndarray:
+def _sample_image(name: str, size: int) -> lsbcore.Photo:
     return sources.load_sample(name, size)
 
 
@@ -133,12 +184,13 @@ def _sample_mask(name: str, size: int) -> np.ndarray | None:
     return sources.sample_dark_mask(name, size)
 
 
-def _decoded_upload(file, size: int) -> tuple[np.ndarray | None, str | None]:
+def _decoded_upload(file, size: int) -> tuple[lsbcore.Photo | None, str | None]:
     """Decode an uploaded file once per (file, resolution); remembered in Session State."""
     cache = st.session_state.setdefault("_upload_cache", {})
     key = (file.file_id, size)
     if key not in cache:
-        cache.clear()
+        for old in [k for k in cache if k[0] != file.file_id or k[1] != 16]:
+            del cache[old]  # keep the small decode that gives the original size
         cache[key] = sources.read_upload(file.getvalue(), size)
     return cache[key]
 
@@ -214,18 +266,22 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         "types or over 20 MB are refused by the browser: point at the red file to see why.",
     )
     size_label = "Lattice size n" if source == "paper" else "Working resolution (longer side, px)"
-    ensure_in_range("size", 30 if source == "paper" else 48, 16, 256)
+    top = cfgmod.MAX_SIZE
+    ensure_in_range("size", 30 if source == "paper" else cfgmod.DEFAULT_IMAGE_SIZE, 16, top)
     size = sb.slider(
         size_label,
         16,
-        256,
+        top,
         key="size",
         help="Sites per side: the paper uses n = 30. Images are scaled down (box filter, aspect "
-        "ratio kept) so that the longer side has this many pixels; small sizes converge in "
-        "seconds, 256 takes minutes.",
+        "ratio kept) so that the longer side has this many pixels; a new image starts at the "
+        "size this machine settles in about 5 s. The outputs are delivered at the photo's own "
+        "size (upsampled from this lattice).",
     )
+    if source != "paper" and state.get("_size_note"):
+        sb.caption(state["_size_note"])
     if source == "sample" and samples:
-        inputs.image = _sample_image(state["sample"], size)
+        inputs.photo = _sample_image(state["sample"], size)
         inputs.dark_mask = _sample_mask(state["sample"], size)
         inputs.image_id = f"sample:{state['sample']}"
     elif source == "upload":
@@ -233,20 +289,50 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         if file is None:
             sb.info("Upload an image above to segment it.")
         else:
-            image, error = _decoded_upload(file, size)
+            photo, error = _decoded_upload(file, size)
             if error:
                 sb.error(error)
             else:
-                inputs.image = image
+                inputs.photo = photo
                 inputs.image_id = f"upload:{file.file_id}"
+    if inputs.photo is not None:
+        inputs.image = inputs.photo.luma
     upload = state.get("upload")
     if upload is not None and source != "upload":
         _, error = _decoded_upload(upload, size)
         if error:
             sb.error(error)
-    if inputs.image is not None and sources.is_uniform(inputs.image):
-        sb.warning("This image has a single gray level: there is nothing to segment.")
+    if inputs.image is not None and sources.is_uniform(inputs.photo):
+        sb.warning("This image has a single colour: there is nothing to segment.")
 
+    if source != "paper":
+        ensure("model", "mixture", lambda v: v in cfgmod.MODELS)
+        sb.radio(
+            "Data model",
+            cfgmod.MODELS,
+            format_func={"mixture": "fitted to the photo", "threshold": "mid-grey threshold"}.get,
+            key="model",
+            horizontal=True,
+            on_change=_on_model,
+            help="fitted to the photo: a two-class Gaussian mixture fitted by EM (started at "
+            "Otsu's threshold), in CIELAB colour for colour photos; αᵢ is half the log-likelihood "
+            "ratio of object against background. mid-grey threshold: the paper-style model "
+            "yᵢ ~ N(μ xᵢ, σ²) on y = 2I − 1, a fixed threshold at mid-grey.",
+        )
+        ensure("polarity", "auto", lambda v: v in cfgmod.POLARITIES)
+        sb.radio(
+            "Object",
+            cfgmod.POLARITIES,
+            format_func={
+                "auto": "auto",
+                "dark": "the darker class",
+                "bright": "the brighter class",
+            }.get,
+            key="polarity",
+            horizontal=True,
+            help="Which class is the object (x = +1). auto: the class that touches the image "
+            "border less; the page says what it picked and why.",
+        )
     _number(
         sb,
         "λ: coupling (smoothness prior)",
@@ -255,19 +341,30 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         "makes neighbours agree and the mask smoother.",
         0.1,
     )
-    mu_help = (
-        "Signal level: the paper's α = μ·truth + U(−σ, σ)."
-        if source == "paper"
-        else "Signal level of the observation model yᵢ ~ N(μ xᵢ, σ²), with y = 2I − 1 "
-        "(or 1 − 2I) in [−1, 1]; the data term is αᵢ = μ yᵢ / σ²."
-    )
-    _number(sb, "μ: signal level", "mu", mu_help, 0.1)
-    sigma_help = (
-        "Noise level: half-width of the uniform noise added to α (σ = 3 is 'noisy' with μ = 1)."
-        if source == "paper"
-        else "Noise level of the observation model; the data term's strength is μ/σ²."
-    )
-    _number(sb, "σ: noise level", "sigma", sigma_help, 0.05)
+    mixture = source != "paper" and state.get("model") == "mixture"
+    if source == "paper":
+        mu_help = "Signal level: the paper's α = μ·truth + U(−σ, σ)."
+        sigma_help = (
+            "Noise level: half-width of the uniform noise added to α (σ = 3 is 'noisy' with μ = 1)."
+        )
+    elif mixture:
+        mu_help = (
+            "Weight of the data against the prior: αᵢ = μ · ½ [log N(yᵢ; object) − "
+            "log N(yᵢ; background)]. 1 uses the fitted likelihood as it is; smaller lets λ smooth "
+            "more."
+        )
+        sigma_help = (
+            "Widens both fitted classes by this factor (their covariances times σ²): 1 is the "
+            "fit as it is; larger trusts each pixel less."
+        )
+    else:
+        mu_help = (
+            "Signal level of the observation model yᵢ ~ N(μ xᵢ, σ²), with y = 2I − 1 "
+            "(or 1 − 2I for a dark object) in [−1, 1]; the data term is αᵢ = μ yᵢ / σ²."
+        )
+        sigma_help = "Noise level of the observation model; the data term's strength is μ/σ²."
+    _number(sb, "μ: data weight" if mixture else "μ: signal level", "mu", mu_help, 0.1)
+    _number(sb, "σ: class spread" if mixture else "σ: noise level", "sigma", sigma_help, 0.05)
     ensure("boundary", "free", lambda v: v in cfgmod.BOUNDARIES)
     sb.radio(
         "Boundary",
@@ -278,19 +375,13 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         "lattice wraps around as a torus (the paper's code).",
     )
     if source != "paper":
-        ensure("invert", True, lambda v: isinstance(v, bool))
-        sb.checkbox(
-            "Object is dark",
-            key="invert",
-            help="Which end of the gray scale is the object (+1): on, y = 1 − 2I (dark object); "
-            "off, y = 2I − 1 (bright object).",
-        )
         _number(
             sb,
             "Synthetic noise (sd)",
             "noise",
-            "Adds Gaussian noise of this standard deviation to y, for demos. The clean image "
-            "thresholded at 0 then serves as ground truth (accuracy is tracked).",
+            "Adds Gaussian noise of this standard deviation to y = 2I − 1 (every channel, clipped "
+            "to the image's range), for demos. Without a known mask the clean image's "
+            "segmentation at λ = 0 then serves as ground truth (accuracy is tracked).",
             0.05,
         )
     _number(
@@ -368,7 +459,7 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
     return learned_json, learned_id
 
 
-def _run_settings(sb) -> None:
+def _run_settings(sb, source: str) -> None:
     sb.header("Run")
     ensure_in_range("chains", Config().chains, 1, 64)
     sb.slider(
@@ -376,17 +467,51 @@ def _run_settings(sb) -> None:
         1,
         64,
         key="chains",
-        help="Independent chains, all samplers from the same start (the paper uses 30).",
+        help="Independent chains; every sampler starts its chains from the same states (the "
+        "paper uses 30). Judging whether a photo's result has settled needs at least 2.",
     )
+    if source != "paper":
+        ensure("start", "mixed", lambda v: v in cfgmod.STARTS)
+        sb.radio(
+            "Chains start",
+            cfgmod.STARTS,
+            format_func={"mixed": "mixed", "data": "from the data", "random": "at random"}.get,
+            key="start",
+            horizontal=True,
+            help="from the data: "
+            + START_LABELS["data"]
+            + " (the MAP at λ = 0). at random: "
+            + START_LABELS["random"]
+            + ". mixed: "
+            + START_LABELS["mixed"]
+            + ": chains that start apart are what lets the settled indicator see a run that "
+            "has not settled.",
+        )
+    step_note = " For block Gibbs a step is one sweep (every site updated once)."
     _number(
         sb,
         "Burn-in steps",
         "burn_in",
         "Steps during which LSB 1 / LSB 2 learn; then their functions freeze and the "
-        "diagnostics and marginals start (paper: 2000).",
-        100,
+        "diagnostics and marginals start (paper: 2000)." + step_note,
+        100 if source == "paper" else 10,
     )
-    _number(sb, "Mixing steps", "steps", "Steps after burn-in (paper: 30 000).", 1000)
+    _number(
+        sb,
+        "Mixing steps",
+        "steps",
+        "Steps after burn-in (paper: 30 000)." + step_note,
+        1000 if source == "paper" else 100,
+    )
+    if source != "paper":
+        ensure("until_settled", True, lambda v: isinstance(v, bool))
+        sb.checkbox(
+            "Stop when settled",
+            key="until_settled",
+            help="Pause once every sampler's P(x = +1) has settled: at most 1% of the sites "
+            "with split R-hat above 1.01 across the chains (Segmentation tab). Run again to "
+            "keep refining.",
+        )
     _number(
         sb,
         "Record every (steps)",
@@ -424,7 +549,7 @@ def render(samples: tuple[str, ...]) -> Inputs:
     sb = st.sidebar
     inputs = _posterior(sb, samples)
     inputs.learned_json, inputs.learned_id = _samplers(sb)
-    _run_settings(sb)
+    _run_settings(sb, st.session_state["source"])
     state = st.session_state
     values = {f.name: state[f.name] for f in fields(Config) if f.name != "samplers"}
     cfg, problems = cfgmod.validate(values, samples)

@@ -17,9 +17,12 @@ from PIL import Image
 
 import lsbcore
 from app.config import DEFAULT_SAMPLE, Config
+from lsbcore.segmentation.polarity import labels_polarity
+from lsbcore.segmentation.starts import photo_starts
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SYNTHETIC = "synthetic_disc_letter"
+LUMA = np.array([0.299, 0.587, 0.114])  # BT.601, as lsbcore.load_image
 
 
 def sample_names() -> tuple[str, ...]:
@@ -28,11 +31,11 @@ def sample_names() -> tuple[str, ...]:
     return tuple(sorted(names, key=lambda n: n != DEFAULT_SAMPLE))
 
 
-def load_sample(name: str, size: int) -> np.ndarray:
-    """A shipped sample as a grayscale array in [0, 1], longer side at most ``size``."""
+def load_sample(name: str, size: int) -> lsbcore.Photo:
+    """A shipped sample in colour and luma, longer side at most ``size``."""
     if name not in sample_names():
         raise lsbcore.ImageError(f"There is no sample image called {name!r}.")
-    return lsbcore.load_image(ASSETS / f"{name}.png", max_side=size)
+    return lsbcore.load_photo(ASSETS / f"{name}.png", max_side=size)
 
 
 def sample_dark_mask(name: str, size: int) -> np.ndarray | None:
@@ -54,54 +57,92 @@ def sample_dark_mask(name: str, size: int) -> np.ndarray | None:
     return lsbcore.load_image(buffer.getvalue(), max_side=size) >= 0.5
 
 
-def read_upload(data: bytes, size: int) -> tuple[np.ndarray | None, str | None]:
-    """Decode uploaded bytes: ``(image, None)`` or ``(None, a sentence saying what is wrong)``."""
+def read_upload(data: bytes, size: int) -> tuple[lsbcore.Photo | None, str | None]:
+    """Decode uploaded bytes: ``(photo, None)`` or ``(None, a sentence saying what is wrong)``."""
     try:
-        return lsbcore.load_image(data, max_side=size), None
+        return lsbcore.load_photo(data, max_side=size), None
     except lsbcore.ImageError as err:
         return None, str(err)
     except (ValueError, TypeError) as err:
         return None, f"This file cannot be used as an image ({err})."
 
 
-def is_uniform(image: np.ndarray) -> bool:
-    """True when the image has (almost) a single gray level: nothing to segment."""
-    return image.size == 0 or float(image.max() - image.min()) < 1e-3
+def is_uniform(photo: lsbcore.Photo | np.ndarray) -> bool:
+    """True when the image has (almost) a single colour: nothing to segment."""
+    pixels = photo.rgb if isinstance(photo, lsbcore.Photo) else np.asarray(photo)
+    if pixels.size == 0:
+        return True
+    flat = pixels.reshape(-1, pixels.shape[-1]) if pixels.ndim == 3 else pixels.reshape(-1, 1)
+    return float((flat.max(0) - flat.min(0)).max()) < 1e-3
 
 
-def truth_from_mask(dark_mask: np.ndarray | None, invert: bool) -> torch.Tensor | None:
-    """Ground truth (+1 = object) from the dark-object mask, following "object is dark"."""
+def truth_from_mask(dark_mask: np.ndarray | None, object_is_dark: bool) -> torch.Tensor | None:
+    """Ground truth (+1 = object) from the dark-object mask, following the object's polarity."""
     if dark_mask is None:
         return None
-    obj = dark_mask if invert else ~dark_mask
+    obj = dark_mask if object_is_dark else ~dark_mask
     return torch.from_numpy(np.where(obj, 1.0, -1.0))
 
 
+def _noisy(photo: lsbcore.Photo, noise: float, seed: int) -> np.ndarray:
+    """The photo's pixels (RGB for colour, luma for gray) with Gaussian noise of sd ``noise``
+    added on the scale of y = 2I - 1 (so sd noise / 2 on I), clipped to [0, 1]."""
+    pixels = photo.rgb if photo.is_colour else photo.luma
+    if noise <= 0:
+        return pixels
+    generator = np.random.default_rng(int(seed) + 7)
+    return np.clip(pixels + 0.5 * noise * generator.standard_normal(pixels.shape), 0.0, 1.0)
+
+
+def data_field(cfg: Config, photo: lsbcore.Photo):
+    """The image's field ``alpha`` ``[H, W]``, the polarity used and the fitted model's
+    ``DataTerm`` (None for the threshold model), plus the ground truth from synthetic noise."""
+    pixels = _noisy(photo, cfg.noise, cfg.seed)
+    clean = photo.rgb if photo.is_colour else photo.luma
+    if cfg.model == "mixture":
+        data = lsbcore.fit_data_term(pixels, mu=cfg.mu, sigma=cfg.sigma, polarity=cfg.polarity)
+        truth = None
+        if cfg.noise > 0:
+            reference = lsbcore.fit_data_term(clean, polarity=data.polarity)
+            truth = torch.from_numpy(np.where(reference.alpha >= 0, 1.0, -1.0))
+        return torch.from_numpy(data.alpha), data.polarity, data, truth
+    luma = pixels if pixels.ndim == 2 else pixels @ LUMA
+    polarity = cfg.polarity
+    if polarity == "auto":
+        polarity = labels_polarity(photo.luma >= 0.5).name
+    y = (2.0 * luma - 1.0) * (1.0 if polarity == "bright" else -1.0)
+    truth = None
+    if cfg.noise > 0:
+        clean_y = (2.0 * photo.luma - 1.0) * (1.0 if polarity == "bright" else -1.0)
+        truth = torch.from_numpy(np.where(clean_y >= 0, 1.0, -1.0))
+    return torch.from_numpy(cfg.mu * y / cfg.sigma**2), polarity, None, truth
+
+
 def build_problem(
-    cfg: Config, image: np.ndarray | None = None, dark_mask: np.ndarray | None = None
+    cfg: Config, photo: lsbcore.Photo | None = None, dark_mask: np.ndarray | None = None
 ) -> lsbcore.Problem:
-    """The posterior ``cfg`` describes (``image`` is required for sample and upload sources)."""
+    """The posterior ``cfg`` describes (``photo`` is required for sample and upload sources)."""
     if cfg.source == "paper":
         return _paper_problem(cfg)
-    if image is None:
+    if photo is None:
         raise ValueError("an image source needs an image.")
-    problem = lsbcore.image_problem(
-        image,
-        cfg.lam,
-        cfg.mu,
-        cfg.sigma,
-        n_chains=cfg.chains,
-        invert=cfg.invert,
-        noise=cfg.noise,
-        boundary=cfg.boundary,
-        seed=cfg.seed,
+    alpha, polarity, data, truth = data_field(cfg, photo)
+    target = lsbcore.IsingPosterior(alpha, cfg.lam, boundary=cfg.boundary)
+    if truth is None and dark_mask is not None and dark_mask.shape == photo.luma.shape:
+        truth = truth_from_mask(dark_mask, polarity == "dark")
+    return lsbcore.Problem(
+        target=target,
+        truth=truth,
+        x0=photo_starts(alpha, cfg.chains, cfg.start, cfg.seed),
+        lam=cfg.lam,
+        mu=cfg.mu,
+        sigma=cfg.sigma,
         burn_in=cfg.burn_in,
         steps=cfg.steps,
+        name=cfg.sample if cfg.source == "sample" else "uploaded image",
+        data=data,
+        polarity=polarity,
     )
-    if problem.truth is None and dark_mask is not None and dark_mask.shape == image.shape:
-        problem = replace(problem, truth=truth_from_mask(dark_mask, cfg.invert))
-    name = cfg.sample if cfg.source == "sample" else "uploaded image"
-    return replace(problem, name=name)
 
 
 def _paper_problem(cfg: Config) -> lsbcore.Problem:

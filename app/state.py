@@ -38,6 +38,7 @@ REFRESH_S = 0.2  # the page redraws five times a second while running
 CHUNK_S = 0.02  # the worker holds the lock for about this long at a time
 STALE_S = 90.0  # a running run nobody has drawn for this long pauses (closed browser tab)
 RATE_WINDOW_S = 0.5
+SETTLE_CHECK_S = 0.5  # how often the worker judges whether the marginals have settled
 
 
 @dataclass
@@ -78,7 +79,7 @@ class Run:
     problem: lsbcore.Problem
     comparison: lsbcore.Comparison
     device_label: str
-    image: np.ndarray | None = None
+    photo: lsbcore.Photo | None = None  # image sources: the photo, in colour, with its size
     running: bool = False
     burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at burn-in's end
     steps_per_second: float = math.nan  # live rate: steps per wall-clock second while running
@@ -86,10 +87,17 @@ class Run:
     last_seen: float = 0.0  # when the page last drew this run
     last_step: StepReport | None = None
     error: str | None = None  # why sampling stopped, if it failed
+    settledness: dict = field(default_factory=dict)  # sampler -> Settledness, refreshed
+    settled_at: int | None = None  # the step at which every sampler had settled
     notices: list[str] = field(default_factory=list)  # learning divergence and the like
     cache: dict = field(default_factory=dict)  # views' derived results, keyed by view
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     worker: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def image(self) -> np.ndarray | None:
+        """The working-resolution luma of an image source (None for paper cases)."""
+        return None if self.photo is None else self.photo.luma
 
     @property
     def n_steps(self) -> int:
@@ -149,7 +157,7 @@ def _pause_all_runs() -> None:
 def build_run(
     cfg: Config,
     problem: lsbcore.Problem,
-    image: np.ndarray | None = None,
+    photo: lsbcore.Photo | None = None,
     balancing=None,
 ) -> tuple[Run, list[str]]:
     """A fresh run of ``cfg`` on ``problem``; messages say when the device fell back to CPU.
@@ -191,7 +199,7 @@ def build_run(
         problem=problem,
         comparison=comparison,
         device_label=device_label(comparison.device),
-        image=image,
+        photo=photo,
     )
     _LIVE_RUNS[id(run)] = run
     return run, messages
@@ -254,10 +262,31 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
     return done
 
 
+def judges_settling(run: Run) -> bool:
+    """Whether split R-hat across chains means something here: every chain samples the same
+    posterior (one field for all; the paper cases give each chain its own) and there are at
+    least two chains."""
+    return run.problem.target.batch == 1 and run.config.chains >= 2
+
+
+def refresh_settledness(run: Run) -> bool:
+    """Judge every sampler's marginal again; True when all have settled."""
+    if not judges_settling(run) or run.phase != "mixing":
+        return False
+    with run.lock:
+        verdicts = {n: m.settledness() for n, m in run.comparison.marginals.items()}
+    run.settledness = {n: v for n, v in verdicts.items() if v is not None}
+    return len(run.settledness) == len(verdicts) and all(
+        v.settled for v in run.settledness.values()
+    )
+
+
 def _work(run: Run) -> None:
-    """The worker: advance in short chunks while the run is running, honouring the speed cap."""
+    """The worker: advance in short chunks while the run is running, honouring the speed cap,
+    and (images) pausing once the marginals have settled when asked to."""
     window_start, window_steps = time.perf_counter(), 0
     rate_start, rate_steps = time.perf_counter(), run.n_steps
+    judged = time.perf_counter()
     while run.running and not run.finished:
         now = time.perf_counter()
         if now - run.last_seen > STALE_S:
@@ -280,6 +309,12 @@ def _work(run: Run) -> None:
             run.error = f"Sampling stopped: {err}.{hint}"
             break
         now = time.perf_counter()
+        if now - judged >= SETTLE_CHECK_S:
+            judged = now
+            if refresh_settledness(run) and run.config.until_settled:
+                if run.settled_at is None:
+                    run.settled_at = run.n_steps
+                    break
         if now - rate_start >= RATE_WINDOW_S:
             rate = (run.n_steps - rate_steps) / (now - rate_start)
             old = run.steps_per_second

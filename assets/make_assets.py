@@ -67,15 +67,17 @@ def export_skimage_photos() -> list[Path]:
     """Re-export the CC0 / public-domain photos from scikit-image's bundled data."""
     from skimage import data  # optional, see the module docstring
 
-    camera = Image.fromarray(data.camera())  # 512 x 512
+    camera = Image.fromarray(data.camera())  # 512 x 512, kept at full size: the 512 px demo
     horse = Image.fromarray(data.horse().astype(np.uint8) * 255)  # bool: True = white
     # The cell sits in the lower right of a 550 x 660 frame: crop it (with some of the
     # banded background) so that it stays large after downscaling.
     cell = Image.fromarray(data.cell()).crop((250, 222, 550, 522))
+    coffee = data.coffee()  # 600 x 400 RGB, kept at full size: the colour demo
     return [
-        _save_png(np.asarray(_fit(camera)), "camera.png"),
+        _save_png(np.asarray(camera), "camera.png"),
         _save_png(np.asarray(_fit(horse)), "horse.png"),
         _save_png(np.asarray(_fit(cell)), "cell.png"),
+        _save_png(np.asarray(coffee), "coffee.png"),
     ]
 
 

@@ -22,7 +22,7 @@ from lsbcore.diagnostics.trace import (
     magnetisation,
     write_traces_csv,
 )
-from lsbcore.image import ImageError, load_image
+from lsbcore.image import ImageError, Photo, load_image, load_photo
 from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
 from lsbcore.learning.balancing_io import (
     balancing_to_dict,
@@ -32,14 +32,22 @@ from lsbcore.learning.balancing_io import (
 )
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import DESCRIPTIONS, REGISTRY, SAMPLERS, make_sampler
-from lsbcore.segmentation.map_estimate import exact_map
-from lsbcore.segmentation.outputs import (
+from lsbcore.segmentation import (
+    DataTerm,
+    SegmentationResult,
+    TwoClassModel,
     binary_entropy,
     entropy_png,
+    exact_map,
+    fit_data_term,
     mask_png,
     npy_bytes,
+    otsu_threshold,
     overlay_png,
+    photo_starts,
     probability_png,
+    segment,
+    srgb_to_lab,
     upsample,
 )
 from lsbcore.targets.base import Target
@@ -83,6 +91,16 @@ __all__ = [
     "ess_from_autocorrelation",
     "ess_paper",
     "load_image",
+    "load_photo",
+    "Photo",
+    "SegmentationResult",
+    "photo_starts",
+    "segment",
+    "DataTerm",
+    "TwoClassModel",
+    "fit_data_term",
+    "otsu_threshold",
+    "srgb_to_lab",
     "magnetisation",
     "make_balancing",
     "make_sampler",

@@ -32,6 +32,8 @@ class Problem:
     burn_in: int
     steps: int
     name: str = ""
+    data: object | None = None  # photos: the fitted data model (a segmentation.DataTerm)
+    polarity: str | None = None  # images: which class is the object, "dark" or "bright"
 
 
 def square_truth(n: int) -> torch.Tensor:

@@ -1,9 +1,10 @@
-"""Load an uploaded or shipped image as a small grayscale array in [0, 1].
+"""Load an uploaded or shipped image as a small array in [0, 1]: luma, or colour too.
 
 The dashboard segments images of at most a few thousand pixels, but users upload
 whatever they have: phone photos with EXIF rotation, 16-bit scans, palette GIFs,
 transparent logos, or files that are not images at all. :func:`load_image` turns all
-of these into one well-defined form, and turns every failure into an
+of these into one well-defined grayscale form, :func:`load_photo` into that form plus
+its colour (a :class:`Photo`); both share one decoder, and turn every failure into an
 :class:`ImageError` whose message can be shown to the user as it is.
 
 Resource limits are enforced *before* pixels are decoded: the input size in bytes
@@ -21,6 +22,7 @@ from __future__ import annotations
 import io
 import operator
 import os
+from dataclasses import dataclass
 from typing import IO
 
 import numpy as np
@@ -28,7 +30,9 @@ from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 __all__ = [
     "ImageError",
+    "Photo",
     "load_image",
+    "load_photo",
     "MAX_BYTES",
     "MAX_PIXELS",
     "MAX_JPEG_PIXELS",
@@ -58,6 +62,20 @@ _SUPPORTED_TEXT = "PNG, JPEG, GIF, WebP, TIFF and BMP are supported"
 # ITU-R BT.601 luma weights, the same as Pillow's convert("L").
 _LUMA = np.array([0.299, 0.587, 0.114])
 
+# JFIF's YCbCr -> RGB matrix (the inverse of the BT.601 luma above), applied to (Y, Cb - 128,
+# Cr - 128) in 8-bit units. A gray pixel (Cb = Cr = 128) gives R = G = B = Y exactly.
+_YCBCR_TO_RGB = np.array(
+    [
+        [1.0, 0.0, 1.402],
+        [1.0, -0.344136, -0.714136],
+        [1.0, 1.772, 0.0],
+    ]
+)
+
+# Working modes that carry colour (the others are gray: L, La, F). RGBX is RGB whose X band
+# holds the luma libjpeg decodes (see _decode).
+_COLOUR_MODES = frozenset({"RGB", "RGBa", "RGBX", "YCbCr"})
+
 # Modes that carry an alpha channel (premultiplied or not).
 _ALPHA_MODES = frozenset({"LA", "La", "PA", "RGBA", "RGBa"})
 
@@ -78,6 +96,27 @@ ImageInput = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]
 
 class ImageError(ValueError):
     """The input cannot be used as an image; the message is meant for the end user."""
+
+
+@dataclass(frozen=True, eq=False)
+class Photo:
+    """A decoded image at working resolution, in colour and in luma.
+
+    Attributes:
+        rgb: ``[H, W, 3]`` float64 in [0, 1]; without colour, each channel is exactly
+            ``luma``. Transparency is composited over white, as for ``luma``.
+        luma: ``[H, W]`` float64 in [0, 1], exactly what :func:`load_image` returns for
+            the same input and ``max_side``.
+        original_shape: ``(height, width)`` of the full-size image after EXIF
+            orientation, i.e. the size the user sees.
+        is_colour: False when the source has no colour: gray, 16-bit, float and
+            bilevel images, or colour images whose R, G and B channels are identical.
+    """
+
+    rgb: np.ndarray
+    luma: np.ndarray
+    original_shape: tuple[int, int]
+    is_colour: bool
 
 
 def load_image(data: ImageInput, max_side: int = 64) -> np.ndarray:
@@ -119,12 +158,51 @@ def load_image(data: ImageInput, max_side: int = 64) -> np.ndarray:
         TypeError: ``data`` is of an unsupported type, or a file object was
             opened in text mode.
     """
+    work, _ = _load(data, max_side, colour=False, caller="load_image")
+    return _to_luma(work)
+
+
+def load_photo(data: ImageInput, max_side: int = 64) -> Photo:
+    """Decode ``data`` into a :class:`Photo`: colour and luma at working resolution.
+
+    Inputs, limits, downscaling and every convention are those of :func:`load_image`
+    (whose result is ``load_photo(data, max_side).luma``), with colour kept: palette
+    images give their palette colours, CMYK is converted to RGB, transparent areas
+    are composited over white in each channel.
+
+    Downscaled colour JPEGs are decoded by libjpeg at reduced scale in YCbCr, their
+    own colour space, rather than in RGB: the Y channel is then the very luma that
+    :func:`load_image` decodes, from a single decode, and RGB follows with the JFIF
+    matrix in floating point. JPEGs stored in RGB (Adobe transform 0) are decoded in
+    RGB, and their luma is Pillow's ``convert("L")`` at the decoded scale, which has
+    libjpeg's weights and rounding.
+
+    Raises:
+        ImageError, ValueError, TypeError: as :func:`load_image`.
+    """
+    work, original_shape = _load(data, max_side, colour=True, caller="load_photo")
+    luma = _to_luma(work)
+    rgb = _to_rgb(work)
+    is_colour = work.mode in _COLOUR_MODES and not (
+        np.array_equal(rgb[..., 0], rgb[..., 1]) and np.array_equal(rgb[..., 0], rgb[..., 2])
+    )
+    if not is_colour:
+        # every channel exactly the luma (the weighted sum of equal channels may differ
+        # from them in the last bit)
+        rgb = np.ascontiguousarray(np.repeat(luma[..., None], 3, axis=-1))
+    return Photo(rgb=rgb, luma=luma, original_shape=original_shape, is_colour=is_colour)
+
+
+def _load(
+    data: ImageInput, max_side: int, *, colour: bool, caller: str
+) -> tuple[Image.Image, tuple[int, int]]:
+    """The decoded working-mode image and the full-size (height, width) the user sees."""
     max_side = _check_max_side(max_side)
-    raw = _read_bytes(data)
+    raw = _read_bytes(data, caller)
     if not raw:
         raise ImageError("The file is empty.")
     try:
-        return _decode(raw, max_side)
+        return _decode(raw, max_side, colour=colour)
     except ImageError:
         raise
     except MemoryError:
@@ -162,7 +240,7 @@ def _too_big_message(n_bytes: int | None) -> str:
     return f"The file is {n_bytes / 1e6:.1f} MB; files up to {limit} are accepted."
 
 
-def _read_bytes(data: object) -> bytes:
+def _read_bytes(data: object, caller: str) -> bytes:
     """Return the input's bytes, refusing anything over MAX_BYTES before reading it all."""
     if isinstance(data, bytes | bytearray | memoryview):
         view = memoryview(data)
@@ -199,10 +277,10 @@ def _read_bytes(data: object) -> bytes:
             raise ImageError(f"The file could not be read ({exc}).") from None
     else:
         raise TypeError(
-            f"load_image expects bytes, a path or a binary file object, not {type(data).__name__}"
+            f"{caller} expects bytes, a path or a binary file object, not {type(data).__name__}"
         )
     if isinstance(raw, str):
-        raise TypeError("load_image needs a file opened in binary mode ('rb'), not text mode")
+        raise TypeError(f"{caller} needs a file opened in binary mode ('rb'), not text mode")
     if not isinstance(raw, bytes | bytearray | memoryview):
         raise TypeError(f"the file object returned {type(raw).__name__}, not bytes")
     if len(raw) > MAX_BYTES:
@@ -261,38 +339,76 @@ def _open_checked(raw: bytes) -> Image.Image:
     return im
 
 
-def _decode(raw: bytes, max_side: int) -> np.ndarray:
+def _decode(raw: bytes, max_side: int, *, colour: bool) -> tuple[Image.Image, tuple[int, int]]:
+    """Decode to a working-mode image of the target size (see ``_to_working_mode``).
+
+    With ``colour`` False the result may have lost its colour (JPEGs decoded to luma).
+    Also returns the full-size (height, width) after EXIF orientation.
+    """
     im = _open_checked(raw)
     width, height = im.size
     target = _target_size(width, height, max_side)
 
+    rgb_jpeg_drafted = False
     if im.format in ("JPEG", "MPO") and target != (width, height):
         # Let libjpeg decode at 1/2, 1/4 or 1/8 scale (never below the target) and,
-        # for colour JPEGs, straight to luma.
-        im.draft("L" if im.mode == "RGB" else None, target)
+        # for colour JPEGs, straight to luma, or to YCbCr whose Y is that same luma.
+        mode = None
+        if im.mode == "RGB" and not colour:
+            mode = "L"
+        elif im.mode == "RGB" and not _jpeg_stores_rgb(im):
+            mode = "YCbCr"
+        drafted = im.draft(mode, target) is not None
+        rgb_jpeg_drafted = drafted and colour and im.mode == "RGB"
     im.load()  # the actual decode; truncated or corrupt data fails here
+    if rgb_jpeg_drafted:
+        # Without colour this file decodes to L by libjpeg's RGB -> gray, whose weights and
+        # rounding are Pillow's convert("L"): that luma travels as the fourth band.
+        im = Image.merge("RGBX", (*im.split(), im.convert("L")))
 
     try:
         orientation = im.getexif().get(ExifTags.Base.Orientation, 1)
     except Exception:  # broken EXIF must not make a good image unusable
         orientation = 1
+    original_shape = (height, width)
     if orientation in (2, 3, 4, 5, 6, 7, 8):
         im = ImageOps.exif_transpose(im)
         if orientation in (5, 6, 7, 8):
             target = target[::-1]
+            original_shape = (width, height)
 
     work = _to_working_mode(im)
     if work.size != target:
         work = work.resize(target, Image.Resampling.BOX)
-    out = _to_luma(work)
-    if out.shape != (target[1], target[0]):  # pragma: no cover - defensive
+    if work.size != target:  # pragma: no cover - defensive
         raise ImageError("The image could not be decoded to the expected size.")
-    return out
+    return work, original_shape
+
+
+def _jpeg_stores_rgb(im: Image.Image) -> bool:
+    """Whether a 3-channel JPEG stores RGB rather than YCbCr, by libjpeg's own rule.
+
+    libjpeg (``default_decompress_parms``) takes YCbCr when there is a JFIF marker,
+    else follows an Adobe marker (transform 0 is RGB), else takes the component ids
+    'R', 'G', 'B' as RGB. Only YCbCr files can be decoded to YCbCr.
+    """
+    if "jfif" in im.info:
+        return False
+    if "adobe_transform" in im.info:
+        return im.info["adobe_transform"] == 0
+    ids = tuple(layer[0] for layer in getattr(im, "layer", ()))
+    return ids == (ord("R"), ord("G"), ord("B"))
 
 
 def _to_working_mode(im: Image.Image) -> Image.Image:
-    """Convert to one of L, RGB, RGBa/La (premultiplied alpha) or F for resizing."""
+    """Convert to one of L, RGB, RGBa/La (premultiplied alpha), F, YCbCr or RGBX for resizing.
+
+    YCbCr and RGBX only come from JPEGs decoded for colour, and are kept so that the
+    luma stays the one libjpeg decodes (Y, or the X band).
+    """
     mode = im.mode
+    if mode in ("YCbCr", "RGBX"):
+        return im
     if mode.startswith("I;16"):
         arr = np.asarray(im).astype(np.float32) / np.float32(65535)
         return Image.fromarray(arr)
@@ -363,6 +479,28 @@ def _to_luma(work: Image.Image) -> np.ndarray:
         out = (arr[..., :3] / 255.0) @ _LUMA + (1.0 - arr[..., 3] / 255.0)
     elif mode == "La":
         out = arr[..., 0] / 255.0 + (1.0 - arr[..., 1] / 255.0)
+    elif mode == "YCbCr":
+        out = arr[..., 0] / 255.0
+    elif mode == "RGBX":
+        out = arr[..., 3] / 255.0
     else:  # pragma: no cover - _to_working_mode only produces the modes above
         raise ImageError(f"The image uses a colour format ({mode}) that is not supported.")
+    return np.ascontiguousarray(np.clip(out, 0.0, 1.0), dtype=np.float64)
+
+
+def _to_rgb(work: Image.Image) -> np.ndarray:
+    """Turn a working-mode image into ``[H, W, 3]`` float64 RGB in [0, 1]."""
+    mode = work.mode
+    if mode not in _COLOUR_MODES:
+        # Gray sources (L, La, F): the luma in every channel.
+        return np.repeat(_to_luma(work)[..., None], 3, axis=-1)
+    arr = np.asarray(work, dtype=np.float64)
+    if mode in ("RGB", "RGBX"):
+        out = arr[..., :3] / 255.0
+    elif mode == "RGBa":
+        # Premultiplied colour plus white times the uncovered fraction, in each channel.
+        out = arr[..., :3] / 255.0 + (1.0 - arr[..., 3:] / 255.0)
+    else:  # YCbCr
+        centred = arr - np.array([0.0, 128.0, 128.0])
+        out = (centred @ _YCBCR_TO_RGB.T) / 255.0
     return np.ascontiguousarray(np.clip(out, 0.0, 1.0), dtype=np.float64)

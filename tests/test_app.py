@@ -210,11 +210,16 @@ def test_uploading_an_image_makes_it_the_source():
     assert_healthy(at)
     assert at.radio(key="source").value == "upload"
     run = the_run(at)
-    assert run.problem.target.shape == (36, 48)  # longer side scaled to the default 48
+    # a photo smaller than the speed-based pick is sampled at its own size, and the page says
+    # what it picked
+    assert run.problem.target.shape == (60, 80) and at.session_state["size"] == 80
+    assert "Picked 80 px" in texts(at.sidebar.caption)
     assert run.image is not None and run.problem.target.boundary == "free"
     # the dark disc is the object: positive alpha in the middle, negative at the corner
     alpha = run.problem.target.alpha[0]
-    assert alpha[18, 24] > 0 > alpha[0, 0]
+    assert alpha[30, 40] > 0 > alpha[0, 0]
+    assert run.comparison.names == ["checkerboard"]  # block Gibbs is the default for photos
+    assert run.problem.polarity == "dark"  # picked automatically: the disc avoids the border
 
 
 def test_a_junk_upload_shows_why_and_the_app_keeps_running():
@@ -235,14 +240,55 @@ def test_a_sample_image_with_known_truth_tracks_accuracy():
     assert_healthy(at)
     run = the_run(at)
     assert run.problem.truth is not None and max(run.problem.target.shape) == 24
-    assert at.checkbox(key="invert").value is True
+    assert at.radio(key="polarity").value == "auto" and run.problem.polarity == "dark"
+    assert at.radio(key="model").value == "threshold"  # its generative model
 
 
-def test_switching_to_the_bright_cell_turns_object_is_dark_off():
+def test_the_bright_cell_is_picked_as_the_object_and_the_choice_is_reversible():
     at = open_app(source="sample")
     at.selectbox(key="sample").set_value("cell").run()
     assert_healthy(at)
-    assert at.checkbox(key="invert").value is False
+    run = the_run(at)
+    assert at.radio(key="model").value == "mixture" and run.problem.polarity == "bright"
+    assert "picked automatically" in texts(at.caption) and "border" in texts(at.caption)
+    alpha = run.problem.target.alpha[0]
+    at.radio(key="polarity").set_value("dark").run()
+    assert_healthy(at)
+    flipped = the_run(at)
+    assert flipped.problem.polarity == "dark"
+    torch.testing.assert_close(flipped.problem.target.alpha[0], -alpha)
+    assert "your choice" in texts(at.caption)
+
+
+def test_a_colour_photo_is_modelled_in_colour_and_downloads_at_its_size():
+    at = open_app(source="sample", sample="coffee", size="48")
+    assert_healthy(at)
+    run = the_run(at)
+    assert run.photo.is_colour and run.problem.data.colour
+    assert run.photo.original_shape == (400, 600) and run.problem.target.shape == (32, 48)
+    state.advance(run, 60.0, 400)  # 50 burn-in sweeps, then mixing
+    at.session_state["view"] = "Segmentation"
+    at.run()
+    assert_healthy(at)
+    assert "600 × 400" in texts(at.caption)  # the downloads' size, said on the page
+    assert "agrees with the exact MAP" in texts(at.caption)
+    verdict = run.settledness["checkerboard"]
+    assert verdict.settled, verdict.reason
+    assert "Settled" in texts(at.success)
+
+
+def test_stop_when_settled_pauses_a_photo_run_once_it_has_settled():
+    at = open_app(source="sample", sample="horse", size="32")
+    run = the_run(at)
+    assert run.config.until_settled and run.config.samplers == ("checkerboard",)
+    at.button(key="run").click().run()
+    deadline = time.perf_counter() + 60
+    while run.running and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert not run.running and run.settled_at is not None and not run.finished
+    assert all(v.settled for v in run.settledness.values())
+    at.run()
+    assert "Settled at step" in texts(at.success)
 
 
 # ----------------------------------------------------------------------------- links
@@ -467,3 +513,23 @@ def test_a_run_nobody_looks_at_pauses_itself(monkeypatch):
     state.start(run)
     run.worker.join(timeout=5.0)
     assert not run.running and "Paused" in run.notices[-1]
+
+
+def test_the_working_resolution_is_picked_from_the_measured_speed():
+    # 4 chains x SETTLE_SWEEPS sweeps in 5 s: sites = rate * 5 / (500 * 4)
+    assert cfgmod.pick_size(80e6, (512, 512)) == 432  # sqrt(200,000) = 447, down to 27 x 16
+    assert cfgmod.pick_size(1e9, (512, 512)) == cfgmod.MAX_SIZE
+    assert cfgmod.pick_size(1e9, (90, 120)) == 120  # never beyond the photo's own size
+    assert cfgmod.pick_size(1e3, (512, 512)) == 16  # the slider's floor
+    wide = cfgmod.pick_size(20e6, (250, 500))  # half as many rows: a longer side
+    assert wide > cfgmod.pick_size(20e6, (500, 500))
+    assert cfgmod.pick_size(float("nan"), (512, 512)) == cfgmod.DEFAULT_IMAGE_SIZE
+
+
+def test_old_links_with_invert_still_choose_the_object():
+    cfg, warnings = cfgmod.validate({"source": "upload", "invert": "0"})
+    assert cfg.polarity == "bright" and not warnings
+    cfg, _ = cfgmod.validate({"source": "upload", "invert": "1", "polarity": "auto"})
+    assert cfg.polarity == "auto"  # the new parameter wins
+    cfg, warnings = cfgmod.validate({"source": "upload", "polarity": "sideways"})
+    assert cfg.polarity == "auto" and "object" in warnings[0]

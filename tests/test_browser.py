@@ -200,42 +200,43 @@ def test_first_load_run_views_pause_and_step(page, server):
 
 # ----------------------------------------------------------------------------- images
 def test_an_uploaded_image_is_segmented(page, server):
-    # a light run that converges in seconds: two fixed samplers, two chains, 2500 burn-in steps
-    # (one flip per step: about 1.5 sweeps of the 36x48 lattice); the upload keeps these settings.
-    # At most 1000 steps per redraw, so that it cannot finish before the test pauses it.
-    small = {
-        "samplers": "barker,sqrt", "chains": "2", "burn_in": "2500", "steps": "200000",
-        "speed": "1000",
-    }  # fmt: skip
-    open_app(page, app_url(server.url, small))
+    # an upload takes the photo defaults: block Gibbs, the resolution picked for this machine
+    # (the 80 px photo is smaller than any pick, so it is sampled whole), a run that pauses
+    # once the marginal has settled
+    open_app(page, server.url)
     upload(page, "disc.png", png_bytes(dark_disc()))
     expect(
         page.locator('.st-key-source [data-testid="stRadioOption"][data-selected="true"]')
     ).to_have_text("Your image")
     expect(page.get_by_text("uploaded image").first).to_be_visible()
-    expect(page.locator(".st-key-size input")).to_have_value("48")
+    expect(page.locator(".st-key-size input")).to_have_value("80")
+    expect(
+        page.get_by_text(re.compile(r"Object: the darker class, picked automatically"))
+    ).to_be_visible()
     assert_healthy(page)
     shot(page, "06-upload-posterior")
 
     button(page, "run").click()
-    expect(page.get_by_text(re.compile(r"Mixing: [\d,]+ / 200,000"))).to_be_visible()
+    expect(page.locator(ALERT).filter(has_text="Settled at step")).to_be_visible()
     open_tab(page, "Segmentation")
     summary = page.locator(f'{TAB_PANEL} [data-testid="stCaptionContainer"]').filter(
         has_text="Object:"
     )
     expect(summary).to_contain_text("posterior marginal from")
-    button(page, "pause").click()
-    wait_for_status(page, r"· paused ·")
-    # the four images. The mask's caption names the threshold, which is not checked here: on a
+    expect(summary).to_contain_text("agrees with the exact MAP")
+    expect(page.locator(f"{TAB_PANEL} {ALERT}").filter(has_text="Settled")).not_to_have_count(0)
+    # the images. The mask's caption names the threshold, which is not checked here: on a
     # heavily loaded machine the threshold slider has been seen at its minimum (0.01) after the
     # tab was first drawn, a widget race this test does not aim at.
     images = page.locator(f'{TAB_PANEL} [data-testid="stImage"]')
-    for caption in ("observed image", "P(x = +1)", "mask (P ≥", "uncertainty"):
+    captions = ("observed image", "P(x = +1)", "mask (P ≥", "uncertainty", "exact MAP", "differs")
+    for caption in captions:
         try:
             expect(images.filter(has_text=caption)).to_have_count(1)
         except AssertionError:  # say what the tab shows instead
             print("image captions:", images.all_inner_texts())
             raise
+    expect(page.get_by_text("Mask (80x60)")).to_be_visible()  # downloads at the photo's size
     # the marginal says "object" inside the dark disc and "background" in the corners
     marginal = decode_data_url(image_src(page, "P(x = +1)")).astype(float) / 255
     h, w = marginal.shape

@@ -47,11 +47,12 @@ def chain_panels(
         k = max(1, min(n_show, x.shape[0]))
         marginal = marginals.get(name)
         tiles_wanted = k + (marginal is not None)
-        factor = pixels.scale_for(x.shape[1:], side or min(MAX_SIDE, ROW_WIDTH // tiles_wanted))
-        tiles = [pixels.upscale(pixels.spins(x[b]), factor) for b in range(k)]
+        wanted = side or min(MAX_SIDE, ROW_WIDTH // tiles_wanted)
+        factor = pixels.scale_for(x.shape[1:], wanted)
+        tiles = [pixels.fit(pixels.spins(x[b]), wanted) for b in range(k)]
         caption = f"{label(name)}: chain{'s' if k > 1 else ''} 1–{k} of {x.shape[0]}"
         if marginal is not None:
-            tiles.append(pixels.upscale(pixels.gray(marginal), factor))
+            tiles.append(pixels.fit(pixels.gray(marginal), wanted))
             caption += " · last: posterior marginal P(x=+1)"
         if notes.get(name):
             caption += f" · {notes[name]}"

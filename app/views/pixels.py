@@ -33,6 +33,27 @@ def upscale(image: np.ndarray, factor: int) -> np.ndarray:
     return np.repeat(np.repeat(image, factor, axis=0), factor, axis=1)
 
 
+def shrink(image: np.ndarray, side: int) -> np.ndarray:
+    """A uint8 raster reduced by area averaging so that its longer side is ``side``."""
+    height, width = image.shape[:2]
+    scale = side / max(height, width)
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return np.asarray(Image.fromarray(np.ascontiguousarray(image)).resize(size, Image.BOX))
+
+
+def fit(image: np.ndarray, side: int) -> np.ndarray:
+    """A uint8 raster sized for the page: small lattices blown up crisply, large ones (a
+    512-pixel photo) reduced by area averaging, so a redraw sends tens of kilobytes."""
+    if max(image.shape[:2]) > side:
+        return shrink(image, side)
+    return upscale(image, scale_for(image.shape[:2], side))
+
+
+def colour_image(image: np.ndarray) -> np.ndarray:
+    """A photo in [0, 1], gray ``[H, W]`` or RGB ``[H, W, 3]``, as uint8 levels."""
+    return gray(image)
+
+
 def spins(x: np.ndarray) -> np.ndarray:
     """States of +-1 as gray levels: +1 (object) white, -1 (background) black."""
     return np.where(np.asarray(x) > 0, 255, 0).astype(np.uint8)

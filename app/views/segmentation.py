@@ -1,5 +1,6 @@
-"""View 7, Segmentation: the posterior marginal, the thresholded mask over the image, and where
-the posterior is unsure (binary entropy); the mask downloads as a PNG.
+"""View 7, Segmentation: the posterior marginal, the thresholded mask over the image, where the
+posterior is unsure (binary entropy), whether the marginal has settled, and, for images, the
+exact MAP beside it; everything downloads at the photo's own size.
 
 After burn-in the marginal is the running mean of (x + 1)/2 over every post-burn-in record and
 chain; during burn-in the mean of the current states stands in for it (and says so).
@@ -7,19 +8,24 @@ chain; during burn-in the mean of the current states stands in for it (and says 
 
 from __future__ import annotations
 
-import io
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
-from PIL import Image
 
+import lsbcore
+from app import state
 from app.views import pixels
 from app.widgets import ensure, ensure_in_range
+from lsbcore.diagnostics.settled import RHAT_LIMIT, UNSETTLED_LIMIT
 from lsbcore.figures import sampler_label as label
+from lsbcore.segmentation import outputs
 
 SIDE = 220
 POOLED = "all samplers pooled"
+binary_entropy = outputs.binary_entropy
+mask_png = outputs.mask_png
 
 
 @dataclass
@@ -33,22 +39,8 @@ class Segmentation:
     object_fraction: float
 
 
-def binary_entropy(p: np.ndarray) -> np.ndarray:
-    """Entropy in bits of a Bernoulli(p), 0 where p is 0 or 1."""
-    p = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
-    q = 1.0 - p
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -(p * np.log2(np.where(p > 0, p, 1.0)) + q * np.log2(np.where(q > 0, q, 1.0)))
-    return np.clip(h, 0.0, 1.0)
-
-
-def mask_png(mask: np.ndarray) -> bytes:
-    """The mask as an 8-bit PNG at the working resolution: object 255, background 0."""
-    buffer = io.BytesIO()
-    Image.fromarray(np.where(np.asarray(mask, dtype=bool), 255, 0).astype(np.uint8)).save(
-        buffer, format="PNG"
-    )
-    return buffer.getvalue()
+def display(image: np.ndarray, side: int = SIDE) -> np.ndarray:
+    return pixels.fit(image, side)
 
 
 def segmentation_view(
@@ -58,28 +50,40 @@ def segmentation_view(
     truth: np.ndarray | None = None,
     side: int = SIDE,
 ) -> Segmentation | None:
-    """Images for a marginal ``[H, W]`` in [0, 1]; ``image`` (grayscale in [0, 1]) underlays the
-    mask, ``truth`` (+-1) gives the accuracy. None for an empty marginal."""
+    """Images for a marginal ``[H, W]`` in [0, 1]; ``image`` (grayscale [H, W] or RGB
+    [H, W, 3] in [0, 1]) underlays the mask, ``truth`` (+-1) gives the accuracy. None for an
+    empty marginal."""
     marginal = np.asarray(marginal, dtype=np.float64)
     if marginal.ndim != 2 or marginal.size == 0:
         return None
-    factor = pixels.scale_for(marginal.shape, side)
     mask = marginal >= threshold
-    underlay = image if image is not None and np.shape(image) == marginal.shape else marginal
+    fits = image is not None and np.shape(image)[:2] == marginal.shape
+    underlay = image if fits else marginal
     accuracy = None
     if truth is not None and np.shape(truth) == marginal.shape:
         accuracy = float(np.mean(mask == (np.asarray(truth) > 0)))
+    observed = None
+    if image is not None:
+        observed = display(pixels.colour_image(image), side)
     return Segmentation(
-        observed=None if image is None else pixels.upscale(pixels.gray(image), factor),
-        marginal=pixels.upscale(pixels.gray(marginal), factor),
-        overlay=pixels.upscale(pixels.overlay(underlay, mask), factor),
-        uncertainty=pixels.upscale(
-            pixels.colour(binary_entropy(marginal), 0.0, 1.0, "inferno"), factor
-        ),
+        observed=observed,
+        marginal=display(pixels.gray(marginal), side),
+        overlay=display(pixels.overlay(underlay, mask), side),
+        uncertainty=display(pixels.colour(binary_entropy(marginal), 0.0, 1.0, "inferno"), side),
         mask=mask,
         accuracy=accuracy,
         object_fraction=float(mask.mean()),
     )
+
+
+def difference_image(mask: np.ndarray, map_mask: np.ndarray) -> np.ndarray:
+    """Where the thresholded marginal and the MAP differ: object in both white, background in
+    both black, marginal-only orange, MAP-only blue."""
+    out = np.zeros((*mask.shape, 3), dtype=np.uint8)
+    out[mask & map_mask] = 255
+    out[mask & ~map_mask] = (240, 140, 30)
+    out[~mask & map_mask] = (40, 120, 230)
+    return out
 
 
 def snapshot(run, choice: str = POOLED) -> tuple[np.ndarray, str]:
@@ -93,6 +97,104 @@ def snapshot(run, choice: str = POOLED) -> tuple[np.ndarray, str]:
         states = [comparison[n].x.cpu().numpy() for n in names]
     marginal = np.mean([(x + 1) / 2 for x in states], axis=(0, 1))
     return marginal, "mean of the current states (burn-in is still running)"
+
+
+def exact_map(run) -> np.ndarray | None:
+    """The image posterior's exact MAP (a minimum cut), once per run; None for paper cases,
+    whose chains each have their own field."""
+    target = run.problem.target
+    if target.batch != 1:
+        return None
+    if "map" not in run.cache:
+        run.cache["map"] = lsbcore.exact_map(target)[0].cpu().numpy() > 0
+    return run.cache["map"]
+
+
+def settled_text(run) -> tuple[str, bool | None]:
+    """A sentence on whether the marginal has settled, and the verdict (None: not judged)."""
+    if not state.judges_settling(run):
+        if run.problem.target.batch > 1:
+            return (
+                "Settling is not judged here: every chain samples its own noisy α, so the "
+                "chains' marginals are not meant to agree.",
+                None,
+            )
+        return "Settling is judged across chains: run at least 2.", None
+    if run.phase != "mixing":
+        return "Settling is judged once burn-in is over.", None
+    if not run.settledness:
+        state.refresh_settledness(run)
+    if not run.settledness:
+        return "Not enough draws yet to judge whether the marginal has settled.", None
+    parts, verdicts = [], []
+    for name, verdict in run.settledness.items():
+        verdicts.append(verdict.settled)
+        parts.append(f"{label(name)}: {verdict.reason[:-1]}, max R-hat {verdict.max_rhat:.3g}")
+    when = f" (at step {run.settled_at:,})" if run.settled_at is not None else ""
+    head = "Settled" + when if all(verdicts) else "Not settled yet"
+    return f"{head}. " + "; ".join(parts) + ".", all(verdicts)
+
+
+def _file_stem(run) -> str:
+    """A download name that says which image and settings it came from."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", run.problem.name).strip("-")[:40] or "image"
+    return f"lsb-{name}-lam{run.config.lam:g}-seed{run.config.seed}"
+
+
+def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
+    """PNGs at the photo's own size (upsampled from the lattice), arrays on the lattice."""
+    photo = run.photo
+    height, width = photo.original_shape
+    stem = _file_stem(run)
+    big = f"{width}x{height}"
+
+    def upsampled() -> np.ndarray:
+        return outputs.upsample(marginal, photo.original_shape)
+
+    underlay = photo.rgb if photo.is_colour else photo.luma
+    files = {
+        "mask": (
+            f"Mask ({big})",
+            f"{stem}-mask-{big}.png",
+            lambda: outputs.mask_png(upsampled() >= threshold),
+            "image/png",
+        ),
+        "probability": (
+            f"P(x = +1) ({big})",
+            f"{stem}-probability-{big}.png",
+            lambda: outputs.probability_png(upsampled()),
+            "image/png",
+        ),
+        "entropy": (
+            f"Uncertainty ({big})",
+            f"{stem}-entropy-{big}.png",
+            lambda: outputs.entropy_png(upsampled()),
+            "image/png",
+        ),
+        "overlay": (
+            "Overlay (lattice)",
+            f"{stem}-overlay.png",
+            lambda: outputs.overlay_png(underlay, marginal >= threshold),
+            "image/png",
+        ),
+        "npy": (
+            "P(x = +1) array (.npy)",
+            f"{stem}-probability.npy",
+            lambda: outputs.npy_bytes(marginal),
+            "application/octet-stream",
+        ),
+    }
+    st.caption(
+        f"Downloads: the PNGs are at the photo's size, {width} × {height}, upsampled "
+        f"(bilinear) from the {marginal.shape[1]} × {marginal.shape[0]} lattice; the mask "
+        "thresholds the upsampled probability, so its edge runs between lattice sites. The "
+        ".npy array is P(x = +1) on the lattice itself."
+    )
+    cols = st.columns(len(files))
+    for col, (key, (text, name, build, mime)) in zip(cols, files.items(), strict=True):
+        col.download_button(
+            text, data=build, file_name=name, mime=mime, on_click="ignore", key=f"dl_{key}"
+        )
 
 
 def render(run) -> None:
@@ -109,8 +211,10 @@ def render(run) -> None:
     )
     threshold = right.slider("Threshold on P(x = +1)", 0.01, 0.99, step=0.01, key="seg_threshold")
     marginal, source = snapshot(run, choice)
-    image = run.image
-    if image is None:  # paper cases: the first chain's alpha stands for the observation
+    photo = run.photo
+    if photo is not None:
+        image = photo.rgb if photo.is_colour else photo.luma
+    else:  # paper cases: the first chain's alpha stands for the observation
         alpha = run.problem.target.alpha[0].cpu().numpy()
         bound = max(float(np.abs(alpha).max()), 1e-12)
         image = (alpha / bound + 1) / 2
@@ -119,35 +223,51 @@ def render(run) -> None:
     if view is None:
         st.info("Nothing to segment yet.")
         return
-    cols = st.columns(4)
-    observed_caption = "observed image" if run.image is not None else "α of chain 1 (scaled)"
-    cols[0].image(
-        pixels.data_uri(view.observed), caption=observed_caption, width=view.observed.shape[1]
-    )
-    cols[1].image(
-        pixels.data_uri(view.marginal),
-        caption="P(x = +1): white = object",
-        width=view.marginal.shape[1],
-    )
-    cols[2].image(
-        pixels.data_uri(view.overlay),
-        caption=f"mask (P ≥ {threshold:.2f}) over it",
-        width=view.overlay.shape[1],
-    )
-    cols[3].image(
-        pixels.data_uri(view.uncertainty),
-        caption="uncertainty: entropy, 0–1 bit",
-        width=view.uncertainty.shape[1],
-    )
+    text, verdict = settled_text(run)
+    {True: st.success, False: st.warning, None: st.info}[verdict](text)
+    map_mask = exact_map(run)
+    panels = [
+        (view.observed, "observed image" if photo is not None else "α of chain 1 (scaled)"),
+        (view.marginal, "P(x = +1): white = object"),
+        (view.overlay, f"mask (P ≥ {threshold:.2f}) over it"),
+        (view.uncertainty, "uncertainty: entropy, 0–1 bit"),
+    ]
+    if map_mask is not None:
+        panels.append((display(pixels.spins(np.where(map_mask, 1, -1))), "exact MAP (min cut)"))
+        panels.append(
+            (
+                display(difference_image(view.mask, map_mask)),
+                "differs: orange marginal only, blue MAP only",
+            )
+        )
+    for start in range(0, len(panels), 4):
+        cols = st.columns(4)
+        for col, (raster, caption) in zip(cols, panels[start : start + 4], strict=False):
+            col.image(pixels.data_uri(raster), caption=caption, width=raster.shape[1])
     summary = f"From the {source}. Object: {view.object_fraction:.1%} of the pixels."
     if view.accuracy is not None:
         summary += f" Accuracy against the ground truth: {view.accuracy:.1%}."
+    if map_mask is not None:
+        agree = float(np.mean(view.mask == map_mask))
+        summary += (
+            f" The mask agrees with the exact MAP on {agree:.1%} of the pixels "
+            f"({int((view.mask != map_mask).sum()):,} differ). The MAP is the single likeliest "
+            "segmentation; the mask is each pixel's likelier class under the marginal."
+        )
     st.caption(summary)
-    st.download_button(
-        "Download mask (PNG)",
-        data=mask_png(view.mask),
-        file_name="lsb-mask.png",
-        mime="image/png",
-        on_click="ignore",
-        key="download_mask",
+    st.caption(
+        f"Settled means: at most {UNSETTLED_LIMIT:.0%} of the sites have split R-hat above "
+        f"{RHAT_LIMIT} (each chain's latter draws cut in halves; chains from different starts "
+        "compared). A site stuck at different values in different chains has R-hat ∞."
     )
+    if photo is None:
+        st.download_button(
+            "Download mask (PNG)",
+            data=mask_png(view.mask),
+            file_name=f"{_file_stem(run)}-mask.png",
+            mime="image/png",
+            on_click="ignore",
+            key="download_mask",
+        )
+        return
+    _downloads(run, marginal, threshold)

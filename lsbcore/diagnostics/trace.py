@@ -35,6 +35,8 @@ from typing import TextIO
 import numpy as np
 import torch
 
+from lsbcore.diagnostics.settled import BlockSums, Settledness
+
 __all__ = [
     "CSV_COLUMNS",
     "PHASES",
@@ -121,6 +123,7 @@ class MarginalEstimate:
         """Forget everything (the next ``update`` may use a new shape or device)."""
         self._sum: torch.Tensor | None = None
         self.count = 0
+        self.blocks = BlockSums()  # the same draws in blocks, for the settled indicator
 
     @property
     def shape(self) -> tuple[int, int, int] | None:
@@ -138,8 +141,10 @@ class MarginalEstimate:
                 f"x has shape {tuple(x.shape)} but the estimate was started with "
                 f"{tuple(self._sum.shape)}; call reset() to change it"
             )
-        self._sum += (x.to(device=self._sum.device, dtype=torch.float64) + 1.0) * 0.5
+        states = (x.to(device=self._sum.device, dtype=torch.float64) + 1.0) * 0.5
+        self._sum += states
         self.count += 1
+        self.blocks.add(states, 1)
 
     def add(self, total: torch.Tensor, count: int) -> None:
         """Accumulate ``count`` states given by their sum ``total = sum (x + 1) / 2``
@@ -154,6 +159,7 @@ class MarginalEstimate:
             )
         self._sum += total.to(device=self._sum.device, dtype=torch.float64)
         self.count += int(count)
+        self.blocks.add(total, int(count))
 
     def _require(self) -> torch.Tensor:
         if self._sum is None or self.count == 0:
@@ -168,6 +174,11 @@ class MarginalEstimate:
         """Estimate pooled over all chains ``[H, W]``."""
         acc = self._require()
         return (acc.sum(dim=0) / (self.count * acc.shape[0])).cpu().numpy()
+
+    def settledness(self) -> Settledness | None:
+        """Split R-hat per site over the latter part of the draws (``diagnostics.settled``);
+        None until enough blocks of draws exist."""
+        return self.blocks.settledness()
 
     def std(self) -> np.ndarray:
         """Per-site Bernoulli standard deviation ``sqrt(p (1 - p))`` of the pooled mean ``[H, W]``.

@@ -2,7 +2,9 @@
 
 numba compiles a kernel for the argument types it is first called with; running each sampler
 (frozen and, where it learns, learning) on a 3x3 lattice reaches every kernel with the types
-real runs use. Compiled code is cached on disk, so later processes load it in about 2 s.
+real runs use. Compiled code is cached on disk, so later processes load it in about 2 s. Then
+a short block Gibbs run measures this machine's speed (``site_update_rate``), from which the
+app picks a photo's working resolution.
 It drives the samplers, so it sits on top of them: nothing in ``lsbcore`` imports it (the
 app, the tests and the benchmark call it), and ``lsbcore.backends`` imports nothing of
 ``lsbcore``.
@@ -11,6 +13,7 @@ app, the tests and the benchmark call it), and ``lsbcore.backends`` imports noth
 from __future__ import annotations
 
 import threading
+import time
 
 import torch
 
@@ -20,6 +23,7 @@ from lsbcore.targets.ising import IsingPosterior
 _compiled = threading.Event()
 _lock = threading.Lock()
 _warming = threading.local()  # set in the thread that runs the warm-up
+_rate: list[float] = []  # site updates per second of checkerboard Gibbs, once measured
 
 
 def compile_kernels() -> None:
@@ -35,6 +39,26 @@ def compile_kernels() -> None:
         finally:
             _warming.active = False
         _compiled.set()
+    measure_rate()
+
+
+def measure_rate(side: int = 96, n_chains: int = 4, seconds: float = 0.3) -> float:
+    """Checkerboard Gibbs site updates per second on a ``side``-square lattice (compiled)."""
+    field = torch.linspace(-1, 1, side * side, dtype=torch.float64).view(side, side)
+    sampler = make_sampler("checkerboard", IsingPosterior(field, 1.0), n_chains, device="cpu")
+    sampler.step(2)
+    sweeps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        sampler.step(5)
+        sweeps += 5
+    rate = sweeps * side * side * n_chains / (time.perf_counter() - start)
+    _rate[:] = [rate]
+    return rate
+
+
+def site_update_rate() -> float | None:
+    """The measured rate (site updates per second), or None before ``compile_kernels`` ends."""
+    return _rate[0] if _rate else None
 
 
 def _warm_up() -> None:

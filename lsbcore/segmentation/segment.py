@@ -1,0 +1,293 @@
+"""``segment``: a photo in, its segmentation out, at the photo's size, with honest uncertainty.
+
+The photo is decoded and scaled down to a working lattice (longer side ``max_side``), a
+two-class model is fitted to it (``fit_data_term``), and the Ising posterior of that field
+with coupling ``lam`` is sampled, by default with checkerboard block Gibbs (one step is a
+sweep). Chains start apart (``start``), and the run goes on until the per-site marginal has
+settled by split R-hat (``diagnostics.settled``), or for exactly ``sweeps`` sweeps when given.
+``P(x = +1)`` is the mean over the latter draws (the ones the settled verdict looked at), and
+the exact MAP (a minimum cut) comes with it for comparison.
+"""
+
+from __future__ import annotations
+
+import io
+import operator
+import os
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from lsbcore.diagnostics.settled import BlockSums, Settledness
+from lsbcore.image import Photo, load_photo
+from lsbcore.samplers.registry import REGISTRY, make_sampler
+from lsbcore.segmentation import outputs
+from lsbcore.segmentation.data_term import DataTerm, fit_data_term
+from lsbcore.segmentation.map_estimate import exact_map
+from lsbcore.segmentation.starts import STARTS, photo_starts
+from lsbcore.targets.ising import BOUNDARIES, IsingPosterior
+
+__all__ = ["MAX_SWEEPS", "SegmentationResult", "segment"]
+
+MAX_SWEEPS = 5000  # sweeps=None stops here if the marginal has not settled by then
+MIN_SWEEPS = 100  # ... and never before this
+MAX_SIDE = (8, 1024)  # working lattice: longer side
+MAX_CHAINS = 64
+_LUMA = np.array([0.299, 0.587, 0.114])  # BT.601, as load_image
+
+
+@dataclass(frozen=True)
+class SegmentationResult:
+    """A settled (or not) segmentation of one photo; arrays at the photo's size unless named
+    ``working_*`` (the sampled lattice)."""
+
+    target: IsingPosterior  # the posterior sampled: its ``alpha`` and ``lam``
+    data: DataTerm  # the fitted two-class model and the polarity it used
+    photo: Photo
+    working_probability: np.ndarray  # [h, w]: P(x = +1) from the latter draws, chains pooled
+    map_mask: np.ndarray  # [h, w] bool: the exact MAP (minimum cut), object True
+    settledness: Settledness
+    sampler: str
+    sweeps: int
+    n_chains: int
+    timings: dict[str, float]  # wall seconds: "fit" (data model), "sampling", "map"
+
+    @property
+    def settled(self) -> bool:
+        return self.settledness.settled
+
+    @property
+    def working_mask(self) -> np.ndarray:
+        """[h, w] bool: object where P(x = +1) >= 1/2 (the marginal's mode, site by site)."""
+        return self.working_probability >= 0.5
+
+    @property
+    def working_entropy(self) -> np.ndarray:
+        """[h, w]: the marginal's binary entropy in bits (1 = a coin flip)."""
+        return outputs.binary_entropy(self.working_probability)
+
+    @property
+    def map_agreement(self) -> float:
+        """Fraction of the working sites where the thresholded marginal equals the MAP."""
+        return float(np.mean(self.working_mask == self.map_mask))
+
+    @cached_property
+    def probability(self) -> np.ndarray:
+        """P(x = +1) at the photo's size: the working marginal upsampled bilinearly."""
+        return outputs.upsample(self.working_probability, self.photo.original_shape)
+
+    @property
+    def mask(self) -> np.ndarray:
+        """The object at the photo's size: the upsampled marginal at least 1/2 (so its edge
+        follows the marginal between working pixels rather than their blocks)."""
+        return self.probability >= 0.5
+
+    @property
+    def entropy(self) -> np.ndarray:
+        return outputs.binary_entropy(self.probability)
+
+    def files(self) -> dict[str, bytes]:
+        """Every output as file contents: PNGs at the photo's size, ``.npy`` on the lattice."""
+        underlay = self.photo.rgb if self.photo.is_colour else self.photo.luma
+        return {
+            "mask.png": outputs.mask_png(self.mask),
+            "probability.png": outputs.probability_png(self.probability),
+            "entropy.png": outputs.entropy_png(self.probability),
+            "overlay.png": outputs.overlay_png(underlay, self.working_mask),
+            "map_mask.png": outputs.mask_png(self.map_mask),
+            "working_probability.npy": outputs.npy_bytes(self.working_probability),
+            "working_mask.npy": outputs.npy_bytes(self.working_mask),
+            "alpha.npy": outputs.npy_bytes(self.target.alpha[0].numpy()),
+        }
+
+    def save(self, folder) -> list[Path]:
+        """Write ``files()`` into ``folder`` (created if missing); return the paths."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, data in self.files().items():
+            path = folder / name
+            path.write_bytes(data)
+            paths.append(path)
+        return paths
+
+
+def _integer(value, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}.")
+    try:
+        value = operator.index(value)  # ints and numpy integers, not floats
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}.") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, got {value}.")
+    return value
+
+
+def _photo_from_array(array: np.ndarray, max_side: int) -> Photo:
+    """A ``Photo`` from an array: [H, W] gray or [H, W, 3] RGB, float in [0, 1] or integers."""
+    if array.dtype == bool:
+        array = array.astype(np.float64)
+    elif np.issubdtype(array.dtype, np.integer):
+        top = 255 if array.dtype == np.uint8 else 65535
+        if array.size and (array.min() < 0 or array.max() > top):
+            raise ValueError(f"integer image values must lie in [0, {top}].")
+        array = array / top
+    elif not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"image must hold numbers, got dtype {array.dtype}.")
+    array = np.asarray(array, dtype=np.float64)
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[..., 0]
+    if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] != 3) or not array.size:
+        raise ValueError(f"image must be [H, W] or [H, W, 3], got shape {array.shape}.")
+    if not np.isfinite(array).all() or array.min() < 0 or array.max() > 1:
+        raise ValueError("image values must be finite and within [0, 1].")
+    height, width = array.shape[:2]
+    longer = max(height, width)
+    size = (width, height)
+    if longer > max_side:
+        size = tuple(max(1, round(side * max_side / longer)) for side in (width, height))
+    channels = [array] if array.ndim == 2 else [array[..., c] for c in range(3)]
+    resized = [
+        np.asarray(Image.fromarray(c.astype(np.float32), "F").resize(size, Image.Resampling.BOX))
+        for c in channels
+    ]
+    rgb = np.clip(np.stack(resized * 3 if len(resized) == 1 else resized, -1), 0, 1)
+    rgb = rgb.astype(np.float64)
+    is_colour = array.ndim == 3 and not (
+        np.array_equal(array[..., 0], array[..., 1])
+        and np.array_equal(array[..., 1], array[..., 2])
+    )
+    return Photo(
+        rgb=rgb,
+        luma=np.clip(rgb @ _LUMA, 0.0, 1.0),
+        original_shape=(height, width),
+        is_colour=is_colour,
+    )
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def read_photo(image, max_side: int) -> Photo:
+    """``image`` (a path, bytes, a binary file, a PIL image or an array) as a ``Photo``.
+
+    PIL images and 8-bit arrays go through the file decoder (as a lossless PNG), so a photo
+    gives the same lattice whichever way it is handed over; other arrays are scaled here.
+    """
+    if isinstance(image, Photo):
+        return image
+    if isinstance(image, Image.Image):
+        if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16"):
+            image = image.convert("RGB")
+        return load_photo(_png(image), max_side=max_side)
+    if isinstance(image, np.ndarray | torch.Tensor):
+        array = image.detach().cpu().numpy() if isinstance(image, torch.Tensor) else image
+        if array.dtype == np.uint8 and (array.ndim == 2 or array.shape[-1:] == (3,)):
+            return load_photo(_png(Image.fromarray(np.ascontiguousarray(array))), max_side)
+        return _photo_from_array(array, max_side)
+    if isinstance(image, str | os.PathLike | bytes | bytearray | memoryview) or hasattr(
+        image, "read"
+    ):
+        return load_photo(image, max_side=max_side)
+    raise TypeError(
+        "image must be a path, bytes, a binary file, a PIL image or an array, "
+        f"not {type(image).__name__}."
+    )
+
+
+def segment(
+    image,
+    lam: float = 1.0,
+    mu: float = 1.0,
+    sigma: float = 1.0,
+    polarity: str = "auto",
+    max_side: int = 256,
+    sampler: str = "checkerboard",
+    sweeps: int | None = None,
+    n_chains: int = 4,
+    start: str = "mixed",
+    seed: int = 0,
+    boundary: str = "free",
+    max_sweeps: int = MAX_SWEEPS,
+) -> SegmentationResult:
+    """Segment ``image`` into object (+1) and background (-1) under an Ising prior.
+
+    Args:
+        image: a path, bytes, a binary file, a PIL image, or an array ([H, W] gray or
+            [H, W, 3] RGB; floats in [0, 1], uint8 or uint16).
+        lam: coupling (smoothness prior), >= 0.
+        mu, sigma, polarity: the data model (``fit_data_term``): mu weights the fitted
+            likelihood, sigma widens its classes, polarity says which class is the object
+            ("auto": the one touching the border less, "dark" or "bright").
+        max_side: longer side of the working lattice (the photo is scaled down to it).
+        sampler: any registered sampler that needs no loaded function; learned ones learn
+            during the first half of the run.
+        sweeps: run exactly this many sweeps; None runs until the marginal has settled (at
+            least ``MIN_SWEEPS``, at most ``max_sweeps``).
+        n_chains: chains per run (at least 2, so that settling can be judged).
+        start: "mixed", "data" or "random" (``segmentation.starts``).
+    """
+    max_side = _integer(max_side, "max_side", *MAX_SIDE)
+    n_chains = _integer(n_chains, "n_chains", 2, MAX_CHAINS)
+    seed = _integer(seed, "seed", 0, 2**63 - 1)
+    max_sweeps = _integer(max_sweeps, "max_sweeps", MIN_SWEEPS, 1_000_000)
+    if sweeps is not None:
+        sweeps = _integer(sweeps, "sweeps", 8, 1_000_000)
+    if sampler not in REGISTRY or REGISTRY[sampler].needs_balancing:
+        usable = [n for n, s in REGISTRY.items() if not s.needs_balancing]
+        raise ValueError(f"sampler must be one of {', '.join(usable)}, got {sampler!r}.")
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}.")
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"boundary must be one of {', '.join(BOUNDARIES)}, got {boundary!r}.")
+
+    t0 = time.perf_counter()
+    photo = read_photo(image, max_side)
+    data = fit_data_term(photo, mu=mu, sigma=sigma, polarity=polarity)
+    timings = {"fit": time.perf_counter() - t0}
+    target = IsingPosterior(data.alpha, lam, boundary=boundary)
+    x0 = photo_starts(data.alpha, n_chains, start, seed)
+    chain = make_sampler(sampler, target, n_chains, seed=seed, device="cpu", x0=x0)
+    per_sweep = target.n_sites if REGISTRY[sampler].sites_per_step == "one" else 1
+
+    blocks = BlockSums()
+    t0 = time.perf_counter()
+    done, verdict = 0, None
+    planned = sweeps if sweeps is not None else max_sweeps
+    while done < planned:
+        learn = chain.learnable and done < planned // 2
+        if chain.learnable and done == planned // 2:
+            chain.balancing.frozen()  # learned during the first half, frozen for the rest
+        chain.step(per_sweep, learn=learn)
+        done += 1
+        blocks.add((chain.x + 1.0) * 0.5, 1)
+        if sweeps is None and blocks.n_closed and blocks.count == sum(blocks.block_counts):
+            verdict = blocks.settledness()  # a block just closed: judge again
+            if done >= MIN_SWEEPS and verdict is not None and verdict.settled:
+                break
+    timings["sampling"] = time.perf_counter() - t0
+    verdict = blocks.settledness()
+    t0 = time.perf_counter()
+    map_mask = exact_map(target)[0].numpy() > 0
+    timings["map"] = time.perf_counter() - t0
+    return SegmentationResult(
+        target=target,
+        data=data,
+        photo=photo,
+        working_probability=blocks.window_mean(),
+        map_mask=map_mask,
+        settledness=verdict,
+        sampler=sampler,
+        sweeps=done,
+        n_chains=n_chains,
+        timings=timings,
+    )
