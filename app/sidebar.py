@@ -44,7 +44,9 @@ SAMPLER_LABELS = {name: sampler_option_label(spec) for name, spec in lsbcore.REG
 NEEDS_FILE = tuple(name for name, spec in lsbcore.REGISTRY.items() if spec.needs_balancing)
 SAMPLE_NOTES = {
     "synthetic_disc_letter": "A dark disc and letter under heavy noise; the true mask is known.",
-    "camera": "A photograph: dark coat and tripod against sky and grass.",
+    "camera": "A photograph (512 px): dark coat and tripod against sky and grass.",
+    "coffee": "A colour photograph (600 x 400): a red cup and saucer on a wooden table; "
+    "more than two classes, so a two-class model has to choose.",
     "horse": "A clean black silhouette: the easy case.",
     "cell": "A bright cell on a gray background: the object is bright.",
 }
@@ -253,7 +255,8 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
             samples,
             key="sample",
             on_change=_on_sample,
-            help="Small grayscale images shipped in assets/ (see assets/README.md).",
+            help="Images shipped in assets/ (see assets/README.md): a synthetic one whose true "
+            "mask is known, and public-domain photographs.",
         )
         sb.caption(SAMPLE_NOTES.get(state["sample"], ""))
     sb.file_uploader(

@@ -304,6 +304,26 @@ def test_uncertainty_is_one_bit_at_one_half_and_zero_when_certain():
     assert h.tolist() == pytest.approx([0.0, 1.0, 0.0])
 
 
+def test_a_photo_sized_lattice_is_shrunk_for_the_page_and_a_small_one_blown_up():
+    marginal = np.zeros((512, 384))
+    marginal[:, 192:] = 1.0
+    view = segmentation.segmentation_view(marginal, RNG.random((512, 384, 3)))
+    assert max(view.marginal.shape) == segmentation.SIDE and view.observed.shape[2] == 3
+    # area averaging keeps the halves: black on the left, white on the right
+    assert view.marginal[:, :40].max() == 0 and view.marginal[:, -40:].min() == 255
+    small = segmentation.segmentation_view(np.full((10, 20), 0.5))
+    assert small.marginal.shape == (110, 220)  # 11 x each site, crisp
+
+
+def test_the_difference_map_colours_where_marginal_and_map_disagree():
+    mask = np.array([[True, True], [False, False]])
+    map_mask = np.array([[True, False], [True, False]])
+    out = segmentation.difference_image(mask, map_mask)
+    assert out[0, 0].tolist() == [255, 255, 255] and out[1, 1].tolist() == [0, 0, 0]
+    assert out[0, 1].tolist() == [240, 140, 30]  # marginal only
+    assert out[1, 0].tolist() == [40, 120, 230]  # MAP only
+
+
 def test_segmentation_of_nothing_is_none():
     assert segmentation.segmentation_view(np.zeros((0, 0))) is None
     assert segmentation.segmentation_view(np.zeros(4)) is None

@@ -210,7 +210,6 @@ def render(run) -> None:
         key="seg_sampler",
     )
     threshold = right.slider("Threshold on P(x = +1)", 0.01, 0.99, step=0.01, key="seg_threshold")
-    marginal, source = snapshot(run, choice)
     photo = run.photo
     if photo is not None:
         image = photo.rgb if photo.is_colour else photo.luma
@@ -219,7 +218,14 @@ def render(run) -> None:
         bound = max(float(np.abs(alpha).max()), 1e-12)
         image = (alpha / bound + 1) / 2
     truth = None if run.problem.truth is None else run.problem.truth.cpu().numpy()
-    view = segmentation_view(marginal, image, threshold, truth)
+
+    def build():
+        marginal, source = snapshot(run, choice)
+        return marginal, source, segmentation_view(marginal, image, threshold, truth)
+
+    # a settled marginal changes little between redraws: rebuilt at most once a second while
+    # running, so that the open tab costs the sampler little
+    marginal, source, view = run.throttled("segmentation", build, (choice, threshold))
     if view is None:
         st.info("Nothing to segment yet.")
         return
