@@ -25,6 +25,7 @@ def _build(cfg: Config, inputs: Inputs) -> state.Run | None:
         balancing = lsbcore.load_balancing(inputs.learned_json) if inputs.learned_json else None
         with st.spinner("Building the samplers…"):
             run, messages = state.build_run(cfg, problem, inputs.photo, balancing)
+        run.source = inputs.source
     except ValueError as err:  # lsbcore refuses what it cannot sample, with a sentence
         st.error(f"This configuration cannot be sampled: {err}")
         return None

@@ -60,6 +60,7 @@ class Inputs:
     config: Config
     image: np.ndarray | None = None  # the working-resolution luma (image sources)
     photo: lsbcore.Photo | None = None  # the same image in colour, with its original size
+    source: object = None  # the image file again (a path or the upload's bytes), full size
     dark_mask: np.ndarray | None = None  # the true dark-object mask, where known
     image_id: str | None = None  # identifies the uploaded file (rebuild on a new upload)
     learned_json: bytes | None = None
@@ -285,6 +286,7 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         sb.caption(state["_size_note"])
     if source == "sample" and samples:
         inputs.photo = _sample_image(state["sample"], size)
+        inputs.source = sources.ASSETS / f"{state['sample']}.png"
         inputs.dark_mask = _sample_mask(state["sample"], size)
         inputs.image_id = f"sample:{state['sample']}"
     elif source == "upload":
@@ -297,6 +299,7 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
                 sb.error(error)
             else:
                 inputs.photo = photo
+                inputs.source = file.getvalue()
                 inputs.image_id = f"upload:{file.file_id}"
     if inputs.photo is not None:
         inputs.image = inputs.photo.luma

@@ -80,6 +80,7 @@ class Run:
     comparison: lsbcore.Comparison
     device_label: str
     photo: lsbcore.Photo | None = None  # image sources: the photo, in colour, with its size
+    source: object = None  # image sources: the file again (path or bytes), for full-size output
     running: bool = False
     burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at burn-in's end
     steps_per_second: float = math.nan  # live rate: steps per wall-clock second while running

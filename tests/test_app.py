@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 import lsbcore
 from app import config as cfgmod
 from app import sources, state
+from lsbcore.segmentation.segment import overlay_at_size
 
 APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 TABS = (
@@ -275,6 +276,10 @@ def test_a_colour_photo_is_modelled_in_colour_and_downloads_at_its_size():
     verdict = run.settledness["checkerboard"]
     assert verdict.settled, verdict.reason
     assert "Settled" in texts(at.success)
+    # the overlay download redraws the photo itself at its size, not the 48 px lattice
+    marginal = run.comparison.marginals["checkerboard"].mean()
+    overlay = overlay_at_size(run.source, marginal, run.photo)
+    assert Image.open(io.BytesIO(overlay)).size == (600, 400)
 
 
 def test_stop_when_settled_pauses_a_photo_run_once_it_has_settled():

@@ -94,7 +94,7 @@ def test_a_strongly_coupled_posterior_from_opposite_starts_is_not_called_settled
 def test_the_files_are_pngs_at_the_photos_size(result, tmp_path):
     paths = {p.name: p for p in result.save(tmp_path / "out")}
     height, width = result.photo.original_shape
-    for name in ("mask.png", "probability.png", "entropy.png"):
+    for name in ("mask.png", "probability.png", "entropy.png", "overlay.png"):
         with Image.open(paths[name]) as im:
             assert im.size == (width, height)
     mask = np.asarray(Image.open(paths["mask.png"])) > 0

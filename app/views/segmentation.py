@@ -21,6 +21,7 @@ from app.widgets import ensure, ensure_in_range
 from lsbcore.diagnostics.settled import RHAT_LIMIT, UNSETTLED_LIMIT
 from lsbcore.figures import sampler_label as label
 from lsbcore.segmentation import outputs
+from lsbcore.segmentation.segment import overlay_at_size
 
 SIDE = 220
 POOLED = "all samplers pooled"
@@ -151,7 +152,6 @@ def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
     def upsampled() -> np.ndarray:
         return outputs.upsample(marginal, photo.original_shape)
 
-    underlay = photo.rgb if photo.is_colour else photo.luma
     files = {
         "mask": (
             f"Mask ({big})",
@@ -172,9 +172,9 @@ def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
             "image/png",
         ),
         "overlay": (
-            "Overlay (lattice)",
-            f"{stem}-overlay.png",
-            lambda: outputs.overlay_png(underlay, marginal >= threshold),
+            f"Overlay ({big})",
+            f"{stem}-overlay-{big}.png",
+            lambda: overlay_at_size(run.source, marginal, photo, threshold),
             "image/png",
         ),
         "npy": (

@@ -15,7 +15,7 @@ import io
 import operator
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 from lsbcore.diagnostics.settled import BlockSums, Settledness
-from lsbcore.image import Photo, load_photo
+from lsbcore.image import MAX_BYTES, MAX_SIDE_LIMIT, Photo, load_photo
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.segmentation import outputs
 from lsbcore.segmentation.data_term import DataTerm, fit_data_term
@@ -56,6 +56,7 @@ class SegmentationResult:
     sweeps: int
     n_chains: int
     timings: dict[str, float]  # wall seconds: "fit" (data model), "sampling", "map"
+    source: object = field(default=None, repr=False)  # the input, re-readable (full size)
 
     @property
     def settled(self) -> bool:
@@ -91,14 +92,17 @@ class SegmentationResult:
     def entropy(self) -> np.ndarray:
         return outputs.binary_entropy(self.probability)
 
+    def overlay_png(self) -> bytes:
+        """The mask over the photo, at the photo's size (``overlay_at_size``)."""
+        return overlay_at_size(self.source, self.working_probability, self.photo)
+
     def files(self) -> dict[str, bytes]:
         """Every output as file contents: PNGs at the photo's size, ``.npy`` on the lattice."""
-        underlay = self.photo.rgb if self.photo.is_colour else self.photo.luma
         return {
             "mask.png": outputs.mask_png(self.mask),
             "probability.png": outputs.probability_png(self.probability),
             "entropy.png": outputs.entropy_png(self.probability),
-            "overlay.png": outputs.overlay_png(underlay, self.working_mask),
+            "overlay.png": self.overlay_png(),
             "map_mask.png": outputs.mask_png(self.map_mask),
             "working_probability.npy": outputs.npy_bytes(self.working_probability),
             "working_mask.npy": outputs.npy_bytes(self.working_mask),
@@ -171,10 +175,37 @@ def _photo_from_array(array: np.ndarray, max_side: int) -> Photo:
     )
 
 
+def overlay_at_size(source, working_probability, photo: Photo, threshold: float = 0.5) -> bytes:
+    """The mask (``working_probability`` upsampled, at least ``threshold``) over the photo,
+    decoded again from ``source`` at its own size, as an RGB PNG.
+
+    Photos longer than the decoder's largest ``max_side`` (4096 px) are drawn at that size;
+    without a re-readable source the working lattice stands in for the photo.
+    """
+    longer = max(photo.original_shape)
+    if source is None:
+        full = photo
+    else:
+        full = read_photo(source, min(longer, MAX_SIDE_LIMIT))
+    underlay = full.rgb if full.is_colour else full.luma
+    probability = outputs.upsample(working_probability, underlay.shape[:2])
+    return outputs.overlay_png(underlay, probability >= threshold)
+
+
 def _png(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def _rereadable(image):
+    """A file object's bytes (it can be read only once); any other input as it is."""
+    getvalue = getattr(image, "getvalue", None)
+    if callable(getvalue):
+        return getvalue()
+    if hasattr(image, "read") and not isinstance(image, Image.Image):
+        return image.read(MAX_BYTES + 1)
+    return image
 
 
 def read_photo(image, max_side: int) -> Photo:
@@ -251,6 +282,7 @@ def segment(
         raise ValueError(f"boundary must be one of {', '.join(BOUNDARIES)}, got {boundary!r}.")
 
     t0 = time.perf_counter()
+    image = _rereadable(image)
     photo = read_photo(image, max_side)
     data = fit_data_term(photo, mu=mu, sigma=sigma, polarity=polarity)
     timings = {"fit": time.perf_counter() - t0}
@@ -290,4 +322,5 @@ def segment(
         sweeps=done,
         n_chains=n_chains,
         timings=timings,
+        source=image,
     )
