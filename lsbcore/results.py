@@ -8,8 +8,13 @@
       "versions": {"lsb_explorer", "torch", "numpy", "python", "arviz_stats"},
       "samplers": {name: {"ess_paper_mean", "ess_paper_std", "ess_bulk", "rhat",
                           "accept_rate", "final_accuracy", "target_evals",
-                          "burnin_seconds", "mixing_seconds"}},
+                          "burnin_seconds", "mixing_seconds",
+                          "settled", "unsettled_fraction"}},
     }
+
+``settled`` and ``unsettled_fraction`` are the marginal's settled verdict
+(``lsbcore.diagnostics.settled``) where every chain samples one posterior, else ``null`` (the
+paper cases give every chain its own alpha).
 
 Numbers that are undefined (NaN) or infinite are ``null``; ``results_to_json`` writes strict JSON.
 """
@@ -48,6 +53,8 @@ SAMPLER_FIELDS = (
     "target_evals",
     "burnin_seconds",
     "mixing_seconds",
+    "settled",
+    "unsettled_fraction",
 )
 
 
@@ -139,6 +146,16 @@ def _final_accuracy(sampler, truth) -> float | None:
         return float(accuracy(x, torch.as_tensor(truth).to(x.device)).mean())
 
 
+def _settledness(comparison, name: str):
+    """The marginal's settled verdict (``diagnostics.settled``) where it means something: every
+    chain samples one posterior (a target with one field row); else None."""
+    marginals = getattr(comparison, "marginals", {}).get(name)
+    target = getattr(comparison, "target", None)
+    if marginals is None or target is None or getattr(target, "batch", 1) != 1:
+        return None
+    return marginals.settledness()
+
+
 def comparison_results(
     comparison,
     config: dict,
@@ -192,6 +209,10 @@ def comparison_results(
         entry["target_evals"] = int(sampler.n_target_evals)
         entry["burnin_seconds"] = burnin_seconds.get(name)
         entry["mixing_seconds"] = mixing_seconds.get(name)
+        verdict = _settledness(comparison, name)
+        if verdict is not None:
+            entry["settled"] = verdict.settled
+            entry["unsettled_fraction"] = verdict.unsettled_fraction
         samplers[name] = entry
 
     config = dict(config)

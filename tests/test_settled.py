@@ -143,3 +143,24 @@ def test_too_few_draws_is_never_settled():
 def test_block_sums_refuses_bad_sizes(bad):
     with pytest.raises(ValueError, match="max_blocks"):
         BlockSums(max_blocks=bad)
+
+
+def test_the_results_document_carries_the_verdict_only_for_one_shared_posterior():
+    from lsbcore import Comparison, paper_case
+    from lsbcore.results import comparison_results
+
+    target = IsingPosterior(torch.linspace(-4, 4, 64, dtype=torch.float64).view(8, 8), 0.3)
+    shared = Comparison(["checkerboard"], target, 4, seed=1, thin=1)
+    shared.step(10)
+    shared.start_mixing()
+    shared.step(3000)
+    entry = comparison_results(shared, {}, {}, {})["samplers"]["checkerboard"]
+    verdict = shared.marginals["checkerboard"].settledness()
+    assert entry["settled"] is verdict.settled is True
+    assert entry["unsettled_fraction"] == verdict.unsettled_fraction
+    case = paper_case(1, n=8, n_chains=4)  # one noisy alpha per chain
+    own = Comparison(["barker"], case.target, 4, x0=case.x0, thin=1)
+    own.start_mixing()
+    own.step(200)
+    entry = comparison_results(own, {}, {}, {})["samplers"]["barker"]
+    assert entry["settled"] is None and entry["unsettled_fraction"] is None
