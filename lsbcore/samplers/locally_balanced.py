@@ -167,6 +167,8 @@ class LocallyBalancedSampler(Sampler):
         transition probabilities for tests and for the app's slow-motion step. O(B * D) work.
         """
         with torch.no_grad():
+            if self._cache_stale:  # learning changed g: the cached g, shift and Z are old
+                self._renormalise()
             d = self.n_sites
             index = self._site_index[:, 0]  # [D, K]
             sign, coupling, unique = self._site_values.unbind(1)

@@ -9,6 +9,8 @@ Both are exact and O(1) per step; they show what the informed proposals buy.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -47,7 +49,7 @@ class UniformSiteSampler(Sampler):
 
     def proposal_log_probs(self) -> torch.Tensor:
         """``log Q(i | x)``: uniform over the sites, ``[B, H, W]``."""
-        return torch.full_like(self.x, -float(torch.log(torch.tensor(float(self.n_sites)))))
+        return torch.full_like(self.x, -math.log(self.n_sites))  # in float64, like the rest
 
     def _has_kernel(self, learn: bool = False) -> bool:
         return not learn
