@@ -89,6 +89,7 @@ class Config:
     device: str = "auto"
     speed: str = "auto"
     until_settled: bool = True  # images: pause once every sampler's marginal has settled
+    shared_alpha: bool = False  # paper cases: one noisy alpha for all chains (R-hat meaningful)
 
     @property
     def total_steps(self) -> int:
@@ -129,7 +130,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 # Links made before "object" had an automatic choice said invert=1 for a dark object
 LEGACY_INVERT = "invert"
 # Yes/no fields
-FLAGS = ("until_settled",)
+FLAGS = ("until_settled", "shared_alpha")
 # Fields that define the posterior: changing one builds a new target.
 TARGET_FIELDS = (
     "source",
@@ -144,6 +145,7 @@ TARGET_FIELDS = (
     "polarity",
     "noise",
     "seed",
+    "shared_alpha",
 )
 # Fields that define the samplers: changing one rebuilds the comparison.
 SAMPLER_FIELDS = ("samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device")
@@ -164,6 +166,7 @@ LABELS = {
     "polarity": "object",
     "start": "start",
     "until_settled": "stop when settled",
+    "shared_alpha": "one α for all chains",
     "noise": "synthetic noise",
     "seed": "seed",
     "samplers": "samplers",

@@ -249,6 +249,14 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
             help="Sansone (2022), section 5: an n×n periodic lattice, +1 on the central square. "
             "Every chain gets its own noisy α = μ·truth + U(−σ, σ).",
         )
+        ensure("shared_alpha", False, lambda v: isinstance(v, bool))
+        sb.checkbox(
+            "One α for all chains",
+            key="shared_alpha",
+            help="The paper gives every chain its own noisy α, so its chains sample different "
+            "posteriors and pooled R-hat and bulk ESS compare unlike things. Ticked, every chain "
+            "uses chain 1's α: one posterior, and the Mixing tab shows pooled R-hat.",
+        )
     elif source == "sample":
         ensure("sample", samples[0] if samples else "", lambda v: v in samples)
         sb.selectbox(

@@ -155,17 +155,20 @@ def _paper_problem(cfg: Config) -> lsbcore.Problem:
     problem = lsbcore.paper_case(cfg.case, n=cfg.size, n_chains=cfg.chains, seed=cfg.seed)
     name, lam0, mu0, sigma0, _ = lsbcore.PAPER_CASES[cfg.case]
     problem = replace(problem, burn_in=cfg.burn_in, steps=cfg.steps)
-    if (cfg.lam, cfg.mu, cfg.sigma, cfg.boundary) == (lam0, mu0, sigma0, "periodic"):
+    paper = (cfg.lam, cfg.mu, cfg.sigma, cfg.boundary) == (lam0, mu0, sigma0, "periodic")
+    if paper and not cfg.shared_alpha:
         return problem
     truth = problem.truth
     unit = (problem.target.alpha - mu0 * truth) / sigma0
+    if cfg.shared_alpha:  # chain 1's noise for every chain: one posterior, R-hat meaningful
+        unit = unit[:1]
     alpha = cfg.mu * truth + cfg.sigma * unit
-    target = lsbcore.IsingPosterior(alpha, cfg.lam, boundary=cfg.boundary)
+    title = problem.name if paper else f"case {cfg.case} geometry ({name}) with your parameters"
     return replace(
         problem,
-        target=target,
+        target=lsbcore.IsingPosterior(alpha, cfg.lam, boundary=cfg.boundary),
         lam=cfg.lam,
         mu=cfg.mu,
         sigma=cfg.sigma,
-        name=f"case {cfg.case} geometry ({name}) with your parameters",
+        name=f"{title}, one α for all chains" if cfg.shared_alpha else title,
     )

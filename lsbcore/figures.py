@@ -452,11 +452,15 @@ def _number(value) -> float:
     return out if math.isfinite(out) else math.nan
 
 
-def ess_figure(summaries: dict[str, dict]) -> go.Figure:
+def ess_figure(
+    summaries: dict[str, dict], bulk_title: str = "bulk ESS (all chains, arviz)"
+) -> go.Figure:
     """Paper ESS (mean, error bar = std over chains) and bulk ESS per sampler, side by side.
 
     ``summaries[name]`` holds ``ess_paper_mean``, ``ess_paper_std`` and ``ess_bulk`` (as in
-    ``results["samplers"]``); missing, None or NaN values show as "n/a".
+    ``results["samplers"]``); missing, None or NaN values show as "n/a". ``bulk_title`` names
+    the second panel (the Mixing view shows each chain's own bulk ESS when chains sample
+    different posteriors).
     """
     title = "Effective sample size"
     rows = [(n, s) for n, s in _items(summaries) if isinstance(s, Mapping)]
@@ -465,7 +469,7 @@ def ess_figure(summaries: dict[str, dict]) -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("paper ESS per window of L+1 draws", "bulk ESS (all chains, arviz)"),
+        subplot_titles=("paper ESS per window of L+1 draws", bulk_title),
         horizontal_spacing=0.12,
     )
     labels = [sampler_label(n) for n, _ in rows]

@@ -538,3 +538,28 @@ def test_old_links_with_invert_still_choose_the_object():
     assert cfg.polarity == "auto"  # the new parameter wins
     cfg, warnings = cfgmod.validate({"source": "upload", "polarity": "sideways"})
     assert cfg.polarity == "auto" and "object" in warnings[0]
+
+
+def test_paper_chains_each_sample_their_own_alpha_unless_one_is_shared():
+    at = open_app(case="3", size="16", chains="3", burn_in="20", steps="300", samplers="barker")
+    run = the_run(at)
+    assert run.problem.target.batch == 3  # the paper: one noisy alpha per chain
+    state.advance(run, 60.0, 320)
+    at.session_state["view"] = "Mixing"
+    at.run()
+    assert_healthy(at)
+    assert "its own posterior" in texts(at.info)
+    assert "R-hat" not in at.dataframe[0].value.columns
+    shared = open_app(
+        case="3", size="16", chains="3", burn_in="20", steps="300", samplers="barker",
+        shared_alpha="1",
+    )  # fmt: skip
+    run = the_run(shared)
+    assert run.problem.target.batch == 1 and "one α for all chains" in run.problem.name
+    alpha = run.problem.target.alpha[0]
+    torch.testing.assert_close(alpha, lsbcore.paper_case(3, n=16, n_chains=3).target.alpha[0])
+    state.advance(run, 60.0, 320)
+    shared.session_state["view"] = "Mixing"
+    shared.run()
+    assert_healthy(shared)
+    assert "R-hat" in shared.dataframe[0].value.columns

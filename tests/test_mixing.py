@@ -11,6 +11,7 @@ from lsbcore.diagnostics.mixing import (
     MixingSummary,
     autocorrelation,
     ess_bulk,
+    ess_bulk_per_chain,
     ess_from_autocorrelation,
     ess_paper,
     rhat,
@@ -163,6 +164,17 @@ def test_ess_bulk_iid_close_to_number_of_draws_and_small_for_ar1():
     # AR(1) phi = 0.9: ESS ~ N (1 - phi) / (1 + phi) = 0.053 N.
     y = ar1(0.9, 4, 2000, seed=6)
     assert 0.02 * n < ess_bulk(y) < 0.1 * n
+
+
+def test_bulk_ess_per_chain_is_each_chain_on_its_own():
+    """Chains that mix very differently (the paper cases: every chain its own posterior): each
+    chain's ESS is its own, the i.i.d. chain near its length, the AR(1) chain far below."""
+    x = np.vstack([np.random.default_rng(8).standard_normal(2000), ar1(0.9, 1, 2000, seed=9)[0]])
+    own = ess_bulk_per_chain(np.vstack([x, np.ones(2000)]))
+    assert own.shape == (3,) and math.isnan(own[2])  # a constant chain has no ESS
+    for row in range(2):
+        assert own[row] == pytest.approx(ess_bulk(x[row : row + 1]), rel=1e-12)
+    assert own[0] > 1500 and own[1] < 250
 
 
 def test_rhat_near_one_for_same_distribution_and_large_for_shifted_chains():

@@ -275,6 +275,23 @@ def test_mixing_view_gives_acf_ess_and_a_row_per_sampler():
     assert white > 100 > walk  # i.i.d. noise mixes, a random walk does not
 
 
+def test_chains_of_different_posteriors_get_their_own_ess_and_no_rhat():
+    rng = np.random.default_rng(3)
+    series = {"barker": rng.normal(size=(4, 800)) + np.arange(4)[:, None]}  # shifted chains
+    pooled = mixing.mixing_view(series, max_lag=100, shared=True)
+    assert pooled.summaries["barker"]["rhat"] > 1.01 and "R-hat" in pooled.rows[0]
+    assert mixing.rhat_warnings(pooled.summaries) == [
+        "t/(1+t) (R-hat " + (f"{pooled.summaries['barker']['rhat']:.3f})")
+    ]
+    own = mixing.mixing_view(series, max_lag=100, shared=False)
+    assert "R-hat" not in own.rows[0] and own.summaries["barker"]["rhat"] is None
+    per_chain = lsbcore.ess_bulk_per_chain(series["barker"])
+    assert own.rows[0]["bulk ESS per chain"] == f"{per_chain.mean():.1f} ± {per_chain.std():.1f}"
+    assert own.summaries["barker"]["ess_bulk"] == pytest.approx(per_chain.mean())
+    assert mixing.rhat_warnings(own.summaries) == []
+    assert "per chain" in own.ess.layout.annotations[1].text
+
+
 def test_short_mixing_phases_clip_the_window_and_tiny_ones_give_nothing():
     view = mixing.mixing_view({"sqrt": RNG.normal(size=(3, 60))}, max_lag=500)
     assert view.max_lag == 30  # half the phase, as the results export

@@ -32,8 +32,18 @@ class MixingView:
     max_lag: int  # the window used
 
 
-def mixing_view(series: dict[str, np.ndarray], max_lag: int = 500) -> MixingView | None:
-    """Diagnostics of per-sampler mixing series ``[B, T]``; None before there are enough draws."""
+RHAT_WARN = 1.01  # Vehtari et al. (2021): above this, the chains do not agree yet
+
+
+def mixing_view(
+    series: dict[str, np.ndarray], max_lag: int = 500, shared: bool = True
+) -> MixingView | None:
+    """Diagnostics of per-sampler mixing series ``[B, T]``; None before there are enough draws.
+
+    ``shared``: every chain samples the same posterior. When not (the paper cases give every
+    chain its own noisy alpha), pooled bulk ESS and R-hat would compare unlike chains: the bulk
+    ESS is then each chain's own (mean ± std over chains) and R-hat is left out.
+    """
     series = {n: np.asarray(s, dtype=np.float64) for n, s in series.items()}
     series = {n: s for n, s in series.items() if s.ndim == 2 and s.shape[1] >= MIN_DRAWS}
     if not series:
@@ -48,21 +58,30 @@ def mixing_view(series: dict[str, np.ndarray], max_lag: int = 500) -> MixingView
     rows = []
     for name, d in summaries.items():
         mean, std = d["ess_paper_mean"], d["ess_paper_std"]
-        rows.append(
-            {
-                "sampler": label(name),
-                f"paper ESS per {lag + 1} draws": (
-                    "—" if mean is None else f"{mean:.2f} ± {std:.2f}"
-                ),
-                "bulk ESS": None if d["ess_bulk"] is None else round(d["ess_bulk"], 1),
-                "R-hat": None if d["rhat"] is None else round(d["rhat"], 3),
-                "draws per chain": d["n_draws"],
-                "notes": "; ".join(d["notes"]),
-            }
-        )
+        row = {
+            "sampler": label(name),
+            f"paper ESS per {lag + 1} draws": "—" if mean is None else f"{mean:.2f} ± {std:.2f}",
+        }
+        if shared:
+            row["bulk ESS (pooled)"] = None if d["ess_bulk"] is None else round(d["ess_bulk"], 1)
+            row["R-hat"] = None if d["rhat"] is None else round(d["rhat"], 3)
+        else:
+            own = lsbcore.ess_bulk_per_chain(series[name])
+            own = own[np.isfinite(own)]
+            row["bulk ESS per chain"] = (
+                "—" if own.size == 0 else f"{own.mean():.1f} ± {own.std():.1f}"
+            )
+            d["ess_bulk"] = float(own.mean()) if own.size else None  # what the chart shows
+            d["rhat"] = None  # not defined across chains of different posteriors
+        row["draws per chain"] = d["n_draws"]
+        row["notes"] = "; ".join(d["notes"])
+        rows.append(row)
     return MixingView(
         acf=figures.acf_figure(acf),
-        ess=figures.ess_figure(summaries),
+        ess=figures.ess_figure(
+            summaries,
+            "bulk ESS (all chains, arviz)" if shared else "bulk ESS per chain (mean, arviz)",
+        ),
         rows=rows,
         summaries=summaries,
         n_draws=n_draws,
@@ -74,6 +93,15 @@ def snapshot(run) -> dict[str, np.ndarray]:
     """Each sampler's mixing-phase magnetisation ``[B, T]``."""
     with run.lock:
         return {n: tr.mixing_series() for n, tr in run.comparison.traces.items()}
+
+
+def rhat_warnings(summaries: dict[str, dict]) -> list[str]:
+    """Samplers whose chains do not agree yet (pooled R-hat above RHAT_WARN)."""
+    return [
+        f"{label(n)} (R-hat {d['rhat']:.3f})"
+        for n, d in summaries.items()
+        if d.get("rhat") is not None and d["rhat"] > RHAT_WARN
+    ]
 
 
 def render(run) -> None:
@@ -89,7 +117,10 @@ def render(run) -> None:
         st.info("Traces are off for this run.")
         return
     max_lag = 500
-    view = run.throttled("mixing", lambda: mixing_view(snapshot(run), max_lag), (max_lag,))
+    shared = run.problem.target.batch == 1
+    view = run.throttled(
+        "mixing", lambda: mixing_view(snapshot(run), max_lag, shared), (max_lag, shared)
+    )
     if view is None:
         st.caption("Collecting mixing draws…")
         return
@@ -99,14 +130,35 @@ def render(run) -> None:
             f"of L = {view.max_lag} lags until there are {2 * max_lag:,} (then L = {max_lag}, "
             "as in the paper), so early values are on a smaller scale."
         )
+    if not shared:
+        st.info(
+            "Every chain here samples its own posterior (each has its own noisy α, as in the "
+            "paper), so the chains are not meant to agree: R-hat is left out and the bulk ESS is "
+            'each chain\'s own. Tick "one α for all chains" in the sidebar to compare chains of '
+            "one posterior."
+        )
+    unsettled = rhat_warnings(view.summaries) if shared else []
+    if unsettled:
+        st.warning(
+            f"R-hat above {RHAT_WARN} for {', '.join(unsettled)}: the chains do not agree yet "
+            "(not mixed, or not run long enough); ESS figures are not reliable until it drops."
+        )
     st.dataframe(view.rows, hide_index=True)
     left, right = st.columns(2)
     left.plotly_chart(view.acf, config={"displayModeBar": False})
     right.plotly_chart(view.ess, config={"displayModeBar": False})
+    pooled = (
+        "Bulk ESS (pooled): effective independent draws of m(x) over all chains together "
+        "(rank-normalised, Vehtari et al. 2021). R-hat: whether the chains agree; above "
+        f"{RHAT_WARN} they do not yet."
+        if shared
+        else "Bulk ESS per chain: each chain's effective independent draws of m(x) on its own "
+        "(rank-normalised, Vehtari et al. 2021), mean ± std over chains."
+    )
     st.caption(
         "Paper ESS = (L+1) / (1 + 2 Σ_{ρⱼ > 0.05} ρⱼ (1 − j/(L+1))) per chain, mean ± std over "
         "chains: effective draws per window of L+1 (i.i.d. draws give L+1). In the paper's cases "
-        "1–3 every sampler lies between about 1 and 4 and max(1, t) mixes worst. Bulk ESS and "
-        f"R-hat pool all chains; R-hat near 1 means they agree. Recorded every "
-        f"{run.config.thin} step(s)."
+        f"1–3 every sampler lies between about 1 and 4 and max(1, t) mixes worst. {pooled} "
+        "Autocorrelation ρⱼ: the correlation of m(x) with itself j recorded draws later. "
+        f"Recorded every {run.config.thin} step(s)."
     )

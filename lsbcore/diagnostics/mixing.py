@@ -57,6 +57,7 @@ __all__ = [
     "MixingSummary",
     "autocorrelation",
     "ess_bulk",
+    "ess_bulk_per_chain",
     "ess_from_autocorrelation",
     "ess_paper",
     "rhat",
@@ -204,6 +205,22 @@ def ess_bulk(series) -> float:
     if np.max(arr) == np.min(arr):
         return math.nan
     return float(array_stats.ess(arr, chain_axis=0, draw_axis=1, method="bulk"))
+
+
+def ess_bulk_per_chain(series) -> np.ndarray:
+    """Rank-normalised split bulk ESS of every chain on its own (arviz-stats), ``[chains]``.
+
+    For chains that sample different posteriors (the paper cases give every chain its own
+    noisy alpha) a pooled ESS compares unlike things; each chain alone is still meaningful.
+    NaN for a constant chain.
+    """
+    arr = _as_series(series)
+    _check_arviz_draws(arr)
+    out = np.asarray(
+        array_stats.ess(arr[:, None, :], chain_axis=1, draw_axis=2, method="bulk"), dtype=float
+    ).reshape(-1)
+    out[_constant_rows(arr)] = math.nan
+    return out
 
 
 def rhat(series) -> float:
