@@ -13,6 +13,8 @@ wall time of a record is interpolated by step (the chunk's own time is measured)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -218,7 +220,7 @@ class Comparison:
                     x,
                     sampler.log_p,
                     sampler.n_target_evals,
-                    sampler.accept_rate if sampler.n_steps else 0.0,
+                    sampler.accept_rate if sampler.n_steps else math.nan,  # none before a step
                     sampler.wall_seconds,
                     self.phase,
                     force=force,

@@ -517,3 +517,14 @@ def test_block_sampler_marginals_average_its_states_at_the_kept_steps(thin):
             kept += 1
     assert torch.equal(run["checkerboard"].x, alone.x)
     np.testing.assert_allclose(run.marginals["checkerboard"].per_chain(), (total / kept).numpy())
+
+
+def test_the_running_acceptance_is_undefined_before_the_first_step():
+    """No curve starts at an acceptance of 0 that no step produced (the record at step 0)."""
+    case = paper_case(3, n=8, n_chains=3)
+    run = Comparison(["barker", "lsb2"], case.target, 3, x0=case.x0, thin=1)
+    run.step(4, learn=True)
+    for name in run.names:
+        rate = run.traces[name].arrays()["accept_rate"]
+        assert np.isnan(rate[0]) and np.isfinite(rate[1:]).all()
+        assert rate[-1] == pytest.approx(run[name].accept_rate)
