@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import math
 import multiprocessing as mp
 import queue as queue_module
 import shutil
@@ -190,7 +191,7 @@ class _Recorder:
         x2 = sampler.x.reshape(sampler.n_chains, sampler.n_sites)
         torch.mm(x2, self._weights, out=self._prod[k])
         self._log_p[k] = sampler.log_p
-        accept = sampler.accept_rate if sampler.n_steps else 0.0
+        accept = sampler.accept_rate if sampler.n_steps else math.nan  # none before a step
         self._rows.append(
             (step, sampler.n_target_evals, accept, sampler.wall_seconds, PHASES.index(phase))
         )
