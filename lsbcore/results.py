@@ -3,7 +3,9 @@
 ``comparison_results`` turns a finished comparison into one JSON-ready dict::
 
     {
-      "config":   {... everything needed to rerun, plus "max_lag": the ESS window used ...},
+      "config":   {... everything needed to rerun, plus "max_lag": the ESS window used; the
+                   experiment adds "protocol", "ess_from_step", "burnin_steps_per_iteration",
+                   "start", "seeds" (lsbcore.experiment) ...},
       "device":   "cpu" | "cuda (<GPU name>)",
       "versions": {"lsb_explorer", "torch", "numpy", "python", "arviz_stats"},
       "samplers": {name: {"ess_paper_mean", "ess_paper_std", "ess_bulk", "rhat",
@@ -15,6 +17,10 @@
 ``settled`` and ``unsettled_fraction`` are the marginal's settled verdict
 (``lsbcore.diagnostics.settled``) where every chain samples one posterior, else ``null`` (the
 paper cases give every chain its own alpha).
+
+The ESS series is each trace's mixing phase unless ``series`` is given (the experiment's
+``--protocol authors`` window, ``lsbcore.protocol.ess_series``). Several seeds aggregate in
+``lsbcore.experiment.seeds`` (which adds ``ess_paper_seed_std`` and ``ess_paper_by_seed``).
 
 Numbers that are undefined (NaN) or infinite are ``null``; ``results_to_json`` writes strict JSON.
 """
