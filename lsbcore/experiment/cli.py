@@ -355,8 +355,9 @@ def _print_summary(results: dict, quiet: bool) -> None:
     ]
     seeds = len(config.get("seeds_run", [config["seed"]]))
     spread = " (± over chains" + (", seed std in [ ])" if seeds > 1 else ")")
+    width = 22 if seeds > 1 else 14  # room for the seed std
     lines.append(
-        f"{'sampler':16s} {'paper ESS':>14s} {'bulk ESS':>9s} {'R-hat':>6s} {'accept':>7s}"
+        f"{'sampler':16s} {'paper ESS':>{width}s} {'bulk ESS':>9s} {'R-hat':>6s} {'accept':>7s}"
     )
     lines[1] += "  paper Table 2" if paper else ""
     for name, s in results["samplers"].items():
@@ -364,7 +365,7 @@ def _print_summary(results: dict, quiet: bool) -> None:
         ess = "n/a" if ess is None else f"{ess:.2f} ± {fmt(s['ess_paper_std'], 2)}"
         if seeds > 1:
             ess += f" [{fmt(s['ess_paper_seed_std'], 2)}]"
-        line = f"{sampler_label(name):16s} {ess:>14s} {fmt(s['ess_bulk'], 4):>9s} "
+        line = f"{sampler_label(name):16s} {ess:>{width}s} {fmt(s['ess_bulk'], 4):>9s} "
         line += f"{fmt(s['rhat'], 3):>6s} {fmt(s['accept_rate'], 3):>7s}"
         if name in paper:
             line += f"  {paper[name][0]:.2f} ± {paper[name][1]:.2f}"
