@@ -17,6 +17,8 @@ PAPER_CASES = {
     4: ("dependent, clean", 1.0, 3.0, 3.0, 2000),
 }
 MIXING_STEPS = 30_000
+#: How the chains of a paper case start: one shared random state, or one of their own each.
+STARTS = ("shared", "per_chain")
 
 
 @dataclass
@@ -25,7 +27,7 @@ class Problem:
 
     target: IsingPosterior
     truth: torch.Tensor | None  # [H, W] of +-1, or None
-    x0: torch.Tensor  # [n_chains, H, W], one shared start
+    x0: torch.Tensor  # [n_chains, H, W]: one shared start or one per chain
     lam: float
     mu: float
     sigma: float
@@ -44,12 +46,18 @@ def square_truth(n: int) -> torch.Tensor:
     return truth
 
 
-def paper_case(case: int, n: int = 30, n_chains: int = 30, seed: int = 0) -> Problem:
+def paper_case(
+    case: int, n: int = 30, n_chains: int = 30, seed: int = 0, start: str = "shared"
+) -> Problem:
     """Problem ``case`` (1-4): periodic ``n x n`` lattice, one noisy alpha per chain.
 
     ``alpha = mu * truth + U(-sigma, sigma)`` independently per chain (uniform noise, as in the
-    authors' code); every chain starts from the same uniform random state.
+    authors' code). ``start="shared"``: every chain starts from the same uniform random state
+    (side-by-side views); ``"per_chain"``: each chain from its own (the authors' runner). Both
+    come from a generator seeded with ``seed + 1``, so chain 0 starts alike in both.
     """
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS}, got {start!r}.")
     if case not in PAPER_CASES:
         raise ValueError(f"case must be one of {sorted(PAPER_CASES)}, got {case!r}.")
     if isinstance(n, bool) or not isinstance(n, int) or not 3 <= n <= 1024:
@@ -61,7 +69,10 @@ def paper_case(case: int, n: int = 30, n_chains: int = 30, seed: int = 0) -> Pro
     generator = torch.Generator().manual_seed(int(seed))
     noise = (torch.rand(n_chains, n, n, generator=generator, dtype=torch.float64) * 2 - 1) * sigma
     alpha = mu * truth + noise
-    x0 = uniform_start((n, n), 1, seed=seed + 1).expand(n_chains, n, n).clone()
+    if start == "shared":
+        x0 = uniform_start((n, n), 1, seed=seed + 1).expand(n_chains, n, n).clone()
+    else:
+        x0 = uniform_start((n, n), n_chains, seed=seed + 1)
     return Problem(
         target=IsingPosterior(alpha, lam, boundary="periodic"),
         truth=truth,

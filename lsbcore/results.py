@@ -3,7 +3,9 @@
 ``comparison_results`` turns a finished comparison into one JSON-ready dict::
 
     {
-      "config":   {... everything needed to rerun, plus "max_lag": the ESS window used ...},
+      "config":   {... everything needed to rerun, plus "max_lag": the ESS window used; the
+                   experiment adds "protocol", "ess_from_step", "burnin_steps_per_iteration",
+                   "start", "seeds" (lsbcore.experiment) ...},
       "device":   "cpu" | "cuda (<GPU name>)",
       "versions": {"lsb_explorer", "torch", "numpy", "python", "arviz_stats"},
       "samplers": {name: {"ess_paper_mean", "ess_paper_std", "ess_bulk", "rhat",
@@ -15,6 +17,10 @@
 ``settled`` and ``unsettled_fraction`` are the marginal's settled verdict
 (``lsbcore.diagnostics.settled``) where every chain samples one posterior, else ``null`` (the
 paper cases give every chain its own alpha).
+
+The ESS series is each trace's mixing phase unless ``series`` is given (the experiment's
+``--protocol authors`` window, ``lsbcore.protocol.ess_series``). Several seeds aggregate in
+``lsbcore.experiment.seeds`` (which adds ``ess_paper_seed_std`` and ``ess_paper_by_seed``).
 
 Numbers that are undefined (NaN) or infinite are ``null``; ``results_to_json`` writes strict JSON.
 """
@@ -164,6 +170,7 @@ def comparison_results(
     max_lag: int = PAPER_MAX_LAG,
     *,
     summaries: dict | None = None,
+    series: Mapping[str, np.ndarray] | None = None,
 ) -> dict:
     """The results document of a comparison after its mixing phase (module docstring).
 
@@ -178,11 +185,19 @@ def comparison_results(
     truth, ``None`` without one. ``burnin_seconds`` / ``mixing_seconds`` map names to sampling
     seconds. ``summaries`` may hold ``MixingSummary`` objects computed elsewhere (the experiment
     computes them in its worker processes); one is used when its ``max_lag`` is the window
-    chosen here, otherwise the summary is recomputed.
+    chosen here, otherwise the summary is recomputed. ``series`` may give, per sampler, the
+    ``[B, T]`` magnetisation series the ESS is computed on (``lsbcore.protocol.ess_series``: a
+    window that opens before the mixing phase); by default each trace's mixing series.
     """
     traces = getattr(comparison, "traces", {}) or {}
     names = list(comparison.samplers)
-    lengths_by = {n: _mixing_length(traces[n]) for n in names if traces.get(n) is not None}
+    series = dict(series or {})
+    for n in names:
+        if n not in series and traces.get(n) is not None:
+            series[n] = None  # the mixing series, read only if a summary must be recomputed
+    lengths_by = {
+        n: _mixing_length(traces[n]) if s is None else s.shape[1] for n, s in series.items()
+    }
     lengths = list(lengths_by.values())
     lag = effective_max_lag(min(lengths), max_lag) if lengths else effective_max_lag(0, max_lag)
     truth = getattr(comparison, "truth", None)
@@ -191,13 +206,13 @@ def comparison_results(
     for name in names:
         sampler = comparison.samplers[name]
         entry = dict.fromkeys(SAMPLER_FIELDS)
-        trace = traces.get(name)
-        if trace is not None and lag is not None:
+        if name in series and lag is not None:
             summary = (summaries or {}).get(name)
             if summary is None or summary.max_lag != lag or summary.n_draws != lengths_by[name]:
-                summary = summarise_mixing(
-                    trace.mixing_series("magnetisation"), max_lag=lag, threshold=PAPER_THRESHOLD
-                )
+                values = series[name]
+                if values is None:
+                    values = traces[name].mixing_series("magnetisation")
+                summary = summarise_mixing(values, max_lag=lag, threshold=PAPER_THRESHOLD)
             entry.update(
                 ess_paper_mean=summary.ess_paper_mean,
                 ess_paper_std=summary.ess_paper_std,

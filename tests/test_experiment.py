@@ -411,7 +411,7 @@ def test_comparison_results_uses_precomputed_summaries_only_when_they_match():
 
 def test_experiment_equals_one_comparison_of_all_samplers(run1):
     """Per-sampler tasks give what one Comparison of every sampler gives (independent RNGs)."""
-    problem = paper_case(3, n=6, n_chains=4, seed=0)
+    problem = paper_case(3, n=6, n_chains=4, seed=0, start="per_chain")  # the command's default
     comparison = Comparison(
         NAMES, problem.target, 4, seed=0, device="cpu", x0=problem.x0, thin=1, truth=problem.truth
     )

@@ -9,6 +9,7 @@ import math
 import os
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from lsbcore.backends import BACKENDS, resolve_backend
@@ -16,6 +17,7 @@ from lsbcore.cases import PAPER_CASES
 from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
 from lsbcore.image import ImageError, load_image
+from lsbcore.protocol import PROTOCOLS, resolve_protocol
 from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import REGISTRY
 
@@ -29,6 +31,8 @@ DEFAULT_SAMPLERS = tuple(n for n in CHOICES if REGISTRY[n].balanced)
 PAPER_CHAINS, PAPER_SIZE, PAPER_STEPS = 30, 30, 30_000
 IMAGE_CHAINS, IMAGE_SIZE, IMAGE_BURN_IN, IMAGE_STEPS = 4, 64, 500, 5000
 MAX_CHAINS, MAX_SIZE, MAX_STEPS = 1000, 256, 1_000_000
+MAX_SEEDS = 20
+STARTS = {"per-chain": "per_chain", "shared": "shared"}  # flag value -> paper_case's start
 MAX_TRACE_VALUES = 100_000_000  # records x chains x samplers: 1.2 GB of float32 traces
 
 
@@ -116,6 +120,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--steps", type=_int_in(1, MAX_STEPS), help="mixing iterations")
     parser.add_argument("--seed", type=_int_in(0, 2**31 - 1), default=0)
+    parser.add_argument(
+        "--seeds",
+        type=_int_in(1, MAX_SEEDS),
+        default=1,
+        help="run seeds SEED .. SEED+N-1 (each a new problem, start and sampler generators); "
+        "results.json gives the ESS mean over seeds and chains and its spread over seeds; "
+        "traces.csv, learned files and the report's traces come from the first seed (default 1)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="spec",
+        help="spec (default): the published protocol, ESS of the mixing phase with L=500; "
+        "authors: the authors' scripts: burn-in 2000/800/2000/800 for cases 1-4, ESS from "
+        "half-way through burn-in with L=500/400/500/100, LSB 2 stepped twice per burn-in "
+        "iteration (--case only)",
+    )
+    parser.add_argument(
+        "--start",
+        choices=tuple(STARTS),
+        default="per-chain",
+        help="--case only: every chain from its own random start (default, as the authors' "
+        "runner) or all from one shared start",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument(
         "--backend",
@@ -170,21 +198,32 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
             parser.error(f"{', '.join(given)} only apply to --image problems")
         args.chains = args.chains or PAPER_CHAINS
         args.size = args.size or PAPER_SIZE
-        args.burn_in = PAPER_CASES[args.case][4] if args.burn_in is None else args.burn_in
+        protocol = resolve_protocol(args.protocol, args.case, args.burn_in)
+        args.burn_in = protocol.burn_in  # an explicit --burn-in overrides the protocol's
         args.steps = args.steps or PAPER_STEPS
     else:
         missing = [f"--{k}" for k, v in image_only.items() if v is None]
         if missing:
             parser.error(f"--image needs {', '.join(missing)}")
+        if args.protocol != "spec":
+            parser.error(
+                "--protocol authors is the authors' setting of the paper's cases; "
+                "use it with --case"
+            )
+        if "--start" in argv or any(a.startswith("--start=") for a in argv):
+            parser.error("--start applies to --case problems (image chains always start apart)")
         args.chains = args.chains or IMAGE_CHAINS
         args.size = args.size or IMAGE_SIZE
+        source = "protocol" if args.burn_in is None else "--burn-in"
         args.burn_in = IMAGE_BURN_IN if args.burn_in is None else args.burn_in
         args.steps = args.steps or IMAGE_STEPS
         args.noise = 0.0 if args.noise is None else args.noise
         args.boundary = args.boundary or "free"
+        protocol = replace(resolve_protocol("spec", None, args.burn_in), burn_in_source=source)
     if args.thin > args.steps:
         parser.error(f"--thin ({args.thin}) must not exceed --steps ({args.steps})")
-    records = (args.burn_in + args.steps) // args.thin + 2
+    most_steps = max(protocol.steps_per_burnin_iteration(n) for n in args.samplers)
+    records = (args.burn_in * most_steps + args.steps) // args.thin + 2
     if records * args.chains * len(args.samplers) > MAX_TRACE_VALUES:
         parser.error(
             f"{len(args.samplers)} samplers x {args.chains} chains x {records:,} records is too "
@@ -211,10 +250,11 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
             "size": args.size,
             "chains": args.chains,
             "seed": args.seed,
+            "start": STARTS[args.start],
         }
         label = f"case {args.case} ({name})"
         config.update(case=args.case, case_name=name, lam=lam, mu=mu, sigma=sigma)
-        config.update(boundary="periodic", shape=[args.size, args.size])
+        config.update(boundary="periodic", shape=[args.size, args.size], start=STARTS[args.start])
     else:
         path = args.image
         if not path.is_file():
@@ -272,8 +312,16 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
             "hidden": args.hidden,
             "restart_prob": args.restart_prob,
         },
-        step_counting="one step per chain per sampler per iteration, for every sampler",
+        step_counting=_step_counting(protocol),
+        protocol=protocol.name,
+        burn_in_source=protocol.burn_in_source,
+        ess_from_step=protocol.ess_from_step,
+        burnin_steps_per_iteration={
+            n: protocol.steps_per_burnin_iteration(n) for n in args.samplers
+        },
+        seeds=args.seeds,
     )
+    args.protocol_resolved = protocol
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -283,6 +331,16 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
     return spec, config, label
 
 
+def _step_counting(protocol) -> str:
+    if not protocol.burnin_steps:
+        return "one step per chain per sampler per iteration, for every sampler"
+    extra = ", ".join(f"{n} {k}" for n, k in sorted(protocol.burnin_steps.items()))
+    return (
+        "one step per chain per sampler per iteration, except in burn-in (steps per "
+        f"iteration): {extra}; the ESS series keeps one record per iteration"
+    )
+
+
 def _print_summary(results: dict, quiet: bool) -> None:
     if quiet:
         return
@@ -290,16 +348,29 @@ def _print_summary(results: dict, quiet: bool) -> None:
 
     case = results["config"].get("case")
     paper = PAPER_TABLE2.get(case, {}) if isinstance(case, int) else {}
-    lines = [f"{'sampler':16s} {'paper ESS':>14s} {'bulk ESS':>9s} {'R-hat':>6s} {'accept':>7s}"]
-    lines[0] += "  paper Table 2" if paper else ""
+    config = results["config"]
+    lines = [
+        f"protocol {config['protocol']}: ESS from step {config['ess_from_step']:,} with "
+        f"L = {config['max_lag']}; seeds {config.get('seeds_run', [config['seed']])}"
+    ]
+    seeds = len(config.get("seeds_run", [config["seed"]]))
+    spread = " (± over chains" + (", seed std in [ ])" if seeds > 1 else ")")
+    width = 22 if seeds > 1 else 14  # room for the seed std
+    lines.append(
+        f"{'sampler':16s} {'paper ESS':>{width}s} {'bulk ESS':>9s} {'R-hat':>6s} {'accept':>7s}"
+    )
+    lines[1] += "  paper Table 2" if paper else ""
     for name, s in results["samplers"].items():
         ess = s["ess_paper_mean"]
-        ess = "n/a" if ess is None else f"{ess:.2f} ± {s['ess_paper_std']:.2f}"
-        line = f"{sampler_label(name):16s} {ess:>14s} {fmt(s['ess_bulk'], 4):>9s} "
+        ess = "n/a" if ess is None else f"{ess:.2f} ± {fmt(s['ess_paper_std'], 2)}"
+        if seeds > 1:
+            ess += f" [{fmt(s['ess_paper_seed_std'], 2)}]"
+        line = f"{sampler_label(name):16s} {ess:>{width}s} {fmt(s['ess_bulk'], 4):>9s} "
         line += f"{fmt(s['rhat'], 3):>6s} {fmt(s['accept_rate'], 3):>7s}"
         if name in paper:
             line += f"  {paper[name][0]:.2f} ± {paper[name][1]:.2f}"
         lines.append(line)
+    lines.append(f"paper ESS: mean{spread}")
     t = results["timings"]
     lines.append(
         f"wall time {t['total_seconds']:.1f} s: sampling {t['sampling_wall_seconds']:.1f} s "
@@ -344,6 +415,8 @@ def main(argv=None) -> int:
         quiet=args.quiet,
         source_label=label,
         csv_thin=args.csv_thin,
+        protocol=args.protocol_resolved,
+        seeds=args.seeds,
     )
     _print_summary(results, args.quiet)
     log_message(f"wrote {args.out}/results.json, traces.csv, report.html", args.quiet)

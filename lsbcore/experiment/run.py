@@ -28,11 +28,14 @@ from lsbcore.diagnostics.mixing import (
     PAPER_MAX_LAG,
     MixingSummary,
     autocorrelation,
+    ess_paper,
     summarise_mixing,
 )
 from lsbcore.diagnostics.trace import CSV_COLUMNS, PHASES, Trace, accuracy, magnetisation
 from lsbcore.experiment.report import build_report
+from lsbcore.experiment.seeds import aggregate_seeds
 from lsbcore.learning.balancing_io import balancing_to_json
+from lsbcore.protocol import Protocol, ess_series
 from lsbcore.results import comparison_results, effective_max_lag, results_to_json
 from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import REGISTRY
@@ -293,14 +296,22 @@ class SamplerRun:
     learning_failed: bool = False
     messages: list = field(default_factory=list)
     csv_seconds: float = 0.0  # writing this sampler's rows of traces.csv
-    summary: MixingSummary | None = None  # paper ESS etc. of the mixing magnetisation
+    summary: MixingSummary | None = None  # paper ESS etc. of the ESS series (the protocol's)
     acf: np.ndarray | None = None  # its autocorrelation, mean over chains, lags 0..max_lag
+    ess_per_chain: np.ndarray | None = None  # paper ESS of every chain [B] (seeds pool them)
+    burnin_steps: int = 1  # steps per burn-in iteration
 
 
 def build_problem(spec: dict):
     """The ``lsbcore.Problem`` of a spec made by ``_problem_spec`` (deterministic)."""
     if spec["kind"] == "case":
-        return paper_case(spec["case"], n=spec["size"], n_chains=spec["chains"], seed=spec["seed"])
+        return paper_case(
+            spec["case"],
+            n=spec["size"],
+            n_chains=spec["chains"],
+            seed=spec["seed"],
+            start=spec.get("start", "shared"),
+        )
     return image_problem(
         spec["image"],
         lam=spec["lam"],
@@ -317,6 +328,7 @@ def build_problem(spec: dict):
 def _run_sampler(task: dict, progress=None) -> SamplerRun:
     """Burn-in then mixing for one sampler; ``progress(name, phase, done, total)``."""
     name, burn_in, steps, thin = task["name"], task["burn_in"], task["steps"], task["thin"]
+    per_iteration = task.get("burnin_steps", 1)  # the authors' runner steps LSB 2 twice
     problem = build_problem(task["problem"])
     comparison = RecordingComparison(
         [name],
@@ -328,7 +340,7 @@ def _run_sampler(task: dict, progress=None) -> SamplerRun:
         x0=problem.x0,
         thin=thin,
         truth=problem.truth,
-        capacity=(burn_in + steps) // thin + 2,
+        capacity=(burn_in * per_iteration + steps) // thin + 2,
         **task["learning"],
     )
     sampler = comparison[name]
@@ -340,7 +352,7 @@ def _run_sampler(task: dict, progress=None) -> SamplerRun:
         done = 0
         while done < burn_in:
             n = min(burn_chunk, burn_in - done)
-            comparison.step(n, learn=True)
+            comparison.step(n * per_iteration, learn=True)
             done += n
             report(name, "burn-in", done, burn_in)
         burnin_wall = time.perf_counter() - start
@@ -361,13 +373,16 @@ def _run_sampler(task: dict, progress=None) -> SamplerRun:
         mixing_cpu = time.thread_time() - start_cpu
     messages = [f"{name}: {w.message}" for w in caught if issubclass(w.category, RuntimeWarning)]
     # the mixing diagnostics here, in parallel with the other samplers (results.py would
-    # compute the same from the trace: same window, since every sampler mixes as long)
-    series = comparison.traces[name].mixing_series()
-    lag = effective_max_lag(series.shape[1], PAPER_MAX_LAG)
-    summary = acf = None
+    # compute the same from the same series: same window, since every series is as long)
+    ess_from = task.get("ess_from_step", burn_in)
+    series = ess_series(comparison.traces[name], burn_in, ess_from, per_iteration)
+    lag = effective_max_lag(series.shape[1], task["max_lag"])
+    summary = acf = per_chain = None
     if lag is not None:
         summary = summarise_mixing(series, max_lag=lag)
         acf = autocorrelation(series, lag).mean(axis=0)
+        if series.shape[1] > lag:
+            per_chain = ess_paper(series, max_lag=lag)
     csv_seconds = 0.0
     if task.get("csv_part"):
         started = time.perf_counter()
@@ -378,6 +393,7 @@ def _run_sampler(task: dict, progress=None) -> SamplerRun:
     if sampler.learnable:
         history = sampler.history.arrays()
         meta = {"sampler": name, "burn_in": burn_in, "seed": task["seed"], **task["meta"]}
+        meta["burnin_steps_per_iteration"] = per_iteration
         meta["learning_failed"] = bool(sampler.learning_failed)
         balancing_json = balancing_to_json(sampler.balancing, meta)
     return SamplerRun(
@@ -400,6 +416,8 @@ def _run_sampler(task: dict, progress=None) -> SamplerRun:
         messages=messages,
         summary=summary,
         acf=acf,
+        ess_per_chain=per_chain,
+        burnin_steps=per_iteration,
         csv_seconds=csv_seconds,
     )
 
@@ -587,6 +605,66 @@ def _run_all(tasks, workers: int, progress, runs: dict) -> float:
     return time.perf_counter() - started
 
 
+def _sample_seed(
+    problem_spec: dict,
+    names: list,
+    burn_in: int,
+    steps: int,
+    seed: int,
+    device,
+    thin: int,
+    workers: int,
+    out: Path | None,
+    learning: dict | None,
+    backend: str,
+    quiet: bool,
+    source_label: str,
+    csv_thin: int,
+    protocol: Protocol,
+) -> tuple[dict, float]:
+    """Run every sampler on the problem of ``seed``; returns (runs by name, sampling wall s).
+
+    With ``out``, each task writes its rows of traces.csv to ``out/.traces.<name>.part``.
+    """
+    spec = {**problem_spec, "seed": seed}
+    meta = {"source": source_label, "protocol": protocol.name}
+    tasks = [
+        {
+            "name": name,
+            "problem": spec,
+            "burn_in": burn_in,
+            "burnin_steps": protocol.steps_per_burnin_iteration(name),
+            "ess_from_step": protocol.ess_from_step,
+            "max_lag": protocol.max_lag,
+            "steps": steps,
+            "thin": thin,
+            "seed": seed,
+            "device": str(device),
+            "backend": backend,
+            "learning": dict(learning or {}),
+            "meta": meta,
+            "csv_part": str(out / f".traces.{name}.part") if out is not None else None,
+            "csv_thin": csv_thin,
+        }
+        for name in names
+    ]
+    n_sites = build_problem(spec).target.n_sites
+    tasks.sort(key=lambda t: -_cost(t["name"], burn_in, steps, n_sites))  # longest first
+    progress = _Progress(names, burn_in, steps, enabled=not quiet)
+    runs: dict[str, SamplerRun] = {}
+    try:
+        sampling_wall = _run_all(tasks, workers, progress, runs)
+    except BaseException:
+        for task in tasks:
+            if task["csv_part"]:
+                Path(task["csv_part"]).unlink(missing_ok=True)
+        raise
+    for run in runs.values():
+        for message in run.messages:
+            log_message(f"warning: {message} (seed {seed})", quiet)
+    return {name: runs[name] for name in names}, sampling_wall
+
+
 def run_experiment(
     problem_spec: dict,
     names,
@@ -603,52 +681,37 @@ def run_experiment(
     quiet: bool = False,
     source_label: str = "",
     csv_thin: int = 1,
+    protocol: Protocol | None = None,
+    seeds: int = 1,
 ) -> dict:
     """Run every sampler, write DIR's files and return the results document (with timings).
 
     ``csv_thin`` keeps every ``csv_thin``-th mixing record in ``traces.csv`` (all burn-in
     records and the last one are always written); the ESS always uses every record.
+    ``protocol`` (default: the spec protocol with this ``burn_in``) sets the ESS window and the
+    steps per burn-in iteration. ``seeds`` runs seeds ``seed .. seed + seeds - 1`` (problem and
+    samplers); traces.csv, the learned files and the report's traces come from the first seed,
+    results.json aggregates every seed (``lsbcore.experiment.seeds``).
     """
+    if protocol is None:
+        protocol = Protocol("spec", burn_in, burn_in, PAPER_MAX_LAG, {}, "--burn-in")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}.")
     t_total = time.perf_counter()
     cpu_main, cpu_children = time.process_time(), _children_cpu()
     out = Path(out)
     names = list(names)
     problem = build_problem(problem_spec)
-    meta = {"source": source_label}
-    tasks = [
-        {
-            "name": name,
-            "problem": problem_spec,
-            "burn_in": burn_in,
-            "steps": steps,
-            "thin": thin,
-            "seed": seed,
-            "device": str(device),
-            "backend": backend,
-            "learning": dict(learning or {}),
-            "meta": meta,
-            "csv_part": str(out / f".traces.{name}.part"),
-            "csv_thin": csv_thin,
-        }
-        for name in names
-    ]
-    n_sites = problem.target.n_sites
-    tasks.sort(key=lambda t: -_cost(t["name"], burn_in, steps, n_sites))  # longest first
-    progress = _Progress(names, burn_in, steps, enabled=not quiet)
-    runs: dict[str, SamplerRun] = {}
-    parts = {task["name"]: Path(task["csv_part"]) for task in tasks}
+    common = dict(
+        problem_spec=problem_spec, names=names, burn_in=burn_in, steps=steps, device=device,
+        thin=thin, workers=workers, learning=learning, backend=backend, quiet=quiet,
+        source_label=source_label, csv_thin=csv_thin, protocol=protocol,
+    )  # fmt: skip
 
     t_sampling = time.perf_counter()
-    try:
-        sampling_wall = _run_all(tasks, workers, progress, runs)
-    except BaseException:
-        for path in parts.values():
-            path.unlink(missing_ok=True)
-        raise
+    ordered, sampling_wall = _sample_seed(seed=seed, out=out, **common)
+    parts = {name: out / f".traces.{name}.part" for name in names}
     cpu_workers = _children_cpu() - cpu_children
-    for run in runs.values():
-        for message in run.messages:
-            log_message(f"warning: {message}", quiet)
 
     # traces.csv: the header, then each sampler's rows (written by its task) in the order
     # asked for: byte for byte what lsbcore.write_traces_csv writes
@@ -662,24 +725,28 @@ def run_experiment(
     csv_concat = time.perf_counter() - t_csv
 
     for name in names:
-        run = runs[name]
+        run = ordered[name]
         if run.balancing_json is not None:
             (out / f"learned_{name}.json").write_text(run.balancing_json, encoding="utf-8")
 
     t_results = time.perf_counter()
-    ordered = {name: runs[name] for name in names}
-    view = _RunView(ordered, problem.truth, resolve_device(device))
-    burnin_seconds = {n: r.burnin_seconds for n, r in ordered.items()}
-    mixing_seconds = {n: r.mixing_seconds for n, r in ordered.items()}
-    summaries = {n: r.summary for n, r in ordered.items() if r.summary is not None}
-    results = comparison_results(
-        view, config, burnin_seconds, mixing_seconds, PAPER_MAX_LAG, summaries=summaries
-    )
+    results = _seed_results(ordered, problem.truth, device, config, protocol)
     results_seconds = time.perf_counter() - t_results
+    by_seed = [(seed, results, ordered)]
+    for extra in range(seed + 1, seed + seeds):
+        log_message(f"seed {extra} ({extra - seed + 1} of {seeds})", quiet)
+        runs, wall = _sample_seed(seed=extra, out=None, **common)
+        sampling_wall += wall
+        truth = build_problem({**problem_spec, "seed": extra}).truth
+        by_seed.append((extra, _seed_results(runs, truth, device, config, protocol), runs))
+    cpu_workers = _children_cpu() - cpu_children
+    if seeds > 1:
+        results = aggregate_seeds(by_seed)
 
     per_sampler = {}
     for n, r in ordered.items():
         recording = (r.burnin_wall - r.burnin_seconds) + (r.mixing_wall - r.mixing_seconds)
+        burnin_steps = burn_in * r.burnin_steps
         per_sampler[n] = {
             "burnin_seconds": r.burnin_seconds,
             "mixing_seconds": r.mixing_seconds,
@@ -689,13 +756,16 @@ def run_experiment(
             "mixing_wall_seconds": r.mixing_wall,
             "burnin_cpu_seconds": r.burnin_cpu,
             "mixing_cpu_seconds": r.mixing_cpu,
-            "burnin_steps_per_second": burn_in / r.burnin_seconds if r.burnin_seconds else None,
+            "burnin_steps_per_second": burnin_steps / r.burnin_seconds
+            if r.burnin_seconds
+            else None,
             "mixing_steps_per_second": steps / r.mixing_seconds if r.mixing_seconds else None,
         }
     timings = {
         "workers": workers,
         "setup_seconds": t_sampling - t_total,
         "sampling_wall_seconds": sampling_wall,
+        "per_sampler_from_seed": seed,
         "burnin_seconds_sum": sum(r.burnin_seconds for r in ordered.values()),
         "mixing_seconds_sum": sum(r.mixing_seconds for r in ordered.values()),
         "recording_seconds_sum": sum(p["recording_seconds"] for p in per_sampler.values()),
@@ -714,6 +784,25 @@ def run_experiment(
     timings["cpu_seconds_worker_processes"] = cpu_workers
     results["timings"] = timings
     (out / "results.json").write_text(results_to_json(results) + "\n", encoding="utf-8")
+    return results
+
+
+def _seed_results(runs: dict, truth, device, config: dict, protocol: Protocol) -> dict:
+    """The results document of one seed's runs, its ESS on the protocol's series."""
+    view = _RunView(runs, truth, resolve_device(device))
+    series = {
+        n: ess_series(r.trace, protocol.burn_in, protocol.ess_from_step, r.burnin_steps)
+        for n, r in runs.items()
+    }
+    results = comparison_results(
+        view,
+        config,
+        {n: r.burnin_seconds for n, r in runs.items()},
+        {n: r.mixing_seconds for n, r in runs.items()},
+        protocol.max_lag,
+        summaries={n: r.summary for n, r in runs.items() if r.summary is not None},
+        series=series,
+    )
     return results
 
 
