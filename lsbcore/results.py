@@ -9,10 +9,15 @@
       "device":   "cpu" | "cuda (<GPU name>)",
       "versions": {"lsb_explorer", "torch", "numpy", "python", "arviz_stats"},
       "samplers": {name: {"ess_paper_mean", "ess_paper_std", "ess_bulk", "rhat",
-                          "accept_rate", "final_accuracy", "target_evals",
-                          "burnin_seconds", "mixing_seconds",
+                          "ess_bulk_chain_mean", "ess_bulk_chain_std", "accept_rate",
+                          "final_accuracy", "target_evals", "burnin_seconds", "mixing_seconds",
                           "settled", "unsettled_fraction"}},
     }
+
+``ess_bulk`` and ``rhat`` pool the chains, so they are ``null`` when the chains sample
+different posteriors (the paper cases give every chain its own noisy alpha; then
+``config.chains_share_posterior`` is false); ``ess_bulk_chain_mean`` / ``_std`` are every
+chain's own bulk ESS, meaningful either way.
 
 ``settled`` and ``unsettled_fraction`` are the marginal's settled verdict
 (``lsbcore.diagnostics.settled``) where every chain samples one posterior, else ``null`` (the
@@ -37,7 +42,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, PAPER_THRESHOLD, summarise_mixing
+from lsbcore.diagnostics.mixing import (
+    MIN_DRAWS_ARVIZ,
+    PAPER_MAX_LAG,
+    PAPER_THRESHOLD,
+    ess_bulk_per_chain,
+    summarise_mixing,
+)
 from lsbcore.diagnostics.trace import accuracy
 
 __all__ = [
@@ -54,6 +65,8 @@ SAMPLER_FIELDS = (
     "ess_paper_std",
     "ess_bulk",
     "rhat",
+    "ess_bulk_chain_mean",
+    "ess_bulk_chain_std",
     "accept_rate",
     "final_accuracy",
     "target_evals",
@@ -201,24 +214,26 @@ def comparison_results(
     lengths = list(lengths_by.values())
     lag = effective_max_lag(min(lengths), max_lag) if lengths else effective_max_lag(0, max_lag)
     truth = getattr(comparison, "truth", None)
+    one_posterior = _one_posterior(comparison)
 
     samplers = {}
     for name in names:
         sampler = comparison.samplers[name]
         entry = dict.fromkeys(SAMPLER_FIELDS)
         if name in series and lag is not None:
+            values = series[name]
+            if values is None:
+                values = traces[name].mixing_series("magnetisation")
             summary = (summaries or {}).get(name)
             if summary is None or summary.max_lag != lag or summary.n_draws != lengths_by[name]:
-                values = series[name]
-                if values is None:
-                    values = traces[name].mixing_series("magnetisation")
                 summary = summarise_mixing(values, max_lag=lag, threshold=PAPER_THRESHOLD)
             entry.update(
                 ess_paper_mean=summary.ess_paper_mean,
                 ess_paper_std=summary.ess_paper_std,
-                ess_bulk=summary.ess_bulk,
-                rhat=summary.rhat,
+                ess_bulk=summary.ess_bulk if one_posterior else None,
+                rhat=summary.rhat if one_posterior else None,
             )
+            entry.update(_bulk_per_chain(values))
         entry["accept_rate"] = sampler.accept_rate
         entry["final_accuracy"] = _final_accuracy(sampler, truth)
         entry["target_evals"] = int(sampler.n_target_evals)
@@ -231,6 +246,7 @@ def comparison_results(
         samplers[name] = entry
 
     config = dict(config)
+    config["chains_share_posterior"] = one_posterior
     config["max_lag_requested"] = max_lag
     config["max_lag"] = lag
     config["ess_threshold"] = PAPER_THRESHOLD
@@ -242,6 +258,24 @@ def comparison_results(
             "samplers": samplers,
         }
     )
+
+
+def _one_posterior(comparison) -> bool:
+    """Whether every chain samples the same posterior (pooled diagnostics mean something)."""
+    known = getattr(comparison, "one_posterior", None)
+    if known is not None:
+        return bool(known)
+    return getattr(getattr(comparison, "target", None), "batch", 1) == 1
+
+
+def _bulk_per_chain(values) -> dict:
+    """Mean and std over chains of each chain's own bulk ESS (constant chains left out)."""
+    values = np.asarray(values, dtype=np.float64)
+    own = ess_bulk_per_chain(values) if values.shape[1] >= MIN_DRAWS_ARVIZ else np.zeros(0)
+    own = own[np.isfinite(own)]
+    if own.size == 0:
+        return {"ess_bulk_chain_mean": None, "ess_bulk_chain_std": None}
+    return {"ess_bulk_chain_mean": float(own.mean()), "ess_bulk_chain_std": float(own.std())}
 
 
 def results_to_json(results: dict) -> str:

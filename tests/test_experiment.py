@@ -83,12 +83,15 @@ def test_results_json_schema(run1):
     assert config["burn_in"] == 40 and config["steps"] == 200 and config["thin"] == 1
     assert config["samplers"] == NAMES
     assert config["max_lag"] == 100 and config["max_lag_requested"] == 500  # 200 // 2
+    assert config["chains_share_posterior"] is False
     assert "lsbcore.experiment" in config["command"] and "--case 3" in config["command"]
     assert list(results["samplers"]) == NAMES
     for name, entry in results["samplers"].items():
         assert list(entry) == list(SAMPLER_FIELDS), name
-        for key in ("ess_paper_mean", "ess_paper_std", "ess_bulk", "rhat", "accept_rate"):
+        for key in ("ess_paper_mean", "ess_paper_std", "ess_bulk_chain_mean", "accept_rate"):
             assert isinstance(entry[key], float) and math.isfinite(entry[key]), (name, key)
+        # a paper case gives every chain its own alpha: nothing is pooled over chains
+        assert entry["ess_bulk"] is None and entry["rhat"] is None
         assert 1.0 <= entry["ess_paper_mean"] <= 101.0
         assert 0.0 < entry["accept_rate"] <= 1.0
         assert 0.0 <= entry["final_accuracy"] <= 1.0

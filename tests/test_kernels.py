@@ -155,15 +155,26 @@ def test_lsb2_kernel_uses_the_current_network():
 
 
 # ----------------------------------------------------------------------------- learning
-@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize(
+    ("optimizer", "objective"), [("adam", "exact"), ("sgd", "exact"), ("adam", "authors")]
+)
 @pytest.mark.parametrize("name", ["lsb1", "lsb2"])
-def test_compiled_learning_is_the_torch_learning_step(name, optimizer):
+def test_compiled_learning_is_the_torch_learning_step(name, optimizer, objective):
     """From one seed, the compiled learning steps make the same moves and reach the same
     parameters, losses and counts as the torch step (itself tied to an autograd reference in
-    test_learning.py)."""
+    test_learning.py), with either form of the objective's log p~."""
     case = paper_case(3, n_chains=6)
     compiled, reference = (
-        make_sampler(name, case.target, 6, seed=4, x0=case.x0, optimizer=optimizer, backend=backend)
+        make_sampler(
+            name,
+            case.target,
+            6,
+            seed=4,
+            x0=case.x0,
+            optimizer=optimizer,
+            objective=objective,
+            backend=backend,
+        )
         for backend in ("compiled", "torch")
     )
     for m in (1, 5, 40):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lsbcore import CSV_COLUMNS, paper_case
-from lsbcore.diagnostics.mixing import summarise_mixing
+from lsbcore.diagnostics.mixing import ess_bulk_per_chain, summarise_mixing
 from lsbcore.experiment import ArrayTrace, main
 from lsbcore.protocol import ess_series, resolve_protocol
 from lsbcore.results import effective_max_lag
@@ -143,6 +143,10 @@ def test_the_ess_is_that_of_the_recorded_series_from_half_way_through_burn_in(au
     entry = load(authors_run)["samplers"][name]
     assert entry["ess_paper_mean"] == pytest.approx(expected.ess_paper_mean, rel=1e-9)
     assert entry["ess_paper_std"] == pytest.approx(expected.ess_paper_std, rel=1e-9)
+    own = ess_bulk_per_chain(series)  # each chain's own bulk ESS on the same window
+    own = own[np.isfinite(own)]
+    assert entry["ess_bulk_chain_mean"] == pytest.approx(own.mean(), rel=1e-9)
+    assert entry["ess_bulk_chain_std"] == pytest.approx(own.std(), rel=1e-9)
     mixing_only = summarise_mixing(m[steps > last_burn].T, max_lag=lag)
     assert entry["ess_paper_mean"] != pytest.approx(mixing_only.ess_paper_mean)
 
@@ -190,7 +194,19 @@ def test_seeds_aggregate_what_separate_single_seed_runs_give(tmp_path):
         pooled = np.mean([a["ess_paper_std"] ** 2, b["ess_paper_std"] ** 2]) + np.var(means)
         assert agg["ess_paper_std"] == pytest.approx(np.sqrt(pooled), rel=1e-9)
         assert agg["accept_rate"] == pytest.approx((a["accept_rate"] + b["accept_rate"]) / 2)
-        assert agg["rhat"] == pytest.approx((a["rhat"] + b["rhat"]) / 2)
+        # every chain has its own alpha: nothing pooled, each chain's own bulk ESS instead
+        assert a["rhat"] is None and a["ess_bulk"] is None and agg["rhat"] is None
+        bulk = [a["ess_bulk_chain_mean"], b["ess_bulk_chain_mean"]]
+        assert agg["ess_bulk_chain_mean"] == pytest.approx(np.mean(bulk), rel=1e-12)
+    assert both["config"]["chains_share_posterior"] is False
+    # the report says which protocol and seeds, and shows the spread over seeds
+    page = (tmp_path / "both" / "report.html").read_text(encoding="utf-8")
+    assert "Protocol authors: burn-in" in page and "2 seeds (5-6" in page
+    assert "seed std of the mean" in page and "bulk ESS per chain" in page
+    by_seed = both["samplers"]["min"]["ess_paper_by_seed"]
+    assert f"{by_seed[0]:.3g}, {by_seed[1]:.3g}" in page
+    single = (tmp_path / "s5" / "report.html").read_text(encoding="utf-8")
+    assert "Protocol authors" in single and "seed std" not in single
     # the traces come from the first seed
     _, m_both = magnetisation_records(tmp_path / "both", "min")
     _, m_first = magnetisation_records(tmp_path / "s5", "min")

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import component_log_g, flip_values, log_g, record_step, write_flip
+from lsbcore.learning import objective
 from lsbcore.numerics import (
     ADAM_BETA1,
     ADAM_BETA2,
@@ -150,6 +151,19 @@ def _flip_workspace(n_chains, k_slots):
         np.empty(n_chains),
         np.empty(n_chains),
     )
+
+
+_authors_log_ratio = njit(cache=True, nogil=True)(objective.authors_log_ratio)
+
+
+@njit(cache=True, nogil=True)
+def _objective_log_ratio(b, i, s_i, x, authors_field):
+    """``log p~(x') - log p~(x)`` in the objective for chain ``b``'s flip of site ``i``: ``s_i``,
+    or the authors' form when their field is given (one row for all chains, or one per chain)."""
+    if authors_field.shape[0] == 0:
+        return s_i
+    row = b if authors_field.shape[0] > 1 else 0
+    return _authors_log_ratio(s_i, x[b, i], authors_field[row, i])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -305,7 +319,7 @@ def mixture_learning_steps(n, chains, tables, learner, u, out, cache, fresh):
                         resp[f, b, kk, c] /= tot
                     log_g_flips[f, b, kk] = mm + math.log(tot)
             log_q0[b] = log_g_flips[0, b, 0] - log_z[b]
-            s_flipped[b] = flips[0, b, 0]
+            s_flipped[b] = _objective_log_ratio(b, i, flips[0, b, 0], x, learner.authors_field)
         loss, grad_log_z, grad_flips, grad_eta, dz = loss_and_grads(
             log_z, log_g_flips, masks[0], masks[1], log_p, s_flipped, log_q0, params[4]
         )
@@ -548,7 +562,7 @@ def network_learning_step(t, chains, tables, learner, hidden, u_step, out, cache
                     flip_input[f, b, kk],
                 )
         log_q0[b] = log_g_flips[0, b, 0] - log_z[b]
-        s_flipped[b] = flips[0, b, 0]
+        s_flipped[b] = _objective_log_ratio(b, i, flips[0, b, 0], x, learner.authors_field)
     for b in range(n_chains):
         if not math.isfinite(log_z[b]):
             return 2  # nothing done: the caller stops learning

@@ -70,14 +70,16 @@ class ProposalCache(NamedTuple):
 class Learner(NamedTuple):
     """The learning rule's state: ``params`` (flat: the function's parameters, then
     ``eta_raw``), the optimiser's ``opt_state [2, P + 1]`` and ``opt_kind`` (0 Adam, 1 SGD with
-    momentum), the learning rate ``lr``, and ``log_p [B]``, log p~ of the chains kept between
-    steps (the objective needs it)."""
+    momentum), the learning rate ``lr``, ``log_p [B]``, log p~ of the chains kept between
+    steps (the objective needs it), and ``authors_field``: the target's field ``[1 or B, D]``
+    when the objective computes log p~(x') as the authors' code does, else ``[0, D]``."""
 
     params: np.ndarray
     opt_state: np.ndarray
     opt_kind: int
     lr: float
     log_p: np.ndarray
+    authors_field: np.ndarray
 
 
 class LearningOut(NamedTuple):

@@ -17,6 +17,7 @@ from lsbcore.cases import PAPER_CASES
 from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
 from lsbcore.image import ImageError, load_image
+from lsbcore.learning.objective import OBJECTIVES
 from lsbcore.protocol import PROTOCOLS, resolve_protocol
 from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import REGISTRY
@@ -173,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
     learning.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     learning.add_argument("--hidden", type=_int_in(1, 256), default=10, help="LSB 2 width")
     learning.add_argument("--restart-prob", type=_float_in(0.0, 1.0), default=1e-8)
+    learning.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="exact",
+        help="log p~(x') in the learning objective: exact (default), or as the authors' code "
+        "computes it (without x_i on the coupling term), to see whether a result depends on it",
+    )
     image = parser.add_argument_group("image problems (with --image)")
     image.add_argument("--lam", type=_float_in(0.0, 1e3), help="smoothness lambda >= 0")
     image.add_argument("--mu", type=_float_in(-1e3, 1e3), help="data strength mu")
@@ -306,12 +314,7 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
         thin=args.thin,
         csv_thin=args.csv_thin,
         workers=args.workers,
-        learning={
-            "lr": args.lr,
-            "optimizer": args.optimizer,
-            "hidden": args.hidden,
-            "restart_prob": args.restart_prob,
-        },
+        learning=_learning(args),
         step_counting=_step_counting(protocol),
         protocol=protocol.name,
         burn_in_source=protocol.burn_in_source,
@@ -329,6 +332,17 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
     if not os.access(args.out, os.W_OK):
         parser.error(f"--out {str(args.out)!r} is not writable")
     return spec, config, label
+
+
+def _learning(args) -> dict:
+    """The learned samplers' options, as results.json records them."""
+    return {
+        "lr": args.lr,
+        "optimizer": args.optimizer,
+        "hidden": args.hidden,
+        "restart_prob": args.restart_prob,
+        "objective": args.objective,
+    }
 
 
 def _step_counting(protocol) -> str:
@@ -356,8 +370,11 @@ def _print_summary(results: dict, quiet: bool) -> None:
     seeds = len(config.get("seeds_run", [config["seed"]]))
     spread = " (± over chains" + (", seed std in [ ])" if seeds > 1 else ")")
     width = 22 if seeds > 1 else 14  # room for the seed std
+    shared = config.get("chains_share_posterior", True)
+    bulk_key = "ess_bulk" if shared else "ess_bulk_chain_mean"  # pooled only over one posterior
+    bulk = "bulk ESS" if shared else "bulk/chain"
     lines.append(
-        f"{'sampler':16s} {'paper ESS':>{width}s} {'bulk ESS':>9s} {'R-hat':>6s} {'accept':>7s}"
+        f"{'sampler':16s} {'paper ESS':>{width}s} {bulk:>10s} {'R-hat':>6s} {'accept':>7s}"
     )
     lines[1] += "  paper Table 2" if paper else ""
     for name, s in results["samplers"].items():
@@ -365,7 +382,7 @@ def _print_summary(results: dict, quiet: bool) -> None:
         ess = "n/a" if ess is None else f"{ess:.2f} ± {fmt(s['ess_paper_std'], 2)}"
         if seeds > 1:
             ess += f" [{fmt(s['ess_paper_seed_std'], 2)}]"
-        line = f"{sampler_label(name):16s} {ess:>{width}s} {fmt(s['ess_bulk'], 4):>9s} "
+        line = f"{sampler_label(name):16s} {ess:>{width}s} {fmt(s[bulk_key], 4):>10s} "
         line += f"{fmt(s['rhat'], 3):>6s} {fmt(s['accept_rate'], 3):>7s}"
         if name in paper:
             line += f"  {paper[name][0]:.2f} ± {paper[name][1]:.2f}"
@@ -388,12 +405,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     spec, config, label = _validate(parser, args, argv)
-    learning = {
-        "lr": args.lr,
-        "optimizer": args.optimizer,
-        "hidden": args.hidden,
-        "restart_prob": args.restart_prob,
-    }
+    learning = _learning(args)
     log_message(
         f"{label}: {', '.join(args.samplers)}; {args.chains} chains, burn-in {args.burn_in:,}, "
         f"{args.steps:,} mixing steps, {args.workers} worker(s), device {config['device']}",

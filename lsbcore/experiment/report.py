@@ -106,6 +106,31 @@ def _burnin_series(arrays: dict, field_name: str, x_key: str, burn_in: int) -> d
     return out
 
 
+def _protocol_text(config: dict, samplers: dict) -> str:
+    """One sentence: the protocol, its ESS window, the starts, the objective and the seeds."""
+    from lsbcore.figures import sampler_label
+
+    protocol = config.get("protocol", "spec")
+    text = f"Protocol {protocol}: burn-in {fmt(config.get('burn_in'))} iterations"
+    doubled = [
+        sampler_label(n)
+        for n, k in (config.get("burnin_steps_per_iteration") or {}).items()
+        if isinstance(k, int) and k > 1
+    ]
+    if doubled:
+        text += f" ({', '.join(doubled)}: 2 steps per burn-in iteration)"
+    text += f", ESS from iteration {fmt(config.get('ess_from_step'))}"
+    if config.get("start"):
+        text += f", chains start {str(config['start']).replace('_', '-')}"
+    objective = (config.get("learning") or {}).get("objective")
+    if objective and any(REGISTRY[n].learnable for n in samplers if n in REGISTRY):
+        text += f", learning objective {objective}"
+    seeds = config.get("seeds_run")
+    if seeds and len(seeds) > 1:
+        text += f", {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}; ESS mean over seeds and chains)"
+    return text + "."
+
+
 def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, timings) -> str:
     """The self-contained HTML report (plotly.js embedded once in the head)."""
     from lsbcore import figures  # plotly is imported only there (and only when reporting)
@@ -248,7 +273,12 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
     # ---------------------------------------------------------------- tables
     case = config.get("case")
     paper = PAPER_TABLE2.get(case, {}) if isinstance(case, int) else {}
-    header = ["sampler", "paper ESS", "bulk ESS", "R-hat", "accept rate"]
+    seeds = config.get("seeds_run", [config.get("seed")])
+    shared = config.get("chains_share_posterior", True)
+    header = ["sampler", "paper ESS (± over chains)"]
+    header += ["seed std of the mean"] if len(seeds) > 1 else []
+    header += ["bulk ESS", "R-hat"] if shared else ["bulk ESS per chain"]
+    header += ["accept rate"]
     header += ["final accuracy"] if has_truth else []
     header += ["target evals / chain", "burn-in s", "mixing s"]
     header += ["paper Table 2"] if paper else []
@@ -256,7 +286,15 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
     for name, s in samplers.items():
         ess = s["ess_paper_mean"]
         ess_text = "n/a" if ess is None else f"{ess:.2f} ± {fmt(s['ess_paper_std'], 2)}"
-        row = [figures.sampler_label(name), ess_text, fmt(s["ess_bulk"], 4), fmt(s["rhat"], 4)]
+        row = [figures.sampler_label(name), ess_text]
+        if len(seeds) > 1:
+            by_seed = ", ".join(fmt(v, 3) for v in s.get("ess_paper_by_seed") or [])
+            row.append(f"{fmt(s.get('ess_paper_seed_std'), 2)} ({by_seed})")
+        if shared:
+            row += [fmt(s["ess_bulk"], 4), fmt(s["rhat"], 4)]
+        else:
+            mean, std = s.get("ess_bulk_chain_mean"), s.get("ess_bulk_chain_std")
+            row.append("n/a" if mean is None else f"{fmt(mean, 4)} ± {fmt(std, 3)}")
         row.append(fmt(s["accept_rate"]))
         row += [fmt(s["final_accuracy"])] if has_truth else []
         row += [fmt(s["target_evals"]), fmt(s["burnin_seconds"]), fmt(s["mixing_seconds"])]
@@ -310,6 +348,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
         for n in samplers
     )
     lag_note = (
+        f"{_protocol_text(config, samplers)} "
         f"Paper ESS window L = {lag} lags"
         + (
             f" (clipped from {config.get('max_lag_requested')} because the mixing phase is short)"
@@ -317,14 +356,15 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
             else ""
         )
         + (f"; traces thinned by {config.get('thin')}" if config.get("thin", 1) != 1 else "")
-        + ". The paper's Table 2 used 30 chains, 30x30, 2000 burn-in and 30 000 mixing steps."
+        + ". The paper describes 30 chains, 30x30, 2000 burn-in and 30 000 mixing steps; its "
+        "Table 2 was computed with the authors' own window (--protocol authors, docs/method.md)."
     )
     if problem.target.batch > 1:
         notes.append(
             "Every chain has its own noisy image here (as in the paper), so the chains sample "
-            "different posteriors: the bulk ESS and R-hat pooled over chains compare different "
-            "targets and are not convergence diagnostics for this problem; the paper ESS is "
-            "computed per chain."
+            "different posteriors: a bulk ESS or R-hat pooled over chains would compare "
+            "different targets, so the table gives each chain's own bulk ESS (mean ± std over "
+            "chains) and no R-hat; the paper ESS is computed per chain."
         )
     extra = "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
     title = f"LSB Explorer experiment: {source}"

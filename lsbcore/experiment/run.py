@@ -453,11 +453,12 @@ def _single_thread():
 class _RunView:
     """The finished runs seen as a comparison (what ``comparison_results`` reads)."""
 
-    def __init__(self, runs: dict, truth, device):
+    def __init__(self, runs: dict, truth, device, one_posterior: bool):
         self.samplers = runs
         self.traces = {name: run.trace for name, run in runs.items()}
         self.truth = truth
         self.device = device
+        self.one_posterior = one_posterior  # every chain samples the same posterior
 
 
 # ============================================================================ progress
@@ -730,7 +731,8 @@ def run_experiment(
             (out / f"learned_{name}.json").write_text(run.balancing_json, encoding="utf-8")
 
     t_results = time.perf_counter()
-    results = _seed_results(ordered, problem.truth, device, config, protocol)
+    one_posterior = problem.target.batch == 1  # the paper cases give every chain its own alpha
+    results = _seed_results(ordered, problem.truth, device, config, protocol, one_posterior)
     results_seconds = time.perf_counter() - t_results
     by_seed = [(seed, results, ordered)]
     for extra in range(seed + 1, seed + seeds):
@@ -738,7 +740,8 @@ def run_experiment(
         runs, wall = _sample_seed(seed=extra, out=None, **common)
         sampling_wall += wall
         truth = build_problem({**problem_spec, "seed": extra}).truth
-        by_seed.append((extra, _seed_results(runs, truth, device, config, protocol), runs))
+        results_seed = _seed_results(runs, truth, device, config, protocol, one_posterior)
+        by_seed.append((extra, results_seed, runs))
     cpu_workers = _children_cpu() - cpu_children
     if seeds > 1:
         results = aggregate_seeds(by_seed)
@@ -787,9 +790,11 @@ def run_experiment(
     return results
 
 
-def _seed_results(runs: dict, truth, device, config: dict, protocol: Protocol) -> dict:
+def _seed_results(
+    runs: dict, truth, device, config: dict, protocol: Protocol, one_posterior: bool
+) -> dict:
     """The results document of one seed's runs, its ESS on the protocol's series."""
-    view = _RunView(runs, truth, resolve_device(device))
+    view = _RunView(runs, truth, resolve_device(device), one_posterior)
     series = {
         n: ess_series(r.trace, protocol.burn_in, protocol.ess_from_step, r.burnin_steps)
         for n, r in runs.items()

@@ -9,7 +9,8 @@ sampler, ``aggregate_seeds`` writes:
   ``ess_paper_std`` is over its chains);
 - ``ess_paper_seed_std``: sample std (``ddof=1``) of the per-seed means; ``ess_paper_by_seed``:
   those means, in seed order;
-- ``ess_bulk``, ``rhat``, ``accept_rate``, ``final_accuracy``, ``unsettled_fraction``: mean
+- ``ess_bulk``, ``rhat``, ``ess_bulk_chain_mean``, ``ess_bulk_chain_std``, ``accept_rate``,
+  ``final_accuracy``, ``unsettled_fraction``: mean
   over seeds (``null`` if any seed has none); ``settled``: every seed settled;
 - ``target_evals``: mean over seeds per chain (rounded); ``burnin_seconds`` /
   ``mixing_seconds``: summed over seeds (time spent).
@@ -25,7 +26,15 @@ __all__ = ["SEED_FIELDS", "aggregate_seeds"]
 
 #: Fields added per sampler when more than one seed ran.
 SEED_FIELDS = ("ess_paper_seed_std", "ess_paper_by_seed")
-_MEANS = ("ess_bulk", "rhat", "accept_rate", "final_accuracy", "unsettled_fraction")
+_MEANS = (
+    "ess_bulk",
+    "rhat",
+    "ess_bulk_chain_mean",
+    "ess_bulk_chain_std",
+    "accept_rate",
+    "final_accuracy",
+    "unsettled_fraction",
+)
 _SUMS = ("burnin_seconds", "mixing_seconds")
 
 

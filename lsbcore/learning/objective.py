@@ -21,6 +21,21 @@ import torch.nn.functional as F
 
 from lsbcore.numerics import MAX_LOG_G  # exp() arguments are capped here (see numerics)
 
+# How the objective's log p~(x') is computed: "exact", or as the authors' code computes it
+OBJECTIVES = ("exact", "authors")
+
+
+def authors_log_ratio(s, x, h):
+    """``log p~(x') - log p~(x)`` as the authors' learning objective computes it.
+
+    Their code adds ``-2 h_i x_i - 2 sum_j J_ij x_j`` for a flip of site ``i``: the exact
+    ``s_i = -2 x_i (h_i + sum_j J_ij x_j)`` without ``x_i`` on the coupling term, so it is
+    wrong (by up to 16 lambda on a lattice) wherever ``x_i = -1``. From ``s_i`` alone:
+    ``sum_j J_ij x_j = -x_i s_i / 2 - h_i`` (``x_i = 1 / x_i``), which gives
+    ``x_i s_i + 2 h_i (1 - x_i)``. Plain arithmetic, so tensors and compiled kernels share it.
+    """
+    return x * s + 2.0 * h * (1.0 - x)
+
 
 def log_transition(
     log_c: torch.Tensor,

@@ -44,7 +44,7 @@ from lsbcore.learning.balancing import (
     NetworkBalancing,
 )
 from lsbcore.learning.history import LearningHistory
-from lsbcore.learning.objective import lsb_loss_and_grads
+from lsbcore.learning.objective import OBJECTIVES, authors_log_ratio, lsb_loss_and_grads
 from lsbcore.numerics import LOG_RANGE, MAX_LOG_G, SGD_MOMENTUM
 from lsbcore.samplers.base import Sampler
 
@@ -72,6 +72,7 @@ class LocallyBalancedSampler(Sampler):
         lr: float = 1e-2,
         optimizer: str = "adam",
         restart_prob: float = 1e-8,
+        objective: str = "exact",
         name: str | None = None,
         **common,
     ):
@@ -92,7 +93,7 @@ class LocallyBalancedSampler(Sampler):
         super().__init__(target, n_chains, **common)
         self.balancing.to(self.device)
         self._ready = True
-        self._setup_learning(lr, optimizer, restart_prob)
+        self._setup_learning(lr, optimizer, restart_prob, objective)
         self._renormalise()
 
     # ----------------------------------------------------------------- cache
@@ -266,6 +267,7 @@ class LocallyBalancedSampler(Sampler):
             0 if self.optimizer_name == "adam" else 1,
             self.lr,
             log_p.numpy(),
+            self._kernel_authors_field(),
         )
         out = LearningOut(np.zeros(m), np.zeros((m, 5)), np.zeros((self.n_chains, 4)))
         chains, tables = self._kernel_chains(trace), self._kernel_tables()
@@ -304,6 +306,12 @@ class LocallyBalancedSampler(Sampler):
         # the caches stay valid while nothing else changes s (a resync or another step)
         self._learning_state = (self._epoch, self.n_steps, cache)
         return taken
+
+    def _kernel_authors_field(self) -> np.ndarray:
+        field = self._authors_field()
+        if field is None:
+            return np.zeros((0, self.n_sites))
+        return field.cpu().numpy()
 
     def _learning_cache(self):
         """The compiled learning step's cache (None when it must be rebuilt from ``s``) and
@@ -387,14 +395,17 @@ class LocallyBalancedSampler(Sampler):
         self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
 
     # ----------------------------------------------------------------- learning (spec 5)
-    def _setup_learning(self, lr, optimizer, restart_prob) -> None:
+    def _setup_learning(self, lr, optimizer, restart_prob, objective) -> None:
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr <= 10:
             raise ValueError(f"lr must be a number in (0, 10], got {lr!r}.")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
         if not isinstance(restart_prob, (int, float)) or not 0 <= restart_prob <= 1:
             raise ValueError(f"restart_prob must be a probability in [0, 1], got {restart_prob!r}.")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
         self.lr, self.optimizer_name, self.restart_prob = float(lr), optimizer, float(restart_prob)
+        self.objective = objective
         self.eta_raw = torch.zeros(1, dtype=torch.float64, device=self.device, requires_grad=True)
         self._log_p_learning, self._log_p_step = None, -1
         self._restart_wait = self._next_restart()
@@ -496,8 +507,9 @@ class LocallyBalancedSampler(Sampler):
         with torch.no_grad():
             log_q0 = log_g_flips[0, :, 0].detach() - log_z.detach()  # log Q_theta0(x'|x)
             log_p = self._learning_log_p()
+            s_objective = self._objective_log_ratio(i, s_old[0, :, 0])
         loss, grad_log_z, grad_flips, grad_eta_raw, dz = lsb_loss_and_grads(
-            log_z, log_g_flips, unique[0], unique[1], log_p, s_old[0, :, 0], log_q0, self.eta_raw
+            log_z, log_g_flips, unique[0], unique[1], log_p, s_objective, log_q0, self.eta_raw
         )
         if mixture:  # log Z and log g depend on theta through the log-weights only
             n_components = shares.shape[1]
@@ -572,6 +584,21 @@ class LocallyBalancedSampler(Sampler):
             cdf = row.cumsum(1)
             i = torch.searchsorted(cdf, u[1] * cdf[:, -1:], right=True).view(-1)
         return log_z, i, shares
+
+    def _authors_field(self) -> torch.Tensor | None:
+        """The target's field ``[1 or B, D]`` when the objective uses the authors' log p~."""
+        if self.objective != "authors":
+            return None
+        return self.target.field.to(device=self.device, dtype=torch.float64)
+
+    def _objective_log_ratio(self, i: torch.Tensor, s_i: torch.Tensor) -> torch.Tensor:
+        """``log p~(x') - log p~(x)`` as the objective sees it for the flips of sites ``i``."""
+        field = self._authors_field()
+        if field is None:
+            return s_i
+        rows = self._chains if field.shape[0] > 1 else torch.zeros_like(self._chains)
+        x_i = self._x[self._chains, i]
+        return authors_log_ratio(s_i, x_i, field[rows, i])
 
     def _learning_log_p(self) -> torch.Tensor:
         """``log p~(x)`` during learning: kept incrementally between consecutive learning steps."""

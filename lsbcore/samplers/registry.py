@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
+from lsbcore.learning.objective import OBJECTIVES
 from lsbcore.samplers.checkerboard import CheckerboardGibbsSampler
 from lsbcore.samplers.locally_balanced import OPTIMIZERS, LocallyBalancedSampler
 from lsbcore.samplers.uniform_site import UniformSiteSampler
@@ -88,6 +89,12 @@ LEARN_OPTIONS = (
     Option("lr", 1e-2, 1e-6, 1.0, help="learning rate of Algorithm 1"),
     Option("optimizer", "adam", choices=OPTIMIZERS, help="Adam (authors' code) or SGD"),
     Option("restart_prob", 1e-8, 0.0, 1.0, help="the paper's pi: restarts per chain per step"),
+    Option(
+        "objective",
+        "exact",
+        choices=OBJECTIVES,
+        help="log p~(x') in the objective: exact, or as the authors' code computes it",
+    ),
 )
 HIDDEN = Option("hidden", 10, 1, 256, help="LSB 2's hidden width")
 
