@@ -151,6 +151,16 @@ def test_the_ess_is_that_of_the_recorded_series_from_half_way_through_burn_in(au
     assert entry["ess_paper_mean"] != pytest.approx(mixing_only.ess_paper_mean)
 
 
+def test_lsb2_can_take_one_step_per_burn_in_iteration_under_authors(tmp_path):
+    out = tmp_path / "single"
+    assert (
+        main([*AUTHORS, "--samplers", "lsb2", "--lsb2-burnin-steps", "1", "--out", str(out)]) == 0
+    )
+    assert load(out)["config"]["burnin_steps_per_iteration"] == {"lsb2": 1}
+    steps, _ = magnetisation_records(out, "lsb2")
+    assert steps[-1] == BURN_IN + STEPS
+
+
 # ----------------------------------------------------------------------------- starts
 def test_per_chain_starts_differ_across_chains_and_repeat_with_the_seed():
     a = paper_case(4, n=8, n_chains=5, seed=3, start="per_chain").x0
@@ -226,6 +236,9 @@ def test_seeds_aggregate_what_separate_single_seed_runs_give(tmp_path):
          "use it with --case"),
         (["--image", "x.png", "--lam", "1", "--mu", "1", "--sigma", "1", "--start", "shared"],
          "--start applies to --case"),
+        (["--image", "x.png", "--lam", "1", "--mu", "1", "--sigma", "1",
+          "--lsb2-burnin-steps", "2"], "--lsb2-burnin-steps applies to --case"),
+        (["--case", "4", "--lsb2-burnin-steps", "3"], "invalid choice"),
     ],
 )  # fmt: skip
 def test_bad_protocol_start_and_seeds_exit_2(args, message, tmp_path, capsys):

@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         "iteration (--case only)",
     )
     parser.add_argument(
+        "--lsb2-burnin-steps",
+        type=int,
+        choices=(1, 2),
+        help="--case only: LSB 2's steps per burn-in iteration (default: the protocol's, 2 under "
+        "authors as their runner does, else 1), to see what the double step contributes",
+    )
+    parser.add_argument(
         "--start",
         choices=tuple(STARTS),
         default="per-chain",
@@ -207,6 +214,9 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
         args.chains = args.chains or PAPER_CHAINS
         args.size = args.size or PAPER_SIZE
         protocol = resolve_protocol(args.protocol, args.case, args.burn_in)
+        if args.lsb2_burnin_steps is not None:
+            steps = {"lsb2": args.lsb2_burnin_steps} if args.lsb2_burnin_steps > 1 else {}
+            protocol = replace(protocol, burnin_steps=steps)
         args.burn_in = protocol.burn_in  # an explicit --burn-in overrides the protocol's
         args.steps = args.steps or PAPER_STEPS
     else:
@@ -218,6 +228,8 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
                 "--protocol authors is the authors' setting of the paper's cases; "
                 "use it with --case"
             )
+        if args.lsb2_burnin_steps is not None:
+            parser.error("--lsb2-burnin-steps applies to --case problems")
         if "--start" in argv or any(a.startswith("--start=") for a in argv):
             parser.error("--start applies to --case problems (image chains always start apart)")
         args.chains = args.chains or IMAGE_CHAINS

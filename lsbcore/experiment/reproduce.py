@@ -1,0 +1,497 @@
+"""``docs/reproduction.md`` from runs of the current code.
+
+Run ``python -m lsbcore.experiment.reproduce`` (``make reproduction``).
+
+Every number in the document is computed here from experiment runs (``lsbcore.experiment``),
+one run per case, variant and seed:
+
+- ``spec``: the published protocol (burn-in 2000, paper ESS of the mixing phase, L = 500);
+- ``authors``: the authors' scripts (``--protocol authors``: their burn-in, their ESS window
+  from half-way through burn-in, their L per case, LSB 2 stepped twice per burn-in iteration);
+- ``authors-objective``: as ``authors``, LSB 1 and LSB 2 learning with the authors' log p~;
+- ``authors-single``: as ``authors``, LSB 2 stepped once per burn-in iteration.
+
+Every chain starts from its own random state (the authors' runner). A paper value counts as
+reproduced when it is a plausible draw from the distribution our seeds show: the paper's mean
+is one seed's mean over 30 chains, so ``z = (paper - ours) / (s sqrt(1 + 1/S))`` with ``s`` the
+std of our per-seed means over ``S`` seeds, and ``|z| <= 2`` holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from lsbcore.cases import PAPER_CASES
+from lsbcore.experiment.cli import main as experiment
+from lsbcore.experiment.report import PAPER_TABLE2
+from lsbcore.learning.balancing_io import load_balancing
+
+__all__ = ["VARIANTS", "collapse_spread", "main", "reproduce", "z_score"]
+
+SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
+LABELS = {
+    "barker": "t/(1+t)",
+    "sqrt": "sqrt(t)",
+    "min": "min(1,t)",
+    "max": "max(1,t)",
+    "lsb1": "LSB 1",
+    "lsb2": "LSB 2",
+}
+#: variant -> (extra experiment arguments, samplers)
+VARIANTS = {
+    "spec": (["--protocol", "spec"], SAMPLERS),
+    "authors": (["--protocol", "authors"], SAMPLERS),
+    "authors-objective": (["--protocol", "authors", "--objective", "authors"], ("lsb1", "lsb2")),
+    "authors-single": (["--protocol", "authors", "--lsb2-burnin-steps", "1"], ("lsb2",)),
+}
+Z_LIMIT = 2.0
+# LSB 2 has collapsed to a constant h when log g(t) - log(1 + t) varies by less than this
+# over log t in [-10, 10] (g = c (1 + t) / 2 exactly gives 0; sqrt(t) gives 10)
+COLLAPSE_SPREAD = 0.05
+
+
+# ----------------------------------------------------------------------------- measures
+def z_score(paper: float, seed_means: list[float]) -> float | None:
+    """How many standard deviations of one seed's mean the paper's value lies from ours."""
+    if len(seed_means) < 2:
+        return None
+    s = float(np.std(seed_means, ddof=1))
+    if s == 0.0:
+        return None
+    return (paper - float(np.mean(seed_means))) / (s * math.sqrt(1.0 + 1.0 / len(seed_means)))
+
+
+def collapse_spread(balancing_json: str) -> float:
+    """Range of ``log g(t) - log(1 + t)`` over ``log t`` in [-10, 10] for a learned function:
+    0 when LSB 2's network has collapsed to a constant ``h`` (``g`` proportional to 1 + t)."""
+    import torch
+
+    balancing = load_balancing(balancing_json)
+    s = torch.linspace(-10.0, 10.0, 401, dtype=torch.float64)
+    with torch.no_grad():
+        gap = balancing.log_g(s) - torch.nn.functional.softplus(s)  # log(1 + e^s)
+    return float(gap.max() - gap.min())
+
+
+def burn_in_reach(traces: Path) -> dict:
+    """Per sampler, per chain: the steps and target evaluations until ``log p~`` first reaches
+    that chain's mean over the mixing phase (inf when it does not within burn-in)."""
+    rows: dict = {}
+    with open(traces, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        col = {name: header.index(name) for name in ("sampler", "step", "target_evals")}
+        col.update(phase=header.index("phase"), chain=header.index("chain"))
+        col["log_p"] = header.index("log_p")
+        for r in reader:
+            key = (r[col["sampler"]], int(r[col["chain"]]))
+            rows.setdefault(key, []).append(
+                (r[col["phase"]], int(r[col["step"]]), int(r[col["target_evals"]]),
+                 float(r[col["log_p"]]))
+            )  # fmt: skip
+    out: dict = {}
+    for (name, _), records in rows.items():
+        level = np.mean([lp for phase, _, _, lp in records if phase == "mixing"])
+        burn = sorted((s, e, lp) for phase, s, e, lp in records if phase == "burnin")
+        start_evals = burn[0][1]
+        reached = next(((s, e - start_evals) for s, e, lp in burn if lp >= level), None)
+        steps, evals = (math.inf, math.inf) if reached is None else reached
+        out.setdefault(name, {"steps": [], "evals": []})
+        out[name]["steps"].append(steps)
+        out[name]["evals"].append(evals)
+    return out
+
+
+# ----------------------------------------------------------------------------- runs
+def run_one(case: int, variant: str, seed: int, work: Path, settings: list[str]) -> dict:
+    """One experiment run; returns what the document needs from it (traces are deleted)."""
+    extra, samplers = VARIANTS[variant]
+    out = work / f"case{case}" / variant / f"seed{seed}"
+    if out.exists():
+        shutil.rmtree(out)
+    argv = ["--case", str(case), "--seed", str(seed), "--samplers", ",".join(samplers)]
+    argv += [*extra, *settings, "--csv-thin", "1000", "--quiet", "--out", str(out)]
+    code = experiment(argv)
+    if code != 0:
+        raise RuntimeError(f"the experiment failed ({code}): {' '.join(argv)}")
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    reach = burn_in_reach(out / "traces.csv")
+    (out / "traces.csv").unlink()
+    run = {"config": results["config"], "wall_seconds": results["timings"]["total_seconds"]}
+    for name, entry in results["samplers"].items():
+        run[name] = {
+            "ess": entry["ess_paper_mean"],
+            "ess_chain_std": entry["ess_paper_std"],
+            "accept": entry["accept_rate"],
+            "burnin_steps": reach[name]["steps"],
+            "burnin_evals": reach[name]["evals"],
+        }
+        learned = out / f"learned_{name}.json"
+        if name == "lsb2" and learned.exists():
+            run[name]["collapse_spread"] = collapse_spread(learned.read_text(encoding="utf-8"))
+    return run
+
+
+def reproduce(
+    cases=(1, 2, 3, 4),
+    seeds: int = 5,
+    work: Path = Path("out/reproduction"),
+    settings: list[str] | None = None,
+    variants=tuple(VARIANTS),
+    log=print,
+) -> dict:
+    """Every run: ``{case: {variant: [run per seed]}}``, plus the total wall time."""
+    settings = list(settings or [])
+    started = time.perf_counter()
+    runs: dict = {}
+    for case in cases:
+        for variant in variants:
+            for seed in range(seeds):
+                t = time.perf_counter()
+                run = run_one(case, variant, seed, work, settings)
+                runs.setdefault(case, {}).setdefault(variant, []).append(run)
+                log(f"case {case} {variant} seed {seed}: {time.perf_counter() - t:.1f} s")
+    return {"runs": runs, "wall_seconds": time.perf_counter() - started, "seeds": seeds}
+
+
+# ----------------------------------------------------------------------------- document
+def _seed_means(runs: list, name: str) -> list[float]:
+    return [r[name]["ess"] for r in runs if name in r and r[name]["ess"] is not None]
+
+
+def _cell(means: list[float]) -> str:
+    if not means:
+        return "n/a"
+    if len(means) == 1:
+        return f"{means[0]:.2f}"
+    return f"{np.mean(means):.2f} [{np.std(means, ddof=1):.2f}]"
+
+
+def _ess_table(runs: dict, variant: str, with_z: bool) -> tuple[list[str], list]:
+    """Markdown rows of one variant's ESS for every case; and (case, sampler, z) per cell."""
+    head = "| case | | " + " | ".join(LABELS[n] for n in SAMPLERS) + " |"
+    lines = [head, "|---|---|" + "---|" * len(SAMPLERS)]
+    zs = []
+    for case, by_variant in runs.items():
+        name = PAPER_CASES[case][0]
+        paper = PAPER_TABLE2[case]
+        lines.append(
+            f"| {case} {name} | paper | "
+            + " | ".join(f"{paper[n][0]:.2f} ± {paper[n][1]:.2f}" for n in SAMPLERS)
+            + " |"
+        )
+        cells = []
+        for n in SAMPLERS:
+            means = _seed_means(by_variant.get(variant, []), n)
+            text = _cell(means)
+            if with_z and means:
+                z = z_score(paper[n][0], means)
+                zs.append((case, n, z))
+                if z is not None:
+                    text += f" z={z:+.1f}" + ("" if abs(z) <= Z_LIMIT else " ✗")
+            cells.append(text)
+        lines.append("| | **ours** | " + " | ".join(cells) + " |")
+    return lines, zs
+
+
+def _reach(runs: list, name: str) -> tuple[list, list]:
+    """Burn-in steps and target evaluations to the mixing level, every chain of every seed."""
+    steps = [v for r in runs if name in r for v in r[name]["burnin_steps"]]
+    evals = [v for r in runs if name in r for v in r[name]["burnin_evals"]]
+    return steps, evals
+
+
+def _median(values) -> float:
+    return float(np.median(np.asarray(values, dtype=np.float64)))
+
+
+def _git_commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        return done.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def document(data: dict, command: str) -> str:
+    """The Markdown of docs/reproduction.md from ``reproduce``'s runs."""
+    runs, seeds = data["runs"], data["seeds"]
+    cases = list(runs)
+    some = next(iter(next(iter(runs.values())).values()))[0]["config"]
+    out = [
+        "# Reproducing the paper's Ising experiments",
+        "",
+        f"Generated by `{command}` on {date.today().isoformat()} from commit `{_git_commit()}` "
+        f"({platform.machine()}, {some['device']}, {data['wall_seconds'] / 60:.0f} min of runs). "
+        "Every number below comes from that command's runs; rerun it to regenerate this page. "
+        "The method, the ESS definition and how the authors' scripts differ from the published "
+        "protocol are in [method.md](method.md).",
+        "",
+        f"Settings: cases {', '.join(map(str, cases))} on a {some['size']}x{some['size']} "
+        f"periodic lattice, {some['chains']} chains per sampler, each with its own noisy alpha "
+        f"and its own random start, {some['steps']:,} mixing iterations, {seeds} seeds "
+        f"(0-{seeds - 1}; each seed draws new alphas, starts and sampler streams). Learning: "
+        f"Adam, lr {some['learning']['lr']}, LSB 2 with {some['learning']['hidden']} hidden "
+        "units. Cells give the paper ESS as the mean over seeds and chains and, in brackets, the "
+        "standard deviation of the per-seed means (the spread a rerun of the paper's table would "
+        "show); the paper's ± is over its 30 chains.",
+        "",
+        "A paper value counts as reproduced when it is a plausible draw from our seeds: the "
+        "paper's mean is one seed's mean over 30 chains, so "
+        "`z = (paper - ours) / (s sqrt(1 + 1/S))` with `s` the std of our per-seed means over "
+        f"`S` = {seeds} seeds; |z| <= {Z_LIMIT:g} holds, ✗ marks the others.",
+        "",
+    ]
+
+    # ------------------------------------------------------------ authors
+    lines, zs_authors = _ess_table(runs, "authors", with_z=True)
+    authors_cfg = {c: v["authors"][0]["config"] for c, v in runs.items() if "authors" in v}
+    windows = "; ".join(
+        f"case {c}: burn-in {cfg['burn_in']:,}, ESS from iteration {cfg['ess_from_step']:,}, "
+        f"L = {cfg['max_lag']}"
+        for c, cfg in authors_cfg.items()
+    )
+    out += [
+        "## Table 2 under the authors' protocol (`--protocol authors`)",
+        "",
+        f"Their scripts' numbers: {windows}; LSB 2 takes two steps per burn-in iteration.",
+        "",
+        *lines,
+        "",
+    ]
+    target_cells = [(c, n, z) for c, n, z in zs_authors if c in (2, 4) and n in SAMPLERS[:5]]
+    held = [(c, n, z) for c, n, z in target_cells if z is not None and abs(z) <= Z_LIMIT]
+    missed = [(c, n, z) for c, n, z in target_cells if z is None or abs(z) > Z_LIMIT]
+    all_held = sum(1 for _, _, z in zs_authors if z is not None and abs(z) <= Z_LIMIT)
+    verdicts = [
+        f"- **ICML rows of cases 2 and 4, fixed functions and LSB 1**: {len(held)} of "
+        f"{len(target_cells)} cells reproduced."
+        + (
+            " Not reproduced: "
+            + ", ".join(
+                f"case {c} {LABELS[n]} (z = {'n/a' if z is None else f'{z:+.1f}'})"
+                for c, n, z in missed
+            )
+            + "."
+            if missed
+            else ""
+        ),
+        f"- **Every cell**: {all_held} of {len(zs_authors)} reproduced under the authors' "
+        "protocol.",
+    ]
+
+    # ------------------------------------------------------------ spec
+    lines, _ = _ess_table(runs, "spec", with_z=False)
+    spec_cfg = next(v["spec"][0]["config"] for v in runs.values() if "spec" in v)
+    out += [
+        "## Under the published protocol (`--protocol spec`)",
+        "",
+        f"Burn-in {spec_cfg['burn_in']:,} iterations for every case, one step per iteration for "
+        f"every sampler, the paper ESS of the {spec_cfg['steps']:,} mixing iterations only, "
+        f"L = {spec_cfg['max_lag']}.",
+        "",
+        *lines,
+        "",
+    ]
+
+    # ------------------------------------------------------------ claims
+    out += ["## Which claims hold", "", *verdicts]
+    for variant in ("authors", "spec"):
+        worst = []
+        for case, by_variant in runs.items():
+            means = {n: np.mean(_seed_means(by_variant.get(variant, []), n) or [np.nan])
+                     for n in SAMPLERS[:4]}  # fmt: skip
+            if all(np.isfinite(list(means.values()))):
+                worst.append((case, min(means, key=means.get)))
+        if worst:
+            ok = [c for c, n in worst if n == "max"]
+            text = (
+                f"- **max(1,t) mixes worst of the fixed functions** ({variant} protocol): in "
+                f"{len(ok)} of {len(worst)} cases"
+            )
+            others = [f"case {c}: {LABELS[n]}" for c, n in worst if n != "max"]
+            out.append(text + (f" (lowest elsewhere: {', '.join(others)})." if others else "."))
+    for variant in ("authors", "spec"):
+        ratios = []
+        for case, by_variant in runs.items():
+            runs_v = by_variant.get(variant, [])
+            best = max(SAMPLERS[:4], key=lambda n: np.mean(_seed_means(runs_v, n) or [-np.inf]))
+            lsb1 = _seed_means(runs_v, "lsb1")
+            top = _seed_means(runs_v, best)
+            if lsb1 and top:
+                ratios.append(f"case {case}: {np.mean(lsb1) / np.mean(top):.2f} of {LABELS[best]}")
+        if ratios:
+            out.append(
+                f"- **LSB 1 against the best fixed function** ({variant} protocol, ratio of "
+                f"mean ESS): {'; '.join(ratios)}."
+            )
+
+    # ------------------------------------------------------------ LSB 2
+    out += ["", "## LSB 2: spread over seeds and the collapse to a constant h", ""]
+    out.append(
+        "LSB 2's network can collapse to a constant `h`, which makes `g(t)` proportional to "
+        "`(1 + t)/2`. The spread of `log g(t) - log(1 + t)` over `log t` in [-10, 10] measures "
+        f"it (0 for a collapsed network, 10 for sqrt(t)); below {COLLAPSE_SPREAD} counts as "
+        "collapsed."
+    )
+    out += ["", "| case | variant | ESS per seed | collapse spread per seed | collapsed |"]
+    out.append("|---|---|---|---|---|")
+    for case, by_variant in runs.items():
+        for variant in ("authors", "spec", "authors-single", "authors-objective"):
+            rs = [r for r in by_variant.get(variant, []) if "lsb2" in r]
+            if not rs:
+                continue
+            ess = ", ".join(f"{r['lsb2']['ess']:.2f}" for r in rs)
+            spreads = [r["lsb2"].get("collapse_spread") for r in rs]
+            known = [s for s in spreads if s is not None]
+            collapsed = sum(s < COLLAPSE_SPREAD for s in known)
+            out.append(
+                f"| {case} | {variant} | {ess} | "
+                + ", ".join("n/a" if s is None else f"{s:.3f}" for s in spreads)
+                + f" | {collapsed} of {len(known)} |"
+            )
+
+    # ------------------------------------------------------------ objective, double step
+    out += ["", "## The objective's log p~ and LSB 2's double step", ""]
+    out.append(
+        "Their learning objective computes `log p~(x')` without the `x_i` factor on the lambda "
+        "term (`--objective authors`); it matters only where lambda > 0 (cases 3 and 4). Their "
+        "runner steps LSB 2 twice per burn-in iteration (`--lsb2-burnin-steps 1` takes one). "
+        "Paper ESS under the authors' protocol, mean [seed std]:"
+    )
+    out += ["", "| case | sampler | as the authors run it | exact objective -> authors' | "
+            "two burn-in steps -> one |", "|---|---|---|---|---|"]  # fmt: skip
+    for case, by_variant in runs.items():
+        for n in ("lsb1", "lsb2"):
+            base = _seed_means(by_variant.get("authors", []), n)
+            obj = _seed_means(by_variant.get("authors-objective", []), n)
+            single = _seed_means(by_variant.get("authors-single", []), n)
+            if not base:
+                continue
+            out.append(
+                f"| {case} | {LABELS[n]} | {_cell(base)} | {_cell(obj) if obj else '—'} | "
+                f"{_cell(single) if single else '—'} |"
+            )
+
+    # ------------------------------------------------------------ burn-in speed
+    out += ["", "## Burn-in speed", ""]
+    out.append(
+        "Steps, and target evaluations per chain, until `log p~(x)` first reaches the chain's "
+        "own mean over the mixing phase: the median over chains and seeds of the spec runs, "
+        "where every sampler takes one step per iteration (a learning step evaluates the "
+        "proposed and a uniformly flipped neighbourhood, so it costs twice a frozen step). In "
+        "brackets: the chains that got there within burn-in."
+    )
+    out += ["", "| case | " + " | ".join(LABELS[n] for n in SAMPLERS) + " |",
+            "|---|" + "---|" * len(SAMPLERS)]  # fmt: skip
+    for case, by_variant in runs.items():
+        cells = []
+        for n in SAMPLERS:
+            steps, evals = _reach(by_variant.get("spec", []), n)
+            if not steps:
+                cells.append("n/a")
+                continue
+            reached = sum(math.isfinite(v) for v in steps)
+            if math.isfinite(_median(steps)):
+                text = f"{_median(steps):,.0f} steps, {_median(evals):,.0f} evals"
+            else:
+                text = "not reached"
+            cells.append(f"{text} ({reached}/{len(steps)})")
+        out.append(f"| {case} | " + " | ".join(cells) + " |")
+    for case, by_variant in runs.items():
+        lsb2_spec, lsb2_evals = _reach(by_variant.get("spec", []), "lsb2")
+        sqrt_spec, sqrt_evals = _reach(by_variant.get("spec", []), "sqrt")
+        lsb2_double, _ = _reach(by_variant.get("authors", []), "lsb2")
+        if not (lsb2_spec and sqrt_spec and lsb2_double):
+            continue
+        ratios = [
+            ("per iteration with LSB 2 stepped twice (the authors' axis)",
+             _median([v / 2 for v in lsb2_double]), _median(sqrt_spec)),
+            ("per step", _median(lsb2_spec), _median(sqrt_spec)),
+            ("per target evaluation", _median(lsb2_evals), _median(sqrt_evals)),
+        ]  # fmt: skip
+        parts = [
+            f"{how}: {sqrt / lsb2:.2f}x"
+            if math.isfinite(lsb2) and math.isfinite(sqrt)
+            else f"{how}: n/a (a median chain did not get there)"
+            for how, lsb2, sqrt in ratios
+        ]
+        out.append(
+            f"\n- Case {case}, LSB 2 against sqrt(t) (the paper: case 3 'twice as fast'); "
+            f"speed-up of LSB 2, sqrt's median over LSB 2's: {'; '.join(parts)}."
+        )
+    out += ["", "## What explains the differences", ""]
+    out += [
+        "- **The window.** The published protocol's ESS (mixing phase only, L = 500) is not "
+        "what Table 2 reports: the authors' scripts open the ESS window half-way through "
+        "burn-in, so the series includes the approach to the posterior, whose slow drift "
+        "counts as autocorrelation and lowers the ESS, with L = 100 in case 4. Compare the two "
+        "tables above.",
+        "- **The seed spread.** One seed of 30 chains is one draw; the bracketed spread is what "
+        "a rerun of the paper's table would move by. LSB 2's spread is the largest: its "
+        "network learns different functions from different seeds (table above).",
+        "- **The collapse.** A collapsed LSB 2 is a fixed balancing function `(1 + t)/2`-shaped, "
+        "which mixes like max(1,t) in case 4; a network that keeps `h` non-constant mixes like "
+        "sqrt(t) or better. Which one a seed gets decides LSB 2's case-4 value.",
+        "- **Double-stepping and the objective.** Both change only the learned samplers; the "
+        "table above gives their effect in numbers.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lsbcore.experiment.reproduce",
+        description="Run the paper's cases under both protocols and write docs/reproduction.md.",
+    )
+    parser.add_argument("--out", type=Path, default=Path("docs/reproduction.md"))
+    parser.add_argument("--work", type=Path, default=Path("out/reproduction"))
+    parser.add_argument("--seeds", type=int, default=5, choices=range(2, 21), metavar="2..20")
+    parser.add_argument("--cases", default="1,2,3,4", help="comma-separated case numbers")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny runs (8x8, 4 chains, 300 mixing iterations, burn-in 100) to check the "
+        "pipeline; not the paper's settings",
+    )
+    args = parser.parse_args(argv)
+    try:
+        cases = [int(c) for c in args.cases.split(",")]
+    except ValueError:
+        parser.error(f"--cases must be comma-separated numbers, got {args.cases!r}")
+    if not cases or any(c not in PAPER_CASES for c in cases):
+        parser.error(f"--cases must be among {sorted(PAPER_CASES)}, got {args.cases!r}")
+    settings = ["--size", "8", "--chains", "4", "--steps", "300", "--burn-in", "100"]
+    data = reproduce(
+        cases=cases,
+        seeds=args.seeds,
+        work=args.work,
+        settings=settings if args.quick else [],
+        log=lambda m: print(m, file=sys.stderr, flush=True),
+    )
+    given = sys.argv[1:] if argv is None else list(argv)
+    command = " ".join(["python -m lsbcore.experiment.reproduce", *given])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(document(data, command), encoding="utf-8")
+    (args.work / "reproduction.json").write_text(json.dumps(data, default=str, indent=1))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
