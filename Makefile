@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: run test lint bench browser clean
+.PHONY: run test lint bench browser clean reproduction
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: $(VENV)/.dev browser
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+# docs/reproduction.md from runs of the current code (about 25 minutes on 2 cores)
+reproduction: $(VENV)/.runtime
+	$(PY) -m lsbcore.experiment.reproduce --seeds 5
 
 bench: $(VENV)/.runtime
 	$(PY) -m lsbcore.bench
