@@ -17,6 +17,11 @@ from lsbcore.learning.balancing import NetworkBalancing
 from lsbcore.learning.balancing_io import balancing_to_json
 
 
+def test_the_prediction_bound_is_students_t():
+    assert reproduce.z_limit(5) == pytest.approx(2.7764, abs=1e-4)
+    assert reproduce.z_limit(1000) == pytest.approx(1.9623, abs=1e-3)
+
+
 def test_z_score_is_the_distance_in_sds_of_one_seed_mean():
     means = [2.0, 2.2, 2.4]
     s = np.std(means, ddof=1)  # 0.2
@@ -73,7 +78,8 @@ def test_every_number_of_a_generated_document_comes_from_its_runs(tmp_path):
         assert not (work / "case4" / variant / "seed0" / "traces.csv").exists()
         for name in ("barker", "lsb2"):
             means = [r["samplers"][name]["ess_paper_mean"] for r in runs]
-            cell = f"{np.mean(means):.2f} [{np.std(means, ddof=1):.2f}]"
+            chain_std = np.mean([r["samplers"][name]["ess_paper_std"] for r in runs])
+            cell = f"{np.mean(means):.2f} ± {chain_std:.2f} [{np.std(means, ddof=1):.2f}]"
             assert cell in text, (variant, name, cell)
         assert runs[0]["config"]["protocol"] == variant
     single = json.loads((work / "case4" / "authors-single" / "seed0" / "results.json").read_text())
