@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lsbcore.backends import BACKENDS, resolve_backend
 from lsbcore.cases import PAPER_CASES
+from lsbcore.experiment import output
 from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
 from lsbcore.image import ImageError, load_image
@@ -197,7 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("--invert", action="store_true", help="the object is dark")
     image.add_argument("--noise", type=_float_in(0.0, 1e3), default=None, help="added noise std")
     image.add_argument("--boundary", choices=("free", "periodic"), default=None)
-    parser.add_argument("--out", type=Path, required=True, help="output directory (created)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output folder: created, or an empty one; written whole when the run completes",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a non-empty --out (it stays as it was until the new results are complete)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
     return parser
 
@@ -337,12 +348,16 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
         seeds=args.seeds,
     )
     args.protocol_resolved = protocol
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        parser.error(f"--out {str(args.out)!r}: cannot create it ({err.strerror or err})")
-    if not os.access(args.out, os.W_OK):
-        parser.error(f"--out {str(args.out)!r} is not writable")
+    sites = math.prod(config["shape"])
+    burnin_records = args.burn_in * most_steps // args.thin + 1
+    csv_rows = (burnin_records + args.steps // (args.thin * args.csv_thin) + 1) * args.chains
+    memory, disk = output.estimate_bytes(
+        sites, args.chains, len(args.samplers), records, csv_rows * len(args.samplers), args.workers
+    )
+    where = next((p for p in (args.out, *args.out.parents) if p.exists()), Path("."))
+    problem = output.room_problem(memory, disk, where, output.available_memory())
+    if problem:
+        parser.error(problem)
     return spec, config, label
 
 
@@ -418,12 +433,43 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     spec, config, label = _validate(parser, args, argv)
     learning = _learning(args)
+    try:
+        staging = output.prepare(args.out, args.force)
+    except output.OutputError as err:
+        parser.error(str(err))
     log_message(
         f"{label}: {', '.join(args.samplers)}; {args.chains} chains, burn-in {args.burn_in:,}, "
         f"{args.steps:,} mixing steps, {args.workers} worker(s), device {config['device']}",
         args.quiet,
     )
-    results = run_experiment(
+    try:
+        with output.signals_as_interrupts():
+            results = _run(spec, args, config, label, learning, staging)
+            output.publish(staging, args.out)
+    except KeyboardInterrupt as stop:
+        output.discard(staging)
+        name = "SIGTERM" if isinstance(stop, output.Stopped) else "interrupt"
+        log_message(f"{name}: stopped; nothing written, {str(args.out)!r} is as it was", False)
+        return 143 if isinstance(stop, output.Stopped) else 130
+    except OSError as err:
+        output.discard(staging)
+        log_message(
+            f"error: could not write the results ({err.strerror or err}); nothing written, "
+            f"{str(args.out)!r} is as it was",
+            False,
+        )
+        return 1
+    except BaseException:
+        output.discard(staging)
+        raise
+    _print_summary(results, args.quiet)
+    log_message(f"wrote {args.out}/results.json, traces.csv, report.html", args.quiet)
+    return 0
+
+
+def _run(spec, args, config, label, learning, staging: Path) -> dict:
+    """The experiment, written into ``staging``."""
+    return run_experiment(
         spec,
         args.samplers,
         burn_in=args.burn_in,
@@ -433,7 +479,7 @@ def main(argv=None) -> int:
         backend=args.backend,
         thin=args.thin,
         workers=args.workers,
-        out=args.out,
+        out=staging,
         config=config,
         learning=learning,
         quiet=args.quiet,
@@ -442,6 +488,3 @@ def main(argv=None) -> int:
         protocol=args.protocol_resolved,
         seeds=args.seeds,
     )
-    _print_summary(results, args.quiet)
-    log_message(f"wrote {args.out}/results.json, traces.csv, report.html", args.quiet)
-    return 0

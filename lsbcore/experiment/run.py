@@ -599,6 +599,8 @@ def _run_all(tasks, workers: int, progress, runs: dict) -> float:
                     progress.finish(run.name)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
+            for child in mp.active_children():  # stop the running tasks too, not only queued
+                child.terminate()
             raise
         pool.shutdown(wait=True)
         _drain(progress_queue, progress)

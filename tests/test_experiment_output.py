@@ -1,0 +1,147 @@
+"""The experiment's output folder is written whole or not at all: a non-empty --out needs
+--force, an interrupted or failed run leaves the previous results as they were and nothing
+else, and a run that cannot fit is refused before it samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lsbcore.experiment import main, output
+
+TINY = ["--case", "1", "--size", "4", "--chains", "2", "--burn-in", "0", "--steps", "5"]
+TINY += ["--samplers", "min", "--quiet"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".partial-" in p.name or ".old-" in p.name)
+
+
+def previous_result(out: Path) -> None:
+    out.mkdir()
+    (out / "results.json").write_text('{"previous": true}')
+
+
+def test_a_non_empty_out_is_refused_without_force_and_left_alone(tmp_path, capsys):
+    out = tmp_path / "out"
+    previous_result(out)
+    with pytest.raises(SystemExit) as exc:
+        main([*TINY, "--out", str(out)])
+    assert exc.value.code == 2 and "is not empty; pass --force" in capsys.readouterr().err
+    assert json.loads((out / "results.json").read_text()) == {"previous": True}
+    assert leftovers(tmp_path) == []
+
+
+def test_force_replaces_the_previous_results_whole(tmp_path):
+    out = tmp_path / "out"
+    previous_result(out)
+    (out / "stale.txt").write_text("from an older run")
+    assert main([*TINY, "--force", "--out", str(out)]) == 0
+    assert "samplers" in json.loads((out / "results.json").read_text())
+    assert not (out / "stale.txt").exists() and (out / "traces.csv").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_an_empty_existing_folder_is_used(tmp_path):
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert main([*TINY, "--out", str(out)]) == 0
+    assert (out / "report.html").exists() and leftovers(tmp_path) == []
+
+
+def test_a_failed_write_leaves_the_previous_results_and_no_staging(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    previous_result(out)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("lsbcore.experiment.run.build_report", disk_full)
+    assert main([*TINY, "--force", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "nothing written" in err
+    assert json.loads((out / "results.json").read_text()) == {"previous": True}
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert leftovers(tmp_path) == []
+
+
+def test_a_place_where_nothing_can_be_written_is_refused_before_sampling(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        main([*TINY, "--out", str(blocker / "sub")])
+    assert exc.value.code == 2 and "cannot write there" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*TINY, "--out", str(blocker)])
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_a_workload_that_does_not_fit_in_memory_is_refused(tmp_path, capsys):
+    args = ["--case", "1", "--size", "256", "--chains", "1000", "--steps", "100", "--burn-in", "0"]
+    args += ["--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "GiB of memory" in err and "GiB are available" in err
+    assert not (tmp_path / "o").exists() and leftovers(tmp_path) == []
+
+
+def test_room_problem_weighs_memory_then_disk(tmp_path):
+    gib = 2**30
+    memory, disk = output.estimate_bytes(65536, 1000, 6, 100, 10, 2)
+    assert memory > 45 * gib  # 128 bytes per site per chain per sampler
+    assert "memory" in output.room_problem(memory, disk, tmp_path, available=24 * gib)
+    assert output.room_problem(gib, 0, tmp_path, available=24 * gib) is None
+    assert "traces.csv" in output.room_problem(gib, 2**62, tmp_path, available=24 * gib)
+    assert output.room_problem(gib, 0, tmp_path, available=None) is None
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_run_stops_cleanly_and_keeps_the_previous_results(tmp_path, signum, code):
+    out = tmp_path / "out"
+    previous_result(out)
+    long_run = ["--case", "1", "--size", "20", "--chains", "4", "--burn-in", "0"]
+    long_run += ["--steps", "400000", "--samplers", "barker,min", "--workers", "2", "--force"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lsbcore.experiment", *long_run, "--quiet", "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a test runner started in the background may ignore SIGINT, and children inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        staging = []
+        while time.monotonic() < deadline and not staging:  # sampling has started
+            staging = [p for p in tmp_path.iterdir() if ".partial-" in p.name]
+            parts = [q for p in staging for q in p.glob(".traces.*.part")]
+            if not parts:
+                staging = []
+            time.sleep(0.2)
+        assert staging, "the run never started writing"
+        time.sleep(1.0)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert "nothing written" in err
+    assert json.loads((out / "results.json").read_text()) == {"previous": True}
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert leftovers(tmp_path) == []
+    # its worker processes are gone too
+    children = subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+    ).stdout.split()
+    assert children == [] or not any(os.path.exists(f"/proc/{c}") for c in children)
