@@ -90,7 +90,9 @@ def render(run) -> None:
         on_click="ignore",
         key="download_results",
         help="The experiment command's results document: configuration, device, versions, "
-        "and per sampler ESS, R-hat, acceptance, accuracy, target evaluations and seconds.",
+        "and per sampler ESS, R-hat, acceptance, accuracy, target evaluations and seconds. "
+        "When the chains sample different posteriors (a paper case's own α per chain), "
+        "pooled bulk ESS and R-hat are left empty and each chain's own bulk ESS is given.",
     )
     st.markdown("**Learned balancing functions**")
     learned = [n for n in comparison.names if REGISTRY[n].learnable]
