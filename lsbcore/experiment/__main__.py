@@ -1,6 +1,16 @@
 """``python -m lsbcore.experiment ...``: the experiment command (``lsbcore.experiment.cli``)."""
 
-from lsbcore.experiment.cli import main
+import os
+import sys
+
+from lsbcore.experiment.cli import INTERRUPTED, main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    if code in INTERRUPTED:
+        # stopped by a signal: the staging folder is gone and the workers are terminated, so
+        # exit now rather than wait in the process pool's exit hooks for workers already dead
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)

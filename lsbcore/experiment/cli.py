@@ -35,6 +35,7 @@ IMAGE_CHAINS, IMAGE_SIZE, IMAGE_BURN_IN, IMAGE_STEPS = 4, 64, 500, 5000
 MAX_CHAINS, MAX_SIZE, MAX_STEPS = 1000, 256, 1_000_000
 MAX_SEEDS = 20
 STARTS = {"per-chain": "per_chain", "shared": "shared"}  # flag value -> paper_case's start
+INTERRUPTED = (130, 143)  # exit codes after SIGINT and SIGTERM (128 + the signal's number)
 MAX_TRACE_VALUES = 100_000_000  # records x chains x samplers: 1.2 GB of float32 traces
 
 
@@ -450,7 +451,7 @@ def main(argv=None) -> int:
         output.discard(staging)
         name = "SIGTERM" if isinstance(stop, output.Stopped) else "interrupt"
         log_message(f"{name}: stopped; nothing written, {str(args.out)!r} is as it was", False)
-        return 143 if isinstance(stop, output.Stopped) else 130
+        return INTERRUPTED[1] if isinstance(stop, output.Stopped) else INTERRUPTED[0]
     except OSError as err:
         output.discard(staging)
         log_message(

@@ -598,9 +598,13 @@ def _run_all(tasks, workers: int, progress, runs: dict) -> float:
                     runs[run.name] = run
                     progress.finish(run.name)
         except BaseException:
+            # stop the running tasks too, not only the queued ones (waiting at most 5 s each)
             pool.shutdown(wait=False, cancel_futures=True)
-            for child in mp.active_children():  # stop the running tasks too, not only queued
+            children = mp.active_children()
+            for child in children:
                 child.terminate()
+            for child in children:
+                child.join(timeout=5)
             raise
         pool.shutdown(wait=True)
         _drain(progress_queue, progress)
