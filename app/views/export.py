@@ -7,7 +7,7 @@ not overwrite each other. Files are built when a button is clicked (Streamlit ru
 on another thread), under the run's lock, so a live run is not slowed by exports nobody asked
 for. Traces are gzip CSV rather than Parquet: the standard library writes it, every tool reads
 it, and it needs no columnar-format dependency; the CSV of a default run (46-50 MB) shrinks
-about fivefold. They are prepared on request so that the page can show their size before the
+about sixfold. They are prepared on request so that the page can show their size before the
 download.
 """
 
