@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 import lsbcore
 from app import config as cfgmod
 from app import sources, state
+from app.views import export
 from lsbcore.segmentation.segment import overlay_at_size
 
 APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
@@ -563,3 +564,23 @@ def test_paper_chains_each_sample_their_own_alpha_unless_one_is_shared():
     shared.run()
     assert_healthy(shared)
     assert "R-hat" in shared.dataframe[0].value.columns
+
+
+def test_export_prepares_the_traces_and_names_files_after_the_run():
+    at = open_app(size="16", chains="2", burn_in="10", steps="20", samplers="barker,lsb1")
+    run = the_run(at)
+    state.advance(run, 30.0, 30)
+    at.session_state["view"] = "Export"
+    at.run()
+    assert_healthy(at)
+    downloads = at.get("download_button")
+    labels = [d.proto.label for d in downloads]
+    assert "Report (HTML)" in labels and "Results (JSON)" in labels
+    at.button(key="prepare_traces").click().run()
+    assert_healthy(at)
+    labels = [d.proto.label for d in at.get("download_button")]
+    traces = [text for text in labels if text.startswith("Traces at step 30 (gzip CSV")]
+    assert traces and traces[0].endswith("MB)")
+    stem = export.export_stem(run)
+    assert stem.startswith("lsb-case-3") and "-seed0-" in stem
+    assert at.radio(key="figure_format").value == "png"

@@ -415,3 +415,73 @@ def test_share_link_reopens_the_same_configuration():
 def test_about_sections_each_carry_text_and_formulas():
     assert len(about.SECTIONS) >= 5
     assert all(title and text and formulas for title, text, formulas in about.SECTIONS)
+
+
+# ----------------------------------------------------------------------------- exports
+def built_run(cfg, steps=40):
+    from app import sources, state
+
+    run, _ = state.build_run(cfg, sources.build_problem(cfg))
+    state.advance(run, 30.0, steps)
+    return run
+
+
+def test_export_names_carry_problem_seed_and_date_and_nothing_odd():
+    import datetime
+    from dataclasses import replace as dc_replace
+    from types import SimpleNamespace
+
+    day = datetime.date(2026, 11, 24)
+    cfg = cfgmod.Config(case=4, seed=7)
+    run = SimpleNamespace(problem=SimpleNamespace(name="case 4 (dependent, clean)"), config=cfg)
+    assert export.export_stem(run, day) == "lsb-case-4-dependent-clean-seed7-2026-11-24"
+    odd = SimpleNamespace(
+        problem=SimpleNamespace(name="../../etc/<script>ÿ photo (1).PNG" + "x" * 200),
+        config=dc_replace(cfg, seed=0),
+    )
+    stem = export.export_stem(odd, day)
+    assert stem.startswith("lsb-etc-script-photo-1-png") and stem.endswith("-seed0-2026-11-24")
+    assert all(c.isalnum() or c == "-" for c in stem) and len(stem) < 80
+    blank = SimpleNamespace(problem=SimpleNamespace(name="!!!"), config=cfg)
+    assert export.export_stem(blank, day).startswith("lsb-run-seed7")
+
+
+def test_traces_gzip_is_the_csv_compressed():
+    import gzip
+
+    comparison = small_comparison(("barker", "lsb1"))
+    data = export.traces_gzip(comparison.traces)
+    assert gzip.decompress(data).decode("utf-8") == export.traces_csv(comparison.traces)
+    assert data == export.traces_gzip(comparison.traces)  # no time stamp: same bytes again
+
+
+def test_the_page_report_is_the_experiment_report_of_the_run():
+    from dataclasses import replace as dc_replace
+
+    cfg = dc_replace(
+        cfgmod.Config(), samplers=("barker", "lsb1"), size=8, chains=2, burn_in=10, steps=30
+    )
+    run = built_run(cfg)
+    page = export.report_html(run)
+    assert page.startswith("<!DOCTYPE html>") and "plotly" in page.lower()
+    assert "LSB Explorer experiment: " + run.problem.name in page
+    for heading in ("Burn-in: magnetisation", "Mixing: autocorrelation", "LSB 1: mixture weights"):
+        assert heading in page
+    results = json.loads(export.results_json(run))
+    ess = results["samplers"]["barker"]["ess_paper_mean"]
+    assert f"{ess:.2f} ±" in page  # the summary table holds the run's own numbers
+
+
+def test_chart_config_saves_in_the_chosen_format_under_the_run_name(monkeypatch):
+    from app import charts
+
+    state = {}
+    monkeypatch.setattr(charts.st, "session_state", state)
+    config = charts.config("lsb-case-3-seed0-2026-11-24", "ess")
+    assert config["toImageButtonOptions"]["format"] == "png"
+    assert config["toImageButtonOptions"]["filename"] == "lsb-case-3-seed0-2026-11-24-ess"
+    assert "toImage" not in config["modeBarButtonsToRemove"]
+    state[charts.FORMAT_KEY] = "svg"
+    assert charts.config("s", "acf")["toImageButtonOptions"]["format"] == "svg"
+    state[charts.FORMAT_KEY] = "gif"  # not offered: back to PNG
+    assert charts.config("s", "acf")["toImageButtonOptions"]["format"] == "png"

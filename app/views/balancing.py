@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import charts
 from app.widgets import ensure
 from lsbcore import REGISTRY, figures
 
@@ -87,8 +88,8 @@ def render(run) -> None:
     )
     max_s = max_log_ratio(run.problem.target)
     fig, loss = run.throttled("balancing", lambda: _figures(run, overlay), (overlay,))
-    st.plotly_chart(fig, config={"displayModeBar": False})
+    charts.show(fig, run, "balancing-functions")
     state = "frozen (mixing)" if comparison.phase == "mixing" else "learning (burn-in)"
     st.caption(f"t ranges over e^±{max_s:.1f} in this posterior. Learned functions are {state}.")
     if loss is not None:
-        st.plotly_chart(loss, config={"displayModeBar": False})
+        charts.show(loss, run, "learning-objective")

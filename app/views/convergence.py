@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import charts
 from app.widgets import ensure
 from lsbcore import figures
 
@@ -98,8 +99,8 @@ def render(run) -> None:
     )
     if run.n_steps == 0:
         st.caption("Press Run or Step: the traces start at the first recorded step.")
-    for fig in figs:
-        st.plotly_chart(fig, config={"displayModeBar": False})
+    for i, fig in enumerate(figs):
+        charts.show(fig, run, f"convergence-{i + 1}")
     st.caption(
         "Lines: mean over chains; bands: 95 % of chains. Dashed line: end of burn-in. A sweep "
         "updates every site once on average: a single-site step is 1/(sites) of one, a block "

@@ -1,23 +1,56 @@
-"""View 8, Export: traces (CSV), results (JSON, the experiment command's schema), learned
-balancing functions (JSON, importable again as the "learned" sampler), and a link that reopens
-this configuration.
+"""View 8, Export: the report (the experiment command's HTML), results (JSON, its schema),
+traces (gzip-compressed CSV), learned balancing functions (JSON, importable again as the
+"learned" sampler), the figures' format, and a link that reopens this configuration.
 
-Files are built when a download button is clicked (Streamlit runs the callable on another
-thread), under the run's lock, so a live run is not slowed by exports nobody asked for.
+File names carry the problem, the seed and the date (``export_stem``), so two runs' files do
+not overwrite each other. Files are built when a button is clicked (Streamlit runs the callable
+on another thread), under the run's lock, so a live run is not slowed by exports nobody asked
+for. Traces are gzip CSV rather than Parquet: the standard library writes it, every tool reads
+it, and it needs no columnar-format dependency; the CSV of a default run (46-50 MB) shrinks
+about sixfold. They are prepared on request so that the page can show their size before the
+download.
 """
 
 from __future__ import annotations
 
+import datetime
+import gzip
 import io
+import re
 from urllib.parse import urlencode
 
 import streamlit as st
 
 import lsbcore
+from app import charts
 from app.config import Config, to_query_params
 from lsbcore import REGISTRY
+from lsbcore.experiment.comparison_report import comparison_report
 from lsbcore.figures import sampler_label as label
 from lsbcore.results import comparison_results, results_to_json
+
+STEM_CHARS = 48  # the problem's part of a file name, at most
+TRACES_KEY = "export_traces_gz"  # (run id, step, gzip bytes): one prepared snapshot per session
+
+
+def export_stem(run, day: datetime.date | None = None) -> str:
+    """``lsb-<problem>-seed<seed>-<date>``: the problem's name in lower-case letters, digits and
+    dashes (an uploaded file's name included, so nothing odd reaches a file name)."""
+    problem = re.sub(r"[^a-z0-9]+", "-", run.problem.name.lower()).strip("-")[:STEM_CHARS]
+    day = day or datetime.date.today()
+    return f"lsb-{problem.strip('-') or 'run'}-seed{run.config.seed}-{day.isoformat()}"
+
+
+def traces_gzip(traces: dict) -> bytes:
+    """``traces_csv`` compressed with gzip (deterministic: no time stamp in the header)."""
+    return gzip.compress(traces_csv(traces).encode("utf-8"), compresslevel=6, mtime=0)
+
+
+def report_html(run) -> str:
+    """The experiment command's self-contained report for this run."""
+    config = {**run.config.as_dict(), "problem": run.problem.name}
+    burnin, mixing = run.phase_seconds()
+    return comparison_report(run.comparison, run.problem, config, burnin, mixing, run.problem.name)
 
 
 def traces_csv(traces: dict) -> str:
@@ -53,6 +86,46 @@ def results_json(run, max_lag: int = 500) -> str:
     return results_to_json(results)
 
 
+def _traces(run, stem: str) -> None:
+    """Prepare the traces (gzip CSV) on request, then offer them with their size."""
+    comparison = run.comparison
+    prepared = st.session_state.get(TRACES_KEY)
+    if prepared is not None and prepared[0] != id(run):
+        prepared = None  # another run's: dropped below when this one's are prepared
+    rows = sum(len(t) * t.n_chains for t in comparison.traces.values())
+    if prepared is None:
+        if st.button(
+            f"Prepare traces ({rows:,} rows)",
+            disabled=not comparison.traces,
+            key="prepare_traces",
+            help="Compress every recorded step of every chain into a gzip CSV; its size shows "
+            "before you download it.",
+        ):
+            with run.lock:
+                st.session_state[TRACES_KEY] = (
+                    id(run),
+                    run.n_steps,
+                    traces_gzip(comparison.traces),
+                )
+            st.rerun()
+        return
+    _, steps, data = prepared
+    if steps != run.n_steps and st.button("Prepare again at the current step", key="reprepare"):
+        st.session_state.pop(TRACES_KEY, None)
+        st.rerun()
+    st.download_button(
+        f"Traces at step {steps:,} (gzip CSV, {len(data) / 1e6:.1f} MB)",
+        data=data,
+        file_name=f"{stem}-traces-step{steps}.csv.gz",
+        mime="application/gzip",
+        on_click="ignore",
+        key="download_traces",
+        help="One row per recorded step and chain: step, target evaluations, phase, "
+        "magnetisation, log p̃, accuracy, acceptance rate, wall time. Opens in pandas "
+        "(read_csv reads .gz directly), R and spreadsheets after unzipping.",
+    )
+
+
 def _locked(run, build):
     def data():
         with run.lock:
@@ -69,23 +142,24 @@ def render(run) -> None:
         "burn_in": run.config.burn_in,
         "config": to_query_params(run.config),
     }
-    st.markdown("**Data**")
+    stem = export_stem(run)
+    st.markdown("**Report and data**")
     row = st.container(horizontal=True)
     row.download_button(
-        "Traces (CSV)",
-        data=_locked(run, lambda: traces_csv(comparison.traces)),
-        file_name="lsb-traces.csv",
-        mime="text/csv",
+        "Report (HTML)",
+        data=_locked(run, lambda: report_html(run)),
+        file_name=f"{stem}-report.html",
+        mime="text/html",
         on_click="ignore",
         disabled=not comparison.traces,
-        key="download_traces",
-        help="One row per recorded step and chain: step, target evaluations, phase, "
-        "magnetisation, log p̃, accuracy, acceptance rate, wall time.",
+        key="download_report",
+        help="The experiment command's report for this run: figures, the summary table, the "
+        "configuration; one file that opens offline.",
     )
     row.download_button(
         "Results (JSON)",
         data=lambda: results_json(run),
-        file_name="lsb-results.json",
+        file_name=f"{stem}-results.json",
         mime="application/json",
         on_click="ignore",
         key="download_results",
@@ -94,6 +168,7 @@ def render(run) -> None:
         "When the chains sample different posteriors (a paper case's own α per chain), "
         "pooled bulk ESS and R-hat are left empty and each chain's own bulk ESS is given.",
     )
+    _traces(run, stem)
     st.markdown("**Learned balancing functions**")
     learned = [n for n in comparison.names if REGISTRY[n].learnable]
     if not learned:
@@ -106,12 +181,23 @@ def render(run) -> None:
             row.download_button(
                 f"{label(name)} (JSON)",
                 data=_locked(run, lambda n=name: learned_functions({n: comparison[n]}, meta)[n]),
-                file_name=f"lsb-{name}.json",
+                file_name=f"{stem}-{name}.json",
                 mime="application/json",
                 on_click="ignore",
                 key=f"download_{name}",
                 help=f"Import it again with the sampler '{importer}' to reuse it on another image.",
             )
+    st.markdown("**Figures**")
+    charts.figure_format()  # a valid value in Session State before the widget reads it
+    st.radio(
+        "Charts download as",
+        charts.FORMATS,
+        format_func=str.upper,
+        horizontal=True,
+        key=charts.FORMAT_KEY,
+        help="Every chart's toolbar has a camera button that saves it in this format, named "
+        f"{stem}-<figure>.",
+    )
     st.markdown("**Link to this configuration**")
     base = getattr(st.context, "url", None)
     link = share_link(run.config, base)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import lsbcore
+from app import charts
 from lsbcore import figures
 from lsbcore.figures import sampler_label as label
 from lsbcore.results import effective_max_lag
@@ -145,8 +146,8 @@ def render(run) -> None:
         )
     st.dataframe(view.rows, hide_index=True)
     left, right = st.columns(2)
-    left.plotly_chart(view.acf, config={"displayModeBar": False})
-    right.plotly_chart(view.ess, config={"displayModeBar": False})
+    charts.show(view.acf, run, "autocorrelation", left)
+    charts.show(view.ess, run, "ess", right)
     pooled = (
         "Bulk ESS (pooled): effective independent draws of m(x) over all chains together "
         "(rank-normalised, Vehtari et al. 2021). R-hat: whether the chains agree; above "

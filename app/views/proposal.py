@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import charts
 from app.state import SiteStep, proposes_one_site
 from app.widgets import ensure, ensure_in_range
 from lsbcore.figures import sampler_label as label
@@ -248,7 +249,7 @@ def render(run) -> None:
         return
     fig = proposal_figure(maps, quantity)
     if fig is not None:
-        st.plotly_chart(fig, config={"displayModeBar": False})
+        charts.show(fig, run, f"proposal-{quantity}")
     st.dataframe(step_rows(maps, after_step), hide_index=True)
 
 

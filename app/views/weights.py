@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import charts
 from lsbcore import figures
 from lsbcore.learning.balancing import FORMULAS
 
@@ -52,9 +53,9 @@ def render(run) -> None:
         if area is None:
             st.caption("The weights are recorded while LSB 1 learns: press Run or Step.")
         else:
-            st.plotly_chart(area, config={"displayModeBar": False})
+            charts.show(area, run, "lsb1-weights")
     with right:
-        st.plotly_chart(bars, config={"displayModeBar": False})
+        charts.show(bars, run, "lsb1-final-weights")
     phase = "frozen since burn-in ended" if run.comparison.phase == "mixing" else "learning"
     st.caption(
         "Weights: "
