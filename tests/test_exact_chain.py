@@ -327,3 +327,47 @@ def test_tv_figure_draws_one_log_scale_line_per_sampler():
     assert fig.layout.yaxis.type == "log"
     assert np.isnan(fig.data[0].y[2])  # an exact 0 has no place on a log axis
     assert len(figures.exact_tv_figure({}).data) == 0
+
+
+# ------------------------------------------------------------------------------ the app view
+def test_view_explains_instead_of_computing_for_more_than_twelve_sites():
+    from app.views import exact_chain as view
+
+    shown = view.exact_view(IsingPosterior(torch.zeros(4, 4), 0.5), ["sqrt"])
+    assert shown.rows == [] and shown.figure is None
+    assert "at most 12 sites" in shown.message and "16" in shown.message
+
+
+def test_view_tabulates_the_comparison_for_one_chain_of_a_per_chain_target():
+    from app.views import exact_chain as view
+
+    alpha = torch.stack([torch.full((2, 3), 0.3), torch.full((2, 3), -0.4)]).double()
+    target = IsingPosterior(alpha, 0.5, "free")
+    shown = view.exact_view(target, ["sqrt", "learned", "gibbs"], steps=20)
+    assert shown.message == ""
+    assert [row["name"] for row in shown.rows] == ["sqrt", "gibbs"]  # no function to import
+    p = exact_chain.transition_matrix(target.chain(0), "sqrt")
+    pi = exact_chain.exact_distribution(target.chain(0))
+    assert shown.rows[0]["gap"] == pytest.approx(exact_chain.spectral_gap(p, pi))
+    table = view.table(shown.rows)
+    assert table[0]["sampler"] == "sqrt(t) (= GWG)" and "tv" not in table[0]
+    assert len(shown.figure.data) == 2
+
+
+def test_view_renders_without_exceptions_for_small_and_large_problems():
+    from streamlit.testing.v1 import AppTest
+
+    def page(big: bool):
+        import torch
+
+        from app.views import exact_chain as view
+        from lsbcore import IsingPosterior
+
+        shape = (4, 4) if big else (2, 2)
+        view.render(IsingPosterior(torch.full(shape, 0.2), 0.5, "periodic"), ["barker", "max"])
+
+    small = AppTest.from_function(page, kwargs={"big": False}).run(timeout=60)
+    assert not small.exception
+    assert len(small.dataframe) == 1 and small.caption[0].value.startswith("The spectral gap")
+    large = AppTest.from_function(page, kwargs={"big": True}).run(timeout=60)
+    assert not large.exception and "at most 12 sites" in large.info[0].value
