@@ -204,6 +204,21 @@ def test_gap_is_one_minus_the_second_eigenvalue_modulus_of_the_raw_matrix(name):
     assert exact_chain.relaxation_time(gap) == pytest.approx(1.0 / gap)
 
 
+@pytest.mark.parametrize("name", ["sqrt", "metropolis", "checkerboard"])
+def test_the_few_eigenvalue_path_gives_the_dense_answer(name, monkeypatch):
+    """Above ``DENSE_STATES`` states ARPACK finds only the extreme eigenvalues; on 1024 states
+    that agrees with the full dense solve, reversible (eigvalsh) or not (eigvals)."""
+    from lsbcore.exact import spectrum
+
+    target = random_mrf(10, seed=3)
+    pi = exact_chain.exact_distribution(target)
+    p = exact_chain.transition_matrix(target, name)
+    assert len(pi) > spectrum.DENSE_STATES
+    few = exact_chain.spectral_gap(p, pi)
+    monkeypatch.setattr(spectrum, "DENSE_STATES", 10**9)
+    assert few == pytest.approx(exact_chain.spectral_gap(p, pi), abs=1e-10)
+
+
 def test_a_reducible_chain_has_gap_zero_and_infinite_relaxation_time():
     p = np.eye(4)
     pi = np.full(4, 0.25)

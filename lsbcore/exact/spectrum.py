@@ -11,7 +11,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse import linalg as sparse_linalg
 
+#: Up to this many states the eigenvalues come from a dense solve; above, from ARPACK.
+DENSE_STATES = 256
 #: Relative tolerance for detailed balance ``pi_x P[x, y] == pi_y P[y, x]``.
 BALANCE_RTOL = 1e-9
 
@@ -40,18 +44,40 @@ def second_eigenvalue_modulus(p: np.ndarray, pi: np.ndarray) -> float:
 
     Reversible ``P``: ``D^1/2 P D^-1/2`` (``D = diag(pi)``) is symmetric, and under detailed
     balance its entry ``sqrt(pi_x / pi_y) P[x, y]`` equals ``sqrt(P[x, y] P[y, x])``, which needs
-    no division by a tiny ``pi_y``; its real eigenvalues come from ``eigvalsh``. Otherwise (a
-    systematic sweep) the general ``eigvals`` of ``P`` itself.
+    no division by a tiny ``pi_y``; its eigenvalues are real. Otherwise (a systematic sweep) the
+    general eigenvalues of ``P`` itself. Above ``DENSE_STATES`` states only the few extreme
+    eigenvalues are computed (ARPACK): a dense solve of 4096 states takes tens of seconds.
     """
     _check_square(p)
     if len(p) == 1:
         return 0.0
-    if is_reversible(p, pi):
-        moduli = np.abs(np.linalg.eigvalsh(np.sqrt(p * p.T)))  # ascending eigenvalues
-        moduli = np.sort(moduli)
-    else:
-        moduli = np.sort(np.abs(np.linalg.eigvals(p)))
-    return float(moduli[-2])  # the largest is the stationary eigenvalue 1
+    reversible = is_reversible(p, pi)
+    m = np.sqrt(p * p.T) if reversible else p
+    if len(p) > DENSE_STATES:
+        try:
+            return _extreme_moduli(m, reversible)
+        except sparse_linalg.ArpackNoConvergence:
+            pass  # rare: the dense solve below is exact, only slower
+    eigenvalues = np.linalg.eigvalsh(m) if reversible else np.linalg.eigvals(m)
+    return float(np.sort(np.abs(eigenvalues))[-2])  # the largest is the stationary 1
+
+
+def _extreme_moduli(m: np.ndarray, symmetric: bool) -> float:
+    """The second largest eigenvalue modulus from a few extreme eigenvalues (ARPACK).
+
+    Symmetric: the two largest (1 and lambda_2) and the smallest (the most negative), since
+    ``|lambda|`` peaks at either end. General: the 4 of largest modulus (a complex pair can
+    tie for second place; the stationary 1 is the largest).
+    """
+    rng = np.random.default_rng(0)  # ARPACK's start vector, fixed: same answer every call
+    v0 = rng.random(len(m))
+    matrix = sparse.csr_matrix(m)
+    if symmetric:
+        top = sparse_linalg.eigsh(matrix, k=2, which="LA", v0=v0, return_eigenvectors=False)
+        bottom = sparse_linalg.eigsh(matrix, k=1, which="SA", v0=v0, return_eigenvectors=False)
+        return float(max(np.min(top), abs(bottom[0])))
+    values = sparse_linalg.eigs(matrix, k=4, which="LM", v0=v0, return_eigenvectors=False)
+    return float(np.sort(np.abs(values))[-2])
 
 
 def spectral_gap(p: np.ndarray, pi: np.ndarray) -> float:
