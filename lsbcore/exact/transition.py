@@ -28,7 +28,7 @@ def flip_matrix(flip_probs: torch.Tensor) -> np.ndarray:
     """``P [2^n, 2^n]`` from single-flip probabilities ``[2^n, n]`` (row ``k``: state code ``k``).
 
     ``P[k, k ^ (1 << i)] = flip_probs[k, i]``; the diagonal holds the rest (a rejection or a
-    site left as it was).
+    site left as it was), which may round to -1e-16 where every move is taken.
     """
     fp = flip_probs.reshape(flip_probs.shape[0], -1).double().cpu().numpy()
     n_states, n = fp.shape
@@ -46,7 +46,8 @@ def transition_matrix(target, name: str, balancing: Balancing | None = None) -> 
 
     ``balancing``: for ``lsb1``/``lsb2``/``learned``, the learned function to freeze (a copy is
     taken: the caller's function keeps learning); without it ``lsb1``/``lsb2`` use their
-    starting function. A frozen ``g`` makes an ordinary locally balanced chain (spec 4).
+    starting function (LSB 2's from seed 0). A frozen ``g`` makes an ordinary locally balanced
+    chain (spec 4).
     """
     n = check_target(target)
     if name not in REGISTRY:
