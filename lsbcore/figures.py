@@ -35,6 +35,7 @@ __all__ = [
     "balancing_figure",
     "band_figure",
     "ess_figure",
+    "exact_tv_figure",
     "figure_div",
     "loss_figure",
     "plotly_js",
@@ -506,6 +507,38 @@ def ess_figure(
     fig.update_layout(hovermode="closest")
     fig.update_yaxes(title_text="ESS", row=1, col=1)
     fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+# ----------------------------------------------------------------------------- exact chain
+def exact_tv_figure(curves: Mapping[str, np.ndarray]) -> go.Figure:
+    """``TV(pi, v P^t)`` of the exact chain against ``t``, one line per sampler (log y).
+
+    ``curves[name]`` is ``[T + 1]`` (``lsbcore.exact.tv_curve``). A TV of exactly 0 has no place
+    on a log axis and is left out; a straight line there is a rate ``(1 - gap)^t``.
+    """
+    title = "Exact distance to the target"
+    x_label, y_label = "steps t", "TV(pi, v P^t)"
+    fig = go.Figure()
+    for name, values in _items(curves):
+        tv = _float_array(values, 1)
+        if tv.size == 0:
+            continue
+        label = sampler_label(name)
+        fig.add_trace(
+            go.Scatter(
+                x=np.arange(tv.size),
+                y=np.where(tv > 0, tv, np.nan),
+                mode="lines",
+                line={"width": 2, "color": sampler_colour(name)},
+                name=label,
+                hovertemplate=f"{label}: %{{y:.3g}}<extra></extra>",
+            )
+        )
+    if not fig.data:
+        return _empty(title, x_label, y_label)
+    _style(fig, title, x_label, y_label)
+    fig.update_yaxes(type="log", exponentformat="power")
     return fig
 
 

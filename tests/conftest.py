@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from lsbcore import exact as exact_chain
+
 # Monte Carlo threshold for total-variation checks (spec section 9).
 #
 # With N independent draws from p over K states, E|p^_k - p_k| <= sqrt(2 / pi) sqrt(p_k / N)
@@ -36,24 +38,13 @@ TV_SAFETY = 3.0
 
 def all_states(height: int, width: int) -> torch.Tensor:
     """Every state of the lattice, ``[2^D, H, W]`` float64, row ``k`` being state code ``k``."""
-    d = height * width
-    codes = torch.arange(2**d)
-    bits = (codes.unsqueeze(1) >> torch.arange(d)) & 1
-    return (2 * bits - 1).to(torch.float64).view(-1, height, width)
-
-
-def state_codes(x: torch.Tensor) -> torch.Tensor:
-    """The code of every chain's state, ``[B]`` int64 (inverse of ``all_states``)."""
-    flat = (x.reshape(x.shape[0], -1) > 0).long().cpu()
-    return (flat << torch.arange(flat.shape[1])).sum(1)
+    return exact_chain.all_states(height * width).view(-1, height, width)
 
 
 def exact_posterior(target, chain: int = 0) -> np.ndarray:
     """Normalised posterior over all ``2^D`` states of any target (the field of ``chain`` if
     there is one per chain); state code ``k`` as in ``all_states``."""
-    states = all_states(1, target.n_sites).reshape(-1, target.n_sites)
-    log_p = target.chain(chain).log_prob(states)
-    return torch.softmax(log_p, 0).numpy()
+    return exact_chain.exact_distribution(target.chain(chain))
 
 
 def histogram(sampler, burn_in: int, thin: int, draws: int, chains=None) -> np.ndarray:
@@ -64,7 +55,7 @@ def histogram(sampler, burn_in: int, thin: int, draws: int, chains=None) -> np.n
     for _ in range(draws):
         sampler.step(thin)
         x = sampler.x if chains is None else sampler.x[chains]
-        counts += np.bincount(state_codes(x).numpy(), minlength=k)
+        counts += np.bincount(exact_chain.state_codes(x).numpy(), minlength=k)
     return counts
 
 
@@ -78,19 +69,6 @@ def tv_threshold(p: np.ndarray, n_draws: int) -> float:
     """``TV_SAFETY`` times the noise floor ``0.4 sqrt(K_eff / N)`` (derivation above)."""
     k_eff = float(np.sqrt(np.clip(p, 0.0, None)).sum()) ** 2
     return TV_SAFETY * 0.4 * math.sqrt(k_eff / n_draws)
-
-
-def transition_matrix(flip_probs: torch.Tensor) -> np.ndarray:
-    """Full ``[2^D, 2^D]`` matrix from ``flip_probabilities()`` of a sampler whose chain ``k``
-    sits at state code ``k``: ``T[k, k ^ (1 << i)] = flip_probs[k, i]``, diagonal = the rest."""
-    fp = flip_probs.reshape(flip_probs.shape[0], -1).double().cpu().numpy()
-    n, d = fp.shape
-    t = np.zeros((n, n))
-    rows = np.arange(n)
-    for i in range(d):
-        t[rows, rows ^ (1 << i)] = fp[:, i]
-    t[rows, rows] = 1.0 - fp.sum(1)
-    return t
 
 
 def random_alpha(shape, scale: float = 0.5, seed: int = 0) -> torch.Tensor:
@@ -116,12 +94,12 @@ def single_thread():
 def exact():
     return SimpleNamespace(
         all_states=all_states,
-        state_codes=state_codes,
+        state_codes=exact_chain.state_codes,
         exact_posterior=exact_posterior,
         histogram=histogram,
         tv=tv,
         tv_threshold=tv_threshold,
-        transition_matrix=transition_matrix,
+        transition_matrix=exact_chain.flip_matrix,
         random_alpha=random_alpha,
     )
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from lsbcore import IsingPosterior, make_sampler, uniform_start
+from lsbcore import exact as exact_chain
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS
 
 EXACT_SAMPLERS = [name for name in SAMPLERS if name != "learned"]
@@ -137,21 +138,10 @@ def test_the_tv_check_would_catch_a_missing_mh_correction(boundary, exact):
         chain = np.zeros((len(p), len(p)))
         for i in range(9):
             chain[rows, rows ^ (1 << i)] = q[:, i]
-        stationary = stationary_distribution(chain)
+        stationary = exact_chain.stationary_vector(chain)
         distance = exact.tv(p, stationary)
         print(f"{name} {boundary} without MH: TV {distance:.4f}, threshold {threshold:.4f}")
         assert distance > max(0.1, 2 * threshold), name
-
-
-def stationary_distribution(t: np.ndarray) -> np.ndarray:
-    """The solution of ``pi T = pi``, ``sum pi = 1``: for an irreducible chain one equation of
-    ``(T^T - I) pi = 0`` is redundant, so it is replaced by the normalisation."""
-    n = t.shape[0]
-    system = t.T - np.eye(n)
-    system[-1, :] = 1.0
-    rhs = np.zeros(n)
-    rhs[-1] = 1.0
-    return np.linalg.solve(system, rhs)
 
 
 # ------------------------------------------------------------------------------ exact matrix
@@ -196,12 +186,16 @@ def test_transition_matrix_satisfies_detailed_balance(name, shape, boundary, exa
     np.testing.assert_allclose(fp_np, reference, rtol=1e-10, atol=1e-300)
 
     t = exact.transition_matrix(fp)
+    # the library's matrix (lsbcore.exact, a frozen copy of the learned g) is this chain's
+    np.testing.assert_allclose(
+        exact_chain.transition_matrix(target, name, balancing), t, rtol=1e-10, atol=1e-15
+    )
     flow = p[:, None] * t
     off = ~np.eye(len(p), dtype=bool)
     scale = np.maximum(flow, flow.T)[off]
     assert (np.abs(flow - flow.T)[off] <= 1e-10 * scale).all(), "detailed balance fails"
     np.testing.assert_allclose(p @ t, p, rtol=1e-10, atol=1e-15)
-    np.testing.assert_allclose(stationary_distribution(t), p, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(exact_chain.stationary_vector(t), p, rtol=1e-8, atol=1e-12)
 
 
 def sampler_balancing(sampler):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from lsbcore import IsingPosterior, PairwiseMRF, make_sampler
+from lsbcore import exact as exact_chain
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS
 
 EXACT_SAMPLERS = [name for name in SAMPLERS if not REGISTRY[name].needs_balancing]
@@ -186,30 +187,6 @@ def test_pairwise_network_with_one_field_per_chain(exact):
 
 
 # ------------------------------------------------------------------------------ block Gibbs
-def sweep_matrix(target, states: torch.Tensor) -> np.ndarray:
-    """The exact transition matrix of one checkerboard sweep: the colours in turn, each site of
-    the colour resampled from its conditional given the state after the earlier colours."""
-    n = states.shape[0]
-    colour = target.colouring()
-    t = np.eye(n)
-    codes = np.arange(n)
-    for c in range(int(colour.max()) + 1):
-        sites = torch.nonzero(colour == c).view(-1).tolist()
-        odds = target.conditional_log_odds(states)  # [n, D]
-        step = np.zeros((n, n))
-        for sub in range(1 << len(sites)):  # every assignment of the colour's sites
-            new = states.clone()
-            log_prob = torch.zeros(n, dtype=torch.float64)
-            for k, i in enumerate(sites):
-                value = 1.0 if (sub >> k) & 1 else -1.0
-                new[:, i] = value
-                log_prob += torch.nn.functional.logsigmoid(value * odds[:, i])
-            target_codes = ((new > 0).long() << torch.arange(new.shape[1])).sum(1).numpy()
-            np.add.at(step, (codes, target_codes), torch.exp(log_prob).numpy())
-        t = t @ step
-    return t
-
-
 @pytest.mark.parametrize(
     "target",
     [
@@ -220,9 +197,8 @@ def sweep_matrix(target, states: torch.Tensor) -> np.ndarray:
     ids=["free-2x3", "periodic-3x3", "random-graph"],
 )
 def test_checkerboard_sweep_leaves_the_exact_distribution_invariant(target, exact):
-    states = exact.all_states(1, target.n_sites).reshape(-1, target.n_sites)
     p = exact.exact_posterior(target)
-    t = sweep_matrix(target, states)
+    t = exact_chain.sweep_matrix(target)
     np.testing.assert_allclose(t.sum(1), 1.0, atol=1e-12)
     np.testing.assert_allclose(p @ t, p, rtol=1e-10, atol=1e-14)
 
@@ -234,7 +210,7 @@ def test_checkerboard_step_is_the_exact_sweep(backend_name, exact):
     target = IsingPosterior(torch.linspace(-0.8, 0.6, 6).view(2, 3), 0.7, "free")
     states = exact.all_states(2, 3)
     start = 0b101101
-    row = sweep_matrix(target, states.reshape(64, 6))[start]
+    row = exact_chain.sweep_matrix(target)[start]
     chains = 20_000
     sampler = make_sampler(
         "checkerboard", target, chains, seed=7, x0=states[start], backend=backend_name

@@ -1,0 +1,93 @@
+"""The exact chain: on a tiny problem (at most 12 sites) every state is enumerated, each
+sampler's full transition matrix built, and its spectral gap and exact distance to the target
+against steps shown side by side: how the choice of g changes the speed of convergence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from lsbcore import REGISTRY, exact, figures
+from lsbcore.figures import sampler_label as label
+
+GAP_MEANING = (
+    "The spectral gap is how much of the distance to the target one step removes at worst in "
+    "the long run (it shrinks like (1 − gap)^t), so 1/gap, the relaxation time, counts the "
+    "steps per factor e; a bigger gap means faster mixing."
+)
+
+
+@dataclass(frozen=True)
+class ExactView:
+    """What the view draws: the table rows, the figure, and a note (or only a message)."""
+
+    rows: list[dict]
+    figure: go.Figure | None
+    message: str = ""
+
+
+def exact_names(names, balancings: dict | None = None) -> list[str]:
+    """The samplers among ``names`` that have an exact matrix here (the imported ``learned``
+    function only when it is given)."""
+    balancings = balancings or {}
+    return [
+        n for n in names if n in REGISTRY and (not REGISTRY[n].needs_balancing or n in balancings)
+    ]
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """The comparison as display rows (the curves left out)."""
+    return [
+        {
+            "sampler": label(row["name"]),
+            "spectral gap": row["gap"],
+            "relaxation time (steps)": row["relaxation_time"],
+            "relaxation time (site updates)": row["relaxation_site_updates"],
+            "TV after the last step": row["tv_final"],
+        }
+        for row in rows
+    ]
+
+
+def exact_view(target, names, steps: int = 200, start="least likely", balancings=None):
+    """The table and figure for ``target`` (chain 0's field when there is one per chain), or
+    only a message when the problem is too large or no sampler fits."""
+    if target.n_sites > exact.MAX_SITES:
+        return ExactView(
+            [],
+            None,
+            f"The exact chain enumerates all 2^n states, so it needs at most {exact.MAX_SITES} "
+            f"sites; this problem has {target.n_sites:,}. Choose a lattice of at most 3 x 4.",
+        )
+    if target.batch > 1:
+        target = target.chain(0)
+    names = exact_names(names, balancings)
+    if not names:
+        return ExactView([], None, "Choose at least one sampler to compare.")
+    rows = exact.compare_samplers(target, names, steps, start, balancings)
+    curves = {row["name"]: row["tv"] for row in rows}
+    return ExactView(rows, figures.exact_tv_figure(curves))
+
+
+def render(target, names, balancings: dict | None = None, steps: int = 200) -> None:
+    """Streamlit: the gap table and the TV figure for ``names`` on ``target``."""
+    if target.n_sites > exact.MAX_SITES:  # checked before any work, so no traceback
+        st.info(exact_view(target, names).message)
+        return
+    with st.spinner("Building every sampler's transition matrix…"):
+        view = exact_view(target, names, steps, balancings=balancings)
+    if view.message:
+        st.info(view.message)
+        return
+    st.caption(GAP_MEANING)
+    if target.batch > 1:
+        st.caption("Each chain has its own field here; this is the chain of chain 0.")
+    st.dataframe(table(view.rows), hide_index=True)
+    st.caption(
+        "Start: a point mass at the least likely state. A checkerboard step is a sweep of "
+        "every site; compare it with the others in site updates."
+    )
+    st.plotly_chart(view.figure, config={"displayModeBar": False})

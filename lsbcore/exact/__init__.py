@@ -1,0 +1,46 @@
+"""The exact chain: every state of a tiny target (at most 12 sites) enumerated, each sampler's
+full transition matrix, and what it says about convergence (spectral gap, TV against steps)."""
+
+from lsbcore.exact.compare import compare_samplers
+from lsbcore.exact.distance import STARTS, start_distribution, tv_curve
+from lsbcore.exact.spectrum import (
+    is_reversible,
+    relaxation_time,
+    second_eigenvalue_modulus,
+    spectral_gap,
+    stationary_vector,
+)
+from lsbcore.exact.states import (
+    MAX_SITES,
+    all_states,
+    check_target,
+    exact_distribution,
+    state_codes,
+)
+from lsbcore.exact.transition import (
+    block_update_matrix,
+    flip_matrix,
+    sweep_matrix,
+    transition_matrix,
+)
+
+__all__ = [
+    "MAX_SITES",
+    "STARTS",
+    "all_states",
+    "block_update_matrix",
+    "check_target",
+    "compare_samplers",
+    "exact_distribution",
+    "flip_matrix",
+    "is_reversible",
+    "relaxation_time",
+    "second_eigenvalue_modulus",
+    "spectral_gap",
+    "start_distribution",
+    "state_codes",
+    "stationary_vector",
+    "sweep_matrix",
+    "transition_matrix",
+    "tv_curve",
+]

@@ -1,0 +1,113 @@
+"""The full transition matrix ``P[x, y]`` of a sampler on a tiny target (every state enumerated).
+
+Single-site samplers: one sampler is built with one chain per state and asked for its own
+``flip_probabilities()`` (``T(x -> x with i flipped)``, the numbers ``step()`` uses), so the
+matrix is the sampler's, not a re-derivation. The checkerboard sweep has no such method (a
+sweep moves many sites); its matrix is the product of its colour-block updates.
+
+Rows and columns are state codes (``lsbcore.exact.states``); ``v P`` is the law one step on.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from scipy import sparse
+
+from lsbcore.exact.states import all_states, check_target
+from lsbcore.learning.balancing import Balancing
+from lsbcore.samplers.registry import REGISTRY, make_sampler
+
+#: Samplers whose balancing function is learned: their matrix is that of a frozen ``g``.
+LEARNED_NAMES = ("lsb1", "lsb2", "learned")
+
+
+def flip_matrix(flip_probs: torch.Tensor) -> np.ndarray:
+    """``P [2^n, 2^n]`` from single-flip probabilities ``[2^n, n]`` (row ``k``: state code ``k``).
+
+    ``P[k, k ^ (1 << i)] = flip_probs[k, i]``; the diagonal holds the rest (a rejection or a
+    site left as it was), which may round to -1e-16 where every move is taken.
+    """
+    fp = flip_probs.reshape(flip_probs.shape[0], -1).double().cpu().numpy()
+    n_states, n = fp.shape
+    if n_states != 2**n:
+        raise ValueError(f"flip_probs must have one row per state (2^{n}), got {n_states}.")
+    rows = np.arange(n_states)[:, None]
+    p = np.zeros((n_states, n_states))
+    p[rows, rows ^ (1 << np.arange(n))] = fp
+    p[rows[:, 0], rows[:, 0]] = 1.0 - fp.sum(1)
+    return p
+
+
+def transition_matrix(target, name: str, balancing: Balancing | None = None) -> np.ndarray:
+    """The matrix of the registry's sampler ``name`` on ``target`` (at most 12 sites).
+
+    ``balancing``: for ``lsb1``/``lsb2``/``learned``, the learned function to freeze (a copy is
+    taken: the caller's function keeps learning); without it ``lsb1``/``lsb2`` use their
+    starting function (LSB 2's from seed 0). A frozen ``g`` makes an ordinary locally balanced
+    chain (spec 4).
+    """
+    n = check_target(target)
+    if name not in REGISTRY:
+        raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(REGISTRY)}.")
+    if balancing is not None and name not in LEARNED_NAMES:
+        raise ValueError(f"balancing= is only for {LEARNED_NAMES}, not {name!r}.")
+    if name == "learned" and balancing is None:
+        raise ValueError("the 'learned' sampler needs balancing= (a Balancing).")
+    spec = REGISTRY[name]
+    if spec.sites_per_step == "all":
+        if name != "checkerboard":
+            raise ValueError(f"no exact matrix is known for the sweep sampler {name!r}.")
+        return sweep_matrix(target)
+    states = all_states(n)
+    x0 = states.view(len(states), *target.shape)  # the sampler wants the layout
+    common = dict(seed=0, device="cpu", x0=x0, backend="torch")
+    if balancing is not None:
+        frozen = copy.deepcopy(balancing).cpu()
+        sampler = make_sampler("learned", target, len(states), balancing=frozen, **common)
+    else:
+        sampler = make_sampler(name, target, len(states), **common)
+    return flip_matrix(sampler.flip_probabilities())
+
+
+def block_update_matrix(target, sites: list[int]) -> sparse.csr_matrix:
+    """One Gibbs block update of ``sites`` (no two of them neighbours), sparse ``[2^n, 2^n]``.
+
+    ``P(x -> y) = prod_{i in sites} p(y_i | x_-i)`` for ``y`` equal to ``x`` off ``sites``: the
+    sites are independent given the rest, so each conditional reads ``x`` itself, and
+    ``log p(y_i | x_-i) = logsigmoid(y_i * 2 f_i(x))`` (the target's conditional log-odds).
+    """
+    n = check_target(target)
+    states = all_states(n)
+    log_odds = target.conditional_log_odds(states)  # [N, n]
+    codes = np.arange(len(states))
+    choices = np.arange(2 ** len(sites))  # every assignment of the block, bit k -> sites[k]
+    spread = np.zeros(len(choices), dtype=np.int64)  # the assignment's bits at the sites' places
+    log_w = torch.zeros(len(states), len(choices), dtype=torch.float64)  # [N, A]
+    for k, i in enumerate(sites):  # at most 12 sites
+        bit = (choices >> k) & 1
+        spread |= bit << i
+        y = torch.as_tensor(2.0 * bit - 1.0)  # [A]
+        log_w += torch.nn.functional.logsigmoid(y[None, :] * log_odds[:, i : i + 1])
+    mask = sum(1 << i for i in sites)
+    cols = (codes[:, None] & ~mask) | spread[None, :]
+    rows = np.broadcast_to(codes[:, None], cols.shape)
+    values = torch.exp(log_w).numpy()
+    return sparse.csr_matrix((values.ravel(), (rows.ravel(), cols.ravel())), (len(codes),) * 2)
+
+
+def sweep_matrix(target) -> np.ndarray:
+    """The checkerboard sampler's step: the colours of ``target.colouring()`` in turn, each a
+    block update, so ``P = B_0 B_1 ... B_{C-1}`` (row vectors: colour 0 acts first)."""
+    check_target(target)
+    colour = target.colouring()
+    blocks = [
+        block_update_matrix(target, torch.nonzero(colour == c).view(-1).tolist())
+        for c in range(int(colour.max()) + 1)
+    ]
+    product = blocks[0]
+    for block in blocks[1:]:
+        product = product @ block
+    return product.toarray()
