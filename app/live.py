@@ -15,7 +15,16 @@ import time
 import streamlit as st
 
 from app import session, state
-from app.views import balancing, chains, convergence, export, mixing, proposal, segmentation
+from app.views import (
+    balancing,
+    chains,
+    convergence,
+    exact_chain,
+    export,
+    mixing,
+    proposal,
+    segmentation,
+)
 from app.views import weights as weights_view
 from lsbcore.figures import sampler_label
 
@@ -29,6 +38,7 @@ VIEWS = (
     ("Convergence", convergence.render),
     ("Mixing", mixing.render),
     ("Segmentation", segmentation.render),
+    ("Exact chain", exact_chain.render_run),
     ("Export", export.render),
 )
 TAB_LABELS = [name for name, _ in VIEWS]

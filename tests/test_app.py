@@ -33,6 +33,7 @@ TABS = (
     "Convergence",
     "Mixing",
     "Segmentation",
+    "Exact chain",
     "Export",
 )
 SAMPLES = sources.sample_names()
@@ -584,3 +585,23 @@ def test_export_prepares_the_traces_and_names_files_after_the_run():
     stem = export.export_stem(run)
     assert stem.startswith("lsb-case-3") and "-seed0-" in stem
     assert at.radio(key="figure_format").value == "png"
+
+
+def test_exact_chain_tab_enumerates_a_window_of_the_run_with_its_learned_functions():
+    at = open_app(size="16", chains="2", burn_in="10", steps="20", samplers="barker,max,lsb1")
+    run = the_run(at)
+    state.advance(run, 30.0, 15)
+    at.session_state["view"] = "Exact chain"
+    at.run()
+    assert_healthy(at)
+    assert "Press Compute" in texts(at.caption)
+    at.session_state["exact_window"] = "2 x 3"
+    at.button(key="exact_compute").click().run()
+    assert_healthy(at)
+    table = at.dataframe[0].value
+    assert list(table["sampler"]) == ["t/(1+t)", "max(1,t)", "LSB 1"]
+    gaps = dict(zip(table["sampler"], table["spectral gap"], strict=True))
+    assert 0 < gaps["max(1,t)"] < gaps["t/(1+t)"] <= 1  # max(1,t) mixes worst here too
+    assert "computed at step 15 with LSB 1 as learned then" in texts(at.caption)
+    view = run.cache["exact_chain"][2]
+    assert view.rows[0]["invariance_error"] < 1e-12

@@ -386,3 +386,14 @@ def test_view_renders_without_exceptions_for_small_and_large_problems():
     assert len(small.dataframe) == 1 and small.caption[0].value.startswith("The spectral gap")
     large = AppTest.from_function(page, kwargs={"big": True}).run(timeout=60)
     assert not large.exception and "at most 12 sites" in large.info[0].value
+
+
+def test_the_app_window_is_the_centre_of_chain_ones_field():
+    from app.views.exact_chain import window_target
+
+    alpha = torch.arange(2 * 6 * 7, dtype=torch.float64).view(2, 6, 7)
+    big = IsingPosterior(alpha, 0.7, "periodic")
+    small = window_target(big, 3, 4)
+    assert small.shape == (3, 4) and small.lam == 0.7 and small.boundary == "free"
+    torch.testing.assert_close(small.alpha.view(3, 4), alpha[0, 1:4, 1:5])
+    assert window_target(big, 7, 7) is None  # larger than the lattice

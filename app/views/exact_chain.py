@@ -91,3 +91,70 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
         "every site; compare it with the others in site updates."
     )
     st.plotly_chart(view.figure, config={"displayModeBar": False})
+
+
+# ----------------------------------------------------------------------------- in the app
+WINDOWS = {"2 x 2": (2, 2), "2 x 3": (2, 3), "3 x 3": (3, 3), "3 x 4": (3, 4)}
+CACHE_KEY = "exact_chain"
+
+
+def window_target(target, rows: int, cols: int):
+    """The Ising posterior of the ``rows x cols`` window at the centre of chain 0's lattice,
+    free boundary (a window has no wrap-around), same lambda; None for other targets."""
+    alpha, lam = getattr(target, "alpha", None), getattr(target, "lam", None)
+    if alpha is None or lam is None:
+        return None
+    field = alpha[0] if alpha.dim() == 3 else alpha
+    height, width = field.shape
+    if rows > height or cols > width:
+        return None
+    top, left = (height - rows) // 2, (width - cols) // 2
+    window = field[top : top + rows, left : left + cols].clone()
+    return type(target)(window, lam, "free")
+
+
+def render_run(run) -> None:
+    """The Exact chain tab: the run's posterior on a window small enough to enumerate, and
+    every selected sampler's exact matrix there (the learned ones as they are now)."""
+    from app import charts
+
+    st.caption(
+        "Every state of a small window of this posterior is enumerated, so each sampler's "
+        "transition matrix is exact: no sampling noise in the gap or the distance to the target."
+    )
+    choice = st.radio("Window", list(WINDOWS), index=2, horizontal=True, key="exact_window")
+    rows, cols = WINDOWS[choice]
+    target = window_target(run.problem.target, rows, cols)
+    if target is None:
+        st.info("The exact chain is drawn for Ising posteriors at least as large as the window.")
+        return
+    comparison = run.comparison
+    learned = {n: comparison[n].balancing for n in comparison.names if REGISTRY[n].needs_balancing}
+    learned.update({n: comparison[n].balancing for n in comparison.names if REGISTRY[n].learnable})
+    cached = run.cache.get(CACHE_KEY)
+    fresh = cached is not None and cached[0] == (choice, tuple(comparison.names))
+    if st.button("Compute" if not fresh else "Compute again", key="exact_compute"):
+        with st.spinner("Building every sampler's transition matrix…"), run.lock:
+            view = exact_view(target, comparison.names, balancings=learned)
+        run.cache[CACHE_KEY] = ((choice, tuple(comparison.names)), run.n_steps, view)
+        cached, fresh = run.cache[CACHE_KEY], True
+    if not fresh:
+        st.caption(f"Press Compute: {2 ** (rows * cols):,} states, about a second or two.")
+        return
+    _, step, view = cached
+    if view.message:
+        st.info(view.message)
+        return
+    learners = [label(n) for n in learned if n in comparison.names]
+    st.caption(
+        f"The centre {choice} window of chain 1's α, λ = {target.lam:g}, free boundary; "
+        f"computed at step {step:,}"
+        + (f" with {', '.join(learners)} as learned then." if learners else ".")
+    )
+    st.caption(GAP_MEANING)
+    st.dataframe(table(view.rows), hide_index=True)
+    st.caption(
+        "Start: a point mass at the least likely state. A checkerboard step is a sweep of "
+        "every site; compare it with the others in site updates."
+    )
+    charts.show(view.figure, run, "exact-chain-tv")
