@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
+from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY, SAMPLERS
 from lsbcore.segmentation.starts import STARTS
 
@@ -252,7 +253,7 @@ def _number(name: str, raw, warnings: list[str]):
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        warnings.append(f"{label}: {str(raw)[:40]!r} is not a number; using the default.")
+        warnings.append(f"{label}: {quote(raw)} is not a number; using the default.")
         return None
     if math.isnan(value):
         warnings.append(f"{label}: NaN is not allowed; using the default.")
@@ -274,9 +275,7 @@ def _choice(name: str, raw, choices, warnings: list[str]):
     if value in choices:
         return value
     label = LABELS.get(name, name)
-    warnings.append(
-        f"{label}: {str(raw)[:40]!r} is not one of {', '.join(choices)}; using the default."
-    )
+    warnings.append(f"{label}: {quote(raw)} is not one of {', '.join(choices)}; using the default.")
     return None
 
 
@@ -286,7 +285,7 @@ def _boolean(name: str, raw, warnings: list[str]):
         return True
     if value in ("0", "false", "no", "off"):
         return False
-    warnings.append(f"{LABELS.get(name, name)}: {str(raw)[:40]!r} is not true/false; ignored.")
+    warnings.append(f"{LABELS.get(name, name)}: {quote(raw)} is not true/false; ignored.")
     return None
 
 
@@ -300,7 +299,7 @@ def parse_samplers(raw, warnings: list[str]) -> tuple[str, ...] | None:
             if not name:
                 continue
             if name not in SAMPLERS:
-                warnings.append(f"samplers: unknown sampler {name[:40]!r} ignored.")
+                warnings.append(f"samplers: unknown sampler {quote(name)} ignored.")
             elif name not in names:
                 names.append(name)
     if not names:
@@ -319,7 +318,7 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
     known = {f.name for f in fields(Config)} | {LEGACY_INVERT}
     for key in values:
         if key not in known:
-            warnings.append(f"Unknown link parameter {str(key)[:40]!r} ignored.")
+            warnings.append(f"Unknown link parameter {quote(key)} ignored.")
 
     def first(key):
         raw = values.get(key)
@@ -338,7 +337,7 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
             sample = raw
         else:
             warnings.append(
-                f"sample image: {raw[:40]!r} is not a shipped sample; using the default."
+                f"sample image: {quote(raw)} is not a shipped sample; using the default."
             )
     base = defaults_for(source, case, sample)
     out: dict = {}

@@ -14,6 +14,7 @@ from app import config as cfgmod
 from app import sources, state
 from app.config import Config
 from app.sidebar import Inputs
+from app.text import plain
 
 PROPOSAL_TAB = "Proposal"
 RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are widgets)
@@ -27,10 +28,10 @@ def _build(cfg: Config, inputs: Inputs) -> state.Run | None:
             run, messages = state.build_run(cfg, problem, inputs.photo, balancing)
         run.source = inputs.source
     except ValueError as err:  # lsbcore refuses what it cannot sample, with a sentence
-        st.error(f"This configuration cannot be sampled: {err}")
+        st.error(f"This configuration cannot be sampled: {plain(err)}")
         return None
     for message in messages:
-        st.warning(message)
+        st.warning(plain(message))
     return run
 
 

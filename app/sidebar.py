@@ -8,6 +8,7 @@ the defaults of a newly chosen source, case or sample before the widgets are dra
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, fields, replace
 
@@ -19,10 +20,13 @@ import lsbcore
 from app import config as cfgmod
 from app import sources
 from app.config import BOUNDS, Config
+from app.text import plain
 from app.widgets import ensure, ensure_in_range
 from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import SamplerSpec
 from lsbcore.segmentation.starts import START_LABELS
+
+log = logging.getLogger(__name__)
 
 SOURCE_LABELS = {"paper": "Paper case", "sample": "Sample image", "upload": "Your image"}
 # What the multiselect adds to a sampler's registry label, so the kind shows at a glance
@@ -207,6 +211,9 @@ def _learned_error(file) -> str | None:
             cache[file.file_id] = None
         except ValueError as err:
             cache[file.file_id] = str(err)
+        except Exception as err:  # anything else the file provokes is a refusal, not a crash
+            log.exception("learned-function upload failed")
+            cache[file.file_id] = f"it cannot be read ({type(err).__name__})."
     return cache[file.file_id]
 
 
@@ -304,7 +311,7 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         else:
             photo, error = _decoded_upload(file, size)
             if error:
-                sb.error(error)
+                sb.error(plain(error))
             else:
                 inputs.photo = photo
                 inputs.source = file.getvalue()
@@ -315,7 +322,7 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
     if upload is not None and source != "upload":
         _, error = _decoded_upload(upload, size)
         if error:
-            sb.error(error)
+            sb.error(plain(error))
     if inputs.image is not None and sources.is_uniform(inputs.photo):
         sb.warning("This image has a single colour: there is nothing to segment.")
 
@@ -441,7 +448,7 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
         else:
             error = _learned_error(file)
             if error:
-                sb.error(f"This learned function cannot be used: {error}")
+                sb.error(f"This learned function cannot be used: {plain(error)}")
             else:
                 learned_json, learned_id = file.getvalue(), file.file_id
     learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.learnable)

@@ -18,6 +18,7 @@ import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
 from app import config, live, session, sidebar, sources  # noqa: E402
+from app.text import plain  # noqa: E402
 from app.views import about, posterior  # noqa: E402
 
 log = logging.getLogger("app")
@@ -81,4 +82,4 @@ try:
     main()
 except Exception as err:  # no traceback reaches the page: say what failed, log the rest
     log.exception("LSB Explorer failed")
-    st.error(f"Something went wrong: {err}. Change a setting or press Reset to continue.")
+    st.error(f"Something went wrong: {plain(err)}. Change a setting or press Reset to continue.")

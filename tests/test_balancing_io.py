@@ -194,11 +194,9 @@ REFUSED = [
     ("lsb2", {"p_b2": "0.1"}, "'b2' must contain only finite"),
     ("lsb2", {"p_b2": [0.1]}, "'b2' must contain only finite"),
     ("lsb2", {"p_b2": float("nan")}, "'b2' must contain only finite"),
-    (
-        "lsb2",
-        {"p_w1": [1e308] * 10, "p_b1": [0.0] * 10, "p_w2": [1e308] * 10},
-        "non-finite values",
-    ),
+    ("lsb2", {"p_w1": [1.5e308] + [0.5] * 9}, "'w1' must contain only finite numbers between"),
+    ("lsb2", {"p_w2": [1e4 + 1] + [0.5] * 9}, "'w2' must contain only finite numbers between"),
+    ("lsb1", {"p_theta": [0.0, 10**400, 0.0, 0.0]}, "'theta' must contain only finite"),
 ]
 
 
@@ -207,9 +205,15 @@ def test_malformed_content_is_refused_with_a_reason(kind, changes, message):
     data = with_changes(kind, **changes)
     with pytest.raises(ValueError, match=message):
         load_balancing(data)
-    # the same content as JSON text (NaN / Infinity literals included) is refused alike
-    with pytest.raises(ValueError, match=message):
-        load_balancing(json.dumps(data).encode("utf-8"))
+    # the same content as JSON text is refused alike, NaN / Infinity literals and numbers too
+    # long for a float before any conversion
+    text = json.dumps(data)
+    literal = any(c in text for c in ("NaN", "Infinity")) or "1" + "0" * 400 in text
+    as_text = (
+        "is not a number a learned function may hold|more than 20 digits" if literal else message
+    )
+    with pytest.raises(ValueError, match=as_text):
+        load_balancing(text.encode("utf-8"))
 
 
 def oversized_json() -> str:
@@ -249,7 +253,7 @@ def test_long_text_that_is_no_path_is_refused_with_a_value_error(text):
     ids=["binary", "words", "truncated", "empty", "str-bad", "str-trailing-comma"],
 )
 def test_non_json_is_refused(raw):
-    with pytest.raises(ValueError, match="not valid JSON"):
+    with pytest.raises(ValueError, match="not valid JSON|not UTF-8 text"):
         load_balancing(raw)
 
 
@@ -301,3 +305,36 @@ def test_loaded_parameters_are_exactly_the_json_numbers():
     )
     assert isinstance(loaded, MixtureBalancing)
     np.testing.assert_array_equal(loaded.theta.detach().numpy(), theta)
+
+
+@pytest.mark.parametrize(
+    ("number", "message"),
+    [
+        ("1" * 400, "more than 20 digits"),
+        ("-" + "9" * 5000, "more than 20 digits"),
+        ("1e400", "too large for a float"),
+        ("NaN", "NaN is not a number"),
+        ("-Infinity", "-Infinity is not a number"),
+    ],
+)
+def test_numbers_in_the_text_are_bounded_before_any_conversion(number, message):
+    text = json.dumps(valid_dict("lsb1")).replace('"theta": [', f'"theta": [{number}, ', 1)
+    with pytest.raises(ValueError, match=message):
+        load_balancing(text)
+
+
+def test_a_byte_order_mark_is_accepted():
+    text = json.dumps(valid_dict("lsb1"))
+    plain = load_balancing(text.encode("utf-8"))
+    with_bom = load_balancing(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert torch.equal(plain.theta, with_bom.theta)
+
+
+def test_weights_in_bounds_give_finite_values_on_both_evaluation_paths():
+    data = valid_dict("lsb2")
+    hidden = data["parameters"]["hidden"]
+    data["parameters"].update(w1=[1e4] * hidden, b1=[-1e4] * hidden, w2=[1e4] * hidden, b2=1e4)
+    balancing = load_balancing(data)
+    s = torch.linspace(-1e4, 1e4, 5001, dtype=torch.float64)  # the piecewise path
+    assert bool(torch.isfinite(balancing.log_g(s)).all())
+    assert bool(torch.isfinite(balancing.log_g(s[::50])).all())  # the network as written

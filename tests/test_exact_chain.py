@@ -7,6 +7,7 @@ eigenvalues and ``v P^t`` say.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -381,10 +382,14 @@ def test_view_renders_without_exceptions_for_small_and_large_problems():
         shape = (4, 4) if big else (2, 2)
         view.render(IsingPosterior(torch.full(shape, 0.2), 0.5, "periodic"), ["barker", "max"])
 
-    small = AppTest.from_function(page, kwargs={"big": False}).run(timeout=60)
+    main = sys.modules["__main__"]
+    try:
+        small = AppTest.from_function(page, kwargs={"big": False}).run(timeout=60)
+        large = AppTest.from_function(page, kwargs={"big": True}).run(timeout=60)
+    finally:  # the test script stays __main__ otherwise, and spawned processes would run it
+        sys.modules["__main__"] = main
     assert not small.exception
     assert len(small.dataframe) == 1 and small.caption[0].value.startswith("The spectral gap")
-    large = AppTest.from_function(page, kwargs={"big": True}).run(timeout=60)
     assert not large.exception and "at most 12 sites" in large.info[0].value
 
 

@@ -14,12 +14,23 @@ from pathlib import Path
 
 import torch
 
-from lsbcore.learning.balancing import Balancing, MixtureBalancing, NetworkBalancing
+from lsbcore.learning.balancing import (
+    DENSE_LIMIT,
+    Balancing,
+    MixtureBalancing,
+    NetworkBalancing,
+)
 
 FORMAT = "lsb-explorer/balancing"
 VERSION = 1
 MAX_BYTES = 256 * 1024  # a 256-unit LSB 2 needs ~20 kB; anything far larger is not ours
 MAX_HIDDEN = 256
+# Parameters beyond these are not learned ones and could overflow on the lattice: with
+# |w| <= 1e4 and 256 hidden units the network's output stays below 1e11 for any input
+MAX_PARAMETER = 1e4
+MAX_DIGITS = 20  # an integer in the file has at most this many digits
+# log t = s where the functions are checked: wider than any target allowed here produces
+PROBE_RANGE = 1e4
 
 
 def balancing_to_dict(balancing: Balancing, meta: dict | None = None) -> dict:
@@ -60,10 +71,37 @@ def _numbers(value, name: str, length: int) -> list[float]:
         raise ValueError(f"'{name}' must be a list of {length} numbers.")
     out = []
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"'{name}' must contain only finite numbers.")
+        number = not isinstance(v, bool) and isinstance(v, (int, float))
+        if not (number and abs(v) <= MAX_PARAMETER):  # False for NaN, no float() of a huge int
+            raise ValueError(
+                f"'{name}' must contain only finite numbers between ±{MAX_PARAMETER:,.0f}."
+            )
         out.append(float(v))
     return out
+
+
+def _short(value, limit: int = 40) -> str:
+    """A value from the file inside a message: its repr, shortened (it may be huge)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_int(text: str) -> int:
+    # before Python converts it: a 5,000-digit integer would cost time and end in an error
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"a number in the file has more than {MAX_DIGITS} digits.")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]} in the file is too large for a float.")
+    return value
+
+
+def _json_constant(name: str):
+    raise ValueError(f"{name} is not a number a learned function may hold.")
 
 
 def _read(source) -> dict:
@@ -99,8 +137,14 @@ def _read(source) -> dict:
     if len(raw) > MAX_BYTES:
         raise ValueError(f"the JSON is larger than {MAX_BYTES // 1024} kB; not a learned function.")
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        text = raw.decode("utf-8-sig")  # a byte-order mark, as some editors write, is skipped
+    except UnicodeDecodeError as err:
+        raise ValueError("this is not UTF-8 text, so not a learned-function JSON.") from err
+    try:
+        data = json.loads(
+            text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
+        )
+    except (json.JSONDecodeError, RecursionError) as err:
         raise ValueError(f"this is not valid JSON ({err.__class__.__name__}).") from err
     if not isinstance(data, dict):
         raise ValueError(
@@ -118,7 +162,8 @@ def load_balancing(source) -> Balancing:
         )
     if data.get("version") != VERSION:
         raise ValueError(
-            f"unsupported version {data.get('version')!r}; this build reads version {VERSION}."
+            f"unsupported version {_short(data.get('version'))}; this build reads version "
+            f"{VERSION}."
         )
     kind, params = data.get("kind"), data.get("parameters")
     if not isinstance(params, dict):
@@ -151,8 +196,14 @@ def load_balancing(source) -> Balancing:
                 torch.tensor(_numbers([params.get("b2")], "b2", 1), dtype=torch.float64)
             )
     else:
-        raise ValueError(f"'kind' must be 'lsb1' or 'lsb2', got {kind!r}.")
-    probe = balancing.log_g(torch.linspace(-50, 50, 101, dtype=torch.float64))
-    if not bool(torch.isfinite(probe).all()):
-        raise ValueError("these parameters give a balancing function with non-finite values.")
+        raise ValueError(f"'kind' must be 'lsb1' or 'lsb2', got {_short(kind)}.")
+    # on both code paths a sampler uses: the network as written (few values) and its
+    # piecewise-linear form (whole lattices), over every log-ratio a target may produce
+    for points in (101, DENSE_LIMIT + 1):
+        s = torch.linspace(-PROBE_RANGE, PROBE_RANGE, points, dtype=torch.float64)
+        with torch.no_grad():
+            if not bool(torch.isfinite(balancing.log_g(s)).all()):
+                raise ValueError(
+                    "these parameters give a balancing function with non-finite values."
+                )
     return balancing.frozen()

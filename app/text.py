@@ -1,0 +1,35 @@
+"""User text on the page: quoted as plain, shortened text, never as Markdown or HTML.
+
+Streamlit renders messages as Markdown, so a link parameter like ``[Log in](https://…)`` or
+``![](https://…/x.png)`` would become a real link or make the browser fetch an image. Every
+ASCII punctuation character is backslash-escaped (CommonMark shows an escaped character as
+itself), which also breaks bare-URL autolinks (``https\\://``, ``www\\.``) and HTML tags.
+"""
+
+from __future__ import annotations
+
+import re
+
+QUOTE_CHARS = 40  # a quoted value is shortened to this many characters
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+
+
+def escape(text: str) -> str:
+    """``text`` shown literally by Markdown: punctuation escaped, line breaks as spaces."""
+    return _PUNCTUATION.sub(r"\\\1", _CONTROL.sub(" ", str(text)))
+
+
+def shorten(text: str, limit: int = QUOTE_CHARS) -> str:
+    text = _CONTROL.sub(" ", str(text))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quote(value, limit: int = QUOTE_CHARS) -> str:
+    """A user's value inside a message: shortened, escaped, in quotation marks."""
+    return f"“{escape(shorten(value, limit))}”"
+
+
+def plain(message, limit: int = 300) -> str:
+    """A whole message that may quote user input (an error from a file), shown literally."""
+    return escape(shorten(message, limit))
