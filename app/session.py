@@ -31,7 +31,7 @@ def _build(cfg: Config, inputs: Inputs) -> state.Run | None:
         st.error(f"This configuration cannot be sampled: {plain(err)}")
         return None
     for message in messages:
-        st.warning(plain(message))
+        st.warning(message)  # the library's own sentences, no user text
     return run
 
 
