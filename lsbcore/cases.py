@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from lsbcore.checks import integer, real
 from lsbcore.samplers.base import uniform_start
+from lsbcore.targets.base import as_real_tensor
 from lsbcore.targets.ising import IsingPosterior
 
 # case: (name, lambda, mu, sigma, burn-in)
@@ -58,12 +61,12 @@ def paper_case(
     """
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, got {start!r}.")
-    if case not in PAPER_CASES:
+    if isinstance(case, (bool, np.bool_)) or case not in PAPER_CASES:
         raise ValueError(f"case must be one of {sorted(PAPER_CASES)}, got {case!r}.")
-    if isinstance(n, bool) or not isinstance(n, int) or not 3 <= n <= 1024:
-        raise ValueError(f"n must be an integer between 3 and 1024, got {n!r}.")
-    if isinstance(n_chains, bool) or not isinstance(n_chains, int) or not 1 <= n_chains <= 10_000:
-        raise ValueError(f"n_chains must be an integer between 1 and 10000, got {n_chains!r}.")
+    case = int(case)
+    n = integer(n, "n", 3, 1024)
+    n_chains = integer(n_chains, "n_chains", 1, 10_000)
+    seed = integer(seed, "seed", 0)
     name, lam, mu, sigma, burn_in = PAPER_CASES[case]
     truth = square_truth(n)
     generator = torch.Generator().manual_seed(int(seed))
@@ -106,18 +109,15 @@ def image_problem(
     ground truth), and ``alpha = mu * y / sigma^2``. One ``alpha`` is shared by all chains;
     every chain starts from its own uniform random state.
     """
-    image = torch.as_tensor(image, dtype=torch.float64)
+    n_chains = integer(n_chains, "n_chains", 1, 10_000)
+    seed = integer(seed, "seed", 0)
+    burn_in, steps = integer(burn_in, "burn_in", 0), integer(steps, "steps", 0)
+    image = as_real_tensor(image, "image")
     if image.dim() != 2 or image.numel() == 0:
         raise ValueError(f"image must be a non-empty 2-D array, got shape {tuple(image.shape)}.")
     if not bool(torch.isfinite(image).all()) or image.min() < 0 or image.max() > 1:
         raise ValueError("image values must be finite and within [0, 1].")
-    for name, value, low in (("mu", mu, None), ("sigma", sigma, 0.0), ("noise", noise, 0.0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise ValueError(f"{name} must be a real number, got {value!r}.")
-        if abs(value) == float("inf"):
-            raise ValueError(f"{name} must be finite, got {value!r}.")
-        if low is not None and value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value!r}.")
+    mu, sigma, noise = real(mu, "mu"), real(sigma, "sigma", 0.0), real(noise, "noise", 0.0)
     if sigma == 0:
         raise ValueError("sigma must be > 0 (it divides the data term).")
     clean = 2.0 * image - 1.0

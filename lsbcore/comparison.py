@@ -18,6 +18,7 @@ import math
 import numpy as np
 import torch
 
+from lsbcore.checks import integer
 from lsbcore.diagnostics.trace import PHASES, MarginalEstimate, Trace
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
@@ -61,8 +62,7 @@ class Comparison:
             raise ValueError(f"unknown sampler(s) {unknown}; choose from: {', '.join(SAMPLERS)}.")
         if len(set(names)) != len(names):
             raise ValueError(f"each sampler may appear once, got {names}.")
-        if isinstance(thin, bool) or not isinstance(thin, int) or thin < 0:
-            raise ValueError(f"thin must be a non-negative integer, got {thin!r}.")
+        thin = integer(thin, "thin", 0)
         self.device = resolve_device(device)
         if x0 is None:
             x0 = uniform_start(target.shape, n_chains, seed)
@@ -111,8 +111,7 @@ class Comparison:
 
     def step(self, n: int = 1, learn: bool = False) -> None:
         """Advance every sampler ``n`` steps; ``learn`` adapts the learnable ones only."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}.")
+        n = integer(n, "n", 0)
         if learn and self.phase == "mixing":
             raise ValueError("learning is for burn-in; the balancing functions are frozen now.")
         for name, sampler in self.samplers.items():

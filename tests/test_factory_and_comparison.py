@@ -451,8 +451,8 @@ def test_image_problem_with_noise_has_the_clean_thresholded_truth(invert):
         ({"mu": True}, "mu must be a real number"),
         ({"mu": "1"}, "mu must be a real number"),
         ({"sigma": 0.0}, "sigma must be > 0"),
-        ({"sigma": -1.0}, "sigma must be >= 0"),
-        ({"noise": -0.1}, "noise must be >= 0"),
+        ({"sigma": -1.0}, "sigma must be a real number >= 0"),
+        ({"noise": -0.1}, "noise must be a real number >= 0"),
         ({"noise": math.inf}, "noise must be finite"),
     ],
 )

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lsbcore.checks import integer
 from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 
 FIXED = ("barker", "sqrt", "min", "max")
@@ -165,8 +166,7 @@ class NetworkBalancing(Balancing):
 
     def __init__(self, hidden: int = 10, generator: torch.Generator | None = None):
         super().__init__()
-        if isinstance(hidden, bool) or not isinstance(hidden, int) or not 1 <= hidden <= 256:
-            raise ValueError(f"hidden must be an integer between 1 and 256, got {hidden!r}.")
+        hidden = integer(hidden, "hidden", 1, 256)
         self.hidden = hidden
         self.layer1 = nn.Linear(1, hidden, dtype=torch.float64)
         self.layer2 = nn.Linear(hidden, 1, dtype=torch.float64)

@@ -29,6 +29,7 @@ import torch
 
 from lsbcore.backends import resolve_backend
 from lsbcore.backends.structures import Chains, Tables
+from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.base import Target
 
@@ -57,9 +58,7 @@ def uniform_start(shape: tuple[int, ...], n_chains: int, seed: int = 0) -> torch
 
 
 def _check_positive_int(value, name: str, upper: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= upper:
-        raise ValueError(f"{name} must be an integer between 1 and {upper}, got {value!r}.")
-    return value
+    return integer(value, name, 1, upper)
 
 
 class Sampler:
@@ -105,8 +104,7 @@ class Sampler:
                 f"the target holds {target.batch} alpha images but n_chains is {n_chains}; "
                 "give one image or one per chain."
             )
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+        seed = integer(seed, "seed", 0)
         self.resync_every = _check_positive_int(resync_every, "resync_every", 10**9)
         self.target = target
         self.seed = seed
@@ -293,8 +291,7 @@ class Sampler:
         proposed site (-1 for a move of many sites) of every chain. Steps run in chunks that
         end at every resync, on this sampler's backend.
         """
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}.")
+        n = integer(n, "n", 0)
         if learn and not self.learnable:
             raise ValueError(
                 f"the {self.name!r} sampler has a fixed balancing function and cannot learn; "

@@ -19,6 +19,7 @@ probability ``block_sum / Z``, then a site inside it: O(sqrt(D)) work per step, 
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -396,11 +397,14 @@ class LocallyBalancedSampler(Sampler):
 
     # ----------------------------------------------------------------- learning (spec 5)
     def _setup_learning(self, lr, optimizer, restart_prob, objective) -> None:
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr <= 10:
+        number = not isinstance(lr, (bool, np.bool_)) and isinstance(lr, numbers.Real)
+        if not (number and 0 < float(lr) <= 10):  # False for NaN too
             raise ValueError(f"lr must be a number in (0, 10], got {lr!r}.")
+        lr = float(lr)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
-        if not isinstance(restart_prob, (int, float)) or not 0 <= restart_prob <= 1:
+        number = not isinstance(restart_prob, (bool, np.bool_))
+        if not (number and isinstance(restart_prob, numbers.Real) and 0 <= restart_prob <= 1):
             raise ValueError(f"restart_prob must be a probability in [0, 1], got {restart_prob!r}.")
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")

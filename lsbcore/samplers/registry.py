@@ -6,8 +6,11 @@ all read ``REGISTRY``: a new sampler is a module with its class and one ``regist
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
 from lsbcore.learning.objective import OBJECTIVES
@@ -34,11 +37,12 @@ class Option:
                     f"{sampler}: {self.name} must be one of {self.choices}, got {value!r}."
                 )
             return value
-        integer = isinstance(self.default, int)
-        kinds = (int,) if integer else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            kind = "an integer" if integer else "a number"
+        whole = isinstance(self.default, int)
+        kinds = numbers.Integral if whole else numbers.Real
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds):
+            kind = "an integer" if whole else "a number"
             raise ValueError(f"{sampler}: {self.name} must be {kind}, got {value!r}.")
+        value = int(value) if whole else float(value)
         if not (self.low <= value <= self.high):
             raise ValueError(
                 f"{sampler}: {self.name} must be between {self.low} and {self.high}, got {value}."

@@ -30,9 +30,21 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+# Sizes: about 2048 x 2048 sites (the flip tables then take about 0.7 GB), and the fields of
+# every chain together at most 512 MB of float64
+MAX_SITES = 4_200_000
+MAX_VALUES = 2**26
+# |h_i| + sum_j |J_ij| at most this: log-ratios |s_i| <= 2e6 and log p~ far from overflow, while
+# any realistic posterior (|alpha| <= mu / sigma^2 of a few hundred) fits many times over
+MAX_LOCAL_FIELD = 1e6
 
-def as_real_tensor(value, name: str) -> torch.Tensor:
-    """``value`` as a float64 tensor, refusing complex, non-numeric and boolean input."""
+
+def as_real_tensor(value, name: str, max_values: int = MAX_VALUES) -> torch.Tensor:
+    """``value`` as a float64 tensor, refusing complex, non-numeric and boolean input, and more
+    than ``max_values`` numbers (checked before any conversion allocates)."""
+    size = value.numel() if isinstance(value, torch.Tensor) else np.size(value)
+    if size > max_values:
+        raise ValueError(f"{name} holds {size:,} numbers; at most {max_values:,} are supported.")
     complex_ = value.is_complex() if isinstance(value, torch.Tensor) else np.iscomplexobj(value)
     if complex_:
         raise ValueError(f"{name} must hold real numbers, not complex ones.")
@@ -88,6 +100,13 @@ class Target:
         self.edge_weights = weights.to(torch.float64).reshape(-1)
         self.neighbourhood, self.coupling = flip_tables(self.n_sites, self.edges, self.edge_weights)
         self._colouring = None
+        largest = float(self.field.abs().max()) + float(self.coupling.abs().sum(1).max()) / 4.0
+        if largest > MAX_LOCAL_FIELD:
+            raise ValueError(
+                f"the largest local field |h_i| + sum_j |J_ij| is {largest:.3g}; at most "
+                f"{MAX_LOCAL_FIELD:.0e} is supported, so that the flip log-ratios (up to twice "
+                "that) and log p~ stay finite."
+            )
 
     @property
     def batch(self) -> int:

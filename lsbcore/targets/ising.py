@@ -9,10 +9,11 @@ samplers' questions (log-ratios, their updates, conditionals) are answered by ``
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
-from lsbcore.targets.base import Target, as_real_tensor
+from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor
 
 BOUNDARIES = ("free", "periodic")
 
@@ -58,15 +59,19 @@ class IsingPosterior(Target):
             raise ValueError(f"alpha must not be empty, got shape {tuple(alpha.shape)}.")
         if not bool(torch.isfinite(alpha).all()):
             raise ValueError("alpha must contain only finite values (no NaN or inf).")
-        if (
-            isinstance(lam, bool)
-            or not isinstance(lam, (int, float))
-            and not (isinstance(lam, torch.Tensor) and lam.numel() == 1)
-        ):
+        if isinstance(lam, torch.Tensor) and lam.numel() == 1 and lam.dtype != torch.bool:
+            lam = lam.item()
+        if isinstance(lam, bool) or not isinstance(lam, numbers.Real):
             raise ValueError(f"lam must be a real number, got {type(lam).__name__}.")
         lam = float(lam)
         if not math.isfinite(lam) or lam < 0:
             raise ValueError(f"lam must be a finite number >= 0, got {lam}.")
+        sites = alpha.shape[-1] * alpha.shape[-2]
+        if sites > MAX_SITES or alpha.numel() > MAX_VALUES:
+            raise ValueError(
+                f"a lattice of at most {MAX_SITES:,} sites and {MAX_VALUES:,} field values in "
+                f"all is supported, got {sites:,} sites x {alpha.numel() // sites:,} fields."
+            )
         if boundary not in BOUNDARIES:
             raise ValueError(f"boundary must be one of {BOUNDARIES}, got {boundary!r}.")
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lsbcore.targets.base import Target, as_real_tensor
-
-MAX_SITES = 10_000_000
+from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor
 
 
 def _dense_or_sparse(J) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -78,8 +76,11 @@ class PairwiseMRF(Target):
         edges, weights, n = _dense_or_sparse(J)
         if h.shape[-1] != n:
             raise ValueError(f"h has {h.shape[-1]} sites but J is [{n}, {n}].")
-        if n > MAX_SITES:
-            raise ValueError(f"at most {MAX_SITES:,} sites are supported, got {n:,}.")
+        if n > MAX_SITES or h.numel() > MAX_VALUES:
+            raise ValueError(
+                f"at most {MAX_SITES:,} sites and {MAX_VALUES:,} field values in all are "
+                f"supported, got {n:,} sites x {h.numel() // n:,} fields."
+            )
         self.h = h if h.dim() == 2 else h.unsqueeze(0)  # [batch, n]
         self._build((n,), self.h, edges, weights)
 
