@@ -8,6 +8,7 @@ samplers changed). The Run / Pause / Step / Reset buttons act through the callba
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import lsbcore
 from app import config as cfgmod
@@ -70,6 +71,9 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     if run is not None:
         state.pause(run)
     new = _build(cfg, inputs)
+    if new is not None:
+        context = get_script_run_ctx()
+        new.session_id = context.session_id if context is not None else None
     session[RUN_KEY] = new
     session["_run_inputs"] = key
     if new is not None and keep_running:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from streamlit.runtime import Runtime
 
 import lsbcore
 from app.config import Config, steps_per_refresh
@@ -36,7 +37,10 @@ log = logging.getLogger(__name__)
 
 REFRESH_S = 0.2  # the page redraws five times a second while running
 CHUNK_S = 0.02  # the worker holds the lock for about this long at a time
-STALE_S = 90.0  # a running run nobody has drawn for this long pauses (closed browser tab)
+STALE_S = 90.0  # a running run nobody has drawn for this long pauses (hidden browser tab)
+# a run whose page has been closed or reloaded (its session no longer connected) for this long
+# stops: long enough to ride out a brief network drop, short enough that no orphan samples
+ORPHAN_S = 3.0
 RATE_WINDOW_S = 0.5
 SETTLE_CHECK_S = 0.5  # how often the worker judges whether the marginals have settled
 
@@ -86,6 +90,7 @@ class Run:
     steps_per_second: float = math.nan  # live rate: steps per wall-clock second while running
     chunk_rate: dict = field(default_factory=dict)  # phase -> steps/s of the last chunk
     last_seen: float = 0.0  # when the page last drew this run
+    session_id: str | None = None  # the Streamlit session that owns it (None: no server)
     last_step: StepReport | None = None
     error: str | None = None  # why sampling stopped, if it failed
     settledness: dict = field(default_factory=dict)  # sampler -> Settledness, refreshed
@@ -288,10 +293,18 @@ def _work(run: Run) -> None:
     window_start, window_steps = time.perf_counter(), 0
     rate_start, rate_steps = time.perf_counter(), run.n_steps
     judged = time.perf_counter()
+    gone_since = None
     while run.running and not run.finished:
         now = time.perf_counter()
         if now - run.last_seen > STALE_S:
             run.notices.append("Paused: nobody has looked at this run for a while.")
+            break
+        if session_connected(run.session_id):
+            gone_since = None
+        elif gone_since is None:
+            gone_since = now
+        elif now - gone_since > ORPHAN_S:
+            log.info("run of session %s stopped: its page was closed or reloaded", run.session_id)
             break
         cap = steps_per_refresh(run.config)
         max_steps = None
@@ -323,6 +336,17 @@ def _work(run: Run) -> None:
             rate_start, rate_steps = now, run.n_steps
         time.sleep(0)  # let a waiting reader take the lock
     run.running = False
+
+
+def session_connected(session_id: str | None) -> bool:
+    """Whether the browser session ``session_id`` is still connected to this server (True
+    without a server, as in tests and scripts)."""
+    if session_id is None or not Runtime.exists():
+        return True
+    try:
+        return Runtime.instance().is_active_session(session_id)
+    except Exception:  # a runtime shutting down: treat the page as gone
+        return False
 
 
 def start(run: Run) -> None:

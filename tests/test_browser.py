@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import re
 import struct
+import time
 import zlib
 from dataclasses import replace
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -42,7 +45,7 @@ from browser_support import (  # noqa: F401  (the *_fixture names register fixtu
 from PIL import Image
 from playwright.sync_api import expect
 
-from app import config
+from app import config, state
 from tools.loadtest import sampler_tags, status_text, steps_shown
 
 pytestmark = pytest.mark.browser
@@ -318,3 +321,39 @@ def test_a_configuration_link_reopens_its_configuration(page, server):
         query["case"] == ["1"] and query["seed"] == ["7"] and query["samplers"] == ["barker,gibbs"]
     )
     shot(page, "10-link-restored")
+
+
+# ----------------------------------------------------------------------------- orphans
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its threads so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("leave", ["reload", "close"])
+def test_a_page_left_mid_run_leaves_no_orphan_sampling(browser, server, leave):
+    """The red team's reload left the old run sampling unseen for 90 s; now a run stops
+    within a few seconds of its page being reloaded or closed, and the server falls idle."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    long_run = {"samplers": "barker,sqrt,min,max,lsb1", "burn_in": "50000", "steps": "200000"}
+    try:
+        open_app(page, app_url(server.url, long_run))
+        button(page, "run").click()
+        time.sleep(3.0)
+        pid = server.process.process.pid
+        busy_start = _cpu_seconds(pid)
+        time.sleep(2.0)
+        assert _cpu_seconds(pid) - busy_start > 0.8  # the run was sampling
+        if leave == "reload":
+            page.reload()
+            button(page, "run").wait_for(timeout=TIMEOUT_MS)
+        else:
+            context.close()
+        time.sleep(state.ORPHAN_S + 3.0)
+        idle_start = _cpu_seconds(pid)
+        time.sleep(3.0)
+        assert _cpu_seconds(pid) - idle_start < 0.6  # nobody samples any more
+    finally:
+        context.close()
+    server.check()
