@@ -439,8 +439,8 @@ def _to_working_mode(im: Image.Image) -> Image.Image:
         if work.getchannel(work.mode[-1]).getextrema()[1] == 0:
             raise ImageError("The image is fully transparent, so there is nothing to segment.")
         return work
-    if mode == "L":
-        return im
+    if mode in ("L", "RGB"):
+        return im  # already a working mode: no full-size copy (convert would make one)
     if mode == "1":
         return im.convert("L")
     try:

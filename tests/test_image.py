@@ -610,3 +610,28 @@ def test_jpeg_above_png_pixel_limit_still_loads():
     out = load_image(encode(im, "JPEG", quality=85), max_side=48)
     assert out.shape == (32, 48)
     assert out[:14].min() > 0.8 and out[18:].max() < 0.2
+
+
+def test_a_large_png_is_decoded_without_a_second_full_size_copy(tmp_path):
+    """A legal 39.7-megapixel PNG (119 kB) cost +380 MB to decode; an RGB decode is kept as
+    it is now, so the peak is the decode itself (4 bytes a pixel, about 160 MB)."""
+    import subprocess
+    import sys
+
+    arr = np.zeros((5670, 7000, 3), np.uint8)
+    arr[1400:4200, 1750:5250] = 200
+    Image.fromarray(arr).save(tmp_path / "big.png")
+    Image.fromarray(arr[:64, :64]).save(tmp_path / "small.png")
+    del arr
+    script = f"""
+import resource, lsbcore
+lsbcore.load_photo({str(tmp_path / "small.png")!r}, 8)  # imports and first-use allocations
+raw = open({str(tmp_path / "big.png")!r}, "rb").read()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+photo = lsbcore.load_photo(raw, 512)
+assert photo.original_shape == (5670, 7000) and photo.rgb.shape == (415, 512, 3)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.split()[-1]) < 240  # MB above the baseline; a copy adds ~160
