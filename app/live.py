@@ -14,7 +14,7 @@ import time
 
 import streamlit as st
 
-from app import session, state
+from app import scheduler, session, state
 from app.views import (
     balancing,
     chains,
@@ -111,9 +111,16 @@ def _status(run: state.Run) -> None:
         speed = "starting" if math.isnan(rate) else f"{rate:,.0f} steps/s"
     else:
         speed = "paused"
+    others = state.running_runs() - 1 if run.running else 0
+    shared = ""
+    if others > 0:
+        every = scheduler.refresh_interval(others + 1)
+        shared = f" · sharing the server with {others} other run{'s' if others > 1 else ''}"
+        if every > scheduler.REFRESH_S:
+            shared += f", redrawn every {every:.1f} s"
     st.caption(
         f"Step **{n:,}** · {sweeps_text(comparison.samplers)} · target evaluations per chain "
-        f"**{spread}** · **{speed}** · {run.device_label}"
+        f"**{spread}** · **{speed}** · {run.device_label}{shared}"
     )
     if run.settled_at is not None and not run.running and not run.finished:
         sweeps = sweeps_text(comparison.samplers)
@@ -152,4 +159,5 @@ def _live() -> None:
 def panel(run: state.Run) -> None:
     """The live fragment: it refreshes itself only while the run is running."""
     st.session_state[LIVE_KEY] = run.running
-    st.fragment(_live, run_every=state.REFRESH_S if run.running else None)()
+    every = scheduler.refresh_interval(state.running_runs()) if run.running else None
+    st.fragment(_live, run_every=every)()

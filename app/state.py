@@ -29,6 +29,7 @@ import torch
 from streamlit.runtime import Runtime
 
 import lsbcore
+from app import scheduler
 from app.config import Config, steps_per_refresh
 from lsbcore.samplers import warmup
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 REFRESH_S = 0.2  # the page redraws five times a second while running
-CHUNK_S = 0.02  # the worker holds the lock for about this long at a time
+CHUNK_S = 0.005  # the worker holds the lock (and its turn) for about this long at a time
 STALE_S = 90.0  # a running run nobody has drawn for this long pauses (hidden browser tab)
 # a run whose page has been closed or reloaded (its session no longer connected) for this long
 # stops: long enough to ride out a brief network drop, short enough that no orphan samples
@@ -149,6 +150,11 @@ def device_label(device: torch.device) -> str:
 # Runs whose worker may be sampling: stopped before the interpreter exits, so a server shut
 # down mid-run does not tear torch down under a sampling thread.
 _LIVE_RUNS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> Run
+
+
+def running_runs() -> int:
+    """Runs sampling on this server now (every session's)."""
+    return sum(1 for run in list(_LIVE_RUNS.values()) if run.running)
 
 
 @atexit.register
@@ -316,7 +322,9 @@ def _work(run: Run) -> None:
                 time.sleep(max(0.0, REFRESH_S - (now - window_start)))
                 continue
         try:
-            window_steps += advance(run, CHUNK_S, max_steps)
+            # sessions sample in turn, and a core (and, when busy, some time) stays for the pages
+            with scheduler.TURNS.turn(scheduler.idle_share(running_runs())):
+                window_steps += advance(run, CHUNK_S, max_steps)
         except Exception as err:  # the page shows why; the run stays inspectable
             log.exception("sampling failed")
             hint = " Switch the device to cpu to go on." if run.device_label != "CPU" else ""

@@ -1,0 +1,75 @@
+"""Fair sharing of the machine between sessions: sampling takes turns.
+
+Every running session samples on its own worker thread, in chunks of about ``CHUNK_S``. Left
+alone, eight workers on two cores starve the server thread that redraws the pages (the red
+team measured 0.06-0.73 redraws a second with gaps of 11-33 s). Here a worker samples only
+while it holds one of ``SLOTS`` turns (one core fewer than the machine has, at least one),
+and turns go round in arrival order, so every running session samples in turn and a core stays
+free for the pages. Pages redraw less often when many sessions run (``refresh_interval``), so
+that their redraws fit in what is left, and the page says so.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+
+SLOTS = max(1, (os.cpu_count() or 1) - 1)
+REFRESH_S = 0.2  # a page redraws five times a second while its run runs...
+SESSIONS_AT_FULL_RATE = 6  # ...while at most this many runs run; beyond, proportionally less
+# With more runs than that, a turn leaves its slot idle for this share of the chunk it took:
+# sampling threads also need the interpreter between compiled calls, and the pages need it
+BUSY_IDLE_SHARE = 1.0
+
+
+class Turns:
+    """Round-robin turns on ``slots`` slots: ``with turns.turn(): ...`` waits its turn."""
+
+    def __init__(self, slots: int = SLOTS):
+        self.slots = slots
+        self._cond = threading.Condition()
+        self._queue: deque = deque()
+        self._busy = 0
+
+    @contextmanager
+    def turn(self, idle_share: float = 0.0):
+        """Wait for a turn; after the body, keep the slot idle for ``idle_share`` of the time
+        the body took (the machine then samples at most ``1 / (1 + idle_share)`` of the time)."""
+        ticket = object()
+        with self._cond:
+            self._queue.append(ticket)
+            while self._queue[0] is not ticket or self._busy >= self.slots:
+                self._cond.wait()
+            self._queue.popleft()
+            self._busy += 1
+            self._cond.notify_all()  # the next in line may take another free slot
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if idle_share > 0:
+                time.sleep(idle_share * (time.perf_counter() - started))
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+
+    def waiting(self) -> int:
+        """Workers waiting for a turn now."""
+        with self._cond:
+            return len(self._queue)
+
+
+TURNS = Turns()
+
+
+def idle_share(running: int) -> float:
+    """How much of each turn's time its slot stays idle while ``running`` runs sample."""
+    return BUSY_IDLE_SHARE if running > SESSIONS_AT_FULL_RATE else 0.0
+
+
+def refresh_interval(running: int) -> float:
+    """Seconds between a page's redraws while ``running`` runs sample on this server."""
+    return REFRESH_S * max(1.0, running / SESSIONS_AT_FULL_RATE)
