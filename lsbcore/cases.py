@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lsbcore.checks import integer, real
+from lsbcore.checks import ArgumentTypeError, integer, real
 from lsbcore.samplers.base import uniform_start
 from lsbcore.targets.base import as_real_tensor
 from lsbcore.targets.ising import IsingPosterior
@@ -20,6 +20,7 @@ PAPER_CASES = {
     4: ("dependent, clean", 1.0, 3.0, 3.0, 2000),
 }
 MIXING_STEPS = 30_000
+MAX_SEED = 2**63 - 8  # torch.Generator takes seeds below 2^63 here; starts use seed + 1 (+ 7)
 #: How the chains of a paper case start: one shared random state, or one of their own each.
 STARTS = ("shared", "per_chain")
 
@@ -61,12 +62,14 @@ def paper_case(
     """
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, got {start!r}.")
-    if isinstance(case, (bool, np.bool_)) or case not in PAPER_CASES:
+    if isinstance(case, (bool, np.bool_)):  # True == 1, but surely not meant as case 1
+        raise ArgumentTypeError(f"case must be one of {sorted(PAPER_CASES)}, got {case!r}.")
+    if case not in PAPER_CASES:
         raise ValueError(f"case must be one of {sorted(PAPER_CASES)}, got {case!r}.")
     case = int(case)
     n = integer(n, "n", 3, 1024)
     n_chains = integer(n_chains, "n_chains", 1, 10_000)
-    seed = integer(seed, "seed", 0)
+    seed = integer(seed, "seed", 0, MAX_SEED)
     name, lam, mu, sigma, burn_in = PAPER_CASES[case]
     truth = square_truth(n)
     generator = torch.Generator().manual_seed(int(seed))
@@ -110,7 +113,7 @@ def image_problem(
     every chain starts from its own uniform random state.
     """
     n_chains = integer(n_chains, "n_chains", 1, 10_000)
-    seed = integer(seed, "seed", 0)
+    seed = integer(seed, "seed", 0, MAX_SEED)
     burn_in, steps = integer(burn_in, "burn_in", 0), integer(steps, "steps", 0)
     image = as_real_tensor(image, "image")
     if image.dim() != 2 or image.numel() == 0:

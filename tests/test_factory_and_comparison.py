@@ -126,7 +126,7 @@ def test_chain_count_must_match_per_chain_alpha():
 
 @pytest.mark.parametrize("seed", [-1, 1.5, True, "0", None])
 def test_seed_is_validated(seed):
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match="seed must be an integer between 0 and"):
         make_sampler("metropolis", small_target(), 2, seed=seed)
 
 

@@ -6,10 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse
 import torch
 
 import lsbcore
-from lsbcore import IsingPosterior, PairwiseMRF, image_problem, make_sampler, paper_case
+from lsbcore import (
+    IsingPosterior,
+    PairwiseMRF,
+    image_problem,
+    load_balancing,
+    make_sampler,
+    paper_case,
+)
+from lsbcore.learning.balancing_io import FORMAT, PROBE_RANGE, VERSION
 from lsbcore.targets.base import MAX_LOCAL_FIELD
 
 BOUND = "at most 1e\\+06 is supported"
@@ -57,7 +66,7 @@ def test_image_problem_says_what_is_wrong_in_a_sentence():
         image_problem(image, 1.0, 1.0, 1.0, n_chains=-2)
     with pytest.raises(ValueError, match="image must be a numeric array, got str"):
         image_problem("abc", 1.0, 1.0, 1.0)
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match="seed must be an integer between 0 and"):
         image_problem(image, 1.0, 1.0, 1.0, seed=True)
 
 
@@ -91,3 +100,63 @@ def test_booleans_are_refused_where_a_number_is_meant(flag):
     with pytest.raises(ValueError, match="hidden must be an integer"):
         make_sampler("lsb2", target, 2, hidden=flag)
     assert lsbcore.checks.integer(np.int16(7), "x") == 7
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: paper_case(True), "case"),
+        (lambda: paper_case(1, n=np.bool_(True)), "n"),
+        (lambda: image_problem(np.full((4, 4), 0.5), 1.0, True, 1.0), "mu"),
+        (lambda: IsingPosterior(torch.zeros(3, 3), np.bool_(False)), "lam"),
+        (lambda: make_sampler("sqrt", paper_case(1, n=4, n_chains=2).target, 2, seed=True), "seed"),
+        (
+            lambda: make_sampler("lsb2", paper_case(1, n=4, n_chains=2).target, 2, hidden="4"),
+            "hidden",
+        ),
+    ],
+)
+def test_a_boolean_or_a_string_for_a_number_is_a_type_error(call, name):
+    with pytest.raises(TypeError, match=f"{name} must be"):
+        call()
+    with pytest.raises(ValueError):  # still a ValueError, which the app shows as a sentence
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: IsingPosterior(torch.zeros(3, 3), 10**400), "lam must be a finite number"),
+        (lambda: image_problem(np.full((4, 4), 0.5), 1.0, 10**400, 1.0), "mu must be finite"),
+        (lambda: paper_case(1, n=4, n_chains=2, seed=2**70), "seed must be an integer between"),
+        (lambda: paper_case(1, n=10**5000), "n must be an integer .* of about 5000 digits"),
+    ],
+    ids=["lam 400 digits", "mu 400 digits", "seed 2^70", "n 5000 digits"],
+)
+def test_huge_integers_are_refused_with_a_short_sentence(call, message):
+    with pytest.raises(ValueError, match=message) as err:
+        call()
+    assert len(str(err.value)) < 200 and "set_int_max_str_digits" not in str(err.value)
+
+
+def test_a_site_with_too_many_neighbours_is_refused_before_its_tables_exist():
+    # a star: one site joined to every other makes n x n neighbour tables (80 GB here)
+    n = 100_000
+    hub, leaves = np.zeros(n - 1, dtype=np.int64), np.arange(1, n)
+    star = scipy.sparse.coo_matrix(
+        (np.full(2 * (n - 1), 1e-3), (np.r_[hub, leaves], np.r_[leaves, hub])), shape=(n, n)
+    )
+    with pytest.raises(ValueError, match="neighbour tables would hold 100,000 sites x 100,000"):
+        PairwiseMRF(np.zeros(n), star)
+
+
+def test_learned_functions_are_checked_over_every_log_ratio_a_target_allows():
+    assert PROBE_RANGE >= 2 * MAX_LOCAL_FIELD  # |s_i| = 2 |f_i| <= 2 MAX_LOCAL_FIELD
+    hidden = 256  # the widest LSB 2, every parameter at the file's bound
+    params = {"hidden": hidden, "w1": [1e4] * hidden, "b1": [-1e4] * hidden}
+    params |= {"w2": [1e4] * hidden, "b2": 1e4}
+    data = {"format": FORMAT, "version": VERSION, "kind": "lsb2", "parameters": params}
+    balancing = load_balancing(data)
+    s = torch.linspace(-2 * MAX_LOCAL_FIELD, 2 * MAX_LOCAL_FIELD, 4097, dtype=torch.float64)
+    assert bool(torch.isfinite(balancing.log_g(s)).all())  # the lattice's piecewise path
+    assert bool(torch.isfinite(balancing.log_g(s[::41])).all())  # the network as written

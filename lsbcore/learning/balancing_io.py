@@ -20,17 +20,20 @@ from lsbcore.learning.balancing import (
     MixtureBalancing,
     NetworkBalancing,
 )
+from lsbcore.targets.base import MAX_LOCAL_FIELD
 
 FORMAT = "lsb-explorer/balancing"
 VERSION = 1
 MAX_BYTES = 256 * 1024  # a 256-unit LSB 2 needs ~20 kB; anything far larger is not ours
 MAX_HIDDEN = 256
 # Parameters beyond these are not learned ones and could overflow on the lattice: with
-# |w| <= 1e4 and 256 hidden units the network's output stays below 1e11 for any input
+# |w| <= 1e4, 256 hidden units and |s| <= PROBE_RANGE (2e6) the network's output stays below
+# 256 * 1e4 * (1e4 * 2e6 + 1e4) + 1e4 ~ 5e16, far from float64's 1e308
 MAX_PARAMETER = 1e4
 MAX_DIGITS = 20  # an integer in the file has at most this many digits
-# log t = s where the functions are checked: wider than any target allowed here produces
-PROBE_RANGE = 1e4
+# log t = s where the functions are checked: every log-ratio a target may produce, since
+# targets keep |h_i| + sum_j |J_ij| <= MAX_LOCAL_FIELD and s_i = -2 x_i f_i
+PROBE_RANGE = 2 * MAX_LOCAL_FIELD
 
 
 def balancing_to_dict(balancing: Balancing, meta: dict | None = None) -> dict:

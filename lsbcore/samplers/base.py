@@ -104,7 +104,7 @@ class Sampler:
                 f"the target holds {target.batch} alpha images but n_chains is {n_chains}; "
                 "give one image or one per chain."
             )
-        seed = integer(seed, "seed", 0)
+        seed = integer(seed, "seed", 0, 2**63 - 1)  # torch.Generator's range
         self.resync_every = _check_positive_int(resync_every, "resync_every", 10**9)
         self.target = target
         self.seed = seed

@@ -77,6 +77,11 @@ def flip_tables(n: int, edges: torch.Tensor, weights: torch.Tensor):
     first = torch.cumsum(degree, 0) - degree  # where each site's run of pairs starts
     slot = 1 + torch.arange(len(pairs)) - first[site]
     k = 1 + int(degree.max()) if len(pairs) else 1
+    if n * k > MAX_VALUES:  # one well-connected site widens every site's row of the tables
+        raise ValueError(
+            f"the neighbour tables would hold {n:,} sites x {k:,} slots (the most connected site "
+            f"has {k - 1:,} neighbours); at most {MAX_VALUES:,} entries are supported."
+        )
     neighbourhood = torch.arange(n).unsqueeze(1).repeat(1, k)
     coupling = torch.zeros(n, k, dtype=torch.float64)
     neighbourhood[site, slot] = pairs[:, 1]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 
+from lsbcore.checks import ArgumentTypeError
 from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor
 
 BOUNDARIES = ("free", "periodic")
@@ -61,9 +63,12 @@ class IsingPosterior(Target):
             raise ValueError("alpha must contain only finite values (no NaN or inf).")
         if isinstance(lam, torch.Tensor) and lam.numel() == 1 and lam.dtype != torch.bool:
             lam = lam.item()
-        if isinstance(lam, bool) or not isinstance(lam, numbers.Real):
-            raise ValueError(f"lam must be a real number, got {type(lam).__name__}.")
-        lam = float(lam)
+        if isinstance(lam, bool | np.bool_) or not isinstance(lam, numbers.Real):
+            raise ArgumentTypeError(f"lam must be a real number, got {type(lam).__name__}.")
+        try:
+            lam = float(lam)
+        except OverflowError:  # an integer beyond float64's range
+            lam = math.inf
         if not math.isfinite(lam) or lam < 0:
             raise ValueError(f"lam must be a finite number >= 0, got {lam}.")
         sites = alpha.shape[-1] * alpha.shape[-2]
