@@ -139,6 +139,8 @@ def _live() -> None:
     run: state.Run | None = st.session_state.get(session.RUN_KEY)
     if run is None:
         return
+    if run.released:
+        st.rerun(scope="app")  # the page came back after its run was released: a new one
     run.last_seen = time.perf_counter()
     if st.session_state.get(LIVE_KEY) and not run.running:
         st.session_state[LIVE_KEY] = False

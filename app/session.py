@@ -60,6 +60,9 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     run: state.Run | None = session.get(RUN_KEY)
     key = (inputs.image_id, inputs.learned_id)
     reset = session.pop("_pending_reset", False)
+    if run is not None and run.released:  # its page was gone for a while: start afresh
+        st.info("This page was away, so its run was stopped and its memory released.")
+        run = session[RUN_KEY] = None
     if run is not None and not reset:
         reason = _why_rebuild(run, cfg, key)
         if reason is None:

@@ -17,6 +17,8 @@ a consistent state and wait at most one chunk.
 from __future__ import annotations
 
 import atexit
+import ctypes
+import gc
 import logging
 import math
 import threading
@@ -92,6 +94,7 @@ class Run:
     chunk_rate: dict = field(default_factory=dict)  # phase -> steps/s of the last chunk
     last_seen: float = 0.0  # when the page last drew this run
     session_id: str | None = None  # the Streamlit session that owns it (None: no server)
+    released: bool = False  # its page went away: samplers and traces dropped (release)
     last_step: StepReport | None = None
     error: str | None = None  # why sampling stopped, if it failed
     settledness: dict = field(default_factory=dict)  # sampler -> Settledness, refreshed
@@ -311,7 +314,9 @@ def _work(run: Run) -> None:
             gone_since = now
         elif now - gone_since > ORPHAN_S:
             log.info("run of session %s stopped: its page was closed or reloaded", run.session_id)
-            break
+            run.running = False
+            release(run)
+            return
         cap = steps_per_refresh(run.config)
         max_steps = None
         if cap is not None:  # at most `cap` steps per refresh interval: slow motion
@@ -344,6 +349,27 @@ def _work(run: Run) -> None:
             rate_start, rate_steps = now, run.n_steps
         time.sleep(0)  # let a waiting reader take the lock
     run.running = False
+
+
+def release(run: Run) -> None:
+    """Drop a run whose page has gone: its samplers, traces and cached views, then hand the
+    freed memory back to the system. A page that comes back gets a new run."""
+    with run.lock:
+        run.released = True
+        run.comparison = None
+        run.cache.clear()
+        run.last_step = None
+    give_memory_back()
+
+
+def give_memory_back() -> None:
+    """Collect cycles now and return freed heap pages to the system: glibc keeps them in its
+    arenas otherwise, so a server's memory only ever grows as sessions come and go."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 
 def session_connected(session_id: str | None) -> bool:
