@@ -5,8 +5,10 @@ alone, eight workers on two cores starve the server thread that redraws the page
 team measured 0.06-0.73 redraws a second with gaps of 11-33 s). Here a worker samples only
 while it holds one of ``SLOTS`` turns (one core fewer than the machine has, at least one),
 and turns go round in arrival order, so every running session samples in turn and a core stays
-free for the pages. Pages redraw less often when many sessions run (``refresh_interval``), so
-that their redraws fit in what is left, and the page says so.
+free for the pages. With many runs, a turn also leaves its slot idle for a while
+(``idle_share``) and pages redraw less often (``refresh_interval``), so that the redraws fit in
+what is left. Measured with 8 sessions on 2 cores: 2.1-2.4 redraws a second each, gaps under
+2 s (README, "Limits and safety").
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from contextlib import contextmanager
 
 SLOTS = max(1, (os.cpu_count() or 1) - 1)
 REFRESH_S = 0.2  # a page redraws five times a second while its run runs...
-SESSIONS_AT_FULL_RATE = 6  # ...while at most this many runs run; beyond, proportionally less
-# With more runs than that, a turn leaves its slot idle for this share of the chunk it took:
-# sampling threads also need the interpreter between compiled calls, and the pages need it
-BUSY_IDLE_SHARE = 1.0
+SESSIONS_AT_FULL_RATE = 8  # ...while at most this many runs run; beyond, proportionally less
+# With more runs than BUSY_ABOVE, a turn leaves its slot idle for this share of the time it
+# took: sampling threads also need the interpreter between compiled calls, and pages need it
+BUSY_ABOVE = 6
+BUSY_IDLE_SHARE = 1.5
 
 
 class Turns:
@@ -67,7 +70,7 @@ TURNS = Turns()
 
 def idle_share(running: int) -> float:
     """How much of each turn's time its slot stays idle while ``running`` runs sample."""
-    return BUSY_IDLE_SHARE if running > SESSIONS_AT_FULL_RATE else 0.0
+    return BUSY_IDLE_SHARE if running > BUSY_ABOVE else 0.0
 
 
 def refresh_interval(running: int) -> float:

@@ -68,8 +68,8 @@ def test_a_busy_turn_keeps_its_slot_idle_for_a_share_of_its_time():
     with turns.turn(idle_share=1.0):
         time.sleep(0.05)
     assert time.perf_counter() - started >= 0.095  # the body, then as long again idle
-    assert scheduler.idle_share(scheduler.SESSIONS_AT_FULL_RATE) == 0.0
-    assert scheduler.idle_share(scheduler.SESSIONS_AT_FULL_RATE + 1) == scheduler.BUSY_IDLE_SHARE
+    assert scheduler.idle_share(scheduler.BUSY_ABOVE) == 0.0
+    assert scheduler.idle_share(scheduler.BUSY_ABOVE + 1) == scheduler.BUSY_IDLE_SHARE
 
 
 def test_pages_redraw_less_often_only_when_many_runs_share_the_server():
