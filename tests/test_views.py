@@ -95,6 +95,17 @@ def test_chain_panels_put_the_shown_chains_and_the_marginal_side_by_side():
     assert panels[0].image.dtype == np.uint8
 
 
+def test_chain_captions_count_every_chain_not_only_those_shown():
+    """With 8 chains and 4 shown the caption said "chains 1-4 of 4" (the snapshot holds only
+    the shown ones); the sampler's own count is what it must say."""
+    shown = {"barker": spins(4, 5, 5), "sqrt": spins(1, 5, 5)}
+    panels = chains.chain_panels(shown, n_show=4, totals={"barker": 8, "sqrt": 8})
+    assert panels[0].caption.startswith("t/(1+t): chains 1–4 of 8")
+    assert panels[1].caption.startswith("sqrt(t) (= GWG): chain 1 of 8")
+    alone = chains.chain_panels({"barker": spins(3, 5, 5)}, n_show=4)
+    assert alone[0].caption.startswith("t/(1+t): chains 1–3 of 3")
+
+
 def test_chain_panels_of_nothing_are_empty():
     assert chains.chain_panels({}) == []
     assert chains.chain_panels({"barker": np.zeros((0, 4, 4))}) == []

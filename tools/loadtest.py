@@ -259,7 +259,7 @@ def open_tab(page, name: str, timeout_ms: int = TIMEOUT_MS) -> None:
 
 # the chain panels: images in the open tab whose caption names chains ("chains 1–4 of 4")
 _CHAIN_SRCS = r"""() => [...document.querySelectorAll('[role="tabpanel"] [data-testid="stImage"]')]
-    .filter(e => e.offsetParent !== null && /: chains? 1–\d+ of \d+/.test(e.innerText))
+    .filter(e => e.offsetParent !== null && /: chains? 1(–\d+)? of \d+/.test(e.innerText))
     .map(e => { const img = e.querySelector('img'); return img ? img.src : ''; })"""
 
 
@@ -431,7 +431,7 @@ _SHOWN = r"""() => {
     const posterior = captions.find(t => / sites · /.test(t)) || '';
     const m = posterior.match(/^(case \d+:)[^·]*· (\d+×\d+ sites)/);
     const rows = [...document.querySelectorAll('[role="tabpanel"] [data-testid="stImage"]')]
-        .map(e => e.innerText.match(/^(.*): chains? 1–\d+ of \d+/)).filter(x => x)
+        .map(e => e.innerText.match(/^(.*): chains? 1(–\d+)? of \d+/)).filter(x => x)
         .map(x => x[1]);
     return {posterior: m ? `${m[1]} · ${m[2]}` : posterior.slice(0, 60), rows: rows.join(' | ')};
 }"""

@@ -33,12 +33,15 @@ def chain_panels(
     n_show: int = 4,
     side: int | None = None,
     notes: dict[str, str] | None = None,
+    totals: dict[str, int] | None = None,
 ) -> list[ChainPanel]:
     """One composite image per sampler: up to ``n_show`` chains ``[B, H, W]`` (+-1), then the
     marginal ``[H, W]`` in [0, 1] when there is one. ``side``: on-screen pixels per lattice
-    (default: as large as fits ``ROW_WIDTH``, at most ``MAX_SIDE``)."""
+    (default: as large as fits ``ROW_WIDTH``, at most ``MAX_SIDE``). ``totals``: each
+    sampler's number of chains, when ``states`` holds only the ones shown."""
     marginals = marginals or {}
     notes = notes or {}
+    totals = totals or {}
     panels = []
     for name, x in states.items():
         x = np.asarray(x)
@@ -50,7 +53,9 @@ def chain_panels(
         wanted = side or min(MAX_SIDE, ROW_WIDTH // tiles_wanted)
         factor = pixels.scale_for(x.shape[1:], wanted)
         tiles = [pixels.fit(pixels.spins(x[b]), wanted) for b in range(k)]
-        caption = f"{label(name)}: chain{'s' if k > 1 else ''} 1–{k} of {x.shape[0]}"
+        total = totals.get(name, x.shape[0])
+        shown = "chain 1" if k == 1 else f"chains 1–{k}"
+        caption = f"{label(name)}: {shown} of {total}"
         if marginal is not None:
             tiles.append(pixels.fit(pixels.gray(marginal), wanted))
             caption += " · last: posterior marginal P(x=+1)"
@@ -69,7 +74,8 @@ def _note(name: str, sampler) -> str:
 
 
 def snapshot(run, n_show: int) -> tuple[dict, dict, dict]:
-    """(states [k, H, W], marginals [H, W] or None, caption notes) per sampler, copied."""
+    """(states [k, H, W] of the first ``n_show`` chains, marginals [H, W] or None, caption
+    notes) per sampler, copied."""
     comparison = run.comparison
     with run.lock:
         states = {n: s.x[:n_show].cpu().numpy() for n, s in comparison.samplers.items()}
@@ -88,7 +94,8 @@ def render(run) -> None:
             "Chains shown per sampler", 1, high, key="chains_shown"
         )
     states, marginals, notes = snapshot(run, n_show)
-    panels = chain_panels(states, marginals, n_show, notes=notes)
+    totals = {n: s.n_chains for n, s in comparison.samplers.items()}
+    panels = chain_panels(states, marginals, n_show, notes=notes, totals=totals)
     counts = {m.count for m in comparison.marginals.values() if m.count}
     if comparison.phase == "burnin":
         st.caption(
