@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
+from app import view_links
 from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY, SAMPLERS
 from lsbcore.segmentation.starts import STARTS
@@ -317,7 +318,7 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
     warnings: list[str] = []
     known = {f.name for f in fields(Config)} | {LEGACY_INVERT}
     for key in values:
-        if key not in known:
+        if key not in known and not view_links.is_view_key(key):
             warnings.append(f"Unknown link parameter {quote(key)} ignored.")
 
     def first(key):

@@ -1,9 +1,9 @@
 """The live part of the page: buttons, progress, and the views, redrawn by a fragment.
 
 Sampling runs on the run's worker thread (``app.state.start``); while it runs, the fragment
-reruns every ``REFRESH_S`` seconds and redraws only the open tab (the tabs track their state,
-so hidden views cost nothing). Sidebar widgets and buttons stay responsive because nothing on
-the page waits for sampling.
+reruns every ``scheduler.refresh_interval`` seconds (0.2 s unless many runs share the server)
+and redraws only the open tab (the tabs track their state, so hidden views cost nothing).
+Sidebar widgets and buttons stay responsive because nothing on the page waits for sampling.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import torch
 
 import lsbcore
 from app import config as cfgmod
-from app import sources
+from app import sources, view_links
 from app.config import BOUNDS, Config
 from app.text import plain
 from app.widgets import ensure, ensure_in_range
@@ -90,7 +90,9 @@ def init_from_link(samples: tuple[str, ...]) -> list[str]:
     cfg = cfg or Config()
     _state_from_config(cfg)
     state["_saved"] = cfg.as_dict()
-    return warnings
+    views, view_warnings = view_links.from_query_params(params)
+    view_links.init(state, views)
+    return warnings + view_warnings
 
 
 def _restore_hidden() -> None:

@@ -38,7 +38,9 @@ from lsbcore.samplers import warmup
 log = logging.getLogger(__name__)
 
 
-REFRESH_S = 0.2  # the page redraws five times a second while running
+# the page's redraw interval while running (with few runs); the slow-motion speed cap counts
+# steps per such interval
+REFRESH_S = scheduler.REFRESH_S
 CHUNK_S = 0.005  # the worker holds the lock (and its turn) for about this long at a time
 STALE_S = 90.0  # a running run nobody has drawn for this long pauses (hidden browser tab)
 # a run whose page has been closed or reloaded (its session no longer connected) for this long

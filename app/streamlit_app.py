@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts app/ on the path, not the 
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from app import config, live, session, sidebar, sources  # noqa: E402
+from app import config, live, session, sidebar, sources, view_links  # noqa: E402
 from app.text import plain  # noqa: E402
 from app.views import about, posterior  # noqa: E402
 
@@ -67,7 +67,9 @@ def main() -> None:
     run = session.ensure_run(cfg, inputs)
     if run is None:
         return
-    st.query_params.from_dict(config.to_query_params(cfg))
+    st.query_params.from_dict(
+        {**config.to_query_params(cfg), **view_links.to_query_params(st.session_state)}
+    )
 
     session.pending_step(run)
     left, right = st.columns([3, 2], vertical_alignment="center")

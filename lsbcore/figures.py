@@ -402,6 +402,19 @@ def weights_bar_figure(weights: np.ndarray) -> go.Figure:
 
 
 # ----------------------------------------------------------------------------- mixing
+def _sampler_line(name: str, y: np.ndarray, number_format: str) -> go.Scatter:
+    """One sampler's curve against lag or step 0, 1, ..., in its colour, named by its label."""
+    label = sampler_label(name)
+    return go.Scatter(
+        x=np.arange(len(y)),
+        y=y,
+        mode="lines",
+        line={"width": 2, "color": sampler_colour(name)},
+        name=label,
+        hovertemplate=f"{label}: %{{y:{number_format}}}<extra></extra>",
+    )
+
+
 def acf_figure(acf: dict[str, np.ndarray], max_lag: int | None = None) -> go.Figure:
     """Mean autocorrelation over chains per sampler against the lag.
 
@@ -421,17 +434,7 @@ def acf_figure(acf: dict[str, np.ndarray], max_lag: int | None = None) -> go.Fig
             mean = mean[: max(int(max_lag), 0) + 1]
         if mean.size == 0:
             continue
-        label = sampler_label(name)
-        fig.add_trace(
-            go.Scatter(
-                x=np.arange(mean.size),
-                y=mean,
-                mode="lines",
-                line={"width": 2, "color": sampler_colour(name)},
-                name=label,
-                hovertemplate=f"{label}: %{{y:.3f}}<extra></extra>",
-            )
-        )
+        fig.add_trace(_sampler_line(name, mean, ".3f"))
     if not fig.data:
         return _empty(title, x_label, y_label)
     _style(fig, title, x_label, y_label)
@@ -524,17 +527,7 @@ def exact_tv_figure(curves: Mapping[str, np.ndarray]) -> go.Figure:
         tv = _float_array(values, 1)
         if tv.size == 0:
             continue
-        label = sampler_label(name)
-        fig.add_trace(
-            go.Scatter(
-                x=np.arange(tv.size),
-                y=np.where(tv > 0, tv, np.nan),
-                mode="lines",
-                line={"width": 2, "color": sampler_colour(name)},
-                name=label,
-                hovertemplate=f"{label}: %{{y:.3g}}<extra></extra>",
-            )
-        )
+        fig.add_trace(_sampler_line(name, np.where(tv > 0, tv, np.nan), ".3g"))
     if not fig.data:
         return _empty(title, x_label, y_label)
     _style(fig, title, x_label, y_label)

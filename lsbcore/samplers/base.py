@@ -57,10 +57,6 @@ def uniform_start(shape: tuple[int, ...], n_chains: int, seed: int = 0) -> torch
     return (2 * bits - 1).to(torch.float64)
 
 
-def _check_positive_int(value, name: str, upper: int) -> int:
-    return integer(value, name, 1, upper)
-
-
 class Sampler:
     """Base class: ``B`` chains advanced together, on a ``Target``, with a chosen backend.
 
@@ -98,14 +94,14 @@ class Sampler:
                 "target must be an lsbcore target (IsingPosterior, PairwiseMRF), "
                 f"got {type(target).__name__}."
             )
-        self.n_chains = _check_positive_int(n_chains, "n_chains", 100_000)
+        self.n_chains = integer(n_chains, "n_chains", 1, 100_000)
         if target.batch not in (1, n_chains):
             raise ValueError(
                 f"the target holds {target.batch} alpha images but n_chains is {n_chains}; "
                 "give one image or one per chain."
             )
         seed = integer(seed, "seed", 0, 2**63 - 1)  # torch.Generator's range
-        self.resync_every = _check_positive_int(resync_every, "resync_every", 10**9)
+        self.resync_every = integer(resync_every, "resync_every", 1, 10**9)
         self.target = target
         self.seed = seed
         self.device = resolve_device(device)
@@ -120,17 +116,8 @@ class Sampler:
             n_chains, self._padded_width(), dtype=torch.float64, device=self.device
         )
         self._x[:, : self.n_sites] = x.to(self.device)
-        # Per-site tables, packed so one lookup per step fetches them: slot k of site i holds
-        # the neighbour's index, and (sign, coupling, unique): the sign applied to its x and s
-        # on a flip (-1 for the site itself), the target's coupling, and whether the slot
-        # counts in sums over changed sites (slots repeating the site are padding).
-        neighbourhood = target.neighbourhood
-        is_self = neighbourhood == torch.arange(self.n_sites).unsqueeze(1)
-        unique = (~is_self).double()
-        unique[:, 0] = 1.0
-        values = torch.stack([1.0 - 2.0 * is_self.double(), target.coupling, unique], 1)
-        self._site_values = values.to(self.device).contiguous()  # [D, 3, K]
-        self._site_index = self._index_table(neighbourhood).to(self.device).contiguous()
+        self._site_values = self._value_table(target)  # [D, 3, K]
+        self._site_index = self._index_table(target.neighbourhood).to(self.device).contiguous()
         self.neighbourhood_size = int(target.neighbourhood.shape[1])
         # x and s get spare columns: writes of rejected flips are sent to the last, not masked
         self._width = self._padded_width()
@@ -145,6 +132,48 @@ class Sampler:
         self.wall_seconds = 0.0
         self._since_resync = 0
         self._tracking = False
+        self.resync()
+
+    def _value_table(self, target: Target) -> torch.Tensor:
+        """Per-site values, packed so one lookup per step fetches them: slot k of site i holds
+        (sign, coupling, unique): the sign applied to its x and s on a flip (-1 for the site
+        itself), the target's coupling, and whether the slot counts in sums over changed sites
+        (slots repeating the site are padding)."""
+        is_self = target.neighbourhood == torch.arange(target.n_sites).unsqueeze(1)
+        unique = (~is_self).double()
+        unique[:, 0] = 1.0
+        values = torch.stack([1.0 - 2.0 * is_self.double(), target.coupling, unique], 1)
+        return values.to(self.device).contiguous()
+
+    # ----------------------------------------------------------------- replacing state or target
+    def set_state(self, x) -> None:
+        """Put the chains at ``x`` (``[B, *shape]`` or ``[*shape]`` of +-1) and recompute the
+        cached log-ratios exactly: what a replica exchange or a restart from outside needs."""
+        x = self._check_start(x).reshape(self.n_chains, -1)
+        self._x[:, : self.n_sites] = x.to(self.device)
+        self._replaced()
+
+    def set_target(self, target: Target) -> None:
+        """Sample ``target`` from the current states on: another target on the same graph (a
+        tempered or annealed copy, ``target.tempered(beta)``), its weights and field free.
+        The chains keep their states; the cached log-ratios are recomputed exactly."""
+        if not self.target.same_graph(target):
+            raise ValueError(
+                "set_target needs a target on the same graph (the same sites and neighbours); "
+                f"got {type(target).__name__} with shape {getattr(target, 'shape', '?')}."
+            )
+        if target.batch not in (1, self.n_chains):
+            raise ValueError(
+                f"the target holds {target.batch} fields but the sampler has {self.n_chains} "
+                "chains; give one field or one per chain."
+            )
+        self.target = target
+        self._site_values = self._value_table(target)
+        self._tables = None  # the kernels' view of the tables is rebuilt on next use
+        self._replaced()
+
+    def _replaced(self) -> None:
+        """After ``x`` or the target changed from outside: every cache is rebuilt from them."""
         self.resync()
 
     # ----------------------------------------------------------------- state and validation

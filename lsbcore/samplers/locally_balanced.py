@@ -110,6 +110,10 @@ class LocallyBalancedSampler(Sampler):
         if getattr(self, "_ready", False):
             self._renormalise()
 
+    def _replaced(self) -> None:
+        super()._replaced()
+        self._log_p_learning = None  # the learning objective's log p~ is of the old state
+
     @torch.no_grad()
     def _renormalise(self, log_g: torch.Tensor | None = None) -> None:
         """Rebuild ``gn``, block sums and ``Z`` from ``s`` with a fresh shift (the chain's max).

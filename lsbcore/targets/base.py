@@ -30,6 +30,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from lsbcore.checks import real
+
 # Sizes: about 2048 x 2048 sites (the flip tables then take about 0.7 GB), and the fields of
 # every chain together at most 512 MB of float64
 MAX_SITES = 4_200_000
@@ -37,6 +39,8 @@ MAX_VALUES = 2**26
 # |h_i| + sum_j |J_ij| at most this: log-ratios |s_i| <= 2e6 and log p~ far from overflow, while
 # any realistic posterior (|alpha| <= mu / sigma^2 of a few hundred) fits many times over
 MAX_LOCAL_FIELD = 1e6
+# inverse temperatures: annealing ends far beyond any ratio that still moves a chain
+MAX_BETA = 1e6
 
 
 def as_real_tensor(value, name: str, max_values: int = MAX_VALUES) -> torch.Tensor:
@@ -122,6 +126,22 @@ class Target:
         """The target of chain ``b`` alone (its own field, when there is one per chain)."""
         raise NotImplementedError
 
+    def tempered(self, beta: float) -> Target:
+        """``p~^beta``: the same graph with the field and every edge weight times ``beta``.
+
+        ``beta = 1`` is the target itself, ``beta -> 0`` the uniform distribution (tempering's
+        hot end), ``beta -> inf`` the point mass at the MAP (annealing's end).
+        """
+        raise NotImplementedError
+
+    def same_graph(self, other: Target) -> bool:
+        """Whether ``other`` has this target's sites and neighbour tables (weights may differ)."""
+        return (
+            isinstance(other, Target)
+            and other.shape == self.shape
+            and torch.equal(other.neighbourhood, self.neighbourhood)
+        )
+
     # ----------------------------------------------------------------- states
     def _flat(self, x) -> torch.Tensor:
         """``x`` as ``[B, n]`` float64, after checking its shape and batch."""
@@ -200,6 +220,11 @@ class Target:
         if self._colouring is None:
             self._colouring = torch.from_numpy(greedy_colouring(self.neighbourhood.numpy()))
         return self._colouring
+
+
+def check_beta(beta) -> float:
+    """An inverse temperature: a finite real ``>= 0`` (``real`` refuses booleans and strings)."""
+    return real(beta, "beta", 0.0, MAX_BETA)
 
 
 def greedy_colouring(neighbourhood: np.ndarray) -> np.ndarray:

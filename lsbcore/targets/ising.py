@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from lsbcore.checks import ArgumentTypeError
-from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor
+from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor, check_beta
 
 BOUNDARIES = ("free", "periodic")
 
@@ -90,6 +90,12 @@ class IsingPosterior(Target):
 
     def chain(self, b: int) -> IsingPosterior:
         return IsingPosterior(self.alpha[b if self.batch > 1 else 0], self.lam, self.boundary)
+
+    def tempered(self, beta: float) -> IsingPosterior:
+        """``p~^beta``: the posterior with ``beta alpha`` and ``beta lambda``."""
+        beta = check_beta(beta)
+        alpha = self.alpha if self.batch > 1 else self.alpha[0]
+        return IsingPosterior(alpha * beta, self.lam * beta, self.boundary)
 
     def colouring(self) -> torch.Tensor:
         """The checkerboard ``(row + col) % 2`` where the lattice is bipartite (free boundary or

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor
+from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor, check_beta
 
 
 def _dense_or_sparse(J) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -97,3 +97,11 @@ class PairwiseMRF(Target):
         single.h = self.h[b if self.batch > 1 else 0].unsqueeze(0)
         single._build(self.shape, single.h, self.edges, self.edge_weights)
         return single
+
+    def tempered(self, beta: float) -> PairwiseMRF:
+        """``p~^beta``: the network with ``beta h`` and ``beta J``."""
+        beta = check_beta(beta)
+        scaled = PairwiseMRF.__new__(PairwiseMRF)
+        scaled.h = self.h * beta
+        scaled._build(self.shape, scaled.h, self.edges, self.edge_weights * beta)
+        return scaled

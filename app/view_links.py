@@ -1,0 +1,168 @@
+"""Link parameters of the views that have their own controls (tempering, annealing, importance
+sampling): one table of them, parsed and validated like the sidebar's, kept across reruns.
+
+A view's widget uses its parameter's ``key`` as its Session State key. Streamlit drops a widget's
+state in a run where the widget is not drawn (a closed tab), so the values also live in a plain
+dict under ``SAVED`` that nothing drops: ``restore`` puts them back before the widgets are drawn,
+``remember`` saves them after. Links carry only values that differ from the defaults.
+
+No Streamlit import: ``state`` is any mutable mapping (``st.session_state`` in the app).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+
+from app.text import quote
+
+SAVED = "_view_links"
+
+
+@dataclass(frozen=True)
+class ViewParam:
+    """A number in ``[low, high]`` (whole when ``default`` is an int), or one of ``choices``."""
+
+    key: str
+    default: object
+    label: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple = ()
+
+    def parse(self, raw, warnings: list[str]):
+        """``raw`` (a link's text or a widget's value) as a valid value, or the default with a
+        sentence in ``warnings``."""
+        if isinstance(raw, (list, tuple)):
+            raw = raw[-1] if raw else None
+        if self.choices:
+            text = str(raw).strip()
+            if text in self.choices:
+                return text
+            warnings.append(
+                f"{self.label}: {quote(raw)} is not one of {', '.join(self.choices)}; "
+                "using the default."
+            )
+            return self.default
+        if isinstance(self.default, bool):
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            warnings.append(f"{self.label}: {quote(raw)} is not true/false; using the default.")
+            return self.default
+        try:
+            value = float(raw)
+        except (TypeError, ValueError, OverflowError):
+            warnings.append(f"{self.label}: {quote(raw)} is not a number; using the default.")
+            return self.default
+        if math.isnan(value):
+            warnings.append(f"{self.label}: NaN is not allowed; using the default.")
+            return self.default
+        if not self.low <= value <= self.high:
+            clamped = min(max(value, self.low), self.high)
+            shown = "∞" if math.isinf(value) else f"{value:g}"
+            warnings.append(
+                f"{self.label}: {shown} is outside [{self.low:g}, {self.high:g}]; "
+                f"using {clamped:g}."
+            )
+            value = clamped
+        if isinstance(self.default, int):
+            if value != round(value):
+                warnings.append(
+                    f"{self.label}: {value:g} is not a whole number; using {round(value)}."
+                )
+            return int(round(value))
+        return float(value)
+
+    def text(self, value) -> str:
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, float):
+            return repr(value)
+        return str(value)
+
+
+PARAMS: dict[str, ViewParam] = {}
+
+
+def register(*params: ViewParam) -> None:
+    for param in params:
+        if param.key in PARAMS:
+            raise ValueError(f"a view parameter called {param.key!r} is registered already.")
+        PARAMS[param.key] = param
+
+
+def is_view_key(key: str) -> bool:
+    return key in PARAMS
+
+
+def from_query_params(params: Mapping) -> tuple[dict, list[str]]:
+    """The view values a link carries (validated; others at their defaults) and warnings."""
+    warnings: list[str] = []
+    values = {key: param.default for key, param in PARAMS.items()}
+    for key, raw in params.items():
+        if key in PARAMS:
+            values[key] = PARAMS[key].parse(raw, warnings)
+    return values, warnings
+
+
+def init(state: MutableMapping, values: Mapping) -> None:
+    """Start a session's view values (from ``from_query_params``)."""
+    state[SAVED] = dict(values)
+
+
+def _saved(state: MutableMapping) -> dict:
+    if SAVED not in state:
+        state[SAVED] = {key: param.default for key, param in PARAMS.items()}
+    return state[SAVED]
+
+
+def restore(state: MutableMapping, keys) -> None:
+    """Give the widgets of ``keys`` their saved values where Streamlit dropped them."""
+    saved = _saved(state)
+    for key in keys:
+        if key not in state:
+            state[key] = saved.get(key, PARAMS[key].default)
+
+
+def remember(state: MutableMapping, keys) -> dict:
+    """Save the widgets' current values (validated again: a widget bounds them already) and
+    return them."""
+    saved = _saved(state)
+    for key in keys:
+        saved[key] = PARAMS[key].parse(state.get(key, saved.get(key)), [])
+    return {key: saved[key] for key in keys}
+
+
+def value(state: MutableMapping, key: str):
+    """The saved value of ``key``."""
+    return _saved(state).get(key, PARAMS[key].default)
+
+
+def to_query_params(state: MutableMapping) -> dict[str, str]:
+    """The view values that differ from their defaults, as link text."""
+    saved = _saved(state)
+    return {
+        key: param.text(saved[key])
+        for key, param in PARAMS.items()
+        if key in saved and saved[key] != param.default
+    }
+
+
+def publish(query_params: MutableMapping, state: MutableMapping) -> None:
+    """Bring the page's link up to date with the saved view values (a view redrawn inside a
+    fragment does not rerun the script that writes the whole link)."""
+    wanted = to_query_params(state)
+    for key in PARAMS:
+        current = query_params.get(key)
+        if key in wanted and current != wanted[key]:
+            query_params[key] = wanted[key]
+        elif key not in wanted and key in query_params:
+            del query_params[key]
+
+
+# ----------------------------------------------------------------------------- the parameters
+# One section per view; a view's widgets use these keys. Keys carry the view's prefix.

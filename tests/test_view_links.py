@@ -1,0 +1,75 @@
+"""Link parameters of the views with their own controls (``app.view_links``): parsed and
+clamped like the sidebar's, kept while Streamlit drops a hidden widget's state, and written to
+the link only where they differ from the defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import config, view_links
+from app.view_links import ViewParam
+
+
+@pytest.fixture
+def params(monkeypatch):
+    table = {
+        "t_count": ViewParam("t_count", 8, "count", 2, 32),
+        "t_rate": ViewParam("t_rate", 0.5, "rate", 0.0, 1.0),
+        "t_kind": ViewParam("t_kind", "a", "kind", choices=("a", "b")),
+        "t_on": ViewParam("t_on", False, "switch"),
+    }
+    monkeypatch.setattr(view_links, "PARAMS", table)
+    return table
+
+
+@pytest.mark.parametrize(
+    "raw, expected, says",
+    [
+        ("12", 12, None),
+        (["3", "17"], 17, None),
+        ("40", 32, "outside [2, 32]"),
+        ("-inf", 2, "outside"),
+        ("nan", 8, "NaN"),
+        ("7.6", 8, "whole number"),
+        ("1e999", 32, "outside"),
+        ("eight", 8, "not a number"),
+        ("<b>x</b>", 8, "not a number"),
+    ],
+)
+def test_numbers_are_validated(params, raw, expected, says):
+    values, warnings = view_links.from_query_params({"t_count": raw})
+    assert values["t_count"] == expected
+    assert (says is None) == (not warnings)
+    if says:
+        assert says in warnings[0] and warnings[0].startswith("count:")
+        assert "<b>" not in warnings[0]
+
+
+def test_choices_and_switches(params):
+    values, warnings = view_links.from_query_params({"t_kind": "b", "t_on": "1"})
+    assert (values["t_kind"], values["t_on"], warnings) == ("b", True, [])
+    values, warnings = view_links.from_query_params({"t_kind": "c", "t_on": "maybe"})
+    assert (values["t_kind"], values["t_on"]) == ("a", False)
+    assert len(warnings) == 2
+
+
+def test_values_survive_a_dropped_widget_and_reach_the_link(params):
+    state: dict = {}
+    values, _ = view_links.from_query_params({"t_rate": "0.25"})
+    view_links.init(state, values)
+    view_links.restore(state, ["t_rate", "t_count"])
+    assert state["t_rate"] == 0.25 and state["t_count"] == 8
+    state["t_count"] = 20  # the user moves the widget
+    assert view_links.remember(state, ["t_count"]) == {"t_count": 20}
+    del state["t_count"], state["t_rate"]  # the tab is closed: Streamlit drops both
+    view_links.restore(state, ["t_count", "t_rate"])
+    assert (state["t_count"], state["t_rate"]) == (20, 0.25)
+    assert view_links.to_query_params(state) == {"t_count": "20", "t_rate": "0.25"}
+    link = {"t_kind": "b", "case": "3"}
+    view_links.publish(link, state)
+    assert link == {"t_count": "20", "t_rate": "0.25", "case": "3"}
+
+
+def test_the_sidebar_link_reader_accepts_view_keys(params):
+    _, warnings = config.from_query_params({"t_count": "4", "nonsense": "1"})
+    assert warnings == ["Unknown link parameter “nonsense” ignored."]
