@@ -35,6 +35,7 @@ __all__ = [
     "balancing_figure",
     "band_figure",
     "ess_figure",
+    "exact_relaxation_figure",
     "exact_tv_figure",
     "figure_div",
     "loss_figure",
@@ -532,6 +533,42 @@ def exact_tv_figure(curves: Mapping[str, np.ndarray]) -> go.Figure:
         return _empty(title, x_label, y_label)
     _style(fig, title, x_label, y_label)
     fig.update_yaxes(type="log", exponentformat="power")
+    return fig
+
+
+def exact_relaxation_figure(
+    couplings, curves: Mapping[str, np.ndarray], current: float | None = None
+) -> go.Figure:
+    """Relaxation time (site updates) of the exact chain against the coupling ``lambda``, one
+    line per sampler (log y); ``current`` marks the run's lambda."""
+    title = "Relaxation time against the coupling"
+    x_label, y_label = "coupling λ", "relaxation time 1/gap (site updates)"
+    x = _float_array(couplings, 1)
+    fig = go.Figure()
+    for name, values in _items(curves):
+        y = _float_array(values, 1)
+        if y.size != x.size or y.size == 0:
+            continue
+        label = sampler_label(name)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=np.where((y > 0) & np.isfinite(y), y, np.nan),
+                mode="lines+markers",
+                line={"width": 2, "color": sampler_colour(name)},
+                name=label,
+                hovertemplate=f"{label}: %{{y:.3g}}<extra></extra>",
+            )
+        )
+    if not fig.data:
+        return _empty(title, x_label, y_label)
+    _style(fig, title, x_label, y_label)
+    fig.update_yaxes(type="log", exponentformat="power")
+    if current is not None and math.isfinite(current):
+        fig.add_vline(x=current, line={"dash": "dot", "color": "#888888"})
+        fig.add_annotation(
+            x=current, y=1, yref="paper", text="this run's λ", showarrow=False, yanchor="bottom"
+        )
     return fig
 
 

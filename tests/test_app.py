@@ -605,3 +605,26 @@ def test_exact_chain_tab_enumerates_a_window_of_the_run_with_its_learned_functio
     assert "computed at step 15 with LSB 1 as learned then" in texts(at.caption)
     view = run.cache["exact_chain"][2]
     assert view.rows[0]["invariance_error"] < 1e-12
+    # the coupling sweep: the run's lambda among the points, every sampler slower at the top
+    lams, curves, used = run.cache["exact_chain"][3]
+    assert used.shape == (2, 3) and used.lam in lams and lams[0] == 0.0
+    for name in ("barker", "max", "lsb1"):
+        assert curves[name][-1] > 20 * curves[name][np.searchsorted(lams, 0.5)]
+    assert "Where every local sampler fails" in [s.value for s in at.subheader]
+    assert at.query_params["exact_window"] == "2 x 3"  # the window is in the link
+
+
+def test_a_link_opens_the_exact_chain_window_it_names_and_repairs_a_bad_one():
+    at = open_app(size="16", chains="2", samplers="barker", exact_window="2 x 2")
+    assert_healthy(at)
+    at.session_state["view"] = "Exact chain"
+    at.run()
+    assert at.radio(key="exact_window").value == "2 x 2"
+    at = open_app(size="16", chains="2", samplers="barker", exact_window="<b>9 x 9</b>")
+    assert_healthy(at)
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Link: exact chain window:") for w in warnings), warnings
+    assert not any("<b>" in w for w in warnings)
+    at.session_state["view"] = "Exact chain"
+    at.run()
+    assert at.radio(key="exact_window").value == "3 x 3"
