@@ -93,6 +93,8 @@ def figure(fig: go.Figure) -> go.Figure:
     big = go.Figure(fig)
     height = big.layout.height or 450
     big.update_layout(font={"size": FONT}, height=int(height * HEIGHT_SCALE))
+    if big.layout.width:  # a figure of fixed width (a cell of a wrapping row) grows alike
+        big.update_layout(width=int(big.layout.width * HEIGHT_SCALE))
     if big.layout.title.text:
         big.update_layout(title_font_size=FONT + 4)
     big.update_annotations(font_size=FONT)  # panel titles and notes drawn as annotations

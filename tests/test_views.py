@@ -496,3 +496,17 @@ def test_chart_config_saves_in_the_chosen_format_under_the_run_name(monkeypatch)
     assert charts.config("s", "acf")["toImageButtonOptions"]["format"] == "svg"
     state[charts.FORMAT_KEY] = "gif"  # not offered: back to PNG
     assert charts.config("s", "acf")["toImageButtonOptions"]["format"] == "png"
+
+
+def test_proposal_figures_give_one_cell_per_sampler_on_one_colour_scale():
+    maps = {"barker": site_step(site=(2, 3)), "gibbs": site_step(uniform=True)}
+    together = proposal.proposal_figure(maps, "Q")
+    cells = proposal.proposal_figures(maps, "Q")
+    assert [name for name, _ in cells] == ["barker", "gibbs"]
+    for _, fig in cells:  # the shared scale is the one of all the maps together
+        assert fig.layout.coloraxis.cmin == together.layout.coloraxis.cmin
+        assert fig.layout.coloraxis.cmax == together.layout.coloraxis.cmax
+        assert len([t for t in fig.data if t.type == "heatmap"]) == 2
+    assert [fig.layout.coloraxis.showscale for _, fig in cells] == [False, True]
+    assert cells[0][1].layout.width == proposal.CELL_PX  # a fixed cell: the row wraps
+    assert proposal.proposal_figures({}) == []

@@ -257,14 +257,17 @@ def open_tab(page, name: str, timeout_ms: int = TIMEOUT_MS) -> None:
     )
 
 
-# the chain panels: images in the open tab whose caption names chains ("chains 1–4 of 4")
-_CHAIN_SRCS = r"""() => [...document.querySelectorAll('[role="tabpanel"] [data-testid="stImage"]')]
-    .filter(e => e.offsetParent !== null && /: chains? 1(–\d+)? of \d+/.test(e.innerText))
-    .map(e => { const img = e.querySelector('img'); return img ? img.src : ''; })"""
+# the chain panels: one row per sampler in the open tab (a container keyed "chainrow_<name>"),
+# its tiles' image sources joined into one string
+_CHAIN_SRCS = r"""() => [...document.querySelectorAll(
+        '[role="tabpanel"] [class*="st-key-chainrow_"]')]
+    .filter(e => e.offsetParent !== null)
+    .map(e => [...e.querySelectorAll('img')].map(img => img.src).join('|'))"""
 
 
 def chain_srcs(page) -> list[str]:
-    """The ``src`` (inline PNG data URLs) of the chain images in the open Chains tab."""
+    """Per sampler row of the open Chains tab: its tiles' ``src`` (inline PNG data URLs),
+    joined by ``|``."""
     return page.evaluate(_CHAIN_SRCS)
 
 

@@ -2,14 +2,18 @@
 
 ``python -m tools.screenshots --out docs/screenshots`` starts a server
 (``tools.loadtest.StreamlitServer``), drives Debian's headless Chromium through Playwright and
-saves three PNGs, each cropped to the part of the page worth looking at:
+saves five PNGs, each cropped to the part of the page worth looking at:
 
 - ``chains.png``: the default configuration (paper case 3) after burn-in and some mixing: the
   posterior, the controls, and every sampler's chains with the running posterior marginal;
 - ``proposal.png``: one slow-motion step (Pause, then Step): where each sampler wants to flip,
   with the proposed site marked;
 - ``segmentation.png``: the horse sample image segmented: observed image, posterior marginal,
-  mask and uncertainty.
+  mask and uncertainty;
+- ``presentation.png``: presentation mode at 1600 px after one step by keyboard: the Proposal
+  tab's sentence, maps and why panel;
+- ``narrow-800.png``: the page at 800 px with the sidebar open, the Mixing tab's charts
+  stacked.
 
 Every wait is on something the page shows (a progress text, a caption); nothing is taken of a
 spinner. The run takes about two minutes on two cores.
@@ -35,6 +39,8 @@ from tools.loadtest import (
 )
 
 VIEWPORT = {"width": 1400, "height": 2000}  # tall, so that nothing needs scrolling; then crop
+WIDE = {"width": 1600, "height": 2600}  # a projector's width, presentation mode
+NARROW = {"width": 800, "height": 2600}  # a laptop's half screen, the sidebar open
 SCALE = 1  # device pixels per CSS pixel (keeps each PNG well under 300 KB)
 RUN_TIMEOUT_MS = 240_000
 PANEL = '[role="tabpanel"]'
@@ -126,6 +132,41 @@ def segmentation_shot(page, url: str, out: Path, log) -> Path:
     return save(page, out / "segmentation.png", clip)
 
 
+def presentation_shot(page, url: str, out: Path, log) -> Path:
+    """Presentation mode at 1600 px: one step with the Space and S keys, the Proposal tab with
+    its sentence, maps and the why panel."""
+    open_app(page, app_url(url, {"present": "1"}))
+    page.keyboard.press("Space")
+    log("presentation mode: running paper case 3…")
+    wait_for_mixing(page, 3000)
+    page.keyboard.press("Space")
+    page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
+    page.keyboard.press("s")
+    page.locator(f'{PANEL} [data-testid="stCaptionContainer"]').filter(
+        has_text="just before the step"
+    ).wait_for(timeout=TIMEOUT_MS)
+    tabs = page.locator('[role="tablist"]').first
+    why = page.get_by_text("max(1,t) never drops below 1").first
+    why.wait_for(timeout=TIMEOUT_MS)
+    return save(page, out / "presentation.png", clip_around(page, tabs, why))
+
+
+def narrow_shot(page, url: str, out: Path, log) -> Path:
+    """The Mixing tab at 800 px wide with the sidebar open: the two charts one under the other."""
+    open_app(page, url)
+    button(page, "run").click()
+    log("800 px: running paper case 3…")
+    wait_for_mixing(page, 2000)
+    button(page, "pause").click()
+    page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
+    open_tab(page, "Mixing")
+    plots = page.locator(f"{PANEL} .js-plotly-plot")
+    plots.nth(1).locator(".main-svg").first.wait_for(timeout=TIMEOUT_MS)
+    bottom = _box(plots.nth(1))
+    clip = {"x": 0, "y": 0, "width": NARROW["width"], "height": bottom["y"] + bottom["height"]}
+    return save(page, out / "narrow-800.png", clip)
+
+
 def take(out: Path, port: int | None = None, log=print) -> list[Path]:
     """Start a server and a browser, take the screenshots into ``out``; return their paths."""
     from playwright.sync_api import sync_playwright
@@ -135,8 +176,14 @@ def take(out: Path, port: int | None = None, log=print) -> list[Path]:
         browser = launch_chromium(playwright)
         try:
             paths = []
-            for shoot in (paper_case_shots, segmentation_shot):
-                context = browser.new_context(viewport=VIEWPORT, device_scale_factor=SCALE)
+            shots = (
+                (paper_case_shots, VIEWPORT),
+                (segmentation_shot, VIEWPORT),
+                (presentation_shot, WIDE),
+                (narrow_shot, NARROW),
+            )
+            for shoot, viewport in shots:
+                context = browser.new_context(viewport=viewport, device_scale_factor=SCALE)
                 context.set_default_timeout(TIMEOUT_MS)
                 page = context.new_page()
                 result = shoot(page, server.url, out, log)

@@ -124,7 +124,7 @@ def render(run) -> None:
             f"× {run.config.chains} chains."
         )
     for panel in panels:
-        with st.container(key=f"chains_{panel.name}", gap="small"):
+        with st.container(key=f"chainrow_{panel.name}", gap="small"):
             st.markdown(f"**{panel.caption}**")
             st.image(
                 [pixels.data_uri(tile) for tile in panel.tiles],

@@ -28,6 +28,7 @@ QUANTITIES = {
     "A": "acceptance A if i is proposed",
 }
 MAX_SIDE = 96  # larger lattices are shown in blocks (probabilities summed per block)
+CELL_PX = 160  # on-screen width of one sampler's pair of maps: 5 fit at 1600 px, 2 at 800
 LOG_RANGE = 8.0  # decades shown below the largest value
 LIVE_S = 0.5  # while running, the maps are recomputed at most this often
 
@@ -53,24 +54,69 @@ def quantity_map(step: SiteStep, quantity: str, factor: int = 1) -> np.ndarray:
         return np.where(values > 0, np.log10(values), np.nan)
 
 
-def proposal_figure(maps: dict[str, SiteStep], quantity: str = "Q") -> go.Figure | None:
-    """State (top) and the chosen quantity (bottom) for each sampler, one column each."""
-    maps = {n: m for n, m in maps.items() if np.asarray(m.q).ndim == 2 and np.asarray(m.q).size}
+def _drawable(maps: dict[str, SiteStep]) -> dict[str, SiteStep]:
+    return {n: m for n, m in maps.items() if np.asarray(m.q).ndim == 2 and np.asarray(m.q).size}
+
+
+def _z_range(values: dict[str, np.ndarray], quantity: str) -> tuple[float, float]:
+    """The colour scale shared by every sampler's map: A on [0, 1]; log10 Q or T over the
+    ``LOG_RANGE`` decades below the largest value."""
+    if quantity == "A":
+        return 0.0, 1.0
+    finite = [v[np.isfinite(v)] for v in values.values()]
+    finite = np.concatenate(finite) if finite else np.zeros(0)
+    zmax = float(finite.max()) if finite.size else 0.0
+    zmin = max(float(finite.min()) if finite.size else -1.0, zmax - LOG_RANGE)
+    return min(zmin, zmax - 1e-3), zmax
+
+
+def proposal_figures(maps: dict[str, SiteStep], quantity: str = "Q") -> list[tuple]:
+    """``(name, figure)`` per sampler: its state above its map, ``CELL_PX`` wide, all on one
+    colour scale (drawn once, on the last). The page sets them in a row that wraps, so a
+    narrow screen shows fewer per row instead of shrinking every map."""
+    maps = _drawable(maps)
+    if not maps:
+        return []
+    factor = _pool_factor(maps)
+    z_range = _z_range({n: quantity_map(m, quantity, factor) for n, m in maps.items()}, quantity)
+    names = list(maps)
+    out = []
+    for name in names:
+        last = name == names[-1]
+        fig = proposal_figure({name: maps[name]}, quantity, z_range=z_range, colorbar=last)
+        height = 2 * CELL_PX + 30
+        if last:  # the scale lies under the last maps, so every cell keeps the same width
+            fig.update_layout(margin_b=70)
+            fig.update_coloraxes(
+                colorbar={"orientation": "h", "y": -0.04, "yanchor": "top", "thickness": 12}
+            )
+            height += 60
+        fig.update_layout(width=CELL_PX, height=height)
+        out.append((name, fig))
+    return out
+
+
+def _pool_factor(maps: dict[str, SiteStep]) -> int:
+    shape = np.asarray(next(iter(maps.values())).q).shape
+    return max(1, math.ceil(max(shape) / MAX_SIDE))
+
+
+def proposal_figure(
+    maps: dict[str, SiteStep],
+    quantity: str = "Q",
+    z_range: tuple[float, float] | None = None,
+    colorbar: bool = True,
+) -> go.Figure | None:
+    """State (top) and the chosen quantity (bottom) for each sampler, one column each.
+    ``z_range``: the colour scale (default: from these maps)."""
+    maps = _drawable(maps)
     if not maps:
         return None
     names = list(maps)
-    shape = np.asarray(maps[names[0]].q).shape
-    factor = max(1, math.ceil(max(shape) / MAX_SIDE))
+    factor = _pool_factor(maps)
     values = {n: quantity_map(maps[n], quantity, factor) for n in names}
-    finite = [v[np.isfinite(v)] for v in values.values()]
-    finite = np.concatenate(finite) if finite else np.zeros(0)
-    if quantity == "A":
-        zmin, zmax, title = 0.0, 1.0, "A"
-    else:
-        zmax = float(finite.max()) if finite.size else 0.0
-        zmin = max(float(finite.min()) if finite.size else -1.0, zmax - LOG_RANGE)
-        zmin = min(zmin, zmax - 1e-3)
-        title = f"log10 {quantity}"
+    zmin, zmax = z_range or _z_range(values, quantity)
+    title = "A" if quantity == "A" else f"log10 {quantity}"
     # one figure, two rows of square panels, built in one go (incremental plotly updates
     # cost far more than the data here)
     n, gap = len(names), 0.02
@@ -159,6 +205,7 @@ def proposal_figure(maps: dict[str, SiteStep], quantity: str = "Q") -> go.Figure
             "cmin": zmin,
             "cmax": zmax,
             "colorbar": {"title": title},
+            "showscale": colorbar,
         },
         annotations=annotations,
         height=int(min(900, 70 + 2 * 0.95 * 1000 / max(n, 2))),  # square panels ~1000 px wide
@@ -255,9 +302,9 @@ def render(run) -> None:
         st.caption(block_note(blocks, report.sites if after_step else None))
     if not maps:
         return
-    fig = proposal_figure(maps, quantity)
-    if fig is not None:
-        charts.show(fig, run, f"proposal-{quantity}")
+    with st.container(horizontal=True, gap="small"):  # the maps wrap on a narrow page
+        for name, fig in proposal_figures(maps, quantity):
+            charts.show(fig, run, f"proposal-{quantity}-{name}", width="content")
     st.dataframe(step_rows(maps, after_step), hide_index=True)
 
 

@@ -246,10 +246,9 @@ def render(run) -> None:
                 "differs: orange marginal only, blue MAP only",
             )
         )
-    for start in range(0, len(panels), 4):
-        cols = st.columns(4)
-        for col, (raster, caption) in zip(cols, panels[start : start + 4], strict=False):
-            col.image(pixels.data_uri(raster), caption=caption, width=raster.shape[1])
+    with st.container(horizontal=True, gap="small"):  # the maps wrap on a narrow page
+        for raster, caption in panels:
+            st.image(pixels.data_uri(raster), caption=caption, width=raster.shape[1])
     summary = f"From the {source}. Object: {view.object_fraction:.1%} of the pixels."
     if view.accuracy is not None:
         summary += f" Accuracy against the ground truth: {view.accuracy:.1%}."

@@ -1,0 +1,221 @@
+"""The page in a lecture hall and on a narrow screen, in headless Chromium.
+
+- Presentation mode from a link (``present=1``) at 1600 px: the sidebar collapsed, large type, a
+  sentence per view, the why panel; Space runs and pauses, S takes one step.
+- The layout at 800 and 1600 px: chain strips and proposal maps wrap instead of running off the
+  page or shrinking, side-by-side charts stack when narrow, no figure title touches its legend.
+
+Screenshots land in ``artifacts/browser/`` (``tools.screenshots`` makes the README's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from browser_support import (  # noqa: F401  (the *_fixture names register fixtures)
+    TIMEOUT_MS,
+    app_url,
+    assert_healthy,
+    browser_fixture,
+    button,
+    open_app,
+    open_tab,
+    server_fixture,
+    shot,
+)
+from playwright.sync_api import expect
+
+from app import config
+from lsbcore import CSV_COLUMNS
+from tools.loadtest import steps_shown
+
+pytestmark = pytest.mark.browser
+expect.set_options(timeout=TIMEOUT_MS)
+
+PANEL = '[role="tabpanel"]:visible'
+# a long default run capped at 1000 steps per redraw: it cannot finish while a test looks, and
+# leaves the 2-core machine some room for the browser
+LONG = replace(config.Config(), steps=200_000, burn_in=200, speed="1000")
+
+
+@pytest.fixture(params=[800, 1600], ids=lambda w: f"{w}px")
+def width(request):
+    return request.param
+
+
+def new_page(browser, server, width: int):
+    context = browser.new_context(viewport={"width": width, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    return context, context.new_page()
+
+
+def run_a_little(page) -> None:
+    """Run until the mixing phase has some records, then pause."""
+    button(page, "run").click()
+    page.wait_for_function(
+        "() => /Mixing: [1-9]/.test(document.body.innerText)", timeout=TIMEOUT_MS, polling=300
+    )
+    button(page, "pause").click()
+    expect(button(page, "run")).to_be_enabled()
+
+
+def overflow(page, selector: str) -> list[str]:
+    """Elements under ``selector`` (visible) whose right edge passes the open tab panel's."""
+    return page.evaluate(
+        """sel => { const panel = [...document.querySelectorAll('[role="tabpanel"]')]
+                        .find(p => p.offsetParent !== null);
+            const right = panel.getBoundingClientRect().right + 1;
+            return [...panel.querySelectorAll(sel)].filter(e => e.offsetParent !== null)
+                .filter(e => e.getBoundingClientRect().right > right)
+                .map(e => e.tagName + ' ' + Math.round(e.getBoundingClientRect().right)); }""",
+        selector,
+    )
+
+
+def title_legend_overlaps(page) -> list[str]:
+    """Plotly figures in the open tab whose title box intersects their legend box."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[role="tabpanel"] .js-plotly-plot')]
+            .filter(p => p.offsetParent !== null).flatMap(p => {
+              const t = p.querySelector('.gtitle'), l = p.querySelector('.legend');
+              if (!t || !l) return [];
+              const a = t.getBoundingClientRect(), b = l.getBoundingClientRect();
+              const apart = a.right < b.left || b.right < a.left || a.bottom < b.top
+                || b.bottom < a.top;
+              return apart ? [] : [t.textContent]; })"""
+    )
+
+
+def test_presentation_mode_from_a_link(browser, server):
+    context, page = new_page(browser, server, 1600)
+    try:
+        query = {**config.to_query_params(LONG), "present": "1"}
+        open_app(page, app_url(server.url, query))
+        assert_healthy(page)
+        # the sidebar is collapsed: nothing of it lies on the screen
+        right = page.evaluate(
+            """() => { const s = document.querySelector('[data-testid="stSidebar"]');
+                       return s ? s.getBoundingClientRect().right : 0; }"""
+        )
+        assert right <= 1, right
+        size = page.evaluate("getComputedStyle(document.documentElement).fontSize")
+        assert size == "19px"
+        expect(page.get_by_text("What you are seeing.").first).to_be_visible()
+
+        # Space runs, Space pauses, S takes exactly one step
+        page.keyboard.press("Space")
+        expect(button(page, "pause")).to_be_enabled()
+        page.wait_for_function("() => /Mixing: [1-9]/.test(document.body.innerText)", polling=300)
+        page.keyboard.press("Space")
+        expect(button(page, "run")).to_be_enabled()
+        page.wait_for_timeout(500)
+        before = steps_shown(page)
+        page.keyboard.press("s")
+        page.wait_for_function(
+            "n => { const m = document.body.innerText.match(/Step ([\\d,]+)/);"
+            " return m && parseInt(m[1].replace(/,/g, '')) === n + 1; }",
+            arg=before,
+        )
+        assert steps_shown(page) == before + 1
+
+        # the Step key opened the Proposal tab: its sentence and the why panel are there
+        expect(page.get_by_text("Where each sampler wants to flip next").first).to_be_visible()
+        heading = page.get_by_role("heading", name="Why the balancing functions behave")
+        expect(heading).to_be_visible()
+        expect(page.get_by_text("never drops below 1").first).to_be_visible()
+        assert_healthy(page)
+        shot(page, "lecture-presentation-1600")
+    finally:
+        context.close()
+        server.check()
+
+
+def test_the_layout_wraps_instead_of_cutting_or_shrinking(browser, server, width):
+    context, page = new_page(browser, server, width)
+    try:
+        open_app(page, app_url(server.url, config.to_query_params(LONG)))
+        run_a_little(page)
+        assert_healthy(page)
+
+        # Chains: every tile of every strip on the page
+        tiles = page.locator(f"{PANEL} [class*='st-key-chainrow_'] img")
+        expect(page.get_by_text("last: posterior marginal").last).to_be_visible()
+        page.wait_for_timeout(500)  # the last redraw
+        assert tiles.count() == len(LONG.samplers) * (LONG.chains + 1)  # chains + marginal
+        assert overflow(page, "img") == []
+        shot(page, f"lecture-chains-{width}")
+
+        # Mixing: the two charts side by side when wide, one under the other when narrow
+        open_tab(page, "Mixing")
+        cells = page.locator("[class*='st-key-chart_row_mixing'] > div")
+        expect(page.locator(f"{PANEL} .js-plotly-plot").nth(1)).to_be_visible()
+        first, second = cells.nth(0).bounding_box(), cells.nth(1).bounding_box()
+        stacked = second["y"] >= first["y"] + first["height"] - 1
+        assert stacked == (width == 800), (first, second)
+        assert title_legend_overlaps(page) == []
+        assert overflow(page, ".js-plotly-plot") == []
+        shot(page, f"lecture-mixing-{width}")
+
+        # Proposal: one cell per sampler, maps at least 150 px wide, nothing off the page
+        open_tab(page, "Proposal")
+        maps = page.locator(f"{PANEL} .js-plotly-plot")
+        expect(maps.nth(len(LONG.samplers) - 1)).to_be_visible()
+        boxes = [maps.nth(k).bounding_box() for k in range(len(LONG.samplers))]
+        assert all(box["width"] >= 150 for box in boxes), boxes
+        rows = len({round(box["y"]) for box in boxes})
+        assert (rows > 1) == (width == 800), boxes
+        assert overflow(page, ".js-plotly-plot") == []
+        assert_healthy(page)
+        shot(page, f"lecture-proposal-{width}")
+    finally:
+        context.close()
+        server.check()
+
+
+def test_exports_report_traces_and_a_chart(browser, server, tmp_path):
+    """The lab notebook: the HTML report, the compressed traces and a chart as SVG, each named
+    after the problem, the seed and the date."""
+    import gzip
+    import re
+
+    context, page = new_page(browser, server, 1600)
+    try:
+        open_app(page, app_url(server.url, config.to_query_params(LONG)))
+        run_a_little(page)
+        open_tab(page, "Export")
+        stem = re.compile(r"^lsb-case-3-[a-z-]+-seed0-\d{4}-\d{2}-\d{2}-")
+
+        with page.expect_download() as report:
+            button(page, "download_report").click()
+        assert stem.match(report.value.suggested_filename)
+        assert report.value.suggested_filename.endswith("-report.html")
+        report.value.save_as(tmp_path / "report.html")
+        html = (tmp_path / "report.html").read_text()
+        assert html.lstrip().lower().startswith("<!doctype html") and "t/(1+t)" in html
+
+        button(page, "prepare_traces").click()
+        expect(button(page, "download_traces")).to_be_visible()
+        with page.expect_download() as traces:
+            button(page, "download_traces").click()
+        name = traces.value.suggested_filename
+        assert stem.match(name) and name.endswith(".csv.gz")
+        traces.value.save_as(tmp_path / name)
+        with gzip.open(tmp_path / name, "rt") as lines:
+            assert lines.readline().strip().split(",") == list(CSV_COLUMNS)
+
+        # every chart's toolbar saves it in the format chosen here
+        page.locator(".st-key-figure_format").get_by_text("SVG").click()
+        open_tab(page, "Mixing")
+        plot = page.locator(f"{PANEL} .js-plotly-plot").first
+        plot.hover()
+        with page.expect_download() as svg:
+            plot.locator('[data-title="Download plot"]').click()
+        name = svg.value.suggested_filename
+        assert stem.match(name) and name.endswith("-autocorrelation.svg"), name
+        svg.value.save_as(tmp_path / name)
+        assert "<svg" in (tmp_path / name).read_text()[:500]
+        assert_healthy(page)
+    finally:
+        context.close()
+        server.check()
