@@ -139,6 +139,7 @@ def test_running_sums_in_batches_equal_the_formulas_on_all_weights_at_once():
     assert sums.ess == pytest.approx(w.sum() ** 2 / (w**2).sum(), rel=1e-12)
     assert sums.log_z == pytest.approx(700.0 + math.log(w.mean()), rel=1e-14)
     assert sums.log_z_se == pytest.approx(w.std(ddof=1) / math.sqrt(n) / w.mean(), rel=1e-10)
+    assert sums.log_w_sd == pytest.approx(float(log_w.std()), rel=1e-10)
     plus = (x > 0).numpy()
     p = (w[:, None] * plus).sum(0) / w.sum()
     se = np.sqrt((w[:, None] ** 2 * (plus - p) ** 2).sum(0)) / w.sum()
@@ -168,7 +169,7 @@ def test_without_coupling_the_field_proposal_is_exact(shape):
     assert est.ess_fraction == pytest.approx(1.0, rel=1e-9)
     closed_form = float(torch.log(2 * torch.cosh(target.alpha)).sum())
     assert est.log_z == pytest.approx(closed_form, abs=1e-9)
-    assert est.log_z_se < 1e-6
+    assert est.log_z_se < 1e-6 and est.log_w_sd < 1e-9
     # the marginals are then plain frequencies, with the (plug-in) binomial error bar
     p = torch.sigmoid(2 * target.alpha[0])
     torch.testing.assert_close(est.p_plus_se, torch.sqrt(est.p_plus * (1 - est.p_plus) / n))
@@ -256,6 +257,8 @@ def test_ess_per_sample_collapses_as_the_lattice_grows():
         fractions = [r.ess_fraction for r in rows if r.proposal == name]
         assert all(a > b for a, b in zip(fractions, fractions[1:], strict=False)), fractions
         assert fractions[0] > 0.5 and fractions[-1] < 0.05
+        spreads = [r.log_w_sd for r in rows if r.proposal == name]
+        assert all(a < b for a, b in zip(spreads, spreads[1:], strict=False)), spreads
     field_rows = [r for r in rows if r.proposal == "field"]
     assert [r.sites for r in field_rows] == [4, 16, 64, 256]
     assert all(r.exact_log_z is not None for r in rows)  # 16 x 16: by the transfer matrix

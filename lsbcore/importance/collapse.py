@@ -42,6 +42,7 @@ class CollapseRow:
     ess_fraction: float
     log_z: float
     log_z_se: float
+    log_w_sd: float
     exact_log_z: float | None
     converged: bool | None  # the mean-field fit's, None for the field proposal
     seconds: float
@@ -92,6 +93,7 @@ def collapse_study(
                     ess_fraction=est.ess_fraction,
                     log_z=est.log_z,
                     log_z_se=est.log_z_se,
+                    log_w_sd=est.log_w_sd,
                     exact_log_z=exact,
                     converged=None if est.fit is None else est.fit.converged,
                     seconds=est.seconds,

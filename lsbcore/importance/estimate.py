@@ -36,7 +36,8 @@ class ImportanceEstimate:
 
     ``log_z``/``log_z_se``: ``log Z^`` and its delta-method standard error; ``p_plus``/
     ``p_plus_se``: ``P^(x_i = +1)`` and its standard error, in the target's layout; ``ess``:
-    Kish effective sample size; ``proposal``: its name; ``fit``: the mean-field fit, when the
+    Kish effective sample size; ``log_w_sd``: the standard deviation of the log weights (0 when
+    ``q = p``); ``proposal``: its name; ``fit``: the mean-field fit, when the
     proposal came from one; ``seconds``: wall time of the sampling.
     """
 
@@ -44,6 +45,7 @@ class ImportanceEstimate:
     log_z_se: float
     ess: float
     n_samples: int
+    log_w_sd: float
     p_plus: torch.Tensor
     p_plus_se: torch.Tensor
     proposal: str
@@ -114,6 +116,7 @@ def importance_sample(
         log_z_se=sums.log_z_se,
         ess=sums.ess,
         n_samples=n_samples,
+        log_w_sd=sums.log_w_sd,
         p_plus=sums.p_plus.reshape(target.shape),
         p_plus_se=sums.p_plus_se.reshape(target.shape),
         proposal=q.name,

@@ -12,6 +12,10 @@ With ``N`` draws ``x_k ~ q`` and log weights ``l_k = log p~(x_k) - log q(x_k)``:
   ``(A+ (1 - P^)^2 + A- P^2) / S^2`` with ``A+-`` the sums of ``w^2`` over the draws where
   ``x_i = +-1``: a sum of non-negative terms, so no cancellation near ``P = 0`` or ``1``.
 
+The spread of the log weights themselves (their standard deviation, kept by merging each
+batch's mean and sum of squared deviations) says why the ESS collapses: under a log-normal
+model ``N / ESS ~ exp(var(log w))``, and ``var(log w)`` grows with the number of sites.
+
 Every sum is kept relative to the largest log weight seen so far (``shift``), rescaled when a
 later batch holds a larger one, so nothing overflows however peaked the weights are.
 """
@@ -42,6 +46,8 @@ class WeightSums:
 
     def __init__(self, n_sites: int):
         self.count = 0
+        self.log_w_mean = 0.0
+        self.log_w_m2 = 0.0  # sum of squared deviations from the mean
         self.shift = -math.inf
         self.s = 0.0
         self.s2 = 0.0
@@ -66,7 +72,13 @@ class WeightSums:
         self.w_minus += w @ (1.0 - plus)
         self.a_plus += (w * w) @ plus
         self.a_minus += (w * w) @ (1.0 - plus)
-        self.count += len(log_w)
+        # Chan et al.'s merge of two (count, mean, M2) summaries: no large sums of squares
+        b, mean_b = len(log_w), float(log_w.mean())
+        m2_b = float(((log_w - mean_b) ** 2).sum())
+        delta, total = mean_b - self.log_w_mean, self.count + b
+        self.log_w_m2 += m2_b + delta**2 * self.count * b / total
+        self.log_w_mean += delta * b / total
+        self.count = total
 
     # ----------------------------------------------------------------- the estimates
     @property
@@ -86,6 +98,11 @@ class WeightSums:
         if n < 2:
             return math.nan
         return math.sqrt(max(n / self.ess - 1.0, 0.0) / (n - 1))
+
+    @property
+    def log_w_sd(self) -> float:
+        """Sample standard deviation of the log weights (NaN for one draw)."""
+        return math.sqrt(self.log_w_m2 / (self.count - 1)) if self.count > 1 else math.nan
 
     @property
     def p_plus(self) -> torch.Tensor:
