@@ -676,17 +676,22 @@ def importance_collapse_figure(
         )
     if not fig.data:
         return _empty(title, x_label, y_label)
-    if n_samples:
-        fig.add_hline(
-            y=1.0 / n_samples,
-            line={"dash": "dash", "color": "#888888", "width": 1},
-            annotation_text="1/N: one draw carries all the weight",
-            annotation_position="bottom right",
+    if n_samples:  # a trace, not add_hline: its annotation lands astray on a log axis
+        every = np.concatenate([np.asarray(t.x, dtype=np.float64) for t in fig.data])
+        fig.add_trace(
+            go.Scatter(
+                x=[np.nanmin(every), np.nanmax(every)],
+                y=[1.0 / n_samples] * 2,
+                mode="lines",
+                name="1/N: one draw carries all the weight",
+                line={"dash": "dash", "color": "#888888", "width": 1},
+                hoverinfo="skip",
+            )
         )
     _style(fig, title, x_label, y_label)
     fig.update_layout(hovermode="closest")
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_xaxes(type="log", dtick=1)
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power")
     return fig
 
 
@@ -702,27 +707,30 @@ def importance_marginals_figure(p_plus, p_plus_se, exact=None) -> go.Figure:
     if any(v.ndim != 2 or v.size == 0 for _, v, _ in panels):
         return _empty(title)
     fig = make_subplots(
-        rows=1, cols=len(panels), subplot_titles=[t for t, _, _ in panels], horizontal_spacing=0.1
+        rows=1, cols=len(panels), subplot_titles=[t for t, _, _ in panels], horizontal_spacing=0.12
     )
-    bar_x = [(c + 1) / len(panels) - 0.1 / len(panels) for c in range(len(panels))]
     for c, (_, values, name) in enumerate(panels):
         probability = name != "se"
+        right = fig.layout[f"xaxis{c + 1 if c else ''}"].domain[1]
         fig.add_trace(
             go.Heatmap(
                 z=values,
                 zmin=0.0 if probability else None,
                 zmax=1.0 if probability else None,
                 colorscale="Gray" if probability else "Viridis",
-                colorbar={"x": bar_x[c], "len": 0.8, "thickness": 10},
+                colorbar={"x": right + 0.01, "len": 0.8, "thickness": 10},
                 hovertemplate=f"row %{{y}}, col %{{x}}: {name} %{{z:.3f}}<extra></extra>",
             ),
             row=1,
             col=c + 1,
         )
     _style(fig, title)
-    fig.update_layout(hovermode="closest")
-    fig.update_yaxes(autorange="reversed", scaleanchor="x", showgrid=False, zeroline=False)
-    fig.update_xaxes(showgrid=False, zeroline=False)
+    fig.update_layout(hovermode="closest", margin={"r": 60})
+    # rows downwards as in an image; no ticks (the hover names the row and column)
+    fig.update_yaxes(
+        autorange="reversed", scaleanchor="x", showgrid=False, zeroline=False, showticklabels=False
+    )
+    fig.update_xaxes(showgrid=False, zeroline=False, showticklabels=False)
     for c in range(2, len(panels) + 1):
         fig.update_yaxes(scaleanchor=f"x{c}", row=1, col=c)
     return fig

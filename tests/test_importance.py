@@ -313,3 +313,62 @@ def test_per_chain_targets_and_periodic_or_wide_lattices_are_refused_where_they_
     with pytest.raises(ValueError, match="needs an IsingPosterior"):
         transfer_log_partition(random_network())
     assert exact_log_partition(posterior((4, 4), boundary="periodic")) is None
+
+
+# ----------------------------------------------------------------------------- figures
+def test_the_collapse_figure_is_log_log_with_the_one_over_n_floor():
+    from lsbcore import figures
+
+    curves = {"field": ([4, 16, 64], [0.8, 0.1, 0.0]), "mean field": ([4, 16, 64], [1, 0.5, 0.1])}
+    fig = figures.importance_collapse_figure(curves, n_samples=1000)
+    assert [t.name for t in fig.data][:2] == ["field", "mean field"]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert np.isnan(fig.data[0].y[2])  # an ESS of 0 has no place on a log axis
+    floor = fig.data[2]
+    assert "1/N" in floor.name and list(floor.y) == [1e-3, 1e-3] and list(floor.x) == [4, 64]
+    assert len(figures.importance_collapse_figure({}).data) == 0
+
+
+def test_the_marginals_figure_shows_estimate_bar_and_exact_side_by_side():
+    from lsbcore import figures
+
+    p, se = np.full((2, 3), 0.7), np.full((2, 3), 0.01)
+    fig = figures.importance_marginals_figure(p, se, exact=np.full((2, 3), 0.69))
+    assert [t.type for t in fig.data] == ["heatmap"] * 3
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (0.0, 1.0)
+    np.testing.assert_array_equal(fig.data[1].z, se)
+    assert len(figures.importance_marginals_figure(p, se).data) == 2
+    assert len(figures.importance_marginals_figure(np.zeros((0, 0)), se).data) == 0
+
+
+# ----------------------------------------------------------------------------- the app view
+def test_the_view_estimates_the_centre_window_of_chain_one_and_studies_growing_windows():
+    from app.views import importance as view
+
+    alpha = torch.stack([posterior((9, 9), scale=1.0).alpha[0], torch.zeros(9, 9)])
+    target = IsingPosterior(alpha, 0.3, "periodic")
+    shown = view.compute(target, "field", 800, side=3, max_side=6, seed=0)
+    assert "centre 3 x 3 window" in shown.where
+    window = IsingPosterior(alpha[0, 3:6, 3:6], 0.3, "free")
+    assert shown.exact_log_z == pytest.approx(enumerated_log_partition(window))
+    torch.testing.assert_close(shown.exact_p_plus, enumerated_p_plus(window))
+    assert shown.estimate.p_plus.shape == (3, 3)
+    assert [(r.shape, r.proposal) for r in shown.rows] == [
+        ((s, s), name) for s in (2, 3, 4, 6) for name in ("field", "mean field")
+    ]
+    table = view.collapse_table(shown.rows)
+    assert table[0]["window"] == "2 x 2" and table[0]["log Ẑ − log Z"] is not None
+    curves = view.collapse_curves(shown.rows)
+    assert list(curves) == ["field", "mean field"] and curves["field"][0] == [4, 9, 16, 36]
+
+
+def test_a_window_as_large_as_the_lattice_is_the_whole_posterior_with_its_boundary():
+    from app.views import importance as view
+
+    target = IsingPosterior(torch.zeros(2, 5, 5), 0.2, "periodic")
+    whole, where = view.centre_window(target, 64)
+    assert whole.shape == (5, 5) and whole.boundary == "periodic" and whole.batch == 1
+    assert "whole 5 x 5 posterior" in where and "periodic" in where
+    shown = view.compute(target, "mean field", 200, side=64, max_side=64)
+    assert shown.exact_log_z is None and shown.exact_p_plus is None  # 25 sites, periodic
+    assert [r.shape for r in shown.rows][-1] == (4, 4)  # the study's sides that fit in 5 x 5

@@ -190,9 +190,10 @@ def render_run(run) -> None:
                 f"{view.exact_log_z:,.3f}",
                 delta=f"error {est.log_z - view.exact_log_z:+.3f}",
                 delta_color="off",
+                delta_arrow="off",
             )
         st.metric("Kish ESS", f"{est.ess:,.1f}", delta=f"{est.ess_fraction:.2%} of N",
-                  delta_color="off")  # fmt: skip
+                  delta_color="off", delta_arrow="off")  # fmt: skip
         st.metric("sd of log w", f"{est.log_w_sd:.2f}")
     st.caption(ESTIMATE_MEANING)
     exact = None if view.exact_p_plus is None else view.exact_p_plus.numpy()
