@@ -644,9 +644,9 @@ def test_importance_link_values_out_of_range_are_clamped_with_a_warning():
     at = open_app(size="16", chains="2", is_samples="9999999", is_proposal="exact")
     assert_healthy(at)
     warnings = texts(at.warning)
-    assert "Importance samples" in warnings and "50000" in warnings
+    assert "Importance samples" in warnings and "20000" in warnings
     assert "Importance proposal" in warnings
     at.session_state["view"] = "Importance sampling"
     at.run()
-    assert at.number_input(key="is_samples").value == 50_000
+    assert at.number_input(key="is_samples").value == 20_000
     assert at.radio(key="is_proposal").value == "field"

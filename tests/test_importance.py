@@ -348,6 +348,7 @@ def test_the_view_estimates_the_centre_window_of_chain_one_and_studies_growing_w
     alpha = torch.stack([posterior((9, 9), scale=1.0).alpha[0], torch.zeros(9, 9)])
     target = IsingPosterior(alpha, 0.3, "periodic")
     shown = view.compute(target, "field", 800, side=3, max_side=6, seed=0)
+    assert view.site_values(target, "field", 800, 3, 6) == 800 * (9 + 2 * (4 + 9 + 16 + 36))
     assert "centre 3 x 3 window" in shown.where
     window = IsingPosterior(alpha[0, 3:6, 3:6], 0.3, "free")
     assert shown.exact_log_z == pytest.approx(enumerated_log_partition(window))
