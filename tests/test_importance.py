@@ -200,6 +200,10 @@ def test_log_z_falls_within_its_error_bars_over_seeds(proposal, target):
     # and the bar is the spread: the seeds' standard deviation matches the mean error bar
     spread = float(np.std([r.log_z for r in runs], ddof=1))
     assert 0.6 < spread / np.mean([r.log_z_se for r in runs]) < 1.5
+    # the pooled mean of the 20 runs pins log Z to a few hundredths: one off by 0.1 would fail
+    pooled = np.mean([r.log_z for r in runs]) - truth
+    assert abs(pooled) < 4 * spread / math.sqrt(len(runs))
+    assert abs(pooled + 0.1) > 4 * spread / math.sqrt(len(runs))
 
 
 @pytest.mark.parametrize("proposal", ["field", "mean field"])
@@ -219,6 +223,19 @@ def test_marginals_fall_within_their_error_bars(proposal):
     # the check has power: the marginals of a coupling a third weaker fail it
     weaker = scores(enumerated_p_plus(posterior((3, 4), 0.2, seed=2, scale=1.0)))
     assert float((weaker.abs() < 2).double().mean()) < 0.8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("proposal", ["field", "mean field"])
+def test_two_standard_error_intervals_cover_about_95_percent_over_200_seeds(proposal):
+    target = posterior((3, 3), 0.3, scale=1.0)
+    log_z, p_plus = enumerated_log_partition(target), enumerated_p_plus(target)
+    runs = [importance_sample(target, proposal, 2000, seed=s) for s in range(200)]
+    z = np.array([(r.log_z - log_z) / r.log_z_se for r in runs])
+    assert 0.9 <= np.mean(np.abs(z) < 2) <= 0.99
+    assert abs(z.mean()) < 0.3  # no visible bias at ESS / N ~ 0.6
+    marginal_z = torch.stack([(r.p_plus - p_plus) / r.p_plus_se for r in runs])
+    assert 0.9 <= float((marginal_z.abs() < 2).double().mean()) <= 0.99
 
 
 def test_log_z_of_a_4x4_lattice_matches_the_transfer_matrix():

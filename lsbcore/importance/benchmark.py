@@ -92,6 +92,12 @@ def main(argv=None) -> int:
             f"{r.shape[0]:>5} {r.sites:>6}  {r.proposal:<10} {r.ess_fraction:>9.2e} "
             f"{r.log_z_se:>8.3f} {r.log_w_sd:>8.2f} {error:>9} {r.seconds:>8.2f}"
         )
+    unconverged = [r.shape[0] for r in rows if r.converged is False]
+    print(
+        "mean-field fits: all converged"
+        if not unconverged
+        else f"mean field did not converge at side {', '.join(map(str, unconverged))}"
+    )
     print(f"wall time {wall:.1f} s ({args.threads} thread{'s' if args.threads > 1 else ''})")
     return 0
 
