@@ -167,6 +167,15 @@ def publish(query_params: MutableMapping, state: MutableMapping) -> None:
 # ----------------------------------------------------------------------------- the parameters
 # One section per view; a view's widgets use these keys. Keys carry the view's prefix.
 
+# the Exact chain tab: the window of the posterior that is enumerated
+register(
+    ViewParam(
+        "exact_window", "3 x 3", "exact chain window", choices=("2 x 2", "2 x 3", "3 x 3", "3 x 4")
+    )
+)
+# presentation mode (app/presentation.py): large type, collapsed sidebar, a sentence per view
+register(ViewParam("present", False, "presentation mode"))
+
 # --------- importance sampling (app/views/importance.py)
 register(
     ViewParam("is_proposal", "field", "Importance proposal", choices=("field", "mean field")),

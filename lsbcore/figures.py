@@ -35,6 +35,7 @@ __all__ = [
     "balancing_figure",
     "band_figure",
     "ess_figure",
+    "exact_relaxation_figure",
     "exact_tv_figure",
     "figure_div",
     "loss_figure",
@@ -85,7 +86,8 @@ def _style(fig: go.Figure, title: str, x_label: str | None = None, y_label: str 
         title={"text": title, "x": 0.01, "xanchor": "left"},
         height=_HEIGHT,
         margin={"l": 60, "r": 20, "t": 70, "b": 50},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
+        # below the plot: at the top it ran into the title once a narrow figure wrapped it
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "xanchor": "left"},
         hovermode="x unified",
         font={"size": 13},
     )
@@ -456,9 +458,7 @@ def _number(value) -> float:
     return out if math.isfinite(out) else math.nan
 
 
-def ess_figure(
-    summaries: dict[str, dict], bulk_title: str = "bulk ESS (all chains, arviz)"
-) -> go.Figure:
+def ess_figure(summaries: dict[str, dict], bulk_title: str = "bulk ESS (pooled)") -> go.Figure:
     """Paper ESS (mean, error bar = std over chains) and bulk ESS per sampler, side by side.
 
     ``summaries[name]`` holds ``ess_paper_mean``, ``ess_paper_std`` and ``ess_bulk`` (as in
@@ -473,7 +473,7 @@ def ess_figure(
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("paper ESS per window of L+1 draws", bulk_title),
+        subplot_titles=("paper ESS (per L+1 draws)", bulk_title),
         horizontal_spacing=0.12,
     )
     labels = [sampler_label(n) for n, _ in rows]
@@ -532,6 +532,42 @@ def exact_tv_figure(curves: Mapping[str, np.ndarray]) -> go.Figure:
         return _empty(title, x_label, y_label)
     _style(fig, title, x_label, y_label)
     fig.update_yaxes(type="log", exponentformat="power")
+    return fig
+
+
+def exact_relaxation_figure(
+    couplings, curves: Mapping[str, np.ndarray], current: float | None = None
+) -> go.Figure:
+    """Relaxation time (site updates) of the exact chain against the coupling ``lambda``, one
+    line per sampler (log y); ``current`` marks the run's lambda."""
+    title = "Relaxation time against the coupling"
+    x_label, y_label = "coupling λ", "relaxation time 1/gap (site updates)"
+    x = _float_array(couplings, 1)
+    fig = go.Figure()
+    for name, values in _items(curves):
+        y = _float_array(values, 1)
+        if y.size != x.size or y.size == 0:
+            continue
+        label = sampler_label(name)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=np.where((y > 0) & np.isfinite(y), y, np.nan),
+                mode="lines+markers",
+                line={"width": 2, "color": sampler_colour(name)},
+                name=label,
+                hovertemplate=f"{label}: %{{y:.3g}}<extra></extra>",
+            )
+        )
+    if not fig.data:
+        return _empty(title, x_label, y_label)
+    _style(fig, title, x_label, y_label)
+    fig.update_yaxes(type="log", exponentformat="power")
+    if current is not None and math.isfinite(current):
+        fig.add_vline(x=current, line={"dash": "dot", "color": "#888888"})
+        fig.add_annotation(
+            x=current, y=1, yref="paper", text="this run's λ", showarrow=False, yanchor="bottom"
+        )
     return fig
 
 

@@ -402,3 +402,22 @@ def test_the_app_window_is_the_centre_of_chain_ones_field():
     assert small.shape == (3, 4) and small.lam == 0.7 and small.boundary == "free"
     torch.testing.assert_close(small.alpha.view(3, 4), alpha[0, 1:4, 1:5])
     assert window_target(big, 7, 7) is None  # larger than the lattice
+
+
+def test_relaxation_along_a_coupling_matches_the_comparison_and_grows():
+    alpha = ising("free").alpha[0]
+    lams = [0.0, 0.5, 1.0, 1.5]
+    family = [IsingPosterior(alpha, lam, "free") for lam in lams]
+    names = ["barker", "max", "checkerboard"]
+    curves = exact_chain.relaxation_along(family, names)
+    for k, target in enumerate(family):
+        rows = exact_chain.compare_samplers(target, names, steps=1)
+        for row in rows:
+            assert curves[row["name"]][k] == pytest.approx(row["relaxation_site_updates"])
+    for name in names:  # the bimodal posterior: every local sampler slows down together
+        assert curves[name][-1] > 100 * curves[name][1]
+    figure = figures.exact_relaxation_figure(lams, curves, current=0.5)
+    assert [t.name for t in figure.data] == ["t/(1+t)", "max(1,t)", "Checkerboard Gibbs"]
+    assert figure.layout.yaxis.type == "log"
+    assert figure.layout.shapes[0].x0 == 0.5
+    assert figures.exact_relaxation_figure(lams, {}).layout.annotations  # "no data yet"

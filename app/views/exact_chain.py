@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import view_links
 from lsbcore import REGISTRY, exact, figures
 from lsbcore.figures import sampler_label as label
 
@@ -96,6 +98,31 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
 # ----------------------------------------------------------------------------- in the app
 WINDOWS = {"2 x 2": (2, 2), "2 x 3": (2, 3), "3 x 3": (3, 3), "3 x 4": (3, 4)}
 CACHE_KEY = "exact_chain"
+KEYS = ("exact_window",)
+# the coupling sweep: 9 values of lambda, on at most 9 sites (a 3 x 4 window takes ~5 s a matrix)
+SWEEP_POINTS = 9
+SWEEP_SITES = 9
+RELAXATION_MEANING = (
+    "Every local sampler slows down together as λ grows: the posterior's two smooth modes are "
+    "separated by states that break many edges, and a chain that moves a few sites at a time "
+    "must pass through them. The relaxation time (site updates per factor e of the distance) "
+    "grows about exponentially in λ; the choice of g moves the curve, never its slope by much. "
+    "Tempering (its own tab) is the remedy."
+)
+
+
+def coupling_sweep(target, names, balancings=None, points: int = SWEEP_POINTS):
+    """The window's relaxation times for ``points`` values of lambda from 0 to
+    ``max(1.5, 2 lambda)`` (the run's lambda among them), on at most ``SWEEP_SITES`` sites
+    (the centre 3 x 3 of a larger window). Returns ``(lambdas, curves, target used)``."""
+    rows, cols = target.shape
+    if rows * cols > SWEEP_SITES:
+        target = window_target(target, min(rows, 3), min(cols, 3))
+    top = max(1.5, 2.0 * target.lam)
+    lams = np.unique(np.append(np.linspace(0.0, top, points), target.lam))
+    field = target.alpha[0]
+    family = [type(target)(field, float(lam), "free") for lam in lams]
+    return lams, exact.relaxation_along(family, names, balancings), target
 
 
 def window_target(target, rows: int, cols: int):
@@ -122,7 +149,10 @@ def render_run(run) -> None:
         "Every state of a small window of this posterior is enumerated, so each sampler's "
         "transition matrix is exact: no sampling noise in the gap or the distance to the target."
     )
-    choice = st.radio("Window", list(WINDOWS), index=2, horizontal=True, key="exact_window")
+    view_links.restore(st.session_state, KEYS)
+    choice = st.radio("Window", list(WINDOWS), horizontal=True, key="exact_window")
+    view_links.remember(st.session_state, KEYS)
+    view_links.publish(st.query_params, st.session_state)
     rows, cols = WINDOWS[choice]
     target = window_target(run.problem.target, rows, cols)
     if target is None:
@@ -136,12 +166,14 @@ def render_run(run) -> None:
     if st.button("Compute" if not fresh else "Compute again", key="exact_compute"):
         with st.spinner("Building every sampler's transition matrix…"), run.lock:
             view = exact_view(target, comparison.names, balancings=learned)
-        run.cache[CACHE_KEY] = ((choice, tuple(comparison.names)), run.n_steps, view)
+            names = exact_names(comparison.names, learned)
+            sweep = coupling_sweep(target, names, learned) if names else None
+        run.cache[CACHE_KEY] = ((choice, tuple(comparison.names)), run.n_steps, view, sweep)
         cached, fresh = run.cache[CACHE_KEY], True
     if not fresh:
         st.caption(f"Press Compute: {2 ** (rows * cols):,} states, about a second or two.")
         return
-    _, step, view = cached
+    _, step, view, sweep = cached
     if view.message:
         st.info(view.message)
         return
@@ -158,3 +190,17 @@ def render_run(run) -> None:
         "every site; compare it with the others in site updates."
     )
     charts.show(view.figure, run, "exact-chain-tv")
+    if sweep is not None:
+        lams, curves, used = sweep
+        st.subheader("Where every local sampler fails")
+        st.caption(RELAXATION_MEANING)
+        charts.show(
+            figures.exact_relaxation_figure(lams, curves, current=used.lam),
+            run,
+            "exact-chain-relaxation",
+        )
+        rows_used, cols_used = used.shape
+        st.caption(
+            f"The {rows_used} x {cols_used} window's field under λ from 0 to {lams[-1]:g}; "
+            "relaxation time in site updates (a block Gibbs sweep counts one per site)."
+        )

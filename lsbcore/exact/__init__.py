@@ -1,7 +1,7 @@
 """The exact chain: every state of a tiny target (at most 12 sites) enumerated, each sampler's
 full transition matrix, and what it says about convergence (spectral gap, TV against steps)."""
 
-from lsbcore.exact.compare import compare_samplers
+from lsbcore.exact.compare import compare_samplers, relaxation_along
 from lsbcore.exact.distance import STARTS, start_distribution, tv_curve
 from lsbcore.exact.spectrum import (
     is_reversible,
@@ -31,6 +31,7 @@ __all__ = [
     "block_update_matrix",
     "check_target",
     "compare_samplers",
+    "relaxation_along",
     "exact_distribution",
     "flip_matrix",
     "is_reversible",

@@ -1,5 +1,7 @@
 """How the choice of sampler (of the balancing function ``g``) changes the exact chain: one row
-per sampler with its spectral gap, relaxation time and distance to the target after ``steps``.
+per sampler with its spectral gap, relaxation time and distance to the target after ``steps``;
+and the relaxation times along a family of targets (a growing coupling), where every local
+sampler slows down together.
 """
 
 from __future__ import annotations
@@ -52,3 +54,21 @@ def compare_samplers(
             }
         )
     return rows
+
+
+def relaxation_along(
+    targets, names, balancings: Mapping[str, Balancing] | None = None
+) -> dict[str, np.ndarray]:
+    """Each sampler's relaxation time in site updates (``relaxation_site_updates``) on each of
+    ``targets`` (a family on one graph, e.g. one field under a growing coupling), ``[T]`` per
+    name. Site updates make a sweep of block Gibbs comparable with single flips."""
+    balancings = dict(balancings or {})
+    curves = {name: np.empty(len(targets)) for name in names}
+    for k, target in enumerate(targets):
+        n = check_target(target)
+        pi = exact_distribution(target)
+        for name in names:
+            p = transition_matrix(target, name, balancing=balancings.get(name))
+            sites = n if REGISTRY[name].sites_per_step == "all" else 1
+            curves[name][k] = relaxation_time(spectral_gap(p, pi)) * sites
+    return curves
