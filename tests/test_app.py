@@ -723,6 +723,15 @@ def test_importance_tab_estimates_a_window_and_shows_the_collapse_from_its_link(
     assert at.query_params["is_samples"] in ("500", ["500"])
 
 
+def test_importance_tab_has_its_sentence_in_presentation_mode():
+    at = open_app(present="1", size="16", chains="2")
+    at.session_state["view"] = "Importance sampling"
+    at.run()
+    assert_healthy(at)
+    html = " ".join(str(h.proto.body) for h in at.get("html"))
+    assert presentation.SEEING["Importance sampling"][:30] in html
+
+
 def test_importance_link_values_out_of_range_are_clamped_with_a_warning():
     at = open_app(size="16", chains="2", is_samples="9999999", is_proposal="exact")
     assert_healthy(at)
