@@ -26,6 +26,7 @@ from app.views import (
     segmentation,
     why,
 )
+from app.views import importance as importance_view
 from app.views import weights as weights_view
 from lsbcore.figures import sampler_label
 
@@ -40,6 +41,7 @@ VIEWS = (
     ("Mixing", mixing.render),
     ("Segmentation", segmentation.render),
     ("Exact chain", exact_chain.render_run),
+    ("Importance sampling", importance_view.render_run),
     ("Export", export.render),
 )
 TAB_LABELS = [name for name, _ in VIEWS]

@@ -34,6 +34,9 @@ SEEING = {
     "where the chains still disagree.",
     "Exact chain": "No sampling noise: every state of a tiny window is enumerated and each "
     "sampler's exact distance to the target drawn against steps.",
+    "Importance sampling": "No chain at all: independent draws from a one-coin-per-site guess, "
+    "each weighted by how much likelier the posterior finds it; as the lattice grows, one draw "
+    "ends up carrying all the weight.",
     "Export": "Everything to keep: the report, the traces, the learned functions and a link "
     "that reopens this page.",
 }

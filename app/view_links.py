@@ -175,3 +175,11 @@ register(
 )
 # presentation mode (app/presentation.py): large type, collapsed sidebar, a sentence per view
 register(ViewParam("present", False, "presentation mode"))
+
+# --------- importance sampling (app/views/importance.py)
+register(
+    ViewParam("is_proposal", "field", "Importance proposal", choices=("field", "mean field")),
+    ViewParam("is_samples", 5000, "Importance samples", 100, 20_000),
+    ViewParam("is_side", 3, "Importance window side", 2, 64),
+    ViewParam("is_max_side", 32, "Collapse study largest side", 4, 64),
+)

@@ -677,3 +677,96 @@ def figure_div(fig: go.Figure, div_id: str) -> str:
         div_id=div_id,
         default_height=f"{height}px",
     )
+
+
+# ----------------------------------------------------------------------------- importance
+#: Importance-sampling proposals drawn as their own series (not samplers).
+PROPOSAL_COLOURS = {"field": "#4E79A7", "mean field": "#E15759"}
+
+
+def importance_collapse_figure(
+    curves: Mapping[str, tuple], n_samples: int | None = None
+) -> go.Figure:
+    """``ESS / N`` against the number of sites, one line per proposal, both axes log.
+
+    ``curves[name] = (sites, ess_fraction)``, arrays of one length. ``n_samples`` draws the floor
+    ``1 / N`` (one draw carries all the weight), where every line ends once the proposal has
+    collapsed.
+    """
+    title = "Importance sampling: effective sample size against lattice size"
+    x_label, y_label = "sites n", "Kish ESS / N"
+    fig = go.Figure()
+    for name, (sites, fraction) in _items(curves):
+        x, y = _float_array(sites, 1), _float_array(fraction, 1)
+        if x.size == 0 or x.size != y.size:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=np.where(y > 0, y, np.nan),
+                mode="lines+markers",
+                name=str(name),
+                line={"width": 2, "color": PROPOSAL_COLOURS.get(name, sampler_colour(name))},
+                hovertemplate=f"{name}: %{{y:.3g}} at %{{x:,}} sites<extra></extra>",
+            )
+        )
+    if not fig.data:
+        return _empty(title, x_label, y_label)
+    if n_samples:  # a trace, not add_hline: its annotation lands astray on a log axis
+        every = np.concatenate([np.asarray(t.x, dtype=np.float64) for t in fig.data])
+        fig.add_trace(
+            go.Scatter(
+                x=[np.nanmin(every), np.nanmax(every)],
+                y=[1.0 / n_samples] * 2,
+                mode="lines",
+                name="1/N: one draw carries all the weight",
+                line={"dash": "dash", "color": "#888888", "width": 1},
+                hoverinfo="skip",
+            )
+        )
+    _style(fig, title, x_label, y_label)
+    fig.update_layout(hovermode="closest")
+    fig.update_xaxes(type="log", dtick=1)
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power")
+    return fig
+
+
+def importance_marginals_figure(p_plus, p_plus_se, exact=None) -> go.Figure:
+    """The importance estimate of ``P(x_i = +1)`` and its error bar as two images side by
+    side (a third, the exact marginals, when given); ``[H, W]`` arrays (``[n]`` is one row)."""
+    title = "Importance estimate of P(x = +1) and its error bar"
+    panels = [("estimate", _float_array(p_plus), "P(x = +1)"),
+              ("error bar (1 se)", _float_array(p_plus_se), "se")]  # fmt: skip
+    if exact is not None:
+        panels.append(("exact (enumerated)", _float_array(exact), "P(x = +1)"))
+    panels = [(t, v[None, :] if v.ndim == 1 else v, z) for t, v, z in panels]
+    if any(v.ndim != 2 or v.size == 0 for _, v, _ in panels):
+        return _empty(title)
+    fig = make_subplots(
+        rows=1, cols=len(panels), subplot_titles=[t for t, _, _ in panels], horizontal_spacing=0.12
+    )
+    for c, (_, values, name) in enumerate(panels):
+        probability = name != "se"
+        right = fig.layout[f"xaxis{c + 1 if c else ''}"].domain[1]
+        fig.add_trace(
+            go.Heatmap(
+                z=values,
+                zmin=0.0 if probability else None,
+                zmax=1.0 if probability else None,
+                colorscale="Gray" if probability else "Viridis",
+                colorbar={"x": right + 0.01, "len": 0.8, "thickness": 10},
+                hovertemplate=f"row %{{y}}, col %{{x}}: {name} %{{z:.3f}}<extra></extra>",
+            ),
+            row=1,
+            col=c + 1,
+        )
+    _style(fig, title)
+    fig.update_layout(hovermode="closest", margin={"r": 60})
+    # rows downwards as in an image; no ticks (the hover names the row and column)
+    fig.update_yaxes(
+        autorange="reversed", scaleanchor="x", showgrid=False, zeroline=False, showticklabels=False
+    )
+    fig.update_xaxes(showgrid=False, zeroline=False, showticklabels=False)
+    for c in range(2, len(panels) + 1):
+        fig.update_yaxes(scaleanchor=f"x{c}", row=1, col=c)
+    return fig

@@ -34,6 +34,7 @@ TABS = (
     "Mixing",
     "Segmentation",
     "Exact chain",
+    "Importance sampling",
     "Export",
 )
 SAMPLES = sources.sample_names()
@@ -688,3 +689,56 @@ def test_the_why_panel_explains_max_with_the_runs_own_numbers():
     assert "max(1,t)** never drops below 1" in texts(at.markdown)
     # the proposal text mentions uninformed baselines only when the run has one
     assert "uninformed" not in texts(at.markdown)
+
+
+def test_importance_tab_estimates_a_window_and_shows_the_collapse_from_its_link():
+    at = open_app(size="16", chains="2", is_proposal="mean field", is_samples="2000", is_side="3",
+                  is_max_side="12")  # fmt: skip
+    at.session_state["view"] = "Importance sampling"
+    at.run()
+    assert_healthy(at)
+    assert at.radio(key="is_proposal").value == "mean field"
+    assert (at.number_input(key="is_samples").value, at.number_input(key="is_side").value) == (
+        2000,
+        3,
+    )
+    assert "Press Compute" in texts(at.caption)
+    at.button(key="is_compute").click().run()
+    assert_healthy(at)
+    view = the_run(at).cache["importance"][1]
+    assert view.estimate.n_samples == 2000 and view.estimate.proposal == "mean field"
+    metrics = {m.label: m.value for m in at.metric}
+    assert set(metrics) >= {"log Ẑ ± se", "exact log Z", "Kish ESS", "sd of log w"}
+    assert abs(view.estimate.log_z - view.exact_log_z) < 4 * view.estimate.log_z_se
+    assert "centre 3 x 3 window" in texts(at.caption) and "Why the ESS collapses" in texts(
+        at.caption
+    )
+    table = at.dataframe[0].value
+    assert list(table["window"]) == [f"{s} x {s}" for s in (2, 3, 4, 6, 8, 12) for _ in "ab"]
+    field = table[table["proposal"] == "field"]["ESS / N"].to_numpy()
+    assert field[0] > field[-1]
+    # a change of control makes the result stale until computed again, and reaches the link
+    at.number_input(key="is_samples").set_value(500).run()
+    assert "Press Compute" in texts(at.caption)
+    assert at.query_params["is_samples"] in ("500", ["500"])
+
+
+def test_importance_tab_has_its_sentence_in_presentation_mode():
+    at = open_app(present="1", size="16", chains="2")
+    at.session_state["view"] = "Importance sampling"
+    at.run()
+    assert_healthy(at)
+    html = " ".join(str(h.proto.body) for h in at.get("html"))
+    assert presentation.SEEING["Importance sampling"][:30] in html
+
+
+def test_importance_link_values_out_of_range_are_clamped_with_a_warning():
+    at = open_app(size="16", chains="2", is_samples="9999999", is_proposal="exact")
+    assert_healthy(at)
+    warnings = texts(at.warning)
+    assert "Importance samples" in warnings and "20000" in warnings
+    assert "Importance proposal" in warnings
+    at.session_state["view"] = "Importance sampling"
+    at.run()
+    assert at.number_input(key="is_samples").value == 20_000
+    assert at.radio(key="is_proposal").value == "field"
