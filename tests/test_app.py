@@ -35,6 +35,7 @@ TABS = (
     "Segmentation",
     "Exact chain",
     "Export",
+    "Compare",
 )
 SAMPLES = sources.sample_names()
 _opened: list[AppTest] = []
