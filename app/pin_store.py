@@ -56,7 +56,7 @@ class Entry:
     """A pin as listed: its id, when it was written, and the pin itself."""
 
     pin_id: str
-    written: float
+    written: float  # the file's mtime: pinned, renamed or uploaded
     pin: Pin
 
 
@@ -101,7 +101,7 @@ class PinStore:
             except (OSError, PinError):  # deleted meanwhile, or not a pin: not listed
                 continue
             out.append(Entry(path.stem, stat.st_mtime, cached[2]))
-        return sorted(out, key=lambda e: (e.pin.created, e.pin_id))
+        return sorted(out, key=lambda e: (e.pin.created, e.written, e.pin_id))
 
     def get(self, pin_id: str) -> Pin:
         for entry in self.entries():
@@ -166,18 +166,18 @@ def sweep(root: Path | None = None, now: float | None = None, force: bool = Fals
     root = Path(root or ROOT)
     with _lock:
         for directory in _sessions(root):
+            try:  # before any deletion below touches it: when the set was last written
+                idle = now - directory.stat().st_mtime > MAX_AGE_S
+            except OSError:
+                continue
             for path in _pin_files(directory):
                 try:
                     if now - path.stat().st_mtime > MAX_AGE_S:
                         path.unlink(missing_ok=True)
                 except OSError:
                     continue
-            try:
-                idle = now - directory.stat().st_mtime > MAX_AGE_S
-                if idle and not _pin_files(directory):
-                    shutil.rmtree(directory, ignore_errors=True)
-            except OSError:
-                continue
+            if idle and not _pin_files(directory):
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 def _make_room(root: Path, incoming: int, keep: Path, now: float | None) -> None:
