@@ -72,6 +72,13 @@ def _pin(run) -> None:
     except PinError as err:
         st.session_state[PINNED_KEY] = (False, f"This run cannot be pinned: {plain(err)}")
         return
+    except OSError as err:  # the server's disk: full, or not writable
+        log.exception("pin not saved")
+        st.session_state[PINNED_KEY] = (
+            False,
+            f"This run cannot be pinned: the server could not write it ({type(err).__name__}).",
+        )
+        return
     st.session_state["pin_name"] = ""
     st.session_state[PINNED_KEY] = (True, f"Pinned {quote(pin.name)}: see the Compare tab.")
 
@@ -147,6 +154,17 @@ def _rename(store: PinStore, pin_id: str) -> None:
         st.session_state[ERROR_KEY] = f"This pin cannot be renamed: {plain(err)}"
     except KeyError:
         st.session_state[ERROR_KEY] = "This pin is gone (deleted, or older than 24 hours)."
+    except OSError as err:
+        log.exception("pin not renamed")
+        st.session_state[ERROR_KEY] = f"This pin cannot be renamed ({type(err).__name__})."
+
+
+def _delete(store: PinStore, pin_id: str) -> None:
+    try:
+        store.delete(pin_id)
+    except OSError as err:
+        log.exception("pin not deleted")
+        st.session_state[ERROR_KEY] = f"This pin cannot be deleted ({type(err).__name__})."
 
 
 def manage(store: PinStore, entries: list) -> None:
@@ -180,4 +198,4 @@ def manage(store: PinStore, entries: list) -> None:
                 on_click="ignore",
                 key=f"pin_download_{pin_id}",
             )
-            row.button("Delete", key=f"pin_delete_{pin_id}", on_click=store.delete, args=(pin_id,))
+            row.button("Delete", key=f"pin_delete_{pin_id}", on_click=_delete, args=(store, pin_id))
