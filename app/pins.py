@@ -56,7 +56,7 @@ SUMMARY_LABELS = {
     "accept_rate": "acceptance",
     "move_prob": "P(move)",
     "ess_paper_mean": "paper ESS",
-    "ess_paper_std": "paper ESS ± (std over chains)",
+    "ess_paper_std": "paper ESS std over chains",
     "ess_bulk": "bulk ESS",
     "ess_per_second": "bulk ESS per mixing second",
     "rhat": "R-hat",

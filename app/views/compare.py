@@ -70,6 +70,18 @@ def summary_rows(runs: dict[str, Pin]) -> list[dict]:
     return rows
 
 
+def _narrow(fig):
+    """A figure for a column of half the page or less: its legend below the plot, where the
+    title cannot run into it."""
+    if fig is not None:
+        fig.update_layout(
+            legend={"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0, "xanchor": "left"},
+            margin={"b": 110},
+            height=480,
+        )
+    return fig
+
+
 def _figures(runs: dict[str, Pin]) -> dict:
     """Every figure of the comparison, built once per selection."""
     overlaid = {
@@ -92,8 +104,8 @@ def _figures(runs: dict[str, Pin]) -> dict:
         overlaid["weights"] = figures.pinned_weights_figure(weights)
     per_run = {
         k: {
-            "acf": figures.acf_figure(p.acf) if p.acf else None,
-            "g": figures.balancing_figure(pins.T_GRID, p.g) if p.g else None,
+            "acf": _narrow(figures.acf_figure(p.acf)) if p.acf else None,
+            "g": _narrow(figures.balancing_figure(pins.T_GRID, p.g)) if p.g else None,
         }
         for k, p in runs.items()
     }
