@@ -115,6 +115,8 @@ class PinStore:
         sweep(self.root, now)
         if len(data) > pinmod.MAX_BYTES:
             raise PinError(f"this run's pin would exceed {pinmod.MAX_BYTES // 1000:,} kB.")
+        # what could not be read back (a diverged learned function) is refused now, not lost
+        pinmod.from_json(data)
         with _lock:
             self.create()
             if pin_id is None:
@@ -124,7 +126,7 @@ class PinStore:
                     )
                 pin_id = secrets.token_hex(8)
             path = self._path(pin_id)
-            _make_room(self.root, len(data), keep=self.dir, now=now)
+            _make_room(self.root, len(data), keep=self.dir)
             # write then rename: a reader never sees half a pin
             tmp = path.with_suffix(".tmp")
             tmp.write_bytes(data)
@@ -180,7 +182,7 @@ def sweep(root: Path | None = None, now: float | None = None, force: bool = Fals
                 shutil.rmtree(directory, ignore_errors=True)
 
 
-def _make_room(root: Path, incoming: int, keep: Path, now: float | None) -> None:
+def _make_room(root: Path, incoming: int, keep: Path) -> None:
     """Delete the oldest pins (and sessions) of other sessions until ``incoming`` bytes fit the
     store's bounds. Called under ``_lock``."""
     files = []

@@ -21,6 +21,7 @@ import json
 import math
 import re
 import time
+import warnings
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -163,7 +164,9 @@ def capture(run, name: str, now: float | None = None) -> Pin:
     view = mixing_view.mixing_view(series, MAX_LAG, shared) if phase == "mixing" else None
     acf = {}
     if view is not None:
-        acf = {n: _rounded(np.nanmean(rho, axis=0)) for n, rho in view.acf_curves.items()}
+        with warnings.catch_warnings():  # a lag no chain defines is a gap, not a warning
+            warnings.simplefilter("ignore", RuntimeWarning)
+            acf = {n: _rounded(np.nanmean(rho, axis=0)) for n, rho in view.acf_curves.items()}
         for n, d in view.summaries.items():
             ess = _finite(d.get("ess_bulk"))
             seconds = _finite(mixing_seconds.get(n))
@@ -325,7 +328,9 @@ def from_dict(data) -> Pin:
             for k in SUMMARY_FIELDS
         }
     acf = {
-        n: _numbers(v, f"{n}'s autocorrelation", -1.0 - 1e-6, 1.0 + 1e-6, range(1, MAX_LAG + 2))
+        n: _numbers(
+            v, f"{n}'s autocorrelation", -1.0 - 1e-6, 1.0 + 1e-6, range(1, MAX_LAG + 2), True
+        )
         for n, v in _per_sampler(data.get("acf", {}), "acf", names).items()
     }
     g = {

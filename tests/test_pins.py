@@ -208,6 +208,17 @@ def test_pins_are_saved_renamed_and_deleted_and_ids_never_leave_the_set(root, pi
             store.delete(bad)
 
 
+def test_gaps_in_a_curve_read_back_and_an_unreadable_pin_is_refused_before_it_is_kept(root, pin):
+    store = PinStore(TOKEN, root)
+    gaps = replace(pin, acf={**pin.acf, "max": [1.0, None, 0.5]})
+    assert store.get(store.save(gaps)).acf["max"] == [1.0, None, 0.5]
+    learned = json.loads(json.dumps(pin.learned))
+    learned["lsb1"]["parameters"]["theta"] = [2e4, 0.0, 0.0, 0.0]  # a learner that diverged
+    with pytest.raises(PinError, match="learned function of lsb1"):
+        store.save(replace(pin, learned=learned))
+    assert len(store.entries()) == 1
+
+
 def test_a_session_keeps_at_most_eight_pins_each_under_a_megabyte(root, pin, monkeypatch):
     store = PinStore(TOKEN, root)
     for k in range(pin_store.MAX_PINS):
