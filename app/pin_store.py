@@ -229,7 +229,7 @@ def open_link(value, root: Path | None = None) -> tuple[PinStore | None, str | N
     if not store.exists():
         return None, (
             "No pinned runs are stored under this link (pins are deleted 24 hours after they "
-            "were made, or the server was restarted); pins made now start an empty set."
+            "were last written); pins made now start an empty set."
         )
     return store, None
 
