@@ -182,6 +182,13 @@ def sweep(root: Path | None = None, now: float | None = None, force: bool = Fals
                 shutil.rmtree(directory, ignore_errors=True)
 
 
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile (another server on this machine): nothing to evict
+        return float("inf")
+
+
 def _make_room(root: Path, incoming: int, keep: Path) -> None:
     """Delete the oldest pins (and sessions) of other sessions until ``incoming`` bytes fit the
     store's bounds. Called under ``_lock``."""
@@ -204,7 +211,7 @@ def _make_room(root: Path, incoming: int, keep: Path) -> None:
     if total > MAX_STORE_BYTES:
         raise PinError("the server's pin store is full; try again later.")
     if len(sessions) > MAX_SESSIONS:
-        by_age = sorted((d for d in sessions if d != keep), key=lambda d: d.stat().st_mtime)
+        by_age = sorted((d for d in sessions if d != keep), key=_mtime)
         for directory in by_age[: len(sessions) - MAX_SESSIONS]:
             shutil.rmtree(directory, ignore_errors=True)
 

@@ -695,6 +695,10 @@ def test_a_bad_or_expired_pins_link_says_so_and_starts_an_empty_set(pin_root):
     pin_run(at, "first")
     assert at.query_params["pins"] != "0" * 32  # a new set, under a token of ours
     assert "No pinned runs are stored" not in texts(at.info)
+    # one pin: the current run joins it, so there is something to compare
+    (pin_id,) = [e.pin_id for e in at.session_state[pin_store.STATE_KEY].entries()]
+    assert at.multiselect(key="compare_runs").value == [pin_id, "current"]
+    assert set(at.dataframe[-1].value["run"]) == {"1. first", "Current run (step 0)"}
 
 
 def test_a_pin_is_renamed_uploaded_again_refused_when_hostile_and_deleted(pin_root):
