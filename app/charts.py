@@ -1,6 +1,8 @@
 """How the page shows a figure: Plotly's toolbar with one button, "download", which saves the
 figure as PNG or SVG (the Export tab chooses) under a name that carries the run's problem, seed
-and date. Plotly draws the file in the browser, so saving costs the server nothing."""
+and date. Plotly draws the file in the browser, so saving costs the server nothing. Figures meant
+side by side go in a ``row``: cells of at least ``MIN_CELL_PX`` that wrap one under the other on
+a narrow page instead of squeezing titles into legends."""
 
 from __future__ import annotations
 
@@ -18,6 +20,23 @@ _HIDDEN = [
     "resetCameraLastSave3d", "hoverClosest3d", "hoverClosestGl2d", "hoverClosestPie",
     "toggleHover", "resetViews", "sendDataToCloud", "resetGeo", "hoverClosestGeo",
 ]  # fmt: skip
+
+
+MIN_CELL_PX = 440
+ROW_STYLE = f"""
+<style>
+div[class*="st-key-chart_row_"] > div {{ flex: 1 1 {MIN_CELL_PX}px !important;
+  min-width: min({MIN_CELL_PX}px, 100%) !important; }}
+</style>
+"""
+
+
+def row(name: str, n: int = 2) -> list:
+    """``n`` containers side by side, each at least ``MIN_CELL_PX`` wide (they wrap). The
+    row's direct children are Streamlit's wrappers of the cells: those are the flex items."""
+    st.html(ROW_STYLE)
+    outer = st.container(horizontal=True, key=f"chart_row_{name}", gap="medium")
+    return [outer.container(key=f"chart_cell_{name}_{k}") for k in range(n)]
 
 
 def figure_format() -> str:
@@ -39,6 +58,8 @@ def config(stem: str, name: str) -> dict:
 
 def show(fig, run, name: str, where=None) -> None:
     """Draw ``fig`` in ``where`` (the page by default) with its download button."""
+    from app import presentation
     from app.views.export import export_stem  # the views import this module
 
+    fig = presentation.figure(fig)
     (where or st).plotly_chart(fig, config=config(export_stem(run), name))

@@ -390,14 +390,28 @@ def to_query_params(cfg: Config) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- workload
+def max_chains(size: int, n_samplers: int) -> int:
+    """The most chains per sampler one session may run at this resolution (the longer side
+    bounds the image) with this many samplers."""
+    return max(1, min(BOUNDS["chains"][2], MAX_WORKLOAD // (size * size * max(1, n_samplers))))
+
+
+def min_thin(total_steps: int, chains: int, n_samplers: int) -> int:
+    """The least thinning that keeps the traces within ``MAX_TRACE_VALUES``."""
+    per_record = chains * max(1, n_samplers) * 3
+    return max(1, math.ceil(total_steps * per_record / MAX_TRACE_VALUES))
+
+
 def cap_workload(cfg: Config) -> tuple[Config, list[str]]:
-    """Bound the work and memory one session may ask for; say what was reduced and why."""
+    """Bound the work and memory one session may ask for; say what was reduced and why.
+
+    The sidebar applies the same bounds to its widgets before drawing them (so they show the
+    values in use); this catches whatever reaches a run another way."""
     notes: list[str] = []
     n_samplers = max(1, len(cfg.samplers))
-    sites = cfg.size * cfg.size  # the longer side bounds the image
     chains = cfg.chains
-    if sites * chains * n_samplers > MAX_WORKLOAD:
-        chains = max(1, MAX_WORKLOAD // (sites * n_samplers))
+    if chains > max_chains(cfg.size, n_samplers):
+        chains = max_chains(cfg.size, n_samplers)
         notes.append(
             f"Chains reduced from {cfg.chains} to {chains} so that one session stays responsive "
             f"(resolution² × chains × samplers ≤ {MAX_WORKLOAD:,})."
@@ -410,9 +424,8 @@ def cap_workload(cfg: Config) -> tuple[Config, list[str]]:
             f"(resolution² × chains × samplers ≤ {MAX_WORKLOAD:,})."
         )
     thin = cfg.thin
-    per_record = chains * n_samplers * 3
-    if cfg.total_steps / thin * per_record > MAX_TRACE_VALUES:
-        thin = math.ceil(cfg.total_steps * per_record / MAX_TRACE_VALUES)
+    if thin < min_thin(cfg.total_steps, chains, n_samplers):
+        thin = min_thin(cfg.total_steps, chains, n_samplers)
         notes.append(
             f"Recording every {thin} steps instead of every {cfg.thin} to bound the memory of "
             "the traces; the paper ESS then counts lags in recorded draws."

@@ -14,7 +14,7 @@ import time
 
 import streamlit as st
 
-from app import pin_controls, scheduler, session, state
+from app import pin_controls, presentation, scheduler, session, state
 from app.views import (
     balancing,
     chains,
@@ -25,6 +25,7 @@ from app.views import (
     mixing,
     proposal,
     segmentation,
+    why,
 )
 from app.views import weights as weights_view
 from lsbcore.figures import sampler_label
@@ -45,6 +46,9 @@ VIEWS = (
 )
 TAB_LABELS = [name for name, _ in VIEWS]
 LIVE_KEY = "_live"  # whether the fragment was set to refresh itself (the run was running)
+# keys for a lecture: one key runs and pauses (only one of the two buttons is enabled at a time)
+RUN_PAUSE_KEY = "Space"
+STEP_KEY = "S"
 
 
 def controls(run: state.Run) -> None:
@@ -56,15 +60,24 @@ def controls(run: state.Run) -> None:
             type="primary",
             on_click=session.on_run,
             disabled=run.running or run.finished,
-            help="Sample continuously: burn-in (learning), then mixing.",
+            help="Sample continuously: burn-in (learning), then mixing. Key: Space.",
+            shortcut=RUN_PAUSE_KEY,
         )
-        st.button("Pause", key="pause", on_click=session.on_pause, disabled=not run.running)
+        st.button(
+            "Pause",
+            key="pause",
+            on_click=session.on_pause,
+            disabled=not run.running,
+            help="Key: Space.",
+            shortcut=RUN_PAUSE_KEY,
+        )
         st.button(
             "Step",
             key="step",
             on_click=session.on_step,
             disabled=run.finished,
-            help="One step in slow motion: see the Proposal tab.",
+            help="One step in slow motion: see the Proposal tab. Key: S.",
+            shortcut=STEP_KEY,
         )
         st.button(
             "Reset",
@@ -156,7 +169,10 @@ def _live() -> None:
             continue
         with tab:
             try:
+                presentation.seeing(name)
                 render(run)
+                if name in why.VIEWS:
+                    why.render(run)
             except Exception as err:  # one failing view must not take the page down
                 log.exception("view %s failed", name)
                 st.error(f"The {name} view could not be drawn: {err}")

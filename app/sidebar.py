@@ -484,14 +484,25 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
 
 def _run_settings(sb, source: str) -> None:
     sb.header("Run")
+    state = st.session_state
     ensure_in_range("chains", Config().chains, 1, 64)
+    n_samplers = len(state.get("samplers") or ())
+    most = cfgmod.max_chains(int(state["size"]), n_samplers)
+    if state["chains"] > most:  # shown as used: the widget is not drawn yet in this run
+        sb.caption(
+            f"Chains reduced from {state['chains']} to {most}: resolution² × chains × samplers "
+            f"stays within {cfgmod.MAX_WORKLOAD:,} so that one session stays responsive."
+        )
+        state["chains"] = most
     sb.slider(
         "Chains per sampler",
         1,
-        64,
+        max(2, most),
         key="chains",
+        disabled=most == 1,
         help="Independent chains; every sampler starts its chains from the same states (the "
-        "paper uses 30). Judging whether a photo's result has settled needs at least 2.",
+        "paper uses 30). Judging whether a photo's result has settled needs at least 2. At most "
+        f"{most} here: resolution² × chains × samplers stays within {cfgmod.MAX_WORKLOAD:,}.",
     )
     if source != "paper":
         ensure("start", "mixed", lambda v: v in cfgmod.STARTS)
@@ -535,6 +546,16 @@ def _run_settings(sb, source: str) -> None:
             "with split R-hat above 1.01 across the chains (Segmentation tab). Run again to "
             "keep refining.",
         )
+    ensure_in_range("thin", 1, *BOUNDS["thin"][1:])
+    least = cfgmod.min_thin(
+        int(state["burn_in"]) + int(state["steps"]), int(state["chains"]), n_samplers
+    )
+    if state["thin"] < least:
+        sb.caption(
+            f"Recording every {least} steps instead of every {state['thin']}: the traces stay "
+            "within their memory bound (the paper ESS then counts lags in recorded draws)."
+        )
+        state["thin"] = least
     _number(
         sb,
         "Record every (steps)",

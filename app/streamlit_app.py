@@ -17,7 +17,16 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts app/ on the path, not the 
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from app import config, live, pin_controls, session, sidebar, sources, view_links  # noqa: E402
+from app import (  # noqa: E402
+    config,
+    live,
+    pin_controls,
+    presentation,
+    session,
+    sidebar,
+    sources,
+    view_links,
+)
 from app.text import plain  # noqa: E402
 from app.views import about, posterior  # noqa: E402
 
@@ -45,11 +54,16 @@ def main() -> None:
     samples = sources.sample_names()
     link_warnings = sidebar.init_from_link(samples)
     inputs = sidebar.render(samples)
+    presentation.apply()
 
-    st.title("LSB Explorer")
+    title, switch = st.columns([3, 2], vertical_alignment="bottom")
+    title.title("LSB Explorer")
+    with switch:
+        presentation.switch()
     st.caption(
         "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), segmenting an "
-        "image under an Ising prior. Configure in the sidebar, press Run, watch the tabs."
+        "image under an Ising prior. Configure in the sidebar, press Run (or Space), watch the "
+        "tabs."
     )
     about.render()
     for warning in link_warnings:

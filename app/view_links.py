@@ -173,3 +173,5 @@ register(
         "exact_window", "3 x 3", "exact chain window", choices=("2 x 2", "2 x 3", "3 x 3", "3 x 4")
     )
 )
+# presentation mode (app/presentation.py): large type, collapsed sidebar, a sentence per view
+register(ViewParam("present", False, "presentation mode"))

@@ -89,7 +89,8 @@ def _style(fig: go.Figure, title: str, x_label: str | None = None, y_label: str 
         title={"text": title, "x": 0.01, "xanchor": "left"},
         height=_HEIGHT,
         margin={"l": 60, "r": 20, "t": 70, "b": 50},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
+        # below the plot: at the top it ran into the title once a narrow figure wrapped it
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "xanchor": "left"},
         hovermode="x unified",
         font={"size": 13},
     )
@@ -460,9 +461,7 @@ def _number(value) -> float:
     return out if math.isfinite(out) else math.nan
 
 
-def ess_figure(
-    summaries: dict[str, dict], bulk_title: str = "bulk ESS (all chains, arviz)"
-) -> go.Figure:
+def ess_figure(summaries: dict[str, dict], bulk_title: str = "bulk ESS (pooled)") -> go.Figure:
     """Paper ESS (mean, error bar = std over chains) and bulk ESS per sampler, side by side.
 
     ``summaries[name]`` holds ``ess_paper_mean``, ``ess_paper_std`` and ``ess_bulk`` (as in
@@ -477,7 +476,7 @@ def ess_figure(
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("paper ESS per window of L+1 draws", bulk_title),
+        subplot_titles=("paper ESS (per L+1 draws)", bulk_title),
         horizontal_spacing=0.12,
     )
     labels = [sampler_label(n) for n, _ in rows]

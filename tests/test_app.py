@@ -20,8 +20,8 @@ from streamlit.testing.v1 import AppTest
 
 import lsbcore
 from app import config as cfgmod
-from app import pin_store, sources, state
-from app.views import export
+from app import pin_store, presentation, sources, state
+from app.views import export, why
 from lsbcore.segmentation.segment import overlay_at_size
 
 APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
@@ -339,12 +339,26 @@ def test_bad_query_parameters_fall_back_with_a_warning():
     assert the_run(at).config.chains == 64
 
 
-def test_oversized_requests_are_capped_and_say_so():
+def test_oversized_requests_are_capped_and_the_widgets_show_what_is_used():
     at = open_app(size="128", chains="64", samplers="barker,sqrt,min,max,gibbs")
     assert_healthy(at)
-    assert "Chains reduced from 64" in texts(at.info)
+    assert "Chains reduced from 64 to 18" in texts(at.sidebar.caption)
     run = the_run(at)
     assert run.config.chains * 128 * 128 * 5 <= cfgmod.MAX_WORKLOAD
+    assert at.slider(key="chains").value == run.config.chains == 18  # no widget says 64
+    assert at.slider(key="chains").max == 18
+    # the traces' bound: the thinning widget shows the thinning in use
+    at = open_app(chains="64", burn_in="50000", steps="200000")
+    assert_healthy(at)
+    run = the_run(at)
+    assert run.config.thin > 1 and at.number_input(key="thin").value == run.config.thin
+    assert f"Recording every {run.config.thin} steps instead of every 1" in texts(
+        at.sidebar.caption
+    )
+    # fewer samplers raise the bound again; the chosen value stays until the user moves it
+    at.multiselect(key="samplers").set_value(["barker"]).run()
+    assert_healthy(at)
+    assert at.slider(key="chains").max == 64
 
 
 # ----------------------------------------------------------------------------- the views
@@ -629,6 +643,52 @@ def test_a_link_opens_the_exact_chain_window_it_names_and_repairs_a_bad_one():
     at.session_state["view"] = "Exact chain"
     at.run()
     assert at.radio(key="exact_window").value == "3 x 3"
+
+
+# ----------------------------------------------------------------------------- lecture
+def test_presentation_mode_from_a_link_adds_a_sentence_per_view_and_keeps_the_run():
+    at = open_app(present="1", burn_in="200")
+    assert_healthy(at)
+    assert at.toggle(key="present").value is True
+    run = the_run(at)
+    state.advance(run, 30.0, 300)  # past burn-in, learned functions frozen
+    for view in ("Chains", "Mixing", "Exact chain"):
+        at.session_state["view"] = view
+        at.run()
+        assert_healthy(at)
+        html = " ".join(str(h.proto.body) for h in at.get("html"))
+        assert "What you are seeing." in html and presentation.SEEING[view][:30] in html
+    assert the_run(at) is run  # the mode changes the page, not the run
+    at.toggle(key="present").set_value(False).run()
+    assert_healthy(at)
+    assert "What you are seeing." not in " ".join(str(h.proto.body) for h in at.get("html"))
+    assert "present" not in at.query_params and the_run(at) is run
+
+
+def test_run_pause_and_step_have_keyboard_keys():
+    at = open_app()
+    keys = {b.key: b.proto.shortcut for b in at.button}
+    assert keys["run"] == keys["pause"] == "space" and keys["step"] == "s"  # normalised
+
+
+def test_the_why_panel_explains_max_with_the_runs_own_numbers():
+    at = open_app(burn_in="0", steps="3000", samplers="barker,sqrt,max")
+    run = the_run(at)
+    state.advance(run, 60.0, 3000)
+    at.session_state["view"] = "Proposal"
+    at.run()
+    assert_healthy(at)
+    rows = {r["name"]: r for r in why.live_numbers(run)}
+    # max(1,t)'s proposal is near uniform and most of its proposals are rejected
+    assert rows["max"]["spread"] > 2 * max(rows["barker"]["spread"], rows["sqrt"]["spread"])
+    assert rows["max"]["move"] < min(rows["barker"]["move"], rows["sqrt"]["move"]) - 0.2
+    assert rows["max"]["acceptance"] == pytest.approx(run.comparison["max"].accept_rate)
+    shown = texts(at.caption)
+    sentence = why.comparison_sentence(rows["max"], list(rows.values()))
+    assert sentence in shown and f"P(move) now {rows['max']['move']:.2f}" in sentence
+    assert "max(1,t)** never drops below 1" in texts(at.markdown)
+    # the proposal text mentions uninformed baselines only when the run has one
+    assert "uninformed" not in texts(at.markdown)
 
 
 # ----------------------------------------------------------------------------- pinned runs

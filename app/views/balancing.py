@@ -1,6 +1,6 @@
 """View 3, Balancing functions: g(t) on log-log axes, the learned ones moving during burn-in.
 
-A balancing function satisfies g(t) = t·g(1/t); overlaying t·g(1/t) shows it (the dotted curve
+A balancing function satisfies g(t) = t·g(1/t); overlaying t·g(1/t) shows it (the dashed curve
 lies on the solid one). The t-axis covers the ratios that occur in this posterior. The learning
 objective of the learned functions is plotted below.
 """
@@ -16,6 +16,14 @@ import streamlit as st
 from app import charts
 from app.widgets import ensure
 from lsbcore import REGISTRY, figures
+
+ETA_MEANING = (
+    "Top: the learning loss, LSB's upper bound on the mutual information between consecutive "
+    "states (lower means the next state depends less on the current one: faster mixing). "
+    "Bottom: η (eta), an auxiliary variable of that bound learned with g; the bound is "
+    "tightest at η = p̂/M̃, where M̃ estimates the chance that a step stays put, so η rises "
+    "as the learned sampler rejects less."
+)
 
 
 def t_grid(max_abs_log_t: float, points: int = 201) -> np.ndarray:
@@ -83,7 +91,7 @@ def render(run) -> None:
         st.caption(note)
     ensure("overlay_reflection", False)
     overlay = st.checkbox(
-        "Overlay t·g(1/t) (dotted): it coincides with g(t) for every balancing function",
+        "Overlay t·g(1/t) (dashed): it coincides with g(t) for every balancing function",
         key="overlay_reflection",
     )
     max_s = max_log_ratio(run.problem.target)
@@ -93,3 +101,4 @@ def render(run) -> None:
     st.caption(f"t ranges over e^±{max_s:.1f} in this posterior. Learned functions are {state}.")
     if loss is not None:
         charts.show(loss, run, "learning-objective")
+        st.caption(ETA_MEANING)

@@ -6,7 +6,7 @@ posterior marginal P(x_i = +1) estimated from every chain's post-burn-in states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import streamlit as st
@@ -18,6 +18,7 @@ from lsbcore.figures import sampler_label as label
 
 ROW_WIDTH = 1000  # on-screen width of one sampler's row, pixels
 MAX_SIDE = 160  # on-screen side of one lattice at most
+TILE_GAP = 6  # white pixels between two tiles of a row on the page
 
 
 @dataclass
@@ -25,6 +26,10 @@ class ChainPanel:
     name: str
     image: np.ndarray  # uint8 [h, w] or [h, w, 3]: the chains then the marginal, side by side
     caption: str
+    # the same tiles one by one, with a short caption each: the page draws them as a row that
+    # wraps on a narrow screen (the composite is for reports and measurements)
+    tiles: list[np.ndarray] = field(default_factory=list)
+    tile_captions: list[str] = field(default_factory=list)
 
 
 def chain_panels(
@@ -53,16 +58,26 @@ def chain_panels(
         wanted = side or min(MAX_SIDE, ROW_WIDTH // tiles_wanted)
         factor = pixels.scale_for(x.shape[1:], wanted)
         tiles = [pixels.fit(pixels.spins(x[b]), wanted) for b in range(k)]
+        tile_captions = [f"chain {b + 1}" for b in range(k)]
         total = totals.get(name, x.shape[0])
         shown = "chain 1" if k == 1 else f"chains 1–{k}"
         caption = f"{label(name)}: {shown} of {total}"
         if marginal is not None:
             tiles.append(pixels.fit(pixels.gray(marginal), wanted))
+            tile_captions.append("P(x=+1)")
             caption += " · last: posterior marginal P(x=+1)"
         if notes.get(name):
             caption += f" · {notes[name]}"
-        panels.append(ChainPanel(name, pixels.hstack(tiles, gap=max(1, factor // 2)), caption))
+        composite = pixels.hstack(tiles, gap=max(1, factor // 2))
+        spaced = [_margin(tile, TILE_GAP) for tile in tiles]
+        panels.append(ChainPanel(name, composite, caption, spaced, tile_captions))
     return panels
+
+
+def _margin(tile: np.ndarray, width: int) -> np.ndarray:
+    """``tile`` with a white margin on its right: the page sets tiles edge to edge."""
+    pad = [(0, 0), (0, width)] + [(0, 0)] * (tile.ndim - 2)
+    return np.pad(tile, pad, constant_values=255)
 
 
 def _note(name: str, sampler) -> str:
@@ -109,4 +124,10 @@ def render(run) -> None:
             f"× {run.config.chains} chains."
         )
     for panel in panels:
-        st.image(pixels.data_uri(panel.image), caption=panel.caption, width=panel.image.shape[1])
+        with st.container(key=f"chains_{panel.name}", gap="small"):
+            st.markdown(f"**{panel.caption}**")
+            st.image(
+                [pixels.data_uri(tile) for tile in panel.tiles],
+                caption=panel.tile_captions,
+                width=panel.tiles[0].shape[1],
+            )

@@ -14,7 +14,7 @@ from dataclasses import fields
 
 import streamlit as st
 
-from app import charts, pin_controls, pins
+from app import charts, pin_controls, pins, presentation
 from app.config import LABELS, Config
 from app.pins import Pin
 from app.text import escape
@@ -179,10 +179,10 @@ def render(run) -> None:
         "bulk ESS per mixing second divides by the sampling time of the mixing phase."
     )
     overlaid = built["overlaid"]
-    left, right = st.columns(2)
+    left, right = charts.row("compare_ess")
     charts.show(overlaid["ess-bulk"], run, "compare-bulk-ess", left)
     charts.show(overlaid["ess-paper"], run, "compare-paper-ess", right)
-    columns = st.columns(len(runs))
+    columns = charts.row("compare_runs", len(runs))  # wraps on a narrow page
     for k, (column, (label, figs)) in enumerate(
         zip(columns, built["per_run"].items(), strict=True)
     ):
@@ -197,7 +197,7 @@ def render(run) -> None:
                     )
                 else:
                     st.plotly_chart(
-                        figs[kind],
+                        presentation.figure(figs[kind]),
                         config=charts.config(f"lsb-compare-{k + 1}", kind),
                         key=f"compare_{kind}_{k}",
                     )

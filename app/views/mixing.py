@@ -82,7 +82,7 @@ def mixing_view(
         acf=figures.acf_figure(acf),
         ess=figures.ess_figure(
             summaries,
-            "bulk ESS (all chains, arviz)" if shared else "bulk ESS per chain (mean, arviz)",
+            "bulk ESS (pooled)" if shared else "bulk ESS (per chain)",
         ),
         rows=rows,
         summaries=summaries,
@@ -147,7 +147,7 @@ def render(run) -> None:
             "(not mixed, or not run long enough); ESS figures are not reliable until it drops."
         )
     st.dataframe(view.rows, hide_index=True)
-    left, right = st.columns(2)
+    left, right = charts.row("mixing")
     charts.show(view.acf, run, "autocorrelation", left)
     charts.show(view.ess, run, "ess", right)
     pooled = (

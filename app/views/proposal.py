@@ -19,6 +19,7 @@ import streamlit as st
 from app import charts
 from app.state import SiteStep, proposes_one_site
 from app.widgets import ensure, ensure_in_range
+from lsbcore import REGISTRY
 from lsbcore.figures import sampler_label as label
 
 QUANTITIES = {
@@ -206,14 +207,21 @@ def current_maps(run, chain: int) -> dict[str, SiteStep]:
     return out
 
 
-def render(run) -> None:
-    st.markdown(
+def intro(names) -> str:
+    """What the maps show; the uninformed baselines are mentioned only when the run has one."""
+    flat = any(REGISTRY[n].family == "uninformed" for n in names)
+    return (
         "Each step proposes flipping **one** site *i* with probability "
         "Q(i | x) ∝ g(tᵢ), where tᵢ = p(x with i flipped) / p(x), and accepts with "
-        "A = min(1, Z(x)/Z(x′)). Bright sites are the likely proposals: informed samplers "
-        "concentrate on the boundary of the object, the uninformed baselines are flat. "
-        "Press **Step** to watch one step in slow motion."
+        "A = min(1, Z(x)/Z(x′)), Z(x) = Σⱼ g(tⱼ). Bright sites are the likely proposals: "
+        "informed samplers concentrate on the boundary of the object"
+        + (", the uninformed baselines are flat. " if flat else ". ")
+        + "Press **Step** (or S) to watch one step in slow motion."
     )
+
+
+def render(run) -> None:
+    st.markdown(intro(run.comparison.names))
     chains = run.config.chains
     left, right = st.columns([1, 3])
     with left:

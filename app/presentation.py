@@ -1,0 +1,99 @@
+"""Presentation mode: a page a lecturer can project. Larger type and figures, darker captions,
+the sidebar collapsed, and one "what you are seeing" sentence at the top of every view.
+
+The switch is a view link parameter (``present=1``), so a prepared link opens a lecture as it
+is; it changes nothing about the run.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app import view_links
+
+KEY = "present"
+FONT = 18  # figure text in presentation mode (the page's default is 13)
+HEIGHT_SCALE = 1.25
+
+# One sentence per view: what is on the screen, in words a room can follow.
+SEEING = {
+    "Chains": "Each strip is one chain's current segmentation; every sampler starts from the "
+    "same noisy states and flips sites until the picture settles.",
+    "Proposal": "Where each sampler wants to flip next: bright sites are likely proposals. "
+    "Informed samplers look at the object's edge; max(1,t) looks almost everywhere.",
+    "Balancing functions": "The curves g(t) that turn a flip's probability ratio t into a "
+    "proposal weight; LSB learns its own curve during burn-in.",
+    "Softmax weights": "LSB 1's mixture of the four fixed functions: how much of each it uses, "
+    "and how that share changes while it learns.",
+    "Convergence": "How far each sampler's chains are from agreement: the log-probability and "
+    "the magnetisation of every chain against steps.",
+    "Mixing": "How fast the chains forget where they were: the autocorrelation against the lag "
+    "and the effective sample size per sampler (higher is better).",
+    "Segmentation": "The posterior's answer: each pixel's probability of being object, and "
+    "where the chains still disagree.",
+    "Exact chain": "No sampling noise: every state of a tiny window is enumerated and each "
+    "sampler's exact distance to the target drawn against steps.",
+    "Export": "Everything to keep: the report, the traces, the learned functions and a link "
+    "that reopens this page.",
+}
+
+_STYLE = """
+<style>
+html { font-size: 19px; }
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p {
+  color: inherit !important; font-size: 1.05rem !important; opacity: 0.9;
+}
+[data-testid="stMarkdownContainer"] p { font-size: 1.1rem; }
+button[data-baseweb="tab"] p { font-size: 1.15rem !important; }
+.lsb-seeing { font-size: 1.35rem; line-height: 1.4; border-left: 6px solid #4E79A7;
+  padding: 0.4rem 0 0.4rem 0.9rem; margin: 0.2rem 0 0.8rem 0; }
+</style>
+"""
+
+
+def is_on() -> bool:
+    """Whether presentation mode is on for this session."""
+    return bool(view_links.value(st.session_state, KEY))
+
+
+def switch() -> bool:
+    """The toggle, on the page itself (the sidebar is collapsed in presentation mode)."""
+    view_links.restore(st.session_state, (KEY,))
+    on = st.toggle(
+        "Presentation mode",
+        key=KEY,
+        help="Large type and figures for a projector, the sidebar collapsed, a sentence per "
+        "view. Keys: Space runs or pauses, S takes one step.",
+    )
+    view_links.remember(st.session_state, (KEY,))
+    return bool(on)
+
+
+def apply() -> None:
+    """Page-wide effects of the mode: the style and the collapsed sidebar."""
+    if not is_on():
+        return
+    st.set_page_config(initial_sidebar_state="collapsed")
+    st.html(_STYLE)
+
+
+def seeing(view: str) -> None:
+    """The view's sentence, in presentation mode only."""
+    if is_on() and view in SEEING:
+        text = SEEING[view].replace("&", "&amp;").replace("<", "&lt;")
+        st.html(f'<div class="lsb-seeing"><b>What you are seeing.</b> {text}</div>')
+
+
+def figure(fig: go.Figure) -> go.Figure:
+    """``fig`` for the projector: larger text and a taller frame (a copy; cached figures stay
+    as they are)."""
+    if not is_on():
+        return fig
+    big = go.Figure(fig)
+    height = big.layout.height or 450
+    big.update_layout(font={"size": FONT}, height=int(height * HEIGHT_SCALE))
+    if big.layout.title.text:
+        big.update_layout(title_font_size=FONT + 4)
+    big.update_annotations(font_size=FONT)  # panel titles and notes drawn as annotations
+    return big
