@@ -316,7 +316,7 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
     upload); each repair adds a sentence to the returned warnings.
     """
     warnings: list[str] = []
-    known = {f.name for f in fields(Config)} | {LEGACY_INVERT}
+    known = {f.name for f in fields(Config)} | {LEGACY_INVERT, "pins"}  # pins: app.pin_store
     for key in values:
         if key not in known and not view_links.is_view_key(key):
             warnings.append(f"Unknown link parameter {quote(key)} ignored.")

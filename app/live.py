@@ -14,10 +14,11 @@ import time
 
 import streamlit as st
 
-from app import presentation, scheduler, session, state
+from app import pin_controls, presentation, scheduler, session, state
 from app.views import (
     balancing,
     chains,
+    compare,
     convergence,
     exact_chain,
     export,
@@ -43,6 +44,7 @@ VIEWS = (
     ("Exact chain", exact_chain.render_run),
     ("Importance sampling", importance_view.render_run),
     ("Export", export.render),
+    ("Compare", compare.render),
 )
 TAB_LABELS = [name for name, _ in VIEWS]
 LIVE_KEY = "_live"  # whether the fragment was set to refresh itself (the run was running)
@@ -85,6 +87,8 @@ def controls(run: state.Run) -> None:
             on_click=session.on_reset,
             help="Start again from the same random start.",
         )
+        pin_controls.pin_button(run)
+    pin_controls.notices()
     if run.finished:
         st.success(f"Run complete: {run.n_steps:,} steps. Raise the mixing steps to go on.")
 

@@ -17,7 +17,16 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts app/ on the path, not the 
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from app import config, live, presentation, session, sidebar, sources, view_links  # noqa: E402
+from app import (  # noqa: E402
+    config,
+    live,
+    pin_controls,
+    presentation,
+    session,
+    sidebar,
+    sources,
+    view_links,
+)
 from app.text import plain  # noqa: E402
 from app.views import about, posterior  # noqa: E402
 
@@ -73,7 +82,11 @@ def main() -> None:
     if run is None:
         return
     st.query_params.from_dict(
-        {**config.to_query_params(cfg), **view_links.to_query_params(st.session_state)}
+        {
+            **config.to_query_params(cfg),
+            **view_links.to_query_params(st.session_state),
+            **pin_controls.link_params(),
+        }
     )
 
     session.pending_step(run)

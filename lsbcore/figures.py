@@ -12,6 +12,7 @@ stable colour from the same palette and their own name as label.
 
 from __future__ import annotations
 
+import html
 import math
 import warnings
 import zlib
@@ -39,6 +40,8 @@ __all__ = [
     "exact_tv_figure",
     "figure_div",
     "loss_figure",
+    "pinned_bars_figure",
+    "pinned_weights_figure",
     "plotly_js",
     "sampler_colour",
     "sampler_label",
@@ -770,3 +773,58 @@ def importance_marginals_figure(p_plus, p_plus_se, exact=None) -> go.Figure:
     for c in range(2, len(panels) + 1):
         fig.update_yaxes(scaleanchor=f"x{c}", row=1, col=c)
     return fig
+
+
+# ----------------------------------------------------------------------------- pinned runs
+#: Bar patterns that tell runs apart while every bar keeps its sampler's colour.
+RUN_PATTERNS = ("", "/", ".", "x", "-", "|", "+", "\\")
+
+
+def _run_name(name) -> str:
+    # run names are user text: Plotly reads <a>, <b>, <br> in legends, so escape them
+    return html.escape(str(name), quote=False)
+
+
+def pinned_bars_figure(
+    runs: Mapping[str, Mapping[str, float | None]], title: str, y_label: str
+) -> go.Figure:
+    """One value per sampler and run as grouped bars: ``runs[run name][sampler] = value``.
+
+    Bars keep their sampler's colour; runs differ by pattern and are named in the legend.
+    None or non-finite values show as "n/a" (a bar of height 0).
+    """
+    samplers = list(dict.fromkeys(n for values in runs.values() for n in values))
+    if not samplers:
+        return _empty(title, None, y_label)
+    fig = go.Figure()
+    for k, (run, values) in enumerate(runs.items()):
+        y = np.array([_number(values.get(n)) for n in samplers])
+        fig.add_trace(
+            go.Bar(
+                x=[sampler_label(n) for n in samplers],
+                y=np.nan_to_num(y, nan=0.0),
+                name=_run_name(run),
+                marker={
+                    "color": [sampler_colour(n) for n in samplers],
+                    "pattern": {"shape": RUN_PATTERNS[k % len(RUN_PATTERNS)], "solidity": 0.4},
+                    "line": {"color": "#333333", "width": 1},
+                },
+                text=["n/a" if math.isnan(v) else f"{v:.3g}" for v in y],
+                textposition="outside",
+                hovertemplate=f"{_run_name(run)}, %{{x}}: %{{text}}<extra></extra>",
+            )
+        )
+    _style(fig, title, None, y_label)
+    fig.update_layout(barmode="group", hovermode="closest")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def pinned_weights_figure(runs: Mapping[str, np.ndarray | None]) -> go.Figure:
+    """LSB 1's softmax weights ``[4]`` of several runs as grouped bars, one group per component."""
+    per_run = {
+        run: dict(zip(COMPONENTS, _float_array(w).reshape(-1), strict=False))
+        for run, w in runs.items()
+        if w is not None
+    }
+    return pinned_bars_figure(per_run, "LSB 1: mixture weights by run", "weight")

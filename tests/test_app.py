@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 import lsbcore
 from app import config as cfgmod
-from app import presentation, sources, state
+from app import pin_store, presentation, sources, state
 from app.views import export, why
 from lsbcore.segmentation.segment import overlay_at_size
 
@@ -36,6 +36,7 @@ TABS = (
     "Exact chain",
     "Importance sampling",
     "Export",
+    "Compare",
 )
 SAMPLES = sources.sample_names()
 _opened: list[AppTest] = []
@@ -742,3 +743,103 @@ def test_importance_link_values_out_of_range_are_clamped_with_a_warning():
     at.run()
     assert at.number_input(key="is_samples").value == 20_000
     assert at.radio(key="is_proposal").value == "field"
+
+
+# ----------------------------------------------------------------------------- pinned runs
+@pytest.fixture
+def pin_root(tmp_path, monkeypatch):
+    """Pins go to a temporary directory, not the server's store."""
+    monkeypatch.setattr(pin_store, "ROOT", tmp_path)
+    return tmp_path
+
+
+def pin_run(at: AppTest, name: str = "") -> None:
+    at.text_input(key="pin_name").input(name)
+    at.button(key="pin_save").click().run()
+    assert_healthy(at)
+
+
+def test_two_pinned_runs_survive_a_reload_and_the_compare_tab_names_their_differences(pin_root):
+    at = open_app(case="1", burn_in="20", steps="200", chains="2")
+    state.advance(the_run(at), 30.0, 60)
+    pin_run(at, "case 1 <b>bold</b> [link](https://e.org)")
+    assert "Pinned" in texts(at.success) and "<b>" not in texts(at.success)
+    token = at.query_params["pins"]
+    assert pin_store.valid_token(token) and (pin_root / token).is_dir()
+    # the same link in another session (case 4, lambda 0.5) adds to the same set
+    at = open_app(case="4", lam="0.5", burn_in="20", steps="200", chains="2", pins=token)
+    assert_healthy(at)
+    assert "Unknown link parameter" not in texts(at.warning) and not at.info
+    state.advance(the_run(at), 30.0, 60)
+    pin_run(at)  # the suggested name
+    assert at.query_params["pins"] == token
+    # a reload: a fresh session with the link finds both
+    at = open_app(pins=token)
+    at.session_state["view"] = "Compare"
+    at.run()
+    assert_healthy(at)
+    names = texts(at.text)
+    assert "1. case 1 <b>bold</b> [link](https://e.org)" in names  # plain text, as typed
+    assert "2. case 4 · λ 0.5 · seed 0 · step 60" in names
+    assert at.multiselect(key="compare_runs").value == [
+        *[e.pin_id for e in at.session_state[pin_store.STATE_KEY].entries()]
+    ]
+    differ = at.dataframe[0].value
+    assert {"paper case", "λ"} <= set(differ["setting"])
+    assert "chains" not in set(differ["setting"])  # both had 2
+    row = differ[differ["setting"] == "λ"].iloc[0].tolist()
+    assert row[1:] == ["0", "0.5"]
+    summary = at.dataframe[1].value
+    assert len(summary) == 2 * 5 and summary["bulk ESS"].notna().all()
+    assert len(at.get("plotly_chart")) >= 2 + 2 * 2 + 1  # overlays, ACF and g(t) per run, weights
+
+
+def test_a_bad_or_expired_pins_link_says_so_and_starts_an_empty_set(pin_root):
+    at = open_app(pins="../../etc/passwd")
+    assert_healthy(at)
+    assert "not a pin-set token" in texts(at.info)
+    assert "pins" not in at.query_params
+    assert not any(pin_root.iterdir())
+    at = open_app(pins="0" * 32)
+    assert_healthy(at)
+    assert "No pinned runs are stored under this link" in texts(at.info)
+    at.session_state["view"] = "Compare"
+    at.run()
+    assert "No pinned runs yet" in texts(at.info)
+    pin_run(at, "first")
+    assert at.query_params["pins"] != "0" * 32  # a new set, under a token of ours
+    assert "No pinned runs are stored" not in texts(at.info)
+    # one pin: the current run joins it, so there is something to compare
+    (pin_id,) = [e.pin_id for e in at.session_state[pin_store.STATE_KEY].entries()]
+    assert at.multiselect(key="compare_runs").value == [pin_id, "current"]
+    assert set(at.dataframe[-1].value["run"]) == {"1. first", "Current run (step 0)"}
+
+
+def test_a_pin_is_renamed_uploaded_again_refused_when_hostile_and_deleted(pin_root):
+    at = open_app(case="2", burn_in="10", steps="40", chains="2")
+    pin_run(at, "in burn-in")  # no mixing draws yet: the pin has no ESS and no ACF
+    at.session_state["view"] = "Compare"
+    at.run()
+    store = at.session_state[pin_store.STATE_KEY]
+    (pin_id,) = [e.pin_id for e in store.entries()]
+    at.text_input(key=f"pin_rename_{pin_id}").input("renamed")
+    at.button(key=f"pin_rename_go_{pin_id}").click().run()
+    assert_healthy(at)
+    assert "1. renamed" in texts(at.text)
+    data = store.get(pin_id).to_json().encode("utf-8")
+    at.file_uploader(key="pin_upload").upload("pin.json", data, "application/json")
+    at.run()
+    assert_healthy(at)
+    assert [e.pin.name for e in store.entries()] == ["renamed", "renamed"]
+    # two runs now: the compare view draws them although neither has mixing data
+    assert "No autocorrelation yet" in texts(at.caption)
+    hostile = data.replace(b'"name":"renamed"', b'"name":"' + b"<img src=x>" * 20 + b'"')
+    at.file_uploader(key="pin_upload").upload("evil.json", hostile, "application/json")
+    at.run()
+    assert not at.exception
+    assert len(at.error) == 1 and at.error[0].value.startswith("This file cannot be pinned:")
+    assert "<img" not in at.error[0].value
+    assert len(store.entries()) == 2
+    at.button(key=f"pin_delete_{pin_id}").click().run()
+    assert not at.exception  # the refused file's sentence stays while it is in the uploader
+    assert len(store.entries()) == 1 and pin_id not in at.multiselect(key="compare_runs").value

@@ -15,6 +15,7 @@ import base64
 import io
 import os
 import re
+import shutil
 import struct
 import time
 import zlib
@@ -45,7 +46,7 @@ from browser_support import (  # noqa: F401  (the *_fixture names register fixtu
 from PIL import Image
 from playwright.sync_api import expect
 
-from app import config, state
+from app import config, pin_store, state
 from tools.loadtest import sampler_tags, status_text, steps_shown
 
 pytestmark = pytest.mark.browser
@@ -321,6 +322,33 @@ def test_a_configuration_link_reopens_its_configuration(page, server):
         query["case"] == ["1"] and query["seed"] == ["7"] and query["samplers"] == ["barker,gibbs"]
     )
     shot(page, "10-link-restored")
+
+
+# ----------------------------------------------------------------------------- pinned runs
+def test_a_pinned_run_is_still_there_after_a_reload(page, server):
+    name = "<b>lecture</b> [run](https://e.org)"
+    cfg = replace(config.defaults_for("paper", case=1), samplers=("barker", "lsb1"), chains=2)
+    open_app(page, app_url(server.url, config.to_query_params(cfg)))
+    page.get_by_role("button", name="Pin this run").click()
+    page.locator(".st-key-pin_name input").fill(name)
+    page.locator(".st-key-pin_name input").press("Enter")
+    button(page, "pin_save").click()
+    expect(page.locator(ALERT).filter(has_text="Pinned")).to_be_visible()
+    page.wait_for_url(re.compile(r"[?&]pins=[0-9a-f]{32}"))
+    token = parse_qs(urlparse(page.url).query)["pins"][0]
+    try:
+        page.reload()
+        button(page, "run").wait_for(timeout=TIMEOUT_MS)
+        open_tab(page, "Compare")
+        # the name as typed, as text (in the list and the runs picked): no bold, no link
+        shown = page.locator(TAB_PANEL).get_by_text(f"1. {name}", exact=True)
+        expect(shown).to_have_count(2)
+        assert page.locator(f"{TAB_PANEL} a[href='https://e.org']").count() == 0
+        assert "No pinned runs are stored" not in page.locator("body").inner_text()
+        assert_healthy(page)
+        shot(page, "11-pinned-run-after-reload")
+    finally:  # the server keeps pins in its temp directory: leave nothing behind
+        shutil.rmtree(pin_store.ROOT / token, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- orphans

@@ -31,6 +31,7 @@ class MixingView:
     summaries: dict[str, dict]
     n_draws: int
     max_lag: int  # the window used
+    acf_curves: dict[str, np.ndarray]  # name -> [B, max_lag + 1], what a pinned run keeps
 
 
 RHAT_WARN = 1.01  # Vehtari et al. (2021): above this, the chains do not agree yet
@@ -87,6 +88,7 @@ def mixing_view(
         summaries=summaries,
         n_draws=n_draws,
         max_lag=lag,
+        acf_curves=acf,
     )
 
 
