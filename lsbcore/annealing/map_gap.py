@@ -46,17 +46,21 @@ def relative_gap(e: np.ndarray, e_map: np.ndarray) -> np.ndarray:
     return np.where(scale > 0, gap, np.where(e <= e_map, 0.0, np.inf))
 
 
-def map_states(target: Target, n_chains: int) -> torch.Tensor:
-    """The exact MAP of every chain's field, ``[n_chains, *shape]`` on the CPU."""
-    x = exact_map(target).cpu()
-    return x.expand(n_chains, *target.shape).clone() if x.shape[0] == 1 else x
+def map_states(target: Target, n_chains: int = 1) -> torch.Tensor:
+    """The exact MAP of every chain's field, ``[n_chains, *shape]`` on the CPU (one field:
+    its MAP repeated)."""
+    return _per_chain(exact_map(target).cpu(), n_chains)
+
+
+def _per_chain(x: torch.Tensor, n_chains: int) -> torch.Tensor:
+    return x.expand(n_chains, *x.shape[1:]).clone() if x.shape[0] == 1 else x
 
 
 def compare_with_map(
     result: AnnealingResult, target: Target, map_state: torch.Tensor | None = None
 ) -> MapGap:
     """``result`` (from ``anneal`` on ``target``) against the exact MAP, computed by a minimum
-    cut unless ``map_state`` (``[B, *shape]``, from ``map_states``) is given."""
+    cut unless ``map_state`` (``[1 or B, *shape]``, from ``map_states``) is given."""
     if not isinstance(result, AnnealingResult):
         raise ValueError(f"result must be an AnnealingResult, got {type(result).__name__}.")
     n_chains = result.best_state.shape[0]
@@ -65,7 +69,14 @@ def compare_with_map(
             f"the run has states of shape {tuple(result.best_state.shape[1:])}, the target "
             f"{target.shape}: compare a run with the target it annealed."
         )
-    x_map = map_states(target, n_chains) if map_state is None else map_state.cpu()
+    if map_state is None:
+        x_map = map_states(target, n_chains)
+    else:
+        x_map = _per_chain(torch.as_tensor(map_state).cpu().reshape(-1, *target.shape), n_chains)
+        if x_map.shape[0] != n_chains:
+            raise ValueError(
+                f"map_state holds {x_map.shape[0]} states; give one, or one per chain ({n_chains})."
+            )
     e_map = energy(target, x_map)
     gaps = relative_gap(result.lowest_energy, e_map)
     b = int(np.argmin(gaps))
