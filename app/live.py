@@ -16,6 +16,7 @@ import streamlit as st
 
 from app import scheduler, session, state
 from app.views import (
+    annealing,
     balancing,
     chains,
     convergence,
@@ -39,6 +40,7 @@ VIEWS = (
     ("Mixing", mixing.render),
     ("Segmentation", segmentation.render),
     ("Exact chain", exact_chain.render_run),
+    ("MAP (annealing)", annealing.render_run),
     ("Export", export.render),
 )
 TAB_LABELS = [name for name, _ in VIEWS]

@@ -283,3 +283,67 @@ def test_without_annealing_every_sampler_samples_the_target(name, exact):
     # and the check can fail: these are not draws of a colder or hotter posterior
     for beta in (0.5, 2.0):
         assert exact.tv(exact_chain.exact_distribution(target.tempered(beta)), counts) > 0.2
+
+
+# ----------------------------------------------------------------------------- the app's view
+def test_the_view_anneals_the_chosen_samplers_on_a_bounded_window():
+    from app.views import annealing as view
+
+    assert view.anneal_names(["barker", "lsb1"], "run") == ["barker", "lsb1"]
+    assert view.anneal_names(["barker", "checkerboard"], "both") == ["barker", "checkerboard"]
+    assert view.anneal_names(["barker"], "both") == ["barker", "checkerboard"]
+    assert view.anneal_names(["barker"], "block") == ["checkerboard"]
+    # sites x sweeps x chains within the budget of the most expensive kind chosen
+    assert view.window_shape((30, 30), ["barker"], 300) == (30, 30)
+    rows, cols = view.window_shape((128, 128), ["barker", "checkerboard"], 300)
+    assert rows == cols and rows * cols * 300 * view.CHAINS <= view.BUDGET["one"]
+    assert (rows + 1) ** 2 * 300 * view.CHAINS > view.BUDGET["one"]  # the largest that fits
+    assert view.window_shape((128, 128), ["checkerboard"], 300) == (128, 128)
+    assert view.window_shape((64, 128), ["sqrt"], 10**5) == (8, 8)  # never below MIN_SIDE
+    alpha = torch.arange(2 * 6 * 8, dtype=torch.float64).reshape(2, 6, 8) / 100
+    target = IsingPosterior(alpha, 0.7, "periodic")
+    window = view.chain_zero_window(target, 2, 4)
+    assert torch.equal(window.alpha[0], alpha[0, 2:4, 2:6]) and window.boundary == "free"
+    assert view.chain_zero_window(target, 6, 8).boundary == "periodic"
+
+
+def test_the_view_compares_every_sampler_with_the_cut_and_draws_them():
+    from app.views import annealing as view
+
+    target = ising((10, 10), 0.6, 0.8, 1)
+    schedule = Schedule("geometric", 0.2, 100, 20, 10)
+    result = view.annealing_view(target, ["barker", "checkerboard"], schedule, seed=3)
+    assert list(result.results) == ["barker", "checkerboard"]
+    assert result.results["barker"].schedule.steps_per_stage == 10 * 100
+    assert np.array_equal(result.map_state, exact_map(target)[0].numpy())
+    rows = view.table(result)
+    assert [r["sampler"] for r in rows] == ["t/(1+t)", "Checkerboard Gibbs"]
+    assert all(abs(r["relative gap"]) < 1e-12 and r["sites agreeing"] == 1.0 for r in rows)
+    images = view.map_images(result)
+    assert [c for _, c in images] == [
+        "Exact MAP (minimum cut)",
+        "t/(1+t): equal to the exact MAP",
+        "Checkerboard Gibbs: equal to the exact MAP",
+    ]
+    names = [trace.name for trace in result.figure.data]
+    assert "t/(1+t)" in names and "Checkerboard Gibbs" in names
+    assert result.figure.layout.yaxis2.type == "log"
+    assert view.annealing_view(target, [], schedule).message.startswith("Choose at least one")
+
+
+def test_the_energy_figure_draws_the_exact_map_line_and_the_gaps():
+    from lsbcore import figures
+
+    curves = {
+        "sqrt": {
+            "sweeps": np.arange(4.0),
+            "lowest": np.array([-5.0, -8.0, -9.0, -10.0]),
+            "current": np.array([-5.0, -8.0, -7.0, -10.0]),
+        }
+    }
+    fig = figures.annealing_energy_figure(curves, -10.0)
+    gap = next(t for t in fig.data if t.name.endswith(" gap"))
+    assert np.allclose(gap.y[:3], [0.5, 0.2, 0.1]) and np.isnan(gap.y[3])  # 0: off the log axis
+    assert fig.layout.shapes[0].y0 == -10.0  # the exact MAP's energy as a line
+    empty = figures.annealing_energy_figure({}, None)
+    assert empty.layout.annotations[0].text == "no data yet"

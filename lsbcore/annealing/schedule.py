@@ -98,13 +98,13 @@ class Schedule:
     def total_steps(self) -> int:
         return self.n_stages * self.steps_per_stage
 
-    def describe(self) -> str:
-        """One line for captions and reports."""
+    def describe(self, unit: str = "steps") -> str:
+        """One line for captions and reports (``unit``: what a step is, e.g. "sweeps")."""
         if self.kind == "constant":
             shape = f"beta = {self.beta_0:g} throughout"
         else:
             shape = f"{self.kind} in beta from {self.beta_0:g} to {self.beta_max:g}"
         return (
-            f"{shape}, {self.n_stages:,} stages of {self.steps_per_stage:,} steps "
-            f"({self.total_steps:,} steps)"
+            f"{shape}, {self.n_stages:,} stages of {self.steps_per_stage:,} {unit} "
+            f"({self.total_steps:,} {unit})"
         )
