@@ -641,7 +641,7 @@ def test_annealing_tab_anneals_the_run_posterior_to_its_exact_map_from_a_link():
     assert view.results["barker"].schedule.steps_per_stage == 8 * 256  # sweeps in site steps
     caption = texts(at.caption)
     assert "the whole 16×16 lattice" in caption
-    assert "LSB 1 anneal with the function learned by step 12, frozen" in caption
+    assert "LSB 1 anneals with the function learned by step 12, frozen" in caption
     images = annealing.map_images(view)
     assert [c for _, c in images][0] == "Exact MAP (minimum cut)" and len(images) == 4
     assert "Checkerboard Gibbs: " in images[3][1]

@@ -315,8 +315,9 @@ def render_run(run) -> None:
         "the work is bounded)"
     )
     per_chain = " (chain 1's α)" if target.batch > 1 else ""
+    verb = "anneals" if len(learned) == 1 else "anneal"
     frozen = (
-        f" {', '.join(label(n) for n in learned)} anneal with the function learned by step "
+        f" {' and '.join(label(n) for n in learned)} {verb} with the function learned by step "
         f"{step:,}, frozen: learning assumes one fixed target, and annealing changes it at every "
         "stage."
         if learned
