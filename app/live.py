@@ -16,6 +16,7 @@ import streamlit as st
 
 from app import pin_controls, presentation, scheduler, session, state
 from app.views import (
+    annealing,
     balancing,
     chains,
     compare,
@@ -43,6 +44,7 @@ VIEWS = (
     ("Segmentation", segmentation.render),
     ("Exact chain", exact_chain.render_run),
     ("Importance sampling", importance_view.render_run),
+    ("MAP (annealing)", annealing.render_run),
     ("Export", export.render),
     ("Compare", compare.render),
 )

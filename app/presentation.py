@@ -37,6 +37,11 @@ SEEING = {
     "Importance sampling": "No chain at all: independent draws from a one-coin-per-site guess, "
     "each weighted by how much likelier the posterior finds it; as the lattice grows, one draw "
     "ends up carrying all the weight.",
+    "MAP (annealing)": "Cooling the posterior towards its single likeliest segmentation: each "
+    "sampler's energy falls as the temperature drops, against the exact optimum from a minimum "
+    "cut.",
+    "Compare": "Pinned runs side by side: what differs in their settings, and how that changes "
+    "the mixing and the learned balancing functions.",
     "Export": "Everything to keep: the report, the traces, the learned functions and a link "
     "that reopens this page.",
 }

@@ -183,3 +183,14 @@ register(
     ViewParam("is_side", 3, "Importance window side", 2, 64),
     ViewParam("is_max_side", 32, "Collapse study largest side", 4, 64),
 )
+
+# MAP (annealing): app/views/annealing.py
+register(
+    ViewParam("anneal_samplers", "both", "Samplers to anneal", choices=("both", "run", "block")),
+    ViewParam("anneal_kind", "geometric", "Schedule", choices=("geometric", "linear")),
+    ViewParam("anneal_beta_0", 1.0, "Starting β", 0.01, 10.0),
+    ViewParam("anneal_beta_max", 100.0, "Final β", 1.0, 1000.0),
+    ViewParam("anneal_stages", 30, "Stages", 2, 200),
+    ViewParam("anneal_sweeps", 10, "Sweeps per stage", 1, 100),
+    ViewParam("anneal_polish", False, "Greedy polish at the end"),
+)

@@ -828,3 +828,71 @@ def pinned_weights_figure(runs: Mapping[str, np.ndarray | None]) -> go.Figure:
         if w is not None
     }
     return pinned_bars_figure(per_run, "LSB 1: mixture weights by run", "weight")
+
+
+# ----------------------------------------------------------------------------- annealing
+def annealing_energy_figure(
+    curves: Mapping[str, Mapping[str, np.ndarray]], exact_energy: float | None = None
+) -> go.Figure:
+    """Annealing runs against sweeps: the energy ``-log p~`` (top) and its relative gap to the
+    exact MAP (bottom, log y), one colour per sampler.
+
+    ``curves[name]`` holds ``sweeps [R]``, ``lowest [R]`` (the lowest energy over chains so far,
+    solid) and ``current [R]`` (one chain's energy, dotted); ``exact_energy``, the MAP's energy
+    from the minimum cut, is a dashed line on top and the zero of the gaps below (a gap of
+    exactly 0 is left off the log axis: the line stops where it reaches the optimum).
+    """
+    title = "Annealing: energy against sweeps"
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4]
+    )
+    for name, curve in _items(curves):
+        sweeps = _float_array(curve.get("sweeps", ()), 1)
+        lowest = _float_array(curve.get("lowest", ()), 1)
+        current = _float_array(curve.get("current", ()), 1)
+        if sweeps.size == 0 or lowest.size != sweeps.size:
+            continue
+        keep = _decimate(sweeps.size)
+        label, colour = sampler_label(name), sampler_colour(name)
+        if current.size == sweeps.size:
+            fig.add_trace(
+                go.Scatter(
+                    x=sweeps[keep], y=current[keep], mode="lines", legendgroup=name,
+                    showlegend=False, line={"width": 1, "color": colour, "dash": "dot"},
+                    name=f"{label} (current)",
+                    hovertemplate=f"{label} current: %{{y:.6g}}<extra></extra>",
+                ),
+                row=1, col=1,
+            )  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=sweeps[keep], y=lowest[keep], mode="lines", legendgroup=name, name=label,
+                line={"width": 2, "color": colour},
+                hovertemplate=f"{label} lowest: %{{y:.6g}}<extra></extra>",
+            ),
+            row=1, col=1,
+        )  # fmt: skip
+        if exact_energy is not None and math.isfinite(exact_energy) and exact_energy != 0:
+            gap = (lowest - exact_energy) / abs(exact_energy)
+            fig.add_trace(
+                go.Scatter(
+                    x=sweeps[keep], y=np.where(gap > 0, gap, np.nan)[keep], mode="lines",
+                    legendgroup=name, showlegend=False, line={"width": 2, "color": colour},
+                    name=f"{label} gap", hovertemplate=f"{label} gap: %{{y:.2e}}<extra></extra>",
+                ),
+                row=2, col=1,
+            )  # fmt: skip
+    if not fig.data:
+        return _empty(title, "sweeps", "energy −log p̃")
+    if exact_energy is not None and math.isfinite(exact_energy):
+        fig.add_hline(
+            y=exact_energy, line={"dash": "dash", "color": "#333333", "width": 1.5},
+            annotation_text="exact MAP (minimum cut)", annotation_position="top right",
+            row=1, col=1,
+        )  # fmt: skip
+    _style(fig, title)
+    fig.update_layout(height=_HEIGHT + 180)
+    fig.update_yaxes(title_text="energy −log p̃", row=1, col=1)
+    fig.update_yaxes(title_text="relative gap", type="log", exponentformat="power", row=2, col=1)
+    fig.update_xaxes(title_text="sweeps", row=2, col=1)
+    return fig

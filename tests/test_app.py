@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 import lsbcore
 from app import config as cfgmod
 from app import pin_store, presentation, sources, state
-from app.views import export, why
+from app.views import annealing, export, why
 from lsbcore.segmentation.segment import overlay_at_size
 
 APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
@@ -35,6 +35,7 @@ TABS = (
     "Segmentation",
     "Exact chain",
     "Importance sampling",
+    "MAP (annealing)",
     "Export",
     "Compare",
 )
@@ -843,3 +844,51 @@ def test_a_pin_is_renamed_uploaded_again_refused_when_hostile_and_deleted(pin_ro
     at.button(key=f"pin_delete_{pin_id}").click().run()
     assert not at.exception  # the refused file's sentence stays while it is in the uploader
     assert len(store.entries()) == 1 and pin_id not in at.multiselect(key="compare_runs").value
+
+
+def test_annealing_tab_anneals_the_run_posterior_to_its_exact_map_from_a_link():
+    """Controls from a link; Compute anneals chain 1's posterior with the run's samplers and
+    block Gibbs; the gap table, the energy figure and the MAP images follow."""
+    at = open_app(
+        size="16", chains="2", burn_in="10", steps="20", samplers="barker,lsb1",
+        anneal_stages="20", anneal_sweeps="8", anneal_beta_0="0.2", anneal_kind="linear",
+    )  # fmt: skip
+    run = the_run(at)
+    state.advance(run, 30.0, 12)
+    at.session_state["view"] = "MAP (annealing)"
+    at.run()
+    assert_healthy(at)
+    assert at.number_input(key="anneal_stages").value == 20
+    assert at.number_input(key="anneal_beta_0").value == 0.2
+    assert at.radio(key="anneal_kind").value == "linear"
+    assert "Press Compute: 3 sampler(s) × 4 chains on the whole lattice" in texts(at.caption)
+    at.number_input(key="anneal_beta_max").set_value(200.0).run()
+    assert at.query_params["anneal_beta_max"] == "200.0"
+    at.button(key="anneal_compute").click().run()
+    assert_healthy(at)
+    table = at.dataframe[0].value
+    assert list(table["sampler"]) == ["t/(1+t)", "LSB 1", "Checkerboard Gibbs"]
+    gaps = dict(zip(table["sampler"], table["relative gap"], strict=True))
+    assert min(gaps.values()) >= -1e-12  # nothing beats the minimum cut
+    assert gaps["Checkerboard Gibbs"] < 0.02 and gaps["t/(1+t)"] < 0.02
+    view = run.cache["annealing"][2]
+    target = run.problem.target.chain(0)
+    x_map = lsbcore.exact_map(target)[0].numpy()
+    assert np.array_equal(view.map_state, x_map)
+    assert view.results["checkerboard"].schedule.beta_max == 200.0
+    assert view.results["barker"].schedule.steps_per_stage == 8 * 256  # sweeps in site steps
+    caption = texts(at.caption)
+    assert "the whole 16×16 lattice" in caption
+    assert "LSB 1 anneals with the function learned by step 12, frozen" in caption
+    images = annealing.map_images(view)
+    assert [c for _, c in images][0] == "Exact MAP (minimum cut)" and len(images) == 4
+    assert "Checkerboard Gibbs: " in images[3][1]
+    before = len(at.image)
+    at.radio(key="anneal_samplers").set_value("block").run()  # other samplers: compute again
+    assert_healthy(at)
+    assert len(at.image) == before - 4  # the four MAP images are gone until Compute
+    assert "Press Compute: 1 sampler(s)" in texts(at.caption)
+    at.number_input(key="anneal_beta_0").set_value(5.0).run()
+    at.number_input(key="anneal_beta_max").set_value(2.0).run()
+    assert_healthy(at)
+    assert "This schedule cannot run: annealing cools" in texts(at.info)
