@@ -65,8 +65,8 @@ TABLE_MEANING = (
     "Per sampler, the best of its chains: the relative gap of its lowest energy to the exact "
     "optimum (0 = the MAP's energy exactly), the share of sites that agree with the exact MAP "
     "(below 100% at gap 0 only when several states tie), the sweeps and seconds it took to "
-    "come within 0.1% of the optimum, and the whole schedule's wall time (this machine is "
-    "shared, so times vary)."
+    "come within 0.1% of the optimum, and the whole schedule's wall time (times include the "
+    "page's other work, such as a running run)."
 )
 IMAGES_MEANING = (
     "White = +1 (object), black = −1 (background). First the exact MAP by the minimum cut "
