@@ -189,13 +189,15 @@ class ParallelTempering:
     def _round(self, learn: bool, swaps: SwapStatistics) -> np.ndarray:
         for sampler in self.samplers:
             sampler.step(self.swap_every, learn=learn)
-        log_p = self._exchange(swaps)
+        log_p = self.exchange(swaps)
         self.n_rounds += 1
         return log_p
 
-    def _exchange(self, swaps: SwapStatistics) -> np.ndarray:
-        """One exchange between the pairs of this round's parity; returns the untempered
-        ``log p~`` ``[R, B]`` of the states after it."""
+    def exchange(self, swaps: SwapStatistics | None = None) -> np.ndarray:
+        """One exchange between the pairs of this round's parity (counted in ``swaps``, by
+        default ``self.swaps``); returns the untempered ``log p~`` ``[R, B]`` of the states
+        after it. ``sample`` and ``burn_in`` call it after every round's steps."""
+        swaps = self.swaps if swaps is None else swaps
         states = torch.stack([s.x.reshape(self.n_chains, -1) for s in self.samplers])  # [R, B, n]
         log_p = torch.stack([self.target.log_prob(x) for x in states]).cpu()  # [R, B]
         lower = torch.arange(self.n_rounds % 2, self.n_replicas - 1, 2)  # [P]
