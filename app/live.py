@@ -24,6 +24,7 @@ from app.views import (
     mixing,
     proposal,
     segmentation,
+    tempering,
 )
 from app.views import weights as weights_view
 from lsbcore.figures import sampler_label
@@ -39,6 +40,7 @@ VIEWS = (
     ("Mixing", mixing.render),
     ("Segmentation", segmentation.render),
     ("Exact chain", exact_chain.render_run),
+    ("Tempering", tempering.render_run),
     ("Export", export.render),
 )
 TAB_LABELS = [name for name, _ in VIEWS]

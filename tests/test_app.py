@@ -34,6 +34,7 @@ TABS = (
     "Mixing",
     "Segmentation",
     "Exact chain",
+    "Tempering",
     "Export",
 )
 SAMPLES = sources.sample_names()
@@ -605,3 +606,38 @@ def test_exact_chain_tab_enumerates_a_window_of_the_run_with_its_learned_functio
     assert "computed at step 15 with LSB 1 as learned then" in texts(at.caption)
     view = run.cache["exact_chain"][2]
     assert view.rows[0]["invariance_error"] < 1e-12
+
+
+def test_tempering_tab_crosses_the_modes_a_single_chain_cannot_and_keeps_its_link():
+    at = open_app(size="16", chains="2", pt_sweeps="300", pt_replicas="6", pt_sampler="sqrt")
+    at.session_state["view"] = "Tempering"
+    at.run()
+    assert_healthy(at)
+    assert "Press Compute" in texts(at.caption)
+    assert at.selectbox(key="pt_sampler").value == "sqrt"
+    assert at.number_input(key="pt_sweeps").value == 300
+    assert at.radio(key="pt_posterior").value == "preset"
+    at.selectbox(key="pt_sampler").set_value("checkerboard").run()
+    assert "pt_sampler" not in at.query_params  # back at the default: it leaves the link
+    assert at.query_params["pt_sweeps"] == "300" and at.query_params["pt_replicas"] == "6"
+    at.button(key="pt_compute").click().run()
+    assert_healthy(at)
+    swaps, modes = at.dataframe[0].value, at.dataframe[1].value
+    assert len(swaps) == 5 and swaps["β_r"].iloc[0] == 1.0
+    assert swaps["β_r+1"].iloc[-1] == pytest.approx(0.3)
+    switches = dict(zip(modes["chain"], modes["mode switches"], strict=True))
+    assert switches["single chain"] <= 1 < 5 < switches["parallel tempering, cold chain"]
+    shown = texts(at.caption)
+    assert "Bimodal preset: 16 × 16" in shown and "300 sweeps recorded" in shown
+    assert the_run(at).cache["tempering"][1].result.magnetisation.shape == (300, 6, 1)
+
+
+def test_tempering_tab_refuses_a_computation_too_large_for_a_request():
+    at = open_app(size="64", chains="2", pt_posterior="run", pt_sweeps="5000", pt_replicas="16")
+    at.session_state["view"] = "Tempering"
+    at.run()
+    assert_healthy(at)
+    assert "too many, choose fewer sweeps" in texts(at.caption)
+    at.button(key="pt_compute").click().run()
+    assert_healthy(at)
+    assert "more than the 25 million" in texts(at.info)
