@@ -274,3 +274,17 @@ def test_tempering_crosses_modes_where_a_single_chain_is_stuck():
     assert np.all(result.tempered_modes.fraction_plus > 0.2)
     assert np.all(result.tempered_modes.fraction_minus > 0.2)
     assert np.all((result.swap_rates > 0.05) & (result.swap_rates < 1))
+
+
+@pytest.mark.parametrize("batch", [None, 3])
+def test_the_exchange_reads_each_chains_own_untempered_posterior(batch):
+    """One field for all chains, or one per chain (the paper's cases): the log p~ the exchange
+    used is the untempered target's at every replica's states after it."""
+    generator = torch.Generator().manual_seed(5)
+    alpha = 0.4 * torch.randn(*((batch,) if batch else ()), 3, 3, generator=generator)
+    target = IsingPosterior(alpha, 0.7, "periodic")
+    pt = ParallelTempering(target, "gibbs", 3, n_replicas=4, beta_min=0.2, seed=3)
+    pt.sample(5)
+    log_p = pt.exchange()
+    for r, sampler in enumerate(pt.samplers):
+        assert np.allclose(log_p[r], target.log_prob(sampler.x).numpy(), atol=1e-12)

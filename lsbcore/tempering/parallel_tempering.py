@@ -199,7 +199,10 @@ class ParallelTempering:
         after it. ``sample`` and ``burn_in`` call it after every round's steps."""
         swaps = self.swaps if swaps is None else swaps
         states = torch.stack([s.x.reshape(self.n_chains, -1) for s in self.samplers])  # [R, B, n]
-        log_p = torch.stack([self.target.log_prob(x) for x in states]).cpu()  # [R, B]
+        if self.target.batch == 1:  # one field: every replica's chains in one evaluation
+            log_p = self.target.log_prob(states.flatten(0, 1)).view(self.n_replicas, -1).cpu()
+        else:  # a field per chain: replica by replica
+            log_p = torch.stack([self.target.log_prob(x) for x in states]).cpu()  # [R, B]
         lower = torch.arange(self.n_rounds % 2, self.n_replicas - 1, 2)  # [P]
         if len(lower) == 0:
             return log_p.numpy()
