@@ -288,3 +288,26 @@ def test_the_exchange_reads_each_chains_own_untempered_posterior(batch):
     log_p = pt.exchange()
     for r, sampler in enumerate(pt.samplers):
         assert np.allclose(log_p[r], target.log_prob(sampler.x).numpy(), atol=1e-12)
+
+
+def test_a_ladder_adapts_only_from_pairs_it_has_seen_swap():
+    """A burn-in resumed one round before an update has seen only one parity of pairs: the
+    ladder waits for the next window instead of reading rates that do not exist."""
+    pt = ParallelTempering(weak_data(), "checkerboard", 2, n_replicas=4, beta_min=0.2, adapt=True)
+    pt.burn_in(9)
+    pt.burn_in(5)
+    assert np.all(np.isfinite(pt.betas)) and len(pt.ladder_history) == 1
+    pt.burn_in(20)
+    assert len(pt.ladder_history) == 3 and np.all(np.diff(pt.betas) < 0)
+
+
+def test_learning_stops_where_asked_and_burn_in_cannot_follow_sampling():
+    pt = ParallelTempering(weak_data(), "lsb1", 2, n_replicas=3, beta_min=0.3, adapt=True, seed=1)
+    pt.burn_in(10)
+    learned = [s.balancing.weights().copy() for s in pt.samplers]
+    pt.burn_in(10, learn=False)
+    pt.sample(20)
+    for before, sampler in zip(learned, pt.samplers, strict=True):
+        assert np.array_equal(before, sampler.balancing.weights())
+    with pytest.raises(ValueError, match="burn_in comes before sample"):
+        pt.burn_in(20)  # the ladder and the functions stay as they are

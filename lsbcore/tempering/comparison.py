@@ -66,26 +66,31 @@ def compare_with_single_chain(
     seed: int = 0,
     threshold: float = DEFAULT_THRESHOLD,
     backend: str = "auto",
+    learn_sweeps: int | None = None,
     **options,
 ) -> TemperingComparison:
     """Run parallel tempering and a single chain of ``sampler`` on ``target`` for ``burn_in``
     then ``sweeps`` sweeps each, and count the mode switches of the cold chain and of the single
-    chain (hysteresis ``threshold`` on ``m / n``)."""
+    chain (hysteresis ``threshold`` on ``m / n``). A learned sampler learns during the first
+    ``learn_sweeps`` of the burn-in (default: all of it)."""
     sweeps = integer(sweeps, "sweeps", 1, MAX_SWEEPS)
     burn_in = integer(burn_in, "burn_in", 0, MAX_SWEEPS)
+    learn_sweeps = burn_in if learn_sweeps is None else integer(learn_sweeps, "learn_sweeps", 0)
+    learn_sweeps = min(learn_sweeps, burn_in)
     tempering = ParallelTempering(
         target, sampler, n_chains, betas=betas, n_replicas=n_replicas, beta_min=beta_min,
         adapt=adapt, seed=seed, backend=backend, **options,
     )  # fmt: skip
     rounds = max(1, round(1 / tempering.sweeps_per_round))  # rounds per sweep
     start = time.perf_counter()
-    tempering.burn_in(burn_in * rounds)
+    tempering.burn_in(learn_sweeps * rounds)
+    tempering.burn_in((burn_in - learn_sweeps) * rounds, learn=False)
     tempering.sample(sweeps * rounds)
     tempering_seconds = time.perf_counter() - start
     magnetisation = tempering.magnetisation[rounds - 1 :: rounds]  # one row per sweep
 
     single, single_seconds = single_chain(
-        target, sampler, sweeps, burn_in, n_chains, seed, backend, **options
+        target, sampler, sweeps, burn_in, n_chains, seed, backend, learn_sweeps, **options
     )
     return TemperingComparison(
         sampler=sampler,
@@ -105,16 +110,21 @@ def compare_with_single_chain(
     )
 
 
-def single_chain(target, sampler, sweeps, burn_in, n_chains=1, seed=0, backend="auto", **options):
+def single_chain(
+    target, sampler, sweeps, burn_in, n_chains=1, seed=0, backend="auto", learn_sweeps=None,
+    **options,
+):  # fmt: skip
     """``m / n`` ``[sweeps, B]`` of one chain per system after each sweep (from the same start
-    as ``ParallelTempering`` with this seed), and its wall seconds."""
+    as ``ParallelTempering`` with this seed; learning in the first ``learn_sweeps`` of the
+    burn-in, default all), and its wall seconds."""
+    learn_sweeps = burn_in if learn_sweeps is None else min(learn_sweeps, burn_in)
     spec = REGISTRY[sampler]
     x0 = uniform_start(target.shape, n_chains, seed)
     chain = make_sampler(sampler, target, n_chains, seed=seed, x0=x0, backend=backend, **options)
     sweep = 1 if spec.sites_per_step == "all" else target.n_sites
     start = time.perf_counter()
-    if burn_in:
-        chain.step(burn_in * sweep, learn=spec.learnable)
+    chain.step(learn_sweeps * sweep, learn=spec.learnable)
+    chain.step((burn_in - learn_sweeps) * sweep)
     magnetisation = np.empty((sweeps, n_chains))
     for t in range(sweeps):
         chain.step(sweep)

@@ -141,6 +141,7 @@ class ParallelTempering:
         ]  # fmt: skip
         self.swaps = SwapStatistics(self.n_replicas - 1)
         self.n_rounds = 0
+        self.sampling = False  # sample() has begun: burn-in (adaptation, learning) is over
         self.ladder_history = [self.betas.copy()]
         self.burn_in_seconds = 0.0
         self.sample_seconds = 0.0
@@ -158,23 +159,34 @@ class ParallelTempering:
     def learnable(self) -> bool:
         return self.spec.learnable
 
-    def burn_in(self, rounds: int) -> None:
-        """``rounds`` rounds in which learned samplers learn at their own temperature and the
-        ladder adapts (when asked); nothing is recorded. Both stop here for good."""
+    def burn_in(self, rounds: int, learn: bool | None = None) -> None:
+        """``rounds`` rounds in which learned samplers learn at their own temperature (unless
+        ``learn=False``) and the ladder adapts (when asked); nothing is recorded. Both stop
+        once ``sample`` starts: adapting there would not leave a valid MCMC."""
         rounds = integer(rounds, "rounds", 0)
+        if self.sampling:
+            raise ValueError(
+                "burn_in comes before sample: once sampling has begun the ladder and the "
+                "learned functions stay fixed, so that the chain is a valid MCMC."
+            )
+        learn = self.learnable if learn is None else bool(learn) and self.learnable
         start = time.perf_counter()
         window = SwapStatistics(self.n_replicas - 1)
         for _ in range(rounds):
-            self._round(learn=self.learnable, swaps=window)
-            if self.adaptation is not None and self.n_rounds % ADAPT_EVERY == 0:
+            self._round(learn=learn, swaps=window)
+            # every ADAPT_EVERY rounds, from swap rates of every pair (both parities seen)
+            due = self.n_rounds % ADAPT_EVERY == 0 and window.attempts.min() > 0
+            if self.adaptation is not None and due:
                 self._set_ladder(self.adaptation.update(window.mean_probability))
                 window = SwapStatistics(self.n_replicas - 1)
         self.burn_in_seconds += time.perf_counter() - start
 
     def sample(self, rounds: int) -> None:
         """``rounds`` rounds of the fixed chain, recording every replica's magnetisation, the
-        cold chain's ``log p~`` and the swap statistics."""
+        cold chain's ``log p~`` and the swap statistics. The ladder and any learned function
+        are frozen from here on."""
         rounds = integer(rounds, "rounds", 0)
+        self.sampling = True
         start = time.perf_counter()
         magnetisation = np.empty((rounds, self.n_replicas, self.n_chains), dtype=np.float32)
         cold = np.empty((rounds, self.n_chains))
