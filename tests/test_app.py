@@ -641,3 +641,14 @@ def test_tempering_tab_refuses_a_computation_too_large_for_a_request():
     at.button(key="pt_compute").click().run()
     assert_healthy(at)
     assert "more than the 25 million" in texts(at.info)
+
+
+def test_tempering_tab_tempers_chain_one_of_the_runs_own_posterior():
+    at = open_app(size="16", chains="2", pt_posterior="run", pt_sweeps="100", pt_replicas="3")
+    at.session_state["view"] = "Tempering"
+    at.run()
+    at.button(key="pt_compute").click().run()
+    assert_healthy(at)
+    assert "This run's posterior, chain 1's field (16 × 16 sites)" in texts(at.caption)
+    result = the_run(at).cache["tempering"][1].result
+    assert result.magnetisation.shape == (100, 3, 1) and len(at.dataframe) == 2

@@ -311,3 +311,25 @@ def test_learning_stops_where_asked_and_burn_in_cannot_follow_sampling():
         assert np.array_equal(before, sampler.balancing.weights())
     with pytest.raises(ValueError, match="burn_in comes before sample"):
         pt.burn_in(20)  # the ladder and the functions stay as they are
+
+
+# ----------------------------------------------------------------------------- figures
+def test_tempering_figures_draw_every_replica_and_say_when_there_is_nothing():
+    from lsbcore import figures
+
+    result = compare_with_single_chain(
+        bimodal_ising(size=4), "checkerboard", sweeps=50, burn_in=20, n_replicas=4
+    )
+    ladder = figures.tempering_ladder_figure(result.betas, result.swap_rates, result.ladder_history)
+    assert list(ladder.data[-1].x) == ["0↔1", "1↔2", "2↔3"]  # one bar per pair
+    assert np.allclose(ladder.data[-2].y, result.betas)
+    replicas = figures.replica_magnetisation_figure(result.magnetisation[:, :, 0], result.betas)
+    assert len(replicas.data) == 4 and replicas.data[-1].name == "β = 1.00"  # cold on top
+    cold = figures.cold_versus_single_figure(result.cold[:, 0], result.single[:, 0], "sqrt")
+    assert [t.name for t in cold.data] == ["parallel tempering, cold chain", "single chain"]
+    for empty in (
+        figures.tempering_ladder_figure([], []),
+        figures.replica_magnetisation_figure([], []),
+        figures.cold_versus_single_figure([], [], "sqrt"),
+    ):
+        assert empty.layout.annotations[0].text == "no data yet"

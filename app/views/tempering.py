@@ -72,10 +72,14 @@ def tempering_view(choice, run_target, sampler, replicas, beta_min, adapt, sweep
                 "sweeps or replicas, or the bimodal preset (16 × 16)."
             ),
         )
-    result = compare_with_single_chain(
-        target, sampler, sweeps=sweeps, burn_in=sweeps // BURN_IN_SHARE, n_replicas=replicas,
-        beta_min=beta_min, adapt=adapt, seed=seed, learn_sweeps=LEARN_SWEEPS,
-    )  # fmt: skip
+    try:
+        result = compare_with_single_chain(
+            target, sampler, sweeps=sweeps, burn_in=sweeps // BURN_IN_SHARE,
+            n_replicas=replicas, beta_min=beta_min, adapt=adapt, seed=seed,
+            learn_sweeps=LEARN_SWEEPS,
+        )  # fmt: skip
+    except ValueError as err:  # the library's refusal, in its own sentence
+        return TemperingView(None, message=f"Tempering could not run: {err}")
     if choice == "preset":
         described = (
             f"Bimodal preset: {BIMODAL_SIZE} × {BIMODAL_SIZE} Ising, free boundary, α = 0, "
