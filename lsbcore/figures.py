@@ -692,7 +692,10 @@ def tempering_ladder_figure(betas, swap_rates, ladder_history=None) -> go.Figure
         row=1, col=2,
     )  # fmt: skip
     _style(fig, title)
-    fig.update_layout(hovermode="closest")
+    fig.update_layout(
+        hovermode="closest",
+        legend={"x": 0.01, "y": 0.02, "xanchor": "left", "yanchor": "bottom", "orientation": "v"},
+    )
     fig.update_xaxes(title_text="replica r (0 = cold)", row=1, col=1)
     fig.update_yaxes(title_text="beta_r", range=[0, 1.05], row=1, col=1)
     fig.update_xaxes(title_text="neighbour pair", row=1, col=2)
@@ -701,29 +704,36 @@ def tempering_ladder_figure(betas, swap_rates, ladder_history=None) -> go.Figure
 
 
 def replica_magnetisation_figure(magnetisation, betas) -> go.Figure:
-    """Each replica's ``m / n`` against sweeps (``magnetisation [T, R]``, one chain), cold blue
-    to hot red: the hot replicas wander between the modes, the cold one follows via swaps."""
+    """Each replica's ``m / n`` against sweeps (``magnetisation [T, R]``, one chain), one row per
+    replica from the cold one (top) to the hottest: the hot replicas wander between the modes,
+    the cold one follows through exchanges."""
     title = "Magnetisation of each replica"
     x_label, y_label = "sweep", "m / n"
     m, betas = _float_array(magnetisation, 2), _float_array(betas, 1)
     if m.size == 0:
         return _empty(title, x_label, y_label)
+    n = m.shape[1]
     keep = _decimate(m.shape[0])
     sweeps = np.arange(1, m.shape[0] + 1)[keep]
-    colours = _temperature_colours(m.shape[1])
-    fig = go.Figure()
-    for r in reversed(range(m.shape[1])):  # the cold chain drawn last, on top
+    colours = _temperature_colours(n)
+    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.2 / n)
+    for r in range(n):
         beta = betas[r] if r < betas.size else math.nan
         fig.add_trace(
             go.Scatter(
                 x=sweeps, y=m[keep, r], mode="lines", name=f"β = {beta:.2f}",
-                line={"color": colours[r], "width": 2.0 if r == 0 else 1.0},
-                opacity=1.0 if r == 0 else 0.6,
-            )
+                line={"color": colours[r], "width": 1.2}, showlegend=False,
+                hovertemplate=f"β = {beta:.2f}, sweep %{{x}}: m/n = %{{y:.2f}}<extra></extra>",
+            ),
+            row=r + 1, col=1,
         )  # fmt: skip
-    _style(fig, title, x_label, y_label)
-    fig.update_yaxes(range=[-1.05, 1.05])
-    fig.update_layout(hovermode="closest")
+        fig.update_yaxes(
+            title_text=f"β = {beta:.2f}", range=[-1.1, 1.1], tickvals=[-1, 0, 1],
+            title_font={"size": 11}, row=r + 1, col=1,
+        )  # fmt: skip
+    _style(fig, title)
+    fig.update_layout(height=110 + 70 * n, hovermode="closest")
+    fig.update_xaxes(title_text=x_label, row=n, col=1)
     return fig
 
 

@@ -324,7 +324,7 @@ def test_tempering_figures_draw_every_replica_and_say_when_there_is_nothing():
     assert list(ladder.data[-1].x) == ["0↔1", "1↔2", "2↔3"]  # one bar per pair
     assert np.allclose(ladder.data[-2].y, result.betas)
     replicas = figures.replica_magnetisation_figure(result.magnetisation[:, :, 0], result.betas)
-    assert len(replicas.data) == 4 and replicas.data[-1].name == "β = 1.00"  # cold on top
+    assert len(replicas.data) == 4 and replicas.data[0].name == "β = 1.00"  # cold on top
     cold = figures.cold_versus_single_figure(result.cold[:, 0], result.single[:, 0], "sqrt")
     assert [t.name for t in cold.data] == ["parallel tempering, cold chain", "single chain"]
     for empty in (

@@ -229,10 +229,11 @@ def draw(view: TemperingView, run, charts) -> None:
         "tempering-replicas",
     )
     st.caption(
-        "The magnetisation m/n (the mean spin) of every replica after each sweep, cold blue to "
-        "hot red. Near +1 the state is mostly +1, near −1 mostly −1. The hot replicas "
-        "(small β) wander freely between the two; the cold one jumps when an exchange brings "
-        "it a state from the other mode."
+        "The magnetisation m/n (the mean spin) of every replica after each sweep, one row per "
+        "replica, the posterior itself (β = 1) on top and the hottest at the bottom. Near +1 "
+        "the state is mostly +1, near −1 mostly −1. The hot replicas (small β) wander freely "
+        "between the two; the cold one jumps when exchanges bring it a state from the other "
+        "mode, handed down the ladder one neighbour at a time."
     )
     charts.show(
         figures.cold_versus_single_figure(
