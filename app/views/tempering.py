@@ -182,8 +182,9 @@ def render_run(run) -> None:
         )
         note += (
             " Per site update, block Gibbs is the cheapest; a single-site sampler costs about "
-            "3 times as much, LSB 1 about 6 and LSB 2 about 20 (measured at 1,000 sweeps of the "
-            "preset: 3 s for block Gibbs, a minute for LSB 2 on a busy 2-core machine)."
+            "2-3 times as much, LSB 1 about 4 and LSB 2 about 8 (measured at 1,000 sweeps of "
+            "the preset: 1.2 s for block Gibbs, 10 s for LSB 2; several times longer while the "
+            "machine is busy)."
         )
         if cost > MAX_WORK:
             note = f"{cost / 1e6:.0f} million site updates: too many, choose fewer sweeps."
