@@ -26,6 +26,7 @@ from app.views import (
     mixing,
     proposal,
     segmentation,
+    tempering,
     why,
 )
 from app.views import importance as importance_view
@@ -43,8 +44,9 @@ VIEWS = (
     ("Mixing", mixing.render),
     ("Segmentation", segmentation.render),
     ("Exact chain", exact_chain.render_run),
-    ("Importance sampling", importance_view.render_run),
+    ("Tempering", tempering.render_run),
     ("MAP (annealing)", annealing.render_run),
+    ("Importance sampling", importance_view.render_run),
     ("Export", export.render),
     ("Compare", compare.render),
 )

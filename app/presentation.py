@@ -37,6 +37,9 @@ SEEING = {
     "Importance sampling": "No chain at all: independent draws from a one-coin-per-site guess, "
     "each weighted by how much likelier the posterior finds it; as the lattice grows, one draw "
     "ends up carrying all the weight.",
+    "Tempering": "Where every local sampler fails, and the remedy: one chain stuck in one of two "
+    "equally likely pictures, against a ladder of hotter copies that swap states and carry the "
+    "cold chain across.",
     "MAP (annealing)": "Cooling the posterior towards its single likeliest segmentation: each "
     "sampler's energy falls as the temperature drops, against the exact optimum from a minimum "
     "cut.",

@@ -16,6 +16,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 from app.text import quote
+from lsbcore.samplers.registry import REGISTRY
 
 SAVED = "_view_links"
 
@@ -194,3 +195,18 @@ register(
     ViewParam("anneal_sweeps", 10, "Sweeps per stage", 1, 100),
     ViewParam("anneal_polish", False, "Greedy polish at the end"),
 )
+
+# Tempering (app/views/tempering.py)
+register(
+    ViewParam(
+        "pt_sampler",
+        "checkerboard",
+        "Tempering sampler",
+        choices=tuple(n for n, spec in REGISTRY.items() if not spec.needs_balancing),
+    ),
+    ViewParam("pt_replicas", 8, "Tempering replicas", 2, 16),
+    ViewParam("pt_beta_min", 0.3, "Tempering beta_min", 0.05, 0.95),
+    ViewParam("pt_adapt", True, "Tempering adapt ladder"),
+    ViewParam("pt_sweeps", 1000, "Tempering sweeps", 100, 5000),
+    ViewParam("pt_posterior", "preset", "Tempering posterior", choices=("preset", "run")),
+)  # fmt: skip

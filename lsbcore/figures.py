@@ -896,3 +896,125 @@ def annealing_energy_figure(
     fig.update_yaxes(title_text="relative gap", type="log", exponentformat="power", row=2, col=1)
     fig.update_xaxes(title_text="sweeps", row=2, col=1)
     return fig
+
+
+# --------- tempering
+def _temperature_colours(n: int) -> list[str]:
+    """Cold (beta = 1) blue to hot red, one colour per replica."""
+    from plotly.colors import sample_colorscale
+
+    return sample_colorscale("Bluered", [r / max(n - 1, 1) for r in range(n)])
+
+
+def tempering_ladder_figure(betas, swap_rates, ladder_history=None) -> go.Figure:
+    """Left: the inverse temperatures ``beta_r`` against replica ``r`` (and, faint, the ladder
+    after each adaptation during burn-in); right: the swap acceptance of each neighbour pair."""
+    title = "Ladder and swap rates"
+    betas, rates = _float_array(betas, 1), _float_array(swap_rates, 1)
+    if betas.size < 2:
+        return _empty(title, "replica r", "beta_r")
+    fig = make_subplots(
+        rows=1, cols=2, horizontal_spacing=0.12,
+        subplot_titles=("inverse temperature of each replica", "swaps accepted per pair"),
+    )  # fmt: skip
+    replicas = np.arange(betas.size)
+    history = [_float_array(b, 1) for b in (ladder_history or [])]
+    for k, past in enumerate(history[:-1] if len(history) > 1 else []):
+        if past.size == betas.size:
+            fig.add_trace(
+                go.Scatter(
+                    x=replicas, y=past, mode="lines", showlegend=k == 0,
+                    name="during burn-in (adapting)", line={"color": "#BBBBBB", "width": 1},
+                    legendgroup="history", hoverinfo="skip",
+                ),
+                row=1, col=1,
+            )  # fmt: skip
+    colours = _temperature_colours(betas.size)
+    fig.add_trace(
+        go.Scatter(
+            x=replicas, y=betas, mode="lines+markers", name="ladder sampled with",
+            marker={"color": colours, "size": 10}, line={"color": "#444444"},
+            hovertemplate="replica %{x}: beta = %{y:.3f}<extra></extra>",
+        ),
+        row=1, col=1,
+    )  # fmt: skip
+    pairs = [f"{r}↔{r + 1}" for r in range(betas.size - 1)]
+    fig.add_trace(
+        go.Bar(
+            x=pairs, y=rates[: len(pairs)], name="swap acceptance", marker={"color": "#4E79A7"},
+            hovertemplate="pair %{x}: %{y:.2f}<extra></extra>", showlegend=False,
+        ),
+        row=1, col=2,
+    )  # fmt: skip
+    _style(fig, title)
+    fig.update_layout(
+        hovermode="closest",
+        legend={"x": 0.01, "y": 0.02, "xanchor": "left", "yanchor": "bottom", "orientation": "v"},
+    )
+    fig.update_xaxes(title_text="replica r (0 = cold)", row=1, col=1)
+    fig.update_yaxes(title_text="beta_r", range=[0, 1.05], row=1, col=1)
+    fig.update_xaxes(title_text="neighbour pair", row=1, col=2)
+    fig.update_yaxes(title_text="accepted / proposed", range=[0, 1], row=1, col=2)
+    return fig
+
+
+def replica_magnetisation_figure(magnetisation, betas) -> go.Figure:
+    """Each replica's ``m / n`` against sweeps (``magnetisation [T, R]``, one chain), one row per
+    replica from the cold one (top) to the hottest: the hot replicas wander between the modes,
+    the cold one follows through exchanges."""
+    title = "Magnetisation of each replica"
+    x_label, y_label = "sweep", "m / n"
+    m, betas = _float_array(magnetisation, 2), _float_array(betas, 1)
+    if m.size == 0:
+        return _empty(title, x_label, y_label)
+    n = m.shape[1]
+    keep = _decimate(m.shape[0])
+    sweeps = np.arange(1, m.shape[0] + 1)[keep]
+    colours = _temperature_colours(n)
+    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.2 / n)
+    for r in range(n):
+        beta = betas[r] if r < betas.size else math.nan
+        fig.add_trace(
+            go.Scatter(
+                x=sweeps, y=m[keep, r], mode="lines", name=f"β = {beta:.2f}",
+                line={"color": colours[r], "width": 1.2}, showlegend=False,
+                hovertemplate=f"β = {beta:.2f}, sweep %{{x}}: m/n = %{{y:.2f}}<extra></extra>",
+            ),
+            row=r + 1, col=1,
+        )  # fmt: skip
+        fig.update_yaxes(
+            title_text=f"β = {beta:.2f}", range=[-1.1, 1.1], tickvals=[-1, 0, 1],
+            title_font={"size": 11}, row=r + 1, col=1,
+        )  # fmt: skip
+    _style(fig, title)
+    fig.update_layout(height=110 + 70 * n, hovermode="closest")
+    fig.update_xaxes(title_text=x_label, row=n, col=1)
+    return fig
+
+
+def cold_versus_single_figure(cold, single, sampler: str, threshold: float = 0.5) -> go.Figure:
+    """``m / n`` of the cold chain of parallel tempering and of a single chain of ``sampler``
+    against sweeps, with the mode thresholds ``+-threshold`` dashed."""
+    title = f"Cold chain of tempering against a single chain ({sampler_label(sampler)})"
+    x_label, y_label = "sweep", "m / n"
+    lines = {"parallel tempering, cold chain": cold, "single chain": single}
+    arrays = {name: _float_array(values, 1) for name, values in lines.items()}
+    if all(a.size == 0 for a in arrays.values()):
+        return _empty(title, x_label, y_label)
+    fig = go.Figure()
+    styles = {
+        "parallel tempering, cold chain": {"color": sampler_colour(sampler), "width": 1.5},
+        "single chain": {"color": "#4B4B4B", "width": 1.5, "dash": "dot"},
+    }
+    for name, values in arrays.items():
+        keep = _decimate(values.size)
+        sweeps = np.arange(1, values.size + 1)[keep]
+        fig.add_trace(
+            go.Scatter(x=sweeps, y=values[keep], mode="lines", name=name, line=styles[name])
+        )
+    for level in (threshold, -threshold):
+        fig.add_hline(y=level, line={"color": "#999999", "width": 1, "dash": "dash"})
+    _style(fig, title, x_label, y_label)
+    fig.update_yaxes(range=[-1.05, 1.05])
+    fig.update_layout(hovermode="closest")
+    return fig

@@ -34,8 +34,9 @@ TABS = (
     "Mixing",
     "Segmentation",
     "Exact chain",
-    "Importance sampling",
+    "Tempering",
     "MAP (annealing)",
+    "Importance sampling",
     "Export",
     "Compare",
 )
@@ -892,3 +893,56 @@ def test_annealing_tab_anneals_the_run_posterior_to_its_exact_map_from_a_link():
     at.number_input(key="anneal_beta_max").set_value(2.0).run()
     assert_healthy(at)
     assert "This schedule cannot run: annealing cools" in texts(at.info)
+
+
+def test_tempering_tab_crosses_the_modes_a_single_chain_cannot_and_keeps_its_link():
+    at = open_app(size="16", chains="2", pt_sweeps="300", pt_replicas="6", pt_sampler="sqrt")
+    at.session_state["view"] = "Tempering"
+    at.run()
+    assert_healthy(at)
+    assert "Press Compute" in texts(at.caption)
+    assert at.selectbox(key="pt_sampler").value == "sqrt"
+    assert at.number_input(key="pt_sweeps").value == 300
+    assert at.radio(key="pt_posterior").value == "preset"
+    at.selectbox(key="pt_sampler").set_value("checkerboard").run()
+    assert "pt_sampler" not in at.query_params  # back at the default: it leaves the link
+    assert at.query_params["pt_sweeps"] == "300" and at.query_params["pt_replicas"] == "6"
+    at.button(key="pt_compute").click().run()
+    assert_healthy(at)
+    swaps, modes = at.dataframe[0].value, at.dataframe[1].value
+    assert len(swaps) == 5 and swaps["β_r"].iloc[0] == 1.0
+    assert swaps["β_r+1"].iloc[-1] == pytest.approx(0.3)
+    switches = dict(zip(modes["chain"], modes["mode switches"], strict=True))
+    assert switches["single chain"] <= 1 < 5 < switches["parallel tempering, cold chain"]
+    shown = texts(at.caption)
+    assert "Bimodal preset: 16 × 16" in shown and "300 sweeps recorded" in shown
+    assert the_run(at).cache["tempering"][1].result.magnetisation.shape == (300, 6, 1)
+
+
+def test_tempering_tab_refuses_a_computation_too_large_for_a_request():
+    at = open_app(size="64", chains="2", pt_posterior="run", pt_sweeps="5000", pt_replicas="16")
+    at.session_state["view"] = "Tempering"
+    at.run()
+    assert_healthy(at)
+    assert "too many, choose fewer sweeps" in texts(at.caption)
+    at.button(key="pt_compute").click().run()
+    assert_healthy(at)
+    assert "more than the 25 million" in texts(at.info)
+
+
+def test_tempering_tab_tempers_chain_one_of_the_runs_own_posterior():
+    at = open_app(size="16", chains="2", pt_posterior="run", pt_sweeps="100", pt_replicas="3")
+    at.session_state["view"] = "Tempering"
+    at.run()
+    at.button(key="pt_compute").click().run()
+    assert_healthy(at)
+    assert "This run's posterior, chain 1's field (16 × 16 sites)" in texts(at.caption)
+    result = the_run(at).cache["tempering"][1].result
+    assert result.magnetisation.shape == (100, 3, 1) and len(at.dataframe) == 2
+
+
+def test_every_tab_has_its_presentation_sentence():
+    from app import live
+
+    assert set(live.TAB_LABELS) == set(presentation.SEEING)
+    assert list(TABS) == live.TAB_LABELS
