@@ -23,6 +23,7 @@ from app.config import BOUNDS, Config
 from app.text import plain
 from app.widgets import ensure, ensure_in_range
 from lsbcore.samplers import warmup
+from lsbcore.samplers.base import AUTO_NOTE, AUTO_PICKS_CUDA
 from lsbcore.samplers.registry import SamplerSpec
 from lsbcore.segmentation.starts import START_LABELS
 
@@ -569,11 +570,11 @@ def _run_settings(sb, source: str) -> None:
         cfgmod.DEVICES,
         key="device",
         horizontal=True,
-        help="auto uses a CUDA GPU when there is one. If CUDA fails the run falls back to the "
-        "CPU and says so.",
+        help="auto picks the faster path: the CPU's compiled steps, until device kernels are "
+        "measured faster on a real GPU. If CUDA fails the run falls back to the CPU and says so.",
     )
     if torch.cuda.is_available():
-        sb.caption(f"GPU: {torch.cuda.get_device_name(0)}")
+        sb.caption(f"GPU: {torch.cuda.get_device_name(0)}. {device_note()}")
     else:
         sb.caption("No CUDA GPU here: runs on the CPU.")
     ensure("speed", "auto", lambda v: v in cfgmod.SPEEDS)
@@ -585,6 +586,11 @@ def _run_settings(sb, source: str) -> None:
         help="auto: as many steps as fit between refreshes (about 5 per second). A number "
         "caps it: 1 watches single flips.",
     )
+
+
+def device_note() -> str:
+    """What "auto" means on a machine with a GPU."""
+    return AUTO_NOTE if not AUTO_PICKS_CUDA else "auto samples on the GPU."
 
 
 def render(samples: tuple[str, ...]) -> Inputs:

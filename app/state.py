@@ -34,6 +34,7 @@ import lsbcore
 from app import scheduler
 from app.config import Config, steps_per_refresh
 from lsbcore.samplers import warmup
+from lsbcore.samplers.base import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ def build_run(
     try:
         comparison = make(device)
     except RuntimeError as err:  # CUDA out of memory, driver errors, ...
-        if device == "cpu" or (device is None and not torch.cuda.is_available()):
+        if resolve_device(device).type == "cpu":
             raise
         messages.append(f"The GPU failed ({str(err)[:120]}); running on the CPU instead.")
         comparison = make("cpu")

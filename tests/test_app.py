@@ -178,6 +178,35 @@ def test_changing_the_posterior_resets_the_run_and_says_so():
     assert run.n_steps == 0 and run.problem.target.lam == 0.5
 
 
+@pytest.mark.parametrize(
+    "widget, key, value, says",
+    [
+        ("number_input", "lam", 0.5, "The posterior changed (λ)"),
+        ("slider", "chains", 2, "The sampler settings changed (chains)"),
+        ("multiselect", "samplers", ["sqrt", "max"], "The sampler settings changed (samplers)"),
+    ],
+)
+@pytest.mark.parametrize("running", [True, False], ids=["running", "paused"])
+def test_one_rule_for_resets_keeps_running_or_paused(widget, key, value, says, running):
+    """Any change that invalidates the run resets it, says what changed and keeps the state
+    the user had: a running run runs on, a paused one stays paused."""
+    at = open_app(burn_in="50000", steps="200000", speed="10")
+    at.button(key="step").click().run()
+    if running:
+        at.button(key="run").click().run()
+    old = the_run(at)
+    assert old.running == running
+    getattr(at, widget)(key=key).set_value(value).run()
+    assert_healthy(at)
+    new = the_run(at)
+    assert new is not old and not old.running
+    assert new.running == running
+    assert f"{says}: the run was reset." in texts(at.info)
+    if running:
+        at.button(key="pause").click().run()
+        assert not new.running
+
+
 def test_changing_the_samplers_rebuilds_the_comparison():
     at = open_app()
     at.multiselect(key="samplers").set_value(["sqrt", "gibbs"]).run()

@@ -79,6 +79,20 @@ def test_device_none_picks_cpu_without_a_gpu(monkeypatch):
         assert make_sampler(name, small_target(), 2, device="cpu").device == torch.device("cpu")
 
 
+def test_auto_picks_the_cpu_even_with_a_gpu_until_device_kernels_are_measured(monkeypatch):
+    """A GPU runs the torch steps, slower than the compiled CPU steps: "auto" must not pick it
+    (issue 14: auto never picks a path slower than the CPU)."""
+    from lsbcore.samplers import base
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert base.AUTO_PICKS_CUDA is False
+    for device in (None, "auto"):
+        assert base.resolve_device(device) == torch.device("cpu")
+    assert base.resolve_device("cuda") == torch.device("cuda")  # an explicit choice stays one
+    monkeypatch.setattr(base, "AUTO_PICKS_CUDA", True)  # once measured faster, auto picks it
+    assert base.resolve_device("auto") == torch.device("cuda")
+
+
 def test_cuda_without_a_gpu_is_refused_clearly(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="no CUDA GPU is available"):

@@ -33,11 +33,24 @@ from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.base import Target
 
+# Whether "auto" may pick CUDA. Not until device kernels exist and have been measured faster
+# than the compiled CPU steps on a real GPU: the torch steps a GPU runs today issue ~290 kernel
+# launches and a dozen host syncs per iteration of the paper comparison, an estimated ~600
+# iterations/s on an H100 against ~9,000 for the compiled CPU steps on two cores (BENCHMARKS.md,
+# GPU). "cuda" stays an explicit choice.
+AUTO_PICKS_CUDA = False
+AUTO_NOTE = (
+    "auto runs on the CPU: its compiled steps are faster than the GPU's torch steps until "
+    "device kernels are measured faster on a real GPU; choose cuda to sample on the GPU."
+)
+
 
 def resolve_device(device) -> torch.device:
-    """``None`` or ``"auto"``: CUDA when available, else CPU. A missing GPU is an error."""
+    """``None`` or ``"auto"``: the faster path, the CPU until ``AUTO_PICKS_CUDA`` (see there).
+    ``"cuda"`` without a GPU is an error."""
     if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        cuda = AUTO_PICKS_CUDA and torch.cuda.is_available()
+        return torch.device("cuda" if cuda else "cpu")
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as err:

@@ -200,7 +200,8 @@ def make_sampler(
     ``backend``: ``"auto"``, ``"compiled"`` or ``"torch"`` (``lsbcore.backends``). Options are
     those of the sampler's registry entry (``lr``, ``optimizer``, ``restart_prob``, ``hidden``
     for the learned ones), ``resync_every`` for all, and ``balancing=`` (from
-    ``lsbcore.load_balancing``) for ``"learned"``. ``device=None`` picks CUDA when available.
+    ``lsbcore.load_balancing``) for ``"learned"``. ``device=None`` (or ``"auto"``) picks the
+    faster path: the CPU until device kernels are measured faster (``base.AUTO_PICKS_CUDA``).
     """
     if name not in REGISTRY:
         raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(SAMPLERS)}.")
