@@ -3,7 +3,8 @@
 Streamlit renders messages as Markdown, so a link parameter like ``[Log in](https://…)`` or
 ``![](https://…/x.png)`` would become a real link or make the browser fetch an image. Every
 ASCII punctuation character is backslash-escaped (CommonMark shows an escaped character as
-itself), which also breaks bare-URL autolinks (``https\\://``, ``www\\.``) and HTML tags.
+itself), which also breaks HTML tags; bare URLs and e-mail addresses get an invisible word
+joiner, since the browser's autolinker matches them even when escaped.
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ import re
 QUOTE_CHARS = 40  # a quoted value is shortened to this many characters
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+# The page's Markdown links bare URLs and e-mail addresses even where their punctuation is
+# escaped (seen in Chromium: "https\\://e.org" became a link); a zero-width word joiner after
+# the scheme, after "www" and after "@" leaves nothing for the autolinker to match.
+_AUTOLINK = re.compile(r"(?i)(?:https?|ftp|mailto):|www(?=\.)|@")
+WORD_JOINER = "\u2060"
 
 
 def escape(text: str) -> str:
-    """``text`` shown literally by Markdown: punctuation escaped, line breaks as spaces."""
-    return _PUNCTUATION.sub(r"\\\1", _CONTROL.sub(" ", str(text)))
+    """``text`` shown literally by Markdown: punctuation escaped, line breaks as spaces, and
+    the browser's URL and e-mail autolinks broken by an invisible word joiner."""
+    text = _AUTOLINK.sub(lambda m: m.group(0) + WORD_JOINER, _CONTROL.sub(" ", str(text)))
+    return _PUNCTUATION.sub(r"\\\1", text)
 
 
 def shorten(text: str, limit: int = QUOTE_CHARS) -> str:

@@ -302,6 +302,21 @@ def test_hostile_uploads_each_get_a_clear_message_and_the_server_stays_up(page, 
 
 
 # ----------------------------------------------------------------------------- links
+def test_urls_and_addresses_in_a_link_are_shown_as_text_never_as_links(page, server):
+    """Escaped punctuation alone did not stop the browser's Markdown from linking a bare URL
+    ("https\\://e.org" became a link): user text carries a word joiner there."""
+    hostile = {"https://e.org/x": "1", "lam": "www.e.org", "samplers": "me@e.org"}
+    open_app(page, app_url(server.url, hostile))
+    warnings = page.locator(ALERT).filter(has_text="Link:")
+    expect(warnings.first).to_be_visible()
+    shown = " ".join(warnings.all_inner_texts()).replace("\u2060", "")
+    for text in ("https://e.org/x", "www.e.org", "me@e.org"):  # as typed, as text
+        assert text in shown, text
+    assert page.locator("a[href*='e.org']").count() == 0
+    assert page.locator("a[href^='mailto:']").count() == 0
+    assert_healthy(page)
+
+
 def test_a_configuration_link_reopens_its_configuration(page, server):
     cfg = replace(config.defaults_for("paper", case=1), samplers=("barker", "gibbs"), seed=7)
     open_app(page, app_url(server.url, config.to_query_params(cfg)))
@@ -340,9 +355,13 @@ def test_a_pinned_run_is_still_there_after_a_reload(page, server):
         page.reload()
         button(page, "run").wait_for(timeout=TIMEOUT_MS)
         open_tab(page, "Compare")
-        # the name as typed, as text (in the list and the runs picked): no bold, no link
+        # the name as typed, as text wherever it appears (the list, the runs picked, the
+        # tables, the figures' legends, the column headings): its tags and link never rendered
         shown = page.locator(TAB_PANEL).get_by_text(f"1. {name}", exact=True)
-        expect(shown).to_have_count(2)
+        expect(shown.filter(visible=True).first).to_be_visible()
+        expect(page.locator(f"{TAB_PANEL} .js-plotly-plot").first).to_be_visible()
+        assert shown.filter(visible=True).count() >= 2
+        assert page.locator(f"{TAB_PANEL} b").filter(has_text=re.compile("^lecture$")).count() == 0
         assert page.locator(f"{TAB_PANEL} a[href='https://e.org']").count() == 0
         assert "No pinned runs are stored" not in page.locator("body").inner_text()
         assert_healthy(page)

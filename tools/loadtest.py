@@ -433,7 +433,7 @@ _SHOWN = r"""() => {
         .map(e => e.innerText);
     const posterior = captions.find(t => / sites · /.test(t)) || '';
     const m = posterior.match(/^(case \d+:)[^·]*· (\d+×\d+ sites)/);
-    const rows = [...document.querySelectorAll('[role="tabpanel"] [data-testid="stImage"]')]
+    const rows = [...document.querySelectorAll('[role="tabpanel"] [class*="st-key-chainrow_"]')]
         .map(e => e.innerText.match(/^(.*): chains? 1(–\d+)? of \d+/)).filter(x => x)
         .map(x => x[1]);
     return {posterior: m ? `${m[1]} · ${m[2]}` : posterior.slice(0, 60), rows: rows.join(' | ')};
