@@ -507,6 +507,12 @@ def test_proposal_figures_give_one_cell_per_sampler_on_one_colour_scale():
         assert fig.layout.coloraxis.cmin == together.layout.coloraxis.cmin
         assert fig.layout.coloraxis.cmax == together.layout.coloraxis.cmax
         assert len([t for t in fig.data if t.type == "heatmap"]) == 2
-    assert [fig.layout.coloraxis.showscale for _, fig in cells] == [False, True]
-    assert cells[0][1].layout.width == proposal.CELL_PX  # a fixed cell: the row wraps
+    assert [fig.layout.coloraxis.showscale for _, fig in cells] == [False, False]
+    assert {fig.layout.width for _, fig in cells} == {proposal.CELL_PX}  # fixed cells: they wrap
+    z_range = proposal.shared_range(maps, "Q")
+    assert z_range == (together.layout.coloraxis.cmin, together.layout.coloraxis.cmax)
+    scale = proposal.scale_figure("Q", z_range)  # the one scale, as a strip of its own
+    assert scale.layout.xaxis.title.text == "log10 Q"
+    assert scale.data[0].x[0] == z_range[0] and scale.data[0].x[-1] == z_range[1]
+    assert proposal.shared_range({}, "Q") is None
     assert proposal.proposal_figures({}) == []

@@ -114,7 +114,8 @@ def paper_case_shots(page, url: str, out: Path, log) -> list[Path]:
 
 def segmentation_shot(page, url: str, out: Path, log) -> Path:
     """The horse sample image, segmented after burn-in and some mixing."""
-    open_app(page, app_url(url, {"source": "sample", "sample": "horse"}))
+    # run on past the settled point: the shot waits for 2,000 mixing sweeps
+    open_app(page, app_url(url, {"source": "sample", "sample": "horse", "until_settled": "0"}))
     button(page, "run").click()
     log("running the horse sample image…")
     wait_for_mixing(page, 2000)
@@ -127,8 +128,9 @@ def segmentation_shot(page, url: str, out: Path, log) -> Path:
     summary.wait_for(timeout=TIMEOUT_MS)
     tabs = page.locator('[role="tablist"]').first
     clip = clip_around(page, tabs, summary)
-    download = _box(page.locator(".st-key-download_mask").first)  # stop above the button
-    clip["height"] = min(clip["height"], download["y"] - 6 - clip["y"])
+    download = page.locator(".st-key-download_mask")
+    if download.count():  # stop above the button (a photo's downloads come after the summary)
+        clip["height"] = min(clip["height"], _box(download.first)["y"] - 6 - clip["y"])
     return save(page, out / "segmentation.png", clip)
 
 

@@ -72,28 +72,50 @@ def _z_range(values: dict[str, np.ndarray], quantity: str) -> tuple[float, float
 
 def proposal_figures(maps: dict[str, SiteStep], quantity: str = "Q") -> list[tuple]:
     """``(name, figure)`` per sampler: its state above its map, ``CELL_PX`` wide, all on one
-    colour scale (drawn once, on the last). The page sets them in a row that wraps, so a
-    narrow screen shows fewer per row instead of shrinking every map."""
+    colour scale (drawn once, by ``scale_figure``). The page sets them in a row that wraps, so
+    a narrow screen shows fewer per row instead of shrinking every map."""
     maps = _drawable(maps)
     if not maps:
         return []
     factor = _pool_factor(maps)
     z_range = _z_range({n: quantity_map(m, quantity, factor) for n, m in maps.items()}, quantity)
-    names = list(maps)
     out = []
-    for name in names:
-        last = name == names[-1]
-        fig = proposal_figure({name: maps[name]}, quantity, z_range=z_range, colorbar=last)
-        height = 2 * CELL_PX + 30
-        if last:  # the scale lies under the last maps, so every cell keeps the same width
-            fig.update_layout(margin_b=70)
-            fig.update_coloraxes(
-                colorbar={"orientation": "h", "y": -0.04, "yanchor": "top", "thickness": 12}
-            )
-            height += 60
-        fig.update_layout(width=CELL_PX, height=height)
+    for name, step in maps.items():
+        fig = proposal_figure({name: step}, quantity, z_range=z_range, colorbar=False)
+        fig.update_layout(width=CELL_PX, height=2 * CELL_PX + 30)
         out.append((name, fig))
     return out
+
+
+def scale_figure(quantity: str, z_range: tuple[float, float]) -> go.Figure:
+    """The maps' shared colour scale as a strip of its own (a cell of the same row): every map
+    cell keeps one size, and the scale reads the same at any font size."""
+    low, high = z_range
+    values = np.linspace(low, high, 128)
+    title = "A" if quantity == "A" else f"log10 {quantity}"
+    fig = go.Figure(
+        go.Heatmap(
+            z=[values], x=values, coloraxis="coloraxis", hovertemplate="%{x:.3g}<extra></extra>"
+        )
+    )
+    fig.update_layout(
+        coloraxis={"colorscale": "Viridis", "cmin": low, "cmax": high, "showscale": False},
+        xaxis={"title": {"text": title}, "ticks": "outside"},
+        yaxis={"visible": False},
+        width=2 * CELL_PX,
+        height=110,
+        margin={"l": 10, "r": 10, "t": 10, "b": 60},
+    )
+    return fig
+
+
+def shared_range(maps: dict[str, SiteStep], quantity: str) -> tuple[float, float] | None:
+    """The colour scale ``proposal_figures`` uses for ``maps`` (None when nothing is drawn)."""
+    maps = _drawable(maps)
+    if not maps:
+        return None
+    factor = _pool_factor(maps)
+    return _z_range({n: quantity_map(m, quantity, factor) for n, m in maps.items()}, quantity)
 
 
 def _pool_factor(maps: dict[str, SiteStep]) -> int:
@@ -305,6 +327,9 @@ def render(run) -> None:
     with st.container(horizontal=True, gap="small"):  # the maps wrap on a narrow page
         for name, fig in proposal_figures(maps, quantity):
             charts.show(fig, run, f"proposal-{quantity}-{name}", width="content")
+        z_range = shared_range(maps, quantity)
+        if z_range is not None:
+            charts.show(scale_figure(quantity, z_range), run, "proposal-scale", width="content")
     st.dataframe(step_rows(maps, after_step), hide_index=True)
 
 
