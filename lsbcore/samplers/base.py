@@ -75,7 +75,8 @@ class Sampler:
 
     Args:
         backend: ``"auto"`` (compiled loops on the CPU when numba is there, else torch),
-            ``"compiled"`` or ``"torch"``; see ``lsbcore.backends``.
+            ``"compiled"``, ``"torch"`` or ``"device"`` (Triton kernels on CUDA, explicit
+            only); see ``lsbcore.backends``.
 
     Attributes:
         n_steps: steps taken (each advances all chains once).
@@ -358,6 +359,9 @@ class Sampler:
             if self._uses_compiled(False):
                 self._compiled_steps(m, u.numpy(), part)
                 self._count_step(m)
+            elif self._uses_device():
+                self._device_steps(m, u, part)
+                self._count_step(m)
             else:
                 with torch.no_grad():
                     for t in range(m):
@@ -407,6 +411,17 @@ class Sampler:
 
     def _has_kernel(self, learn: bool = False) -> bool:
         return False
+
+    def _uses_device(self) -> bool:
+        """Whether frozen steps run the device kernels (``backends.device``): the backend says
+        so and this sampler has one; otherwise the ``"device"`` backend runs the torch steps."""
+        return self.backend == "device" and self._has_device_kernel()
+
+    def _has_device_kernel(self) -> bool:
+        return False
+
+    def _device_steps(self, m: int, u: torch.Tensor, trace) -> None:
+        raise NotImplementedError
 
     def _kernel_tables(self) -> Tables:
         """The target's flip tables as a kernel takes them (numpy views, built once)."""
