@@ -435,6 +435,30 @@ class Sampler:
             )
         return self._tables
 
+    def _device_tables(self) -> dict[str, torch.Tensor]:
+        """The target's flip tables as the device kernels take them (contiguous, on the
+        device; built once per target)."""
+        if getattr(self, "_device_tables_of", (None,))[0] is not self.target:
+            sign, coupling, unique = (v.contiguous() for v in self._site_values.unbind(1))
+            tables = {
+                "neighbours": self._site_index[:, 0].contiguous(),
+                "sign": sign,
+                "coupling": coupling,
+                "unique": unique,
+            }
+            self._device_tables_of = (self.target, tables)
+        return self._device_tables_of[1]
+
+    def _device_chains(self) -> dict[str, torch.Tensor]:
+        """The cached chain state as the device kernels update it (the tensors themselves)."""
+        if self._tracking:
+            stats, truth = self._stats, self._truth_values
+        else:  # nothing tracked: the kernels write statistics nobody reads
+            stats = torch.zeros(self.n_chains, 3, dtype=torch.float64, device=self.device)
+            truth = torch.zeros(self._width, dtype=torch.float64, device=self.device)
+        return {"x": self._x, "s": self._s, "n_accepted": self._n_accepted, "stats": stats,
+                "truth": truth}  # fmt: skip
+
     def _kernel_chains(self, trace: torch.Tensor | None) -> Chains:
         """The cached chain state as a kernel updates it (zero-copy views), with ``trace``."""
         if self._tracking:
