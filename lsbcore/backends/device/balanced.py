@@ -27,6 +27,7 @@ from lsbcore.backends.device import next_power_of_2
 from lsbcore.numerics import LOG_RANGE, MAX_LOG_G
 
 CHAINS_PER_PROGRAM = 1  # on CUDA: one program per chain (the tests use wider programs)
+_MAX_LOG_G = tl.constexpr(MAX_LOG_G)  # a kernel reads module constants only as constexpr
 
 
 @triton.jit
@@ -132,7 +133,7 @@ def balanced_kernel(
         s_j = tl.load(s + x_row[:, None] + j, mask=slots_ok, other=0.0)
         s_new = s_j * sg + cp * x_j * x_site[:, None]
         x_new = x_j * sg
-        g_new = tl.exp(tl.minimum(_log_g(s_new, KIND) - sh[:, None], MAX_LOG_G))
+        g_new = tl.exp(tl.minimum(_log_g(s_new, KIND) - sh[:, None], _MAX_LOG_G))
         g_old = tl.load(gn + gn_row[:, None] + j, mask=slots_ok, other=0.0)
         dz = tl.zeros([BLOCK_B], tl.float64)
         for k in tl.static_range(K):  # in slot order, as the CPU adds them
@@ -226,5 +227,7 @@ def balanced_steps(
         u, last, rebuilt,
         m, n_chains, n_sites, width, n_blocks, block, math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
         K=k, KP=next_power_of_2(k), KIND=kind, TRACE=trace is not None, BLOCK_B=block_b,
+        num_warps=1 if block_b <= 32 else 4,  # one chain's scalar work needs no second warp
+        enable_fp_fusion=False,  # no a * b + c contraction: numba's rounding, step for step
     )  # fmt: skip
     return last, rebuilt
