@@ -1,16 +1,13 @@
-"""Frozen locally balanced steps on the device (``backends.device.balanced``), run in Triton's
-CPU interpreter: fed the compiled CPU kernel's uniforms they choose the same sites, make the
-same decisions and leave the same chains, step by step, renormalisation included; their chains
-reach the exact posterior of a 3x3 lattice."""
+"""Frozen locally balanced steps on the device (``backends.device.balanced``), in Triton's CPU
+interpreter (or on CUDA, ``device_mode``): fed the compiled CPU kernel's uniforms they choose
+the same sites, make the same decisions and leave the same chains, step by step,
+renormalisation included; their chains reach the exact posterior of a 3x3 lattice."""
 
 from __future__ import annotations
 
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: kernels run on the CPU
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
+from device_mode import DEVICE, ON_GPU, cpu_uniforms  # before Triton: the interpreter's switch
 
 pytest.importorskip("triton")
 
@@ -48,31 +45,39 @@ def wide_programs(monkeypatch):
 
 
 def pair(name, target, n_chains=3, **options):
-    samplers = [
-        make_sampler(name, target, n_chains, seed=5, backend=backend, **options)
-        for backend in ("compiled", "device")
-    ]
-    for sampler in samplers:
+    """The same sampler on the compiled kernel (CPU) and on the device kernel."""
+    compiled = make_sampler(name, target, n_chains, seed=5, backend="compiled", **options)
+    device = make_sampler(
+        name, target, n_chains, seed=5, backend="device", device=DEVICE, **options
+    )
+    cpu_uniforms(device)
+    for sampler in (compiled, device):
         sampler.track_statistics(torch.ones(target.shape))
-    return samplers
+    return compiled, device
 
 
 def assert_same_chains(compiled, device) -> None:
-    """Sites, decisions, states and log-ratios bitwise; the g-cache within rounding (exp and
-    log come from another library)."""
-    assert torch.equal(compiled._x, device._x)
-    assert torch.equal(compiled._s, device._s)
+    """Sites, decisions, states and log-ratios bitwise (on CUDA the exact resync of the
+    log-ratios runs torch's CUDA operations: within rounding there); the g-cache within
+    rounding (exp and log come from another library)."""
+    assert torch.equal(compiled._x, device._x.cpu())
+    if ON_GPU:
+        torch.testing.assert_close(device._s.cpu(), compiled._s, rtol=1e-12, atol=1e-12)
+    else:
+        assert torch.equal(compiled._s, device._s)
     assert compiled.n_accepted == device.n_accepted
-    ours, theirs = device.last_proposal, compiled.last_proposal
+    ours = {k: v.cpu() for k, v in device.last_proposal.items()}
+    theirs = compiled.last_proposal
     assert torch.equal(ours["site"], theirs["site"])
     assert torch.equal(ours["accepted"], theirs["accepted"])
     torch.testing.assert_close(ours["accept_prob"], theirs["accept_prob"], rtol=1e-12, atol=0)
-    torch.testing.assert_close(device._shift, compiled._shift, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(device._shift.cpu(), compiled._shift, rtol=1e-12, atol=1e-12)
     for cached in ("_gn", "_block_sum", "_Z"):
         torch.testing.assert_close(
-            getattr(device, cached), getattr(compiled, cached), rtol=1e-12, atol=0
+            getattr(device, cached).cpu(), getattr(compiled, cached), rtol=1e-12, atol=0
         )
-    torch.testing.assert_close(device.statistics, compiled.statistics, rtol=1e-12, atol=1e-12)
+    stats = device.statistics.cpu()
+    torch.testing.assert_close(stats, compiled.statistics, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("target_name", TARGETS)
@@ -110,7 +115,7 @@ def test_renormalisation_when_z_leaves_its_range_is_the_compiled_one(name, wide_
         device.step(1)
         assert_same_chains(compiled, device)
         shifts.append(device._shift.clone())
-    moved = [not torch.equal(a, b) for a, b in zip(shifts, shifts[1:], strict=False)]
+    moved = [not torch.equal(a.cpu(), b.cpu()) for a, b in zip(shifts, shifts[1:], strict=False)]
     assert any(moved)  # rows were rebuilt (no resync in between)
 
 
@@ -135,9 +140,10 @@ def test_the_comparison_sees_a_single_changed_decision_uniform(wide_programs, mo
     monkeypatch.setattr(device, "_draw_uniforms", perturbed)
     device.step(1)
     assert bool(device.last_proposal["accepted"][b]) != bool(last["accepted"][b])
-    assert not torch.equal(device._x[b], compiled._x[b])
+    x = device._x.cpu()
+    assert not torch.equal(x[b], compiled._x[b])
     others = torch.arange(6) != b
-    assert torch.equal(device._x[others], compiled._x[others])
+    assert torch.equal(x[others], compiled._x[others])
 
 
 @pytest.mark.parametrize("name", ["sqrt", "min"])
@@ -146,7 +152,7 @@ def test_device_locally_balanced_matches_the_exact_posterior(name, exact, monkey
     posterior."""
     monkeypatch.setattr(balanced, "CHAINS_PER_PROGRAM", 512)
     target = IsingPosterior(exact.random_alpha((3, 3), scale=0.6, seed=2), 0.5, "periodic")
-    sampler = make_sampler(name, target, 512, seed=3, backend="device")
+    sampler = make_sampler(name, target, 512, seed=3, backend="device", device=DEVICE)
     counts = exact.histogram(sampler, burn_in=40, thin=4, draws=40)
     p = exact.exact_posterior(target)
     assert exact.tv(p, counts) < exact.tv_threshold(p, int(counts.sum()))
@@ -154,7 +160,7 @@ def test_device_locally_balanced_matches_the_exact_posterior(name, exact, monkey
 
 def test_learned_functions_fall_back_to_the_torch_steps():
     """LSB 1 and 2 have no device kernel yet: on the device backend they take torch steps."""
-    sampler = make_sampler("lsb1", TARGETS["3x3-free"](), 2, backend="device")
+    sampler = make_sampler("lsb1", TARGETS["3x3-free"](), 2, backend="device", device=DEVICE)
     assert sampler.backend == "device" and not sampler._uses_device()
     sampler.step(3)
     assert sampler.n_steps == 3 and sampler.invariant_error() < 1e-12

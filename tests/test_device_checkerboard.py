@@ -1,16 +1,13 @@
-"""Block Gibbs on the device (``backends.device.checkerboard``), run in Triton's CPU interpreter:
-fed the uniforms the compiled CPU kernel reads, it makes the same sweeps, bitwise, and its
-chains reach the exact posterior of a 3x3 lattice."""
+"""Block Gibbs on the device (``backends.device.checkerboard``), in Triton's CPU interpreter (or
+on CUDA, ``device_mode``): fed the uniforms the compiled CPU kernel reads, it makes the same
+sweeps, bitwise, and its chains reach the exact posterior of a 3x3 lattice."""
 
 from __future__ import annotations
 
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: kernels run on the CPU
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pytest
+import torch
+from device_mode import DEVICE, ON_GPU, cpu_uniforms  # before Triton: the interpreter's switch
 
 pytest.importorskip("triton")
 
@@ -35,6 +32,30 @@ TARGETS = {
 }
 
 
+def pair(target, n_chains: int, **options):
+    """The same sampler on the compiled kernel (CPU) and on the device kernels."""
+    compiled = make_sampler("checkerboard", target, n_chains, backend="compiled", **options)
+    device = make_sampler(
+        "checkerboard", target, n_chains, backend="device", device=DEVICE, **options
+    )
+    cpu_uniforms(device)
+    return compiled, device
+
+
+def assert_same_chains(compiled, device) -> None:
+    """States, log-ratios and counts bitwise (on CUDA the log-ratios' exact resync runs torch's
+    CUDA operations: within rounding there), statistics within rounding."""
+    assert torch.equal(compiled._x, device._x.cpu())
+    if ON_GPU:
+        torch.testing.assert_close(device._s.cpu(), compiled._s, rtol=1e-12, atol=1e-12)
+    else:
+        assert torch.equal(compiled._s, device._s)
+    assert compiled.n_accepted == device.n_accepted
+    if compiled._tracking:
+        stats = device.statistics.cpu()
+        torch.testing.assert_close(stats, compiled.statistics, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", TARGETS)
 def test_device_sweeps_are_the_compiled_sweeps_step_by_step(name):
     """From one seed, after every sweep: the same states and log-ratios (bitwise), the same
@@ -42,23 +63,16 @@ def test_device_sweeps_are_the_compiled_sweeps_step_by_step(name):
     torch.manual_seed(0)
     target = TARGETS[name]()
     truth = torch.where(torch.arange(target.n_sites) % 3 == 0, 1.0, -1.0).view(target.shape)
-    samplers = [
-        make_sampler("checkerboard", target, 3, seed=5, resync_every=11, backend=backend)
-        for backend in ("compiled", "device")
-    ]
-    for sampler in samplers:
+    compiled, device = pair(target, 3, seed=5, resync_every=11)
+    for sampler in (compiled, device):
         sampler.track_statistics(truth)
-    compiled, device = samplers
     for m in (1, 1, 2, 7, 1, 13):  # chunks of several sweeps, across resyncs
-        traces = [torch.zeros(m, 3, 5, dtype=torch.float64) for _ in samplers]
+        traces = [torch.zeros(m, 3, 5, dtype=torch.float64) for _ in range(2)]
         compiled.step(m, trace=traces[0])
         device.step(m, trace=traces[1])
-        assert torch.equal(compiled._x, device._x)
-        assert torch.equal(compiled._s, device._s)
-        assert compiled.n_accepted == device.n_accepted
+        assert_same_chains(compiled, device)
         assert torch.equal(traces[0][:, :, 3:], traces[1][:, :, 3:])  # flips per sweep, -1
         torch.testing.assert_close(traces[1][:, :, :3], traces[0][:, :, :3], rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(device.statistics, compiled.statistics, rtol=1e-12, atol=1e-12)
     assert device.invariant_error() < 1e-12
     if name == "network":
         assert int(target.colouring().max()) + 1 > 2
@@ -70,17 +84,12 @@ def test_small_tiles_split_chains_and_sites_into_many_programs(monkeypatch):
     from lsbcore.backends.device import checkerboard
 
     monkeypatch.setattr(checkerboard, "MAX_TILE", 8)
-    target = TARGETS["4x5-periodic"]()
-    compiled, device = (
-        make_sampler("checkerboard", target, 2, seed=2, backend=backend)
-        for backend in ("compiled", "device")
-    )
+    compiled, device = pair(TARGETS["4x5-periodic"](), 2, seed=2)
     for sampler in (compiled, device):
         sampler.track_statistics()
         sampler.step(3)
     assert device._sweeps[1].grid == (2, 3)
-    assert torch.equal(compiled._x, device._x) and torch.equal(compiled._s, device._s)
-    torch.testing.assert_close(device.statistics, compiled.statistics, rtol=1e-12, atol=1e-12)
+    assert_same_chains(compiled, device)
 
 
 def kernel_inputs(target, n_chains: int, m: int, seed: int):
@@ -111,11 +120,11 @@ def compiled_sweeps(target, x, s, u) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def device_sweeps(target, x, s, u) -> tuple[torch.Tensor, torch.Tensor]:
-    x, s = x.clone(), s.clone()
+    x, s, u = (v.to(DEVICE, copy=True) for v in (x, s, u))
     colour = target.colouring()
     sweeps = BlockSweeps(target.neighbourhood, target.coupling, colour, x.shape[0], x.device)
-    sweeps.run(x, s, u, torch.zeros(target.n_sites, dtype=torch.float64))
-    return x, s
+    sweeps.run(x, s, u, torch.zeros(target.n_sites, dtype=torch.float64, device=DEVICE))
+    return x.cpu(), s.cpu()
 
 
 def test_the_comparison_sees_a_single_changed_uniform():
@@ -160,12 +169,13 @@ def test_device_block_gibbs_matches_the_exact_posterior(exact, monkeypatch):
     monkeypatch.setattr(checkerboard, "MAX_TILE", 4096)
     alpha = exact.random_alpha((3, 3), scale=0.6, seed=2)
     target = IsingPosterior(alpha, 0.5, "free")
-    sampler = make_sampler("checkerboard", target, 256, seed=3, backend="device")
+    sampler = make_sampler("checkerboard", target, 256, seed=3, backend="device", device=DEVICE)
     counts = exact.histogram(sampler, burn_in=10, thin=2, draws=100)
     p = exact.exact_posterior(target)
     assert exact.tv(p, counts) < exact.tv_threshold(p, int(counts.sum()))
 
 
+@pytest.mark.skipif(ON_GPU, reason="checks the CPU's refusal")
 def test_the_device_backend_is_explicit_only(monkeypatch):
     from lsbcore.backends import resolve_backend
 
