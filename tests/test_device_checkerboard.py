@@ -187,3 +187,12 @@ def test_the_device_backend_is_explicit_only(monkeypatch):
         resolve_backend("device", cpu)
     with pytest.raises(ValueError, match="runs Triton kernels on a CUDA GPU"):
         make_sampler("checkerboard", TARGETS["3x3-free"](), 2, backend="device")
+
+
+@pytest.mark.skipif(ON_GPU, reason="checks the CPU's refusal")
+def test_the_benchmark_times_device_kernels_on_cuda_only(capsys):
+    from lsbcore import bench
+
+    with pytest.raises(SystemExit):
+        bench.main(["--kernels"])
+    assert "--kernels needs --device cuda" in capsys.readouterr().err
