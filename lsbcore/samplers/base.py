@@ -33,11 +33,12 @@ from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.base import Target
 
-# Whether "auto" may pick CUDA. Not until device kernels exist and have been measured faster
-# than the compiled CPU steps on a real GPU: the torch steps a GPU runs today issue ~290 kernel
-# launches and a dozen host syncs per iteration of the paper comparison, an estimated ~600
-# iterations/s on an H100 against ~9,000 for the compiled CPU steps on two cores (BENCHMARKS.md,
-# GPU). "cuda" stays an explicit choice.
+# Whether "auto" may pick CUDA. Not until device kernels cover the workloads and have been
+# measured faster than the compiled CPU steps on a real GPU: the torch steps a GPU runs today
+# issue ~290 kernel launches and a dozen host syncs per iteration of the paper comparison, an
+# estimated ~600 iterations/s on an H100 against ~9,000 for the compiled CPU steps on two cores;
+# the device kernels (backend="device": block Gibbs, the fixed functions) are not measured yet
+# (BENCHMARKS.md, GPU). "cuda" stays an explicit choice.
 AUTO_PICKS_CUDA = False
 AUTO_NOTE = (
     "auto runs on the CPU: its compiled steps are faster than the GPU's torch steps until "
@@ -227,9 +228,9 @@ class Sampler:
         return float(self._n_accepted.sum()) / (self.n_site_updates * self.n_chains)
 
     def set_backend(self, backend: str) -> None:
-        """Run the next steps on ``backend`` (``"auto"``, ``"compiled"``, ``"torch"``). Both
-        backends draw and read the uniforms alike, so a switch between calls leaves the chains
-        exactly as they would have been."""
+        """Run the next steps on ``backend`` (one of ``BACKENDS``). All backends draw and read
+        the uniforms alike, so a switch between calls leaves the chains exactly as they would
+        have been."""
         self.backend = resolve_backend(backend, self.device)
 
     @property

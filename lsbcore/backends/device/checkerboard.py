@@ -70,7 +70,7 @@ def colour_update_kernel(
     """One colour ``c`` of one sweep for a tile of chains x sites. ``x, s [B, width]``,
     ``u [B, n_sites]`` (this sweep's uniforms), ``pull_* [n_sites, PULL]``, ``partial [B, n_tiles,
     4]`` (this launch's slice): sites flipped, change of log p~, of sum x, of x . truth."""
-    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)  # [BLOCK_B]
+    rows = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # [BLOCK_B]
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)  # [BLOCK_D]
     row_ok = rows < n_chains
     col_ok = cols < n_sites
