@@ -11,7 +11,9 @@ Two groups of figures, each the best of ``--repeats`` timed runs after a warm-up
   comparison (8 chains, 256x256) in mixing and in burn-in.
 
 On the CPU the frozen and learning steps run compiled (``lsbcore.backends.kernels``);
-``--torch`` measures the torch steps instead (what CUDA runs). The device's name goes with the
+``--torch`` measures the torch steps instead (what CUDA runs without ``--kernels``); on CUDA,
+``--kernels`` runs the Triton kernels where a sampler has one (block Gibbs, the fixed
+functions) and torch steps elsewhere (``backend="device"``). The device's name goes with the
 figures.
 """
 
@@ -110,6 +112,13 @@ def run(
     }
 
 
+STEPS = {  # what runs a step, by backend, for the figures' heading
+    "auto": "compiled (numba)",
+    "torch": "torch",
+    "device": "device kernels (Triton) where they exist, else torch",
+}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="cpu or cuda (default: auto, the CPU)")
@@ -119,6 +128,9 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--sampler", default="barker")
     parser.add_argument("--torch", action="store_true", help="torch steps, not compiled ones")
+    parser.add_argument(
+        "--kernels", action="store_true", help="on CUDA: the Triton device kernels where they exist"
+    )
     args = parser.parse_args(argv)
     try:
         device = resolve_device(args.device)
@@ -127,15 +139,17 @@ def main(argv=None) -> int:
     if args.repeats < 1 or args.steps < 10:
         parser.error("--repeats must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
+    if args.kernels and (args.torch or device.type != "cuda"):
+        parser.error("--kernels needs --device cuda (and not --torch).")
     if device.type == "cpu" and not args.torch:
         from lsbcore.samplers import warmup
 
         warmup.compile_kernels()  # once, before any timing
-    backend = "torch" if args.torch else "auto"
+    backend = "device" if args.kernels else "torch" if args.torch else "auto"
     results = run(device, args.sampler, args.repeats, args.steps, backend)
     info = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-        "steps": "torch" if args.torch or device.type != "cpu" else "compiled (numba)",
+        "steps": STEPS[backend if device.type == "cpu" or backend == "device" else "torch"],
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "machine": f"{platform.machine()}, {platform.processor() or 'unknown CPU'}",

@@ -33,7 +33,7 @@ class Comparison:
         names: sampler names from ``lsbcore.SAMPLERS``, each at most once.
         x0: shared start ``[n_chains, *target.shape]`` or ``target.shape``; default a uniform
             random state per chain from ``seed`` (the same for every sampler).
-        backend: ``"auto"``, ``"compiled"`` or ``"torch"`` for every sampler.
+        backend: ``"auto"``, ``"compiled"``, ``"torch"`` or ``"device"`` for every sampler.
         thin: record traces every ``thin`` steps (0: no traces).
         truth: ground truth ``[H, W]`` of +-1 for the accuracy trace, if known.
         options: each goes to the samplers whose registry entry lists it (``lr``,

@@ -1,6 +1,8 @@
-"""Where a step runs: ``"torch"`` (any device: what CUDA runs) or ``"compiled"`` (numba loops on
-the CPU, ``kernels`` and ``learning_kernels``). A sampler takes the backend as an argument;
-``"auto"`` picks the compiled loops on the CPU when numba is installed, else torch.
+"""Where a step runs: ``"torch"`` (any device), ``"compiled"`` (numba loops on the CPU,
+``kernels`` and ``learning_kernels``) or ``"device"`` (Triton kernels on a CUDA GPU, ``device``;
+samplers without one take torch steps). A sampler takes the backend as an argument; ``"auto"``
+picks the compiled loops on the CPU when numba is installed, else torch. It never picks
+``"device"``: not until its kernels are measured faster than the CPU's on a real GPU.
 
 Both backends keep the same cached state and invariants and draw their uniforms in the same
 layout, so one seed gives the same chains on either.
@@ -12,7 +14,7 @@ import importlib.util
 
 import torch
 
-BACKENDS = ("auto", "compiled", "torch")
+BACKENDS = ("auto", "compiled", "torch", "device")
 
 
 def compiled_available() -> bool:
@@ -27,6 +29,12 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
     if backend == "auto":
         return "compiled" if device.type == "cpu" and compiled_available() else "torch"
+    if backend == "device":
+        from lsbcore.backends.device import unavailable_reason
+
+        reason = unavailable_reason(device)
+        if reason is not None:
+            raise ValueError(reason)
     if backend == "compiled":
         if device.type != "cpu":
             raise ValueError(

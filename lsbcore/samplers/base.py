@@ -33,11 +33,12 @@ from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.base import Target
 
-# Whether "auto" may pick CUDA. Not until device kernels exist and have been measured faster
-# than the compiled CPU steps on a real GPU: the torch steps a GPU runs today issue ~290 kernel
-# launches and a dozen host syncs per iteration of the paper comparison, an estimated ~600
-# iterations/s on an H100 against ~9,000 for the compiled CPU steps on two cores (BENCHMARKS.md,
-# GPU). "cuda" stays an explicit choice.
+# Whether "auto" may pick CUDA. Not until device kernels cover the workloads and have been
+# measured faster than the compiled CPU steps on a real GPU: the torch steps a GPU runs today
+# issue ~290 kernel launches and a dozen host syncs per iteration of the paper comparison, an
+# estimated ~600 iterations/s on an H100 against ~9,000 for the compiled CPU steps on two cores;
+# the device kernels (backend="device": block Gibbs, the fixed functions) are not measured yet
+# (BENCHMARKS.md, GPU). "cuda" stays an explicit choice.
 AUTO_PICKS_CUDA = False
 AUTO_NOTE = (
     "auto runs on the CPU: its compiled steps are faster than the GPU's torch steps until "
@@ -75,7 +76,8 @@ class Sampler:
 
     Args:
         backend: ``"auto"`` (compiled loops on the CPU when numba is there, else torch),
-            ``"compiled"`` or ``"torch"``; see ``lsbcore.backends``.
+            ``"compiled"``, ``"torch"`` or ``"device"`` (Triton kernels on CUDA, explicit
+            only); see ``lsbcore.backends``.
 
     Attributes:
         n_steps: steps taken (each advances all chains once).
@@ -226,9 +228,9 @@ class Sampler:
         return float(self._n_accepted.sum()) / (self.n_site_updates * self.n_chains)
 
     def set_backend(self, backend: str) -> None:
-        """Run the next steps on ``backend`` (``"auto"``, ``"compiled"``, ``"torch"``). Both
-        backends draw and read the uniforms alike, so a switch between calls leaves the chains
-        exactly as they would have been."""
+        """Run the next steps on ``backend`` (one of ``BACKENDS``). All backends draw and read
+        the uniforms alike, so a switch between calls leaves the chains exactly as they would
+        have been."""
         self.backend = resolve_backend(backend, self.device)
 
     @property
@@ -358,6 +360,9 @@ class Sampler:
             if self._uses_compiled(False):
                 self._compiled_steps(m, u.numpy(), part)
                 self._count_step(m)
+            elif self._uses_device():
+                self._device_steps(m, u, part)
+                self._count_step(m)
             else:
                 with torch.no_grad():
                     for t in range(m):
@@ -408,6 +413,17 @@ class Sampler:
     def _has_kernel(self, learn: bool = False) -> bool:
         return False
 
+    def _uses_device(self) -> bool:
+        """Whether frozen steps run the device kernels (``backends.device``): the backend says
+        so and this sampler has one; otherwise the ``"device"`` backend runs the torch steps."""
+        return self.backend == "device" and self._has_device_kernel()
+
+    def _has_device_kernel(self) -> bool:
+        return False
+
+    def _device_steps(self, m: int, u: torch.Tensor, trace) -> None:
+        raise NotImplementedError
+
     def _kernel_tables(self) -> Tables:
         """The target's flip tables as a kernel takes them (numpy views, built once)."""
         if self._tables is None:
@@ -419,6 +435,30 @@ class Sampler:
                 unique.contiguous().numpy(),
             )
         return self._tables
+
+    def _device_tables(self) -> dict[str, torch.Tensor]:
+        """The target's flip tables as the device kernels take them (contiguous, on the
+        device; built once per target)."""
+        if getattr(self, "_device_tables_of", (None,))[0] is not self.target:
+            sign, coupling, unique = (v.contiguous() for v in self._site_values.unbind(1))
+            tables = {
+                "neighbours": self._site_index[:, 0].contiguous(),
+                "sign": sign,
+                "coupling": coupling,
+                "unique": unique,
+            }
+            self._device_tables_of = (self.target, tables)
+        return self._device_tables_of[1]
+
+    def _device_chains(self) -> dict[str, torch.Tensor]:
+        """The cached chain state as the device kernels update it (the tensors themselves)."""
+        if self._tracking:
+            stats, truth = self._stats, self._truth_values
+        else:  # nothing tracked: the kernels write statistics nobody reads
+            stats = torch.zeros(self.n_chains, 3, dtype=torch.float64, device=self.device)
+            truth = torch.zeros(self._width, dtype=torch.float64, device=self.device)
+        return {"x": self._x, "s": self._s, "n_accepted": self._n_accepted, "stats": stats,
+                "truth": truth}  # fmt: skip
 
     def _kernel_chains(self, trace: torch.Tensor | None) -> Chains:
         """The cached chain state as a kernel updates it (zero-copy views), with ``trace``."""

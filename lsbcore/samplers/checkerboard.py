@@ -36,6 +36,7 @@ class CheckerboardGibbsSampler(Sampler):
         self.sites_per_step = self.n_sites
         self.uniforms_per_step = self.n_sites  # one per site per sweep, read u[t, b, site]
         self._flipped = torch.zeros(n_chains, dtype=torch.float64, device=self.device)
+        self._sweeps = None  # the device kernels' tables, built on first use
 
     @property
     def evals_per_step(self) -> int:
@@ -80,3 +81,29 @@ class CheckerboardGibbsSampler(Sampler):
         ]
         threads.run_grouped(kernels.checkerboard_steps, groups, *calls)
         self._flipped = torch.from_numpy(flipped)
+
+    def _has_device_kernel(self) -> bool:
+        return True
+
+    def _device_steps(self, m: int, u: torch.Tensor, trace) -> None:
+        from lsbcore.backends.device.checkerboard import BlockSweeps
+
+        if self._sweeps is None or self._sweeps[0] is not self.target:  # tables of this target
+            sweeps = BlockSweeps(
+                self.target.neighbourhood, self.target.coupling, self.target.colouring(),
+                self.n_chains, self.device,
+            )  # fmt: skip
+            self._sweeps = (self.target, sweeps)
+        truth = self._truth_values if self._tracking else torch.zeros_like(self._x[0])
+        change = self._sweeps[1].run(self._x, self._s, u, truth)  # [m, B, 4], on the device
+        flipped = change[:, :, 0]
+        self._n_accepted += flipped.sum(0).long().unsqueeze(1)
+        self._flipped = flipped[-1]
+        if self._tracking:  # statistics after every sweep: one cumulative sum per chunk
+            stats = self._stats + change[:, :, 1:].cumsum(0)  # [m, B, 3]
+            self._stats = stats[-1].clone()
+            if trace is not None:
+                trace[:, :, :3] = stats.cpu()
+        if trace is not None:
+            trace[:, :, 3] = flipped.cpu()
+            trace[:, :, 4] = -1.0

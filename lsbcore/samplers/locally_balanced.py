@@ -399,6 +399,26 @@ class LocallyBalancedSampler(Sampler):
         last = torch.from_numpy(last)
         self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
 
+    def _has_device_kernel(self) -> bool:
+        return isinstance(self.balancing, FixedBalancing)
+
+    def _device_steps(self, m: int, u: torch.Tensor, trace) -> None:
+        from lsbcore.backends.device.balanced import balanced_steps
+
+        if self._cache_stale:
+            self._renormalise()
+        cache = {"gn": self._gn, "block_sum": self._block_sum, "z": self._Z, "shift": self._shift}
+        out = None
+        if trace is not None:
+            out = torch.empty(m, self.n_chains, 5, dtype=torch.float64, device=self.device)
+        last, _ = balanced_steps(
+            m, self._device_chains(), self._device_tables(), FIXED.index(self.balancing.name),
+            cache, u, out,
+        )  # fmt: skip
+        if trace is not None:  # one copy per chunk
+            trace.copy_(out)
+        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+
     # ----------------------------------------------------------------- learning (spec 5)
     def _setup_learning(self, lr, optimizer, restart_prob, objective) -> None:
         number = not isinstance(lr, (bool, np.bool_)) and isinstance(lr, numbers.Real)

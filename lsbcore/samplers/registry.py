@@ -197,9 +197,9 @@ def make_sampler(
 ):
     """Build the sampler called ``name`` (one of ``SAMPLERS``) for ``target``.
 
-    ``backend``: ``"auto"``, ``"compiled"`` or ``"torch"`` (``lsbcore.backends``). Options are
-    those of the sampler's registry entry (``lr``, ``optimizer``, ``restart_prob``, ``hidden``
-    for the learned ones), ``resync_every`` for all, and ``balancing=`` (from
+    ``backend``: ``"auto"``, ``"compiled"``, ``"torch"`` or ``"device"`` (``lsbcore.backends``).
+    Options are those of the sampler's registry entry (``lr``, ``optimizer``, ``restart_prob``,
+    ``hidden`` for the learned ones), ``resync_every`` for all, and ``balancing=`` (from
     ``lsbcore.load_balancing``) for ``"learned"``. ``device=None`` (or ``"auto"``) picks the
     faster path: the CPU until device kernels are measured faster (``base.AUTO_PICKS_CUDA``).
     """

@@ -1,0 +1,43 @@
+"""Device kernels (Triton): the compiled CPU steps' rules, run on a CUDA GPU.
+
+Each kernel reads the uniforms the CPU kernels read (``Sampler._draw_uniforms``, layout
+``[steps, chains, k]``) and writes the same cached state in place, so one seed gives the same
+chains on the ``"device"`` and ``"compiled"`` backends; the tests check it step by step under
+Triton's CPU interpreter (``TRITON_INTERPRET=1``). Modules: ``checkerboard`` (block Gibbs, one
+launch per colour) and ``balanced`` (frozen locally balanced steps, one launch per chunk).
+
+Triton is imported lazily: the library works without it, and ``resolve_backend`` says why the
+``"device"`` backend cannot run where it cannot.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+
+def interpreted() -> bool:
+    """Whether Triton runs its kernels in its CPU interpreter (the tests' setting)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def unavailable_reason(device: torch.device) -> str | None:
+    """Why the device kernels cannot run on ``device`` (a sentence), or None when they can."""
+    if importlib.util.find_spec("triton") is None:
+        return (
+            "the device backend needs Triton (shipped with torch's CUDA builds; "
+            "`pip install triton` elsewhere); use backend='compiled' or 'torch'."
+        )
+    if device.type == "cuda" or (device.type == "cpu" and interpreted()):
+        return None
+    return (
+        f"the device backend runs Triton kernels on a CUDA GPU, not on {device.type!r} "
+        "(on the CPU only under Triton's interpreter, TRITON_INTERPRET=1, for tests); "
+        "use backend='compiled' or 'torch' there."
+    )
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()

@@ -1,0 +1,233 @@
+"""Frozen locally balanced steps on the device: ``m`` steps of every chain in one launch
+(``kernels.balanced_steps``, for the fixed functions barker, sqrt, min and max).
+
+A program owns ``BLOCK_B`` chains (one per lane; ``BLOCK_B = 1`` is one program per chain) and
+runs their ``m`` steps in turn, reading ``u [m, B, 3]`` as the CPU kernel does: the block, the
+site in it, the decision. Every sum the CPU kernel forms one term at a time (the block sums'
+total, both levels of the search, ``dZ`` over the neighbourhood, a block's re-sum, a rebuild)
+is formed here in the same order, so the chosen sites, the decisions, ``x`` and ``s`` are
+bitwise the CPU's; ``gn``, the block sums, ``Z`` and ``shift`` agree within rounding, because
+``exp``/``log`` come from another math library (numpy in the interpreter, libdevice on CUDA).
+Sequential sums keep a step O(sqrt(D)) like the CPU's, at the price of a serial latency per
+step that a GPU hides only across many chains (speed: BENCHMARKS.md, GPU, not measured).
+
+Chains are independent, so programs never share a row; inside a program a value written in one
+step is read in the next, hence a barrier after every write that is read back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from lsbcore.backends.device import next_power_of_2
+from lsbcore.numerics import LOG_RANGE, MAX_LOG_G
+
+CHAINS_PER_PROGRAM = 1  # on CUDA: one program per chain (the tests use wider programs)
+_MAX_LOG_G = tl.constexpr(MAX_LOG_G)  # a kernel reads module constants only as constexpr
+
+
+@triton.jit
+def _log1p(e):
+    # log1p to a few ulps from log alone (libdevice's log1p has no interpreter counterpart):
+    # log(1 + e) * e / ((1 + e) - 1) cancels the rounding of 1 + e (Goldberg 1991, thm. 4)
+    one_plus = 1.0 + e
+    rounded = one_plus - 1.0
+    exact = rounded == 0.0  # then log1p(e) = e to double precision
+    return tl.where(exact, e, tl.log(one_plus) * (e / tl.where(exact, 1.0, rounded)))
+
+
+@triton.jit
+def _log_g(s, KIND: tl.constexpr):
+    """``log g(e^s)`` of a fixed function (``structures.Function.kind`` 0-3, as ``kernels``)."""
+    if KIND == 0:  # barker: log sigmoid(s), the branch of kernels._log_sigmoid
+        e = tl.exp(-tl.abs(s))
+        out = tl.where(s >= 0.0, -_log1p(e), s - _log1p(e))
+    elif KIND == 1:  # sqrt
+        out = 0.5 * s
+    elif KIND == 2:  # min
+        out = tl.minimum(s, 0.0)
+    else:  # max
+        out = tl.maximum(s, 0.0)
+    return out
+
+
+@triton.jit
+def _slot(values, kk, k):
+    """Column ``k`` of ``values [BLOCK_B, KP]``, exactly (the other terms are zeros)."""
+    return tl.sum(tl.where(kk[None, :] == k, values, tl.zeros_like(values)), 1)
+
+
+@triton.jit
+def _search(row, base, count, target, ok):
+    """The first ``c < count`` with ``row[base + c]`` summed from 0 above ``target`` (else the
+    last), summed one term at a time as the CPU's search does."""
+    acc = tl.zeros(target.shape, tl.float64)
+    chosen = tl.zeros(target.shape, tl.int64) + (count - 1)
+    found = tl.zeros(target.shape, tl.int32)
+    for c in range(count):
+        acc += tl.load(row + base + c, mask=ok, other=0.0)
+        hit = (acc > target) & (found == 0)
+        chosen = tl.where(hit, c, chosen)
+        found = tl.where(hit, 1, found)
+    return chosen
+
+
+@triton.jit
+def _row_sum(row, base, count, ok):
+    total = tl.zeros(base.shape, tl.float64)
+    for c in range(count):
+        total += tl.load(row + base + c, mask=ok, other=0.0)
+    return total
+
+
+@triton.jit
+def balanced_kernel(
+    x, s, n_accepted, stats, truth, trace,
+    neighbours, sign, coupling, unique,
+    gn, block_sum, z, shift,
+    u, last, rebuilt,
+    m, n_chains, n_sites, width, n_blocks, block, low, high,
+    K: tl.constexpr, KP: tl.constexpr, KIND: tl.constexpr, TRACE: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+):  # fmt: skip
+    """``m`` steps of chains ``rows``. Chains: ``x, s [B, width]``, ``n_accepted [B]`` (int64),
+    ``stats [B, 3]``, ``truth [width]``, ``trace [m, B, 5]`` (when ``TRACE``); tables ``[D, K]``;
+    cache ``gn [B, (n_blocks + 1) * block]``, ``block_sum [B, n_blocks]``, ``z, shift [B]``;
+    ``u [m, B, 3]``; out: ``last [B, 4]`` (site, Z, Z', decision), ``rebuilt [B]``."""
+    rows = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # [BLOCK_B]
+    ok = rows < n_chains
+    kk = tl.arange(0, KP)
+    slots_ok = ok[:, None] & (kk < K)[None, :]  # [BLOCK_B, KP]
+    gn_row = rows * (n_blocks + 1) * block
+    sum_row = rows * n_blocks
+    x_row = rows * width
+    sh = tl.load(shift + rows, mask=ok, other=0.0)
+    count = tl.load(n_accepted + rows, mask=ok, other=0)
+    log_p = tl.load(stats + rows * 3, mask=ok, other=0.0)
+    magnetisation = tl.load(stats + rows * 3 + 1, mask=ok, other=0.0)
+    overlap = tl.load(stats + rows * 3 + 2, mask=ok, other=0.0)
+    n_rebuilt = tl.zeros([BLOCK_B], tl.int32)
+    total = _row_sum(block_sum, sum_row, n_blocks, ok)  # Z, as the CPU sums it
+    for t in range(m):
+        u_at = u + (t * n_chains + rows) * 3
+        # level 1: a block with probability block_sum / Z; level 2: a site in it, gn / its sum
+        chosen = _search(
+            block_sum, sum_row, n_blocks, tl.load(u_at, mask=ok, other=0.0) * total, ok
+        )
+        start = chosen * block
+        row_total = _row_sum(gn, gn_row + start, block, ok)
+        target = tl.load(u_at + 1, mask=ok, other=0.0) * row_total
+        site = start + _search(gn, gn_row + start, block, target, ok)
+        # Z(x'): the neighbourhood's new log-ratios (spec 1, x_i before the flip) and g values
+        at = site[:, None] * K + kk[None, :]  # [BLOCK_B, KP]
+        j = tl.load(neighbours + at, mask=slots_ok, other=0)
+        sg = tl.load(sign + at, mask=slots_ok, other=1.0)
+        cp = tl.load(coupling + at, mask=slots_ok, other=0.0)
+        un = tl.load(unique + at, mask=slots_ok, other=0.0)
+        x_site = tl.load(x + x_row + site, mask=ok, other=1.0)
+        x_j = tl.load(x + x_row[:, None] + j, mask=slots_ok, other=1.0)
+        s_j = tl.load(s + x_row[:, None] + j, mask=slots_ok, other=0.0)
+        s_new = s_j * sg + cp * x_j * x_site[:, None]
+        x_new = x_j * sg
+        g_new = tl.exp(tl.minimum(_log_g(s_new, KIND) - sh[:, None], _MAX_LOG_G))
+        g_old = tl.load(gn + gn_row[:, None] + j, mask=slots_ok, other=0.0)
+        dz = tl.zeros([BLOCK_B], tl.float64)
+        for k in tl.static_range(K):  # in slot order, as the CPU adds them
+            dz += _slot((g_new - g_old) * un, kk, k)
+        z_new = total + dz
+        # A = Z / max(Z, Z'): no cancellation, and Z' = inf simply rejects
+        accept = ok & (tl.load(u_at + 2, mask=ok, other=1.0) * tl.maximum(total, z_new) < total)
+        final = ok & ((rows * 0 + t) == m - 1)  # the last step, per lane
+        tl.store(last + rows * 4, site.to(tl.float64), mask=final)
+        tl.store(last + rows * 4 + 1, total, mask=final)
+        tl.store(last + rows * 4 + 2, z_new, mask=final)
+        tl.store(last + rows * 4 + 3, accept.to(tl.float64), mask=final)
+        # the flip (kernels.write_flip): count, statistics, then x, s and gn of the neighbourhood
+        count += accept.to(tl.int64)
+        log_p = tl.where(accept, log_p - _slot(s_new, kk, 0), log_p)
+        t_site = tl.load(truth + site, mask=ok, other=0.0)
+        magnetisation = tl.where(accept, magnetisation - 2.0 * x_site, magnetisation)
+        overlap = tl.where(accept, overlap - 2.0 * x_site * t_site, overlap)
+        write = slots_ok & accept[:, None]
+        tl.store(x + x_row[:, None] + j, x_new, mask=write)
+        tl.store(s + x_row[:, None] + j, s_new, mask=write)
+        tl.store(gn + gn_row[:, None] + j, g_new, mask=write)
+        tl.debug_barrier()
+        # every touched block re-added from gn, never nudged
+        first = (j // block) * block
+        for k in tl.static_range(K):
+            begin = _slot(first, kk, k)
+            part = _row_sum(gn, gn_row + begin, block, accept)
+            tl.store(block_sum + sum_row + begin // block, part, mask=accept)
+        tl.debug_barrier()
+        total = tl.where(accept, _row_sum(block_sum, sum_row, n_blocks, accept), total)
+        in_range = (total > low) & (total < high)
+        need = accept & (in_range == 0)
+        if tl.max(need.to(tl.int32), 0) > 0:  # Z left its range: rebuild with a fresh shift
+            top = tl.full([BLOCK_B], float("-inf"), tl.float64)
+            for i in range(n_sites):
+                top = tl.maximum(top, _log_g(tl.load(s + x_row + i, mask=need, other=0.0), KIND))
+            for i in range(n_sites):
+                v = _log_g(tl.load(s + x_row + i, mask=need, other=0.0), KIND)
+                tl.store(gn + gn_row + i, tl.exp(v - top), mask=need)
+            sh = tl.where(need, top, sh)
+            tl.debug_barrier()
+            for b in range(n_blocks):
+                part = _row_sum(gn, gn_row + b * block, block, need)
+                tl.store(block_sum + sum_row + b, part, mask=need)
+            tl.debug_barrier()
+            total = tl.where(need, _row_sum(block_sum, sum_row, n_blocks, need), total)
+            n_rebuilt += need.to(tl.int32)
+        if TRACE:  # as kernels.record_step
+            row = trace + (t * n_chains + rows) * 5
+            tl.store(row, log_p, mask=ok)
+            tl.store(row + 1, magnetisation, mask=ok)
+            tl.store(row + 2, overlap, mask=ok)
+            tl.store(row + 3, accept.to(tl.float64), mask=ok)
+            tl.store(row + 4, site.to(tl.float64), mask=ok)
+    tl.store(z + rows, total, mask=ok)
+    tl.store(shift + rows, sh, mask=ok)
+    tl.store(n_accepted + rows, count, mask=ok)
+    tl.store(stats + rows * 3, log_p, mask=ok)
+    tl.store(stats + rows * 3 + 1, magnetisation, mask=ok)
+    tl.store(stats + rows * 3 + 2, overlap, mask=ok)
+    tl.store(rebuilt + rows, n_rebuilt, mask=ok)
+
+
+def balanced_steps(
+    m: int, chains: dict, tables: dict, kind: int, cache: dict, u: torch.Tensor, trace,
+    chains_per_program: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``m`` frozen steps of every chain in place. ``chains``: ``x, s, n_accepted, stats,
+    truth``; ``tables``: ``neighbours, sign, coupling, unique``; ``cache``: ``gn, block_sum,
+    z, shift`` (device tensors, contiguous); ``u [m, B, 3]``; ``trace [m, B, 5]`` or None.
+    ``chains_per_program``: lanes of one program (default ``CHAINS_PER_PROGRAM``).
+    Returns ``last [B, 4]`` and the rows rebuilt per chain ``[B]``, on the device."""
+    x = chains["x"]
+    n_chains, width = x.shape
+    n_sites, k = tables["neighbours"].shape
+    n_blocks = cache["block_sum"].shape[1]
+    block = cache["gn"].shape[1] // (n_blocks + 1)
+    for name, value in {**chains, **tables, **cache}.items():
+        if not value.is_contiguous():
+            raise ValueError(f"the device kernel needs a contiguous {name}.")
+    last = torch.zeros(n_chains, 4, dtype=torch.float64, device=x.device)
+    rebuilt = torch.zeros(n_chains, dtype=torch.int32, device=x.device)
+    trace_out = trace if trace is not None else last  # never written without TRACE
+    lanes = chains_per_program or CHAINS_PER_PROGRAM
+    block_b = min(next_power_of_2(n_chains), next_power_of_2(lanes))
+    balanced_kernel[(triton.cdiv(n_chains, block_b),)](
+        x, chains["s"], chains["n_accepted"], chains["stats"], chains["truth"], trace_out,
+        tables["neighbours"], tables["sign"], tables["coupling"], tables["unique"],
+        cache["gn"], cache["block_sum"], cache["z"], cache["shift"],
+        u, last, rebuilt,
+        m, n_chains, n_sites, width, n_blocks, block, math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
+        K=k, KP=next_power_of_2(k), KIND=kind, TRACE=trace is not None, BLOCK_B=block_b,
+        num_warps=1 if block_b <= 32 else 4,  # one chain's scalar work needs no second warp
+        enable_fp_fusion=False,  # no a * b + c contraction: numba's rounding, step for step
+    )  # fmt: skip
+    return last, rebuilt

@@ -1,0 +1,75 @@
+"""Compile every device kernel for a CUDA architecture without a GPU:
+``python -m lsbcore.backends.device.cross_compile [--arch 90]``.
+
+Triton's front end, its lowering to PTX and ptxas (shipped in the Triton wheel) need no GPU,
+so a CPU-only machine can check what the interpreter cannot: that the kernels are valid Triton
+for the real compiler (constexpr globals, loop-carried types, scalar branches) and assemble
+for the architecture, with their registers and spills. Run it with ``TRITON_INTERPRET`` unset:
+the interpreter replaces the kernels by Python functions. It checks this Triton, not the one a
+GPU machine's torch ships (BENCHMARKS.md, GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+DOUBLE = "*fp64"
+
+
+def variants():
+    """``(name, kernel, signature, constexprs, options)`` as the launchers call the kernels."""
+    from lsbcore.backends.device import balanced, checkerboard
+
+    sweep = {name: DOUBLE for name in ("x_in", "s_in", "x_out", "s_out", "u", "pull_coupling")}
+    sweep.update(truth=DOUBLE, partial=DOUBLE, colour="*i32", pull_site="*i32")
+    sweep.update({name: "i32" for name in ("c", "n_chains", "n_sites", "width", "n_tiles")})
+    sweep.update(PULL="constexpr", BLOCK_B="constexpr", BLOCK_D="constexpr")
+    tile = {"PULL": 4, "BLOCK_B": 1, "BLOCK_D": checkerboard.MAX_TILE}
+    exact = {"enable_fp_fusion": False}  # as the launchers
+    yield "checkerboard", checkerboard.colour_update_kernel, sweep, tile, exact
+    step = {
+        name: DOUBLE
+        for name in ("x", "s", "stats", "truth", "trace", "sign", "coupling", "unique", "gn")
+    }
+    step.update({name: DOUBLE for name in ("block_sum", "z", "shift", "u", "last")})
+    step.update(n_accepted="*i64", neighbours="*i64", rebuilt="*i32", low="fp64", high="fp64")
+    step.update({n: "i32" for n in ("m", "n_chains", "n_sites", "width", "n_blocks", "block")})
+    step.update({n: "constexpr" for n in ("K", "KP", "KIND", "TRACE", "BLOCK_B")})
+    for kind, name in enumerate(("barker", "sqrt", "min", "max")):
+        constants = {"K": 5, "KP": 8, "KIND": kind, "TRACE": True, "BLOCK_B": 1}
+        options = {**exact, "num_warps": 1}
+        yield f"balanced {name}", balanced.balanced_kernel, step, constants, options
+
+
+def compile_all(arch: int) -> dict[str, int]:
+    """Each kernel compiled to a cubin for ``sm_<arch>``; returns its PTX length by name."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target = GPUTarget("cuda", arch, 32)
+    sizes = {}
+    for name, kernel, signature, constants, options in variants():
+        source = ASTSource(kernel, signature, constexprs=constants)
+        compiled = triton.compile(source, target=target, options=options)
+        if "cubin" not in compiled.asm:
+            raise RuntimeError(f"{name}: no cubin for sm_{arch}.")
+        sizes[name] = len(compiled.asm["ptx"])
+    return sizes
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", type=int, default=90, help="compute capability (90: H100)")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+        parser.error("unset TRITON_INTERPRET: the interpreter does not compile kernels.")
+    for name, size in compile_all(args.arch).items():
+        print(f"{name:20s} sm_{args.arch} ok ({size:,} characters of PTX)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

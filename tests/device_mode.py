@@ -1,0 +1,31 @@
+"""Where the device tests run the device kernels: in Triton's CPU interpreter (the default, on
+any machine: ``make test``) or on a CUDA GPU (``LSB_DEVICE_TESTS=cuda``, the GPU command in
+BENCHMARKS.md). Import it before anything imports Triton: it turns the interpreter on."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from lsbcore.numerics import BELOW_ONE
+
+ON_GPU = os.environ.get("LSB_DEVICE_TESTS") == "cuda"
+if not ON_GPU:
+    os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels are defined
+DEVICE = "cuda" if ON_GPU else "cpu"
+
+
+def cpu_uniforms(sampler) -> None:
+    """Give a CUDA sampler the uniforms a CPU sampler with its seed draws (a CUDA generator
+    draws other numbers from one seed), so that its chains can be compared with the compiled
+    kernel's. Nothing to do on the CPU."""
+    if sampler.device.type == "cpu":
+        return
+    generator = torch.Generator().manual_seed(sampler.seed)
+
+    def draw(m: int, width: int) -> torch.Tensor:
+        u = torch.rand(m, sampler.n_chains, width, generator=generator, dtype=torch.float64)
+        return u.mul_(BELOW_ONE).to(sampler.device)
+
+    sampler._draw_uniforms = draw

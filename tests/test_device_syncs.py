@@ -1,0 +1,67 @@
+"""A chunk of device steps reads no tensor value on the host (issue 14: no host syncs inside a
+chunk). On CUDA each such read (``item``, ``bool``, ``float``, ``tolist``, ``cpu``, ``numpy``)
+waits for the GPU; the audit runs on the CPU and records the reads that library code makes."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+from device_mode import DEVICE, cpu_uniforms  # before Triton: the interpreter's switch
+from torch.overrides import TorchFunctionMode
+
+pytest.importorskip("triton")
+
+from lsbcore import IsingPosterior, make_sampler  # noqa: E402
+
+HOST_READS = {
+    torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__,
+    torch.Tensor.__int__, torch.Tensor.__index__, torch.Tensor.cpu, torch.Tensor.numpy,
+}  # fmt: skip
+
+
+class HostReads(TorchFunctionMode):
+    """Records ``(module, line, call)`` of every host read whose caller is ``lsbcore`` code
+    (the interpreter's own copies come from Triton's frames and are not the library's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in HOST_READS:
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_globals.get("__name__", "").startswith("torch"):
+                frame = frame.f_back
+            module = frame.f_globals.get("__name__", "") if frame is not None else ""
+            if module.startswith("lsbcore"):
+                self.reads.append((module, frame.f_lineno, func.__name__))
+        return func(*args, **(kwargs or {}))
+
+
+def target() -> IsingPosterior:
+    alpha = torch.randn(4, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    return IsingPosterior(alpha, 0.5, "periodic")
+
+
+def reads_of_a_chunk(name: str, backend: str, device: str = DEVICE) -> list:
+    sampler = make_sampler(name, target(), 3, seed=2, backend=backend, device=device)
+    cpu_uniforms(sampler)
+    sampler.track_statistics()
+    sampler.step(2)  # first calls build the tables and caches
+    with HostReads() as audit:
+        sampler.step(6)
+    return audit.reads
+
+
+@pytest.mark.parametrize("name", ["checkerboard", "barker", "sqrt", "min", "max"])
+def test_a_chunk_of_device_steps_reads_nothing_on_the_host(name):
+    assert reads_of_a_chunk(name, "device") == []
+
+
+def test_the_audit_sees_the_torch_steps_host_reads():
+    """The torch locally balanced step checks Z's range on the host every step: the audit must
+    see it, or it proves nothing."""
+    reads = reads_of_a_chunk("sqrt", "torch", device="cpu")
+    assert any(module == "lsbcore.samplers.locally_balanced" for module, _, _ in reads)
