@@ -30,7 +30,7 @@ import lsbcore
 from app import config as cfgmod
 from app import sources
 from app.config import Config
-from lsbcore import REGISTRY, figures
+from lsbcore import REGISTRY, bounded_json, figures
 
 FORMAT = "lsb-explorer/pin"
 VERSION = 1
@@ -39,7 +39,6 @@ NAME_CHARS = 60
 PROBLEM_CHARS = 200
 MAX_NUMBER = 1e12  # summary numbers (ESS, seconds, steps) of any run we can sample are far below
 MAX_G = 1e300  # g(t) of the learned functions may be large, but finite
-MAX_DIGITS = 20
 MAX_LAG = 500  # the Mixing view's paper-ESS window; a pin's ACF has at most MAX_LAG + 1 values
 # g(t) is kept on one grid for every pin, wide enough for every posterior the sidebar allows
 T_GRID = np.logspace(-8.0, 8.0, 129)
@@ -198,22 +197,6 @@ def capture(run, name: str, now: float | None = None) -> Pin:
 
 
 # ----------------------------------------------------------------------------- from JSON
-def _json_int(text: str) -> int:
-    # before Python converts it: a 5,000-digit integer costs time and ends in an error
-    if len(text.lstrip("-")) > MAX_DIGITS:
-        raise PinError(f"a number in the file has more than {MAX_DIGITS} digits.")
-    return int(text)
-
-
-def _json_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise PinError(f"the number {text[:20]} in the file is too large.")
-    return value
-
-
-def _json_constant(name: str):
-    raise PinError(f"{name} is not a number a pin may hold.")
 
 
 def _parse(raw) -> dict:
@@ -228,9 +211,7 @@ def _parse(raw) -> dict:
     except UnicodeDecodeError as err:
         raise PinError("this is not UTF-8 text, so not a pinned run.") from err
     try:
-        data = json.loads(
-            text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
-        )
+        data = bounded_json.loads(text, "a pin", PinError)
     except (json.JSONDecodeError, RecursionError) as err:
         raise PinError(f"this is not valid JSON ({err.__class__.__name__}).") from err
     if not isinstance(data, dict):

@@ -8,12 +8,12 @@ every field and refuses malformed or oversized input with a sentence saying what
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
 import torch
 
+from lsbcore import bounded_json
 from lsbcore.learning.balancing import (
     DENSE_LIMIT,
     Balancing,
@@ -30,7 +30,6 @@ MAX_HIDDEN = 256
 # |w| <= 1e4, 256 hidden units and |s| <= PROBE_RANGE (2e6) the network's output stays below
 # 256 * 1e4 * (1e4 * 2e6 + 1e4) + 1e4 ~ 5e16, far from float64's 1e308
 MAX_PARAMETER = 1e4
-MAX_DIGITS = 20  # an integer in the file has at most this many digits
 # log t = s where the functions are checked: every log-ratio a target may produce, since
 # targets keep |h_i| + sum_j |J_ij| <= MAX_LOCAL_FIELD and s_i = -2 x_i f_i
 PROBE_RANGE = 2 * MAX_LOCAL_FIELD
@@ -89,24 +88,6 @@ def _short(value, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _json_int(text: str) -> int:
-    # before Python converts it: a 5,000-digit integer would cost time and end in an error
-    if len(text.lstrip("-")) > MAX_DIGITS:
-        raise ValueError(f"a number in the file has more than {MAX_DIGITS} digits.")
-    return int(text)
-
-
-def _json_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:20]} in the file is too large for a float.")
-    return value
-
-
-def _json_constant(name: str):
-    raise ValueError(f"{name} is not a number a learned function may hold.")
-
-
 def _read(source) -> dict:
     if isinstance(source, dict):
         return source
@@ -144,9 +125,7 @@ def _read(source) -> dict:
     except UnicodeDecodeError as err:
         raise ValueError("this is not UTF-8 text, so not a learned-function JSON.") from err
     try:
-        data = json.loads(
-            text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
-        )
+        data = bounded_json.loads(text, "a learned function")
     except (json.JSONDecodeError, RecursionError) as err:
         raise ValueError(f"this is not valid JSON ({err.__class__.__name__}).") from err
     if not isinstance(data, dict):

@@ -1,0 +1,36 @@
+"""JSON from a user's file with its numbers bounded while they are parsed.
+
+Python's ``json`` turns a 5,000-digit integer into an ``int`` (slow, then an error further on),
+``1e400`` into ``inf`` and ``NaN``/``Infinity`` into floats; here each is refused with a
+sentence before any of that happens. Used by the learned-function and pinned-run files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+MAX_DIGITS = 20  # an integer in a file has at most this many digits
+
+
+def loads(text: str, holder: str, error: type[Exception] = ValueError):
+    """``json.loads(text)`` with bounded numbers; ``holder`` names what the file holds in the
+    refusal of ``NaN``/``Infinity`` ("a learned function"); refusals raise ``error``."""
+
+    def parse_int(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_DIGITS:  # before Python converts it
+            raise error(f"a number in the file has more than {MAX_DIGITS} digits.")
+        return int(digits)
+
+    def parse_float(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise error(f"the number {number[:20]} in the file is too large for a float.")
+        return value
+
+    def parse_constant(name: str):
+        raise error(f"{name} is not a number {holder} may hold.")
+
+    return json.loads(
+        text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
+    )
