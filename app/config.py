@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from app import view_links
+from app import link_values, view_links
 from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY, SAMPLERS
 from lsbcore.segmentation.starts import STARTS
@@ -250,25 +250,7 @@ def defaults_for(source: str = "paper", case: int = 3, sample: str = DEFAULT_SAM
 def _number(name: str, raw, warnings: list[str]):
     """``raw`` (str or number) as a finite number within BOUNDS[name], or None if unusable."""
     kind, low, high = BOUNDS[name]
-    label = LABELS.get(name, name)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        warnings.append(f"{label}: {quote(raw)} is not a number; using the default.")
-        return None
-    if math.isnan(value):
-        warnings.append(f"{label}: NaN is not allowed; using the default.")
-        return None
-    if value < low or value > high:
-        clamped = min(max(value, low), high)
-        shown = "∞" if math.isinf(value) else f"{value:g}"
-        warnings.append(f"{label}: {shown} is outside [{low:g}, {high:g}]; using {clamped:g}.")
-        value = clamped
-    if kind is int:
-        if value != int(value):
-            warnings.append(f"{label}: {value:g} is not a whole number; using {round(value)}.")
-        return int(round(value))
-    return float(value)
+    return link_values.number(raw, LABELS.get(name, name), low, high, kind is int, warnings)
 
 
 def _choice(name: str, raw, choices, warnings: list[str]):
@@ -281,13 +263,10 @@ def _choice(name: str, raw, choices, warnings: list[str]):
 
 
 def _boolean(name: str, raw, warnings: list[str]):
-    value = str(raw).strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    warnings.append(f"{LABELS.get(name, name)}: {quote(raw)} is not true/false; ignored.")
-    return None
+    value = link_values.truth(raw)
+    if value is None:
+        warnings.append(f"{LABELS.get(name, name)}: {quote(raw)} is not true/false; ignored.")
+    return value
 
 
 def parse_samplers(raw, warnings: list[str]) -> tuple[str, ...] | None:

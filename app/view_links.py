@@ -11,10 +11,10 @@ No Streamlit import: ``state`` is any mutable mapping (``st.session_state`` in t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
+from app import link_values
 from app.text import quote
 from lsbcore.samplers.registry import REGISTRY
 
@@ -47,36 +47,14 @@ class ViewParam:
             )
             return self.default
         if isinstance(self.default, bool):
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            warnings.append(f"{self.label}: {quote(raw)} is not true/false; using the default.")
-            return self.default
-        try:
-            value = float(raw)
-        except (TypeError, ValueError, OverflowError):
-            warnings.append(f"{self.label}: {quote(raw)} is not a number; using the default.")
-            return self.default
-        if math.isnan(value):
-            warnings.append(f"{self.label}: NaN is not allowed; using the default.")
-            return self.default
-        if not self.low <= value <= self.high:
-            clamped = min(max(value, self.low), self.high)
-            shown = "∞" if math.isinf(value) else f"{value:g}"
-            warnings.append(
-                f"{self.label}: {shown} is outside [{self.low:g}, {self.high:g}]; "
-                f"using {clamped:g}."
-            )
-            value = clamped
-        if isinstance(self.default, int):
-            if value != round(value):
-                warnings.append(
-                    f"{self.label}: {value:g} is not a whole number; using {round(value)}."
-                )
-            return int(round(value))
-        return float(value)
+            value = link_values.truth(raw)
+            if value is None:
+                warnings.append(f"{self.label}: {quote(raw)} is not true/false; using the default.")
+                return self.default
+            return value
+        whole = isinstance(self.default, int)
+        value = link_values.number(raw, self.label, self.low, self.high, whole, warnings)
+        return self.default if value is None else value
 
     def text(self, value) -> str:
         if isinstance(value, bool):

@@ -29,7 +29,6 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -40,11 +39,10 @@ from lsbcore.cases import paper_case
 from lsbcore.image import load_photo
 from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import REGISTRY
+from lsbcore.segmentation.benchmark import ASSETS, PHOTOS, photo_names
 from lsbcore.segmentation.data_term import fit_data_term
 from lsbcore.targets.ising import IsingPosterior
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
-PHOTOS = ("camera", "horse", "cell", "coffee")
 SAMPLERS = ("checkerboard", "sqrt", "gibbs")
 SIDE = 64
 STAGES, SWEEPS_PER_STAGE, BETA_0, BETA_MAX = 30, 10, 1.0, 100.0
@@ -155,10 +153,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    photos = [p for p in args.photos.split(",") if p]
-    unknown = [p for p in photos if not (ASSETS / f"{p}.png").is_file()]
-    if unknown:
-        parser.error(f"no such photo in assets/: {', '.join(unknown)}")
+    photos = photo_names(parser, args.photos)
     samplers = [s for s in args.samplers.split(",") if s]
     bad = [s for s in samplers if s not in REGISTRY or REGISTRY[s].needs_balancing]
     if bad:

@@ -63,6 +63,16 @@ def agreement_figures(photo: str, lam: float) -> dict:
     }
 
 
+def photo_names(parser: argparse.ArgumentParser, text: str) -> list[str]:
+    """The comma-separated photo names of ``--photos``; unknown ones end the command with
+    the parser's error."""
+    photos = [p for p in text.split(",") if p]
+    unknown = [p for p in photos if not (ASSETS / f"{p}.png").is_file()]
+    if unknown:
+        parser.error(f"no such photo in assets/: {', '.join(unknown)}")
+    return photos
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -71,10 +81,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    photos = [p for p in args.photos.split(",") if p]
-    unknown = [p for p in photos if not (ASSETS / f"{p}.png").is_file()]
-    if unknown:
-        parser.error(f"no such photo in assets/: {', '.join(unknown)}")
+    photos = photo_names(parser, args.photos)
     torch.set_num_threads(1)
     warmup.compile_kernels()
     segment(ASSETS / f"{photos[0]}.png", max_side=64, sweeps=20)  # warm caches
