@@ -247,6 +247,8 @@ class LocallyBalancedSampler(Sampler):
         u = self._draw_uniforms(m, self.learning_uniforms)
         if self._uses_compiled(True):
             taken = self._compiled_learning(m, u, trace)
+        elif self.backend == "device" and self._has_device_learning():
+            taken = self._device_learning(m, u, trace)
         else:
             taken = 0
             while taken < m and not self.learning_failed:
@@ -264,11 +266,11 @@ class LocallyBalancedSampler(Sampler):
         from lsbcore.backends import learning_kernels
 
         params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
-        params = params.cpu().numpy()
+        params = params.cpu()
         log_p = self._learning_log_p().clone()
         learner = Learner(
-            params,
-            self._kernel_optimizer_state(params.shape[0]),
+            params.numpy(),
+            self._optimizer_state(params.shape[0]).numpy(),
             0 if self.optimizer_name == "adam" else 1,
             self.lr,
             log_p.numpy(),
@@ -289,28 +291,77 @@ class LocallyBalancedSampler(Sampler):
             taken, status, cache = self._network_learning(
                 m, chains, tables, learner, u, out, cache, fresh
             )
-        torch.nn.utils.vector_to_parameters(
-            torch.from_numpy(params).to(self.device), self._learned_params()
+        self._after_learning(
+            taken, status, params, out.losses, out.weights, torch.from_numpy(out.last), log_p
         )
-        self._last_good = torch.from_numpy(params.copy())
+        # the caches stay valid while nothing else changes s (a resync or another step)
+        self._learning_state = (self._epoch, self.n_steps, cache)
+        return taken
+
+    def _has_device_learning(self) -> bool:
+        return isinstance(self.balancing, MixtureBalancing)
+
+    def _device_learning(self, m: int, u: torch.Tensor, trace) -> int:
+        """Up to ``m`` learning steps as one device kernel launch (``backends.device``) from
+        uniforms ``u [m, B, 4]``. The host reads one small tensor at the end: the steps taken,
+        whether learning stopped, the losses and weights for the history."""
+        from lsbcore.backends.device import mixture
+
+        device = self.device
+        params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
+        log_p = self._learning_log_p().clone().contiguous()
+        field = self._authors_field()
+        learner = {
+            "params": params.contiguous(),
+            "opt_state": self._optimizer_state(params.shape[0]),
+            "opt_kind": 0 if self.optimizer_name == "adam" else 1,
+            "lr": self.lr,
+            "log_p": log_p,
+            "field": (field if field is not None else torch.zeros(0, self.n_sites,
+                      dtype=torch.float64, device=device)).contiguous(),
+        }  # fmt: skip
+        zeros = dict(dtype=torch.float64, device=device)
+        out = {"losses": torch.zeros(m, **zeros), "weights": torch.zeros(m, 5, **zeros),
+               "last": torch.zeros(self.n_chains, 4, **zeros)}  # fmt: skip
+        steps = torch.zeros(m, self.n_chains, 5, **zeros) if trace is not None else None
+        cache, fresh = self._learning_cache()
+        if fresh:
+            b, d = self.n_chains, self.n_sites
+            cache = {"comps": torch.empty(b, 4, d, **zeros), "shift": torch.empty(b, 4, **zeros),
+                     "sums": torch.empty(b, 4, **zeros)}  # fmt: skip
+        halt = mixture.mixture_learning_steps(
+            m, self._device_chains(), self._device_tables(), learner, u.contiguous(), out, cache,
+            fresh, steps,
+        )  # fmt: skip
+        # the chunk's one host read: steps taken and status, then the history's values
+        summary = torch.cat([halt.to(torch.float64), out["losses"], out["weights"].view(-1)])
+        summary = summary.cpu()
+        taken, status = int(summary[0]), int(summary[1])
+        if trace is not None:
+            trace[:taken].copy_(steps[:taken])
+        losses, weights = summary[2 : 2 + m].numpy(), summary[2 + m :].view(m, 5).numpy()
+        self._after_learning(taken, status, params, losses, weights, out["last"], log_p)
+        self._learning_state = (self._epoch, self.n_steps, cache)
+        return taken
+
+    def _after_learning(self, taken, status, params, losses, weights, last, log_p) -> None:
+        """What every backend's learning chunk ends with: the parameters back into the
+        function, the history, a stop after a divergence, the last step and the counts."""
+        torch.nn.utils.vector_to_parameters(params.to(self.device), self._learned_params())
+        self._last_good = params.clone()
         for t in range(taken):
             step = self.n_steps + t
             if self.history.wants(step):
-                weights = out.weights[t]
-                mixture = weights[:4] if isinstance(self.balancing, MixtureBalancing) else None
-                self.history.record(step, float(out.losses[t]), float(weights[4]), mixture)
+                mixture = weights[t, :4] if isinstance(self.balancing, MixtureBalancing) else None
+                self.history.record(step, float(losses[t]), float(weights[t, 4]), mixture)
         if status:
             self._stop_learning()
         if taken:
-            last = torch.from_numpy(out.last)
             self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
             self._cache_stale = True
             self.n_target_evals += taken * self.neighbourhood_size  # the uniform flips x~
             self._count_step(taken)
             self._log_p_learning, self._log_p_step = log_p, self.n_steps
-        # the caches stay valid while nothing else changes s (a resync or another step)
-        self._learning_state = (self._epoch, self.n_steps, cache)
-        return taken
 
     def _kernel_authors_field(self) -> np.ndarray:
         field = self._authors_field()
@@ -355,11 +406,13 @@ class LocallyBalancedSampler(Sampler):
                 return t + 1, status, cache
         return m, 0, cache
 
-    def _kernel_optimizer_state(self, n_params: int) -> np.ndarray:
-        """The compiled optimiser's state (see ``learning_kernels.optimizer_step``)."""
+    def _optimizer_state(self, n_params: int) -> torch.Tensor:
+        """The compiled and device optimisers' state ``[2, P + 1]`` on this sampler's device
+        (see ``learning_kernels.optimizer_step``)."""
         state = getattr(self, "_kernel_state", None)
-        if state is None or state.shape != (2, n_params + 1):
-            state = self._kernel_state = np.zeros((2, n_params + 1))
+        if state is None or tuple(state.shape) != (2, n_params + 1):
+            state = torch.zeros(2, n_params + 1, dtype=torch.float64, device=self.device)
+            self._kernel_state = state
         return state
 
     def _kernel_function(self) -> Function | None:

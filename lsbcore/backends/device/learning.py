@@ -1,0 +1,246 @@
+"""What LSB 1's and LSB 2's device learning kernels share (Algorithm 1, spec 5, on the GPU).
+
+Learning couples the chains: the loss is a mean over them and every step changes the shared
+parameters. So a learning kernel is one program that runs a whole chunk of steps, with the
+chains on its lanes (``rows``, ``BLOCK_B`` of them) and the lattice in tiles of ``TILE`` sites:
+per step it forms the lattice-wide terms, draws, evaluates the objective, reduces over the
+chains, takes the optimiser step and checks finiteness, then accepts with theta0, all without a
+launch or a host read in between. The host reads one small tensor at the end of the chunk:
+how many steps were taken and whether learning stopped.
+
+The pieces follow ``learning_kernels`` (the compiled CPU steps) rule for rule: the same
+uniforms, the same draws, the same objective and optimiser. Sums over chains and sites are
+formed in another order (lanes and tiles), so values agree with the CPU within rounding, and
+the chains agree step by step (``tests/test_device_learning.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from lsbcore.backends.device.balanced import _log1p
+from lsbcore.numerics import (
+    ADAM_BETA1,
+    ADAM_BETA2,
+    ADAM_EPS,
+    LOG_RANGE,
+    MAX_LOG_G,
+    SGD_MOMENTUM,
+)
+
+_MAX_LOG_G = tl.constexpr(MAX_LOG_G)
+_LOG_RANGE = tl.constexpr(LOG_RANGE)
+_BETA1 = tl.constexpr(ADAM_BETA1)
+_BETA2 = tl.constexpr(ADAM_BETA2)
+# the logs in Python's double: tl.log of a constant would run in float32
+_LOG_BETA1 = tl.constexpr(math.log(ADAM_BETA1))
+_LOG_BETA2 = tl.constexpr(math.log(ADAM_BETA2))
+_EPS = tl.constexpr(ADAM_EPS)
+_MOMENTUM = tl.constexpr(SGD_MOMENTUM)
+
+TILE = 64  # sites per tile of a lattice-wide pass: BLOCK_B x TILE doubles in registers
+
+
+@triton.jit
+def log_sigmoid(s):
+    e = tl.exp(-tl.abs(s))
+    return tl.where(s >= 0.0, -_log1p(e), s - _log1p(e))
+
+
+@triton.jit
+def softplus(v):
+    return tl.where(v > 20.0, v, _log1p(tl.exp(tl.minimum(v, 20.0))))
+
+
+@triton.jit
+def expm1(v):
+    """``e^v - 1`` to a few ulps from ``exp`` and ``log`` alone (Kahan's trick)."""
+    e = tl.exp(v)
+    d = e - 1.0
+    small = e == 1.0
+    ratio = d * (v / tl.log(tl.where(small | (d == -1.0), 2.0, e)))
+    return tl.where(small, v, tl.where((d == -1.0) | (e == float("inf")), d, ratio))
+
+
+@triton.jit
+def slot(values, kk, k):
+    """Column ``k`` of ``values [BLOCK_B, KP]`` (the other terms are zeros)."""
+    return tl.sum(tl.where(kk[None, :] == k, values, tl.zeros_like(values)), 1)
+
+
+@triton.jit
+def finite(v):
+    return (v - v) == 0.0  # False for NaN and +-inf
+
+
+@triton.jit
+def draw(values, base, n, target, ok, TILE: tl.constexpr):
+    """Per lane the first ``c < n`` whose running sum of ``values[base + c]`` exceeds
+    ``target`` (else ``n - 1``): the inverse CDF of ``learning_kernels._draw``, in tiles."""
+    acc = tl.zeros(target.shape, tl.float64)
+    chosen = tl.zeros(target.shape, tl.int64) + (n - 1)
+    found = tl.zeros(target.shape, tl.int32)
+    for start in range(0, n, TILE):
+        cols = start + tl.arange(0, TILE)
+        inside = ok[:, None] & (cols < n)[None, :]
+        v = tl.load(values + base[:, None] + cols[None, :], mask=inside, other=0.0)
+        running = tl.cumsum(v, 1) + acc[:, None]
+        first = tl.min(tl.where(inside & (running > target[:, None]), cols[None, :], n), 1)
+        hit = (found == 0) & (first < n)
+        chosen = tl.where(hit, first.to(tl.int64), chosen)
+        found = tl.where(hit, 1, found)
+        acc += tl.sum(v, 1)
+    return chosen
+
+
+@triton.jit
+def row_sum(values, base, n, ok, TILE: tl.constexpr):
+    """Per lane ``sum_c values[base + c]`` over ``c < n``."""
+    total = tl.zeros(base.shape, tl.float64)
+    for start in range(0, n, TILE):
+        cols = start + tl.arange(0, TILE)
+        inside = ok[:, None] & (cols < n)[None, :]
+        total += tl.sum(tl.load(values + base[:, None] + cols[None, :], mask=inside, other=0.0), 1)
+    return total
+
+
+@triton.jit
+def flip(site, x, s, x_row, neighbours, sign, coupling, unique, kk, K, slots_ok):
+    """Per lane the neighbourhood of ``site`` and its values before and after the flip (spec 1,
+    ``x_i`` before the flip): ``(j, unique, s_old, s_new, x_new, x_site)``, ``[BLOCK_B, KP]``."""
+    ok = tl.max(slots_ok.to(tl.int32), 1) > 0
+    at = site[:, None] * K + kk[None, :]
+    j = tl.load(neighbours + at, mask=slots_ok, other=0)
+    sg = tl.load(sign + at, mask=slots_ok, other=1.0)
+    cp = tl.load(coupling + at, mask=slots_ok, other=0.0)
+    un = tl.load(unique + at, mask=slots_ok, other=0.0)
+    x_site = tl.load(x + x_row + site, mask=ok, other=1.0)
+    x_j = tl.load(x + x_row[:, None] + j, mask=slots_ok, other=1.0)
+    s_j = tl.load(s + x_row[:, None] + j, mask=slots_ok, other=0.0)
+    return j, un, s_j, s_j * sg + cp * x_j * x_site[:, None], x_j * sg, x_site
+
+
+@triton.jit
+def objective_log_ratio(s_i, x_site, field, field_rows, rows, site, n_sites, ok):
+    """``log p~(x') - log p~(x)`` as the objective sees it (``_objective_log_ratio``): ``s_i``,
+    or the authors' form when their field is given (one row, or one per chain)."""
+    given = (rows * 0 + field_rows) > 0  # per lane: a runtime scalar is no mask
+    row = tl.where(given & (field_rows > 1), rows, 0)
+    h = tl.load(field + row * n_sites + site, mask=ok & given, other=0.0)
+    authors = x_site * s_i + 2.0 * h * (1.0 - x_site)
+    return tl.where(given, authors, s_i)
+
+
+@triton.jit
+def loss_and_grads(
+    log_z, lg0, lg1, lg2, lg3, mask_i, mask_j, log_p, s_objective, log_q0, eta_raw, ok, kk,
+    n_chains,
+):  # fmt: skip
+    """``objective.lsb_loss_and_grads`` with the chains on lanes: ``log_z [BLOCK_B]``, the
+    neighbourhoods' ``log g`` (x' before and after, x~ before and after) and the slots that
+    count, ``[BLOCK_B, KP]``. Returns ``(loss, grad_log_z, g0, g1, g2, g3, grad_eta_raw, dz)``,
+    with ``dz = Z(x')/Z(x) - 1`` per chain; lanes past ``n_chains`` contribute nothing."""
+    n = n_chains * 1.0
+    shifted00 = lg0 - log_z[:, None]
+    shifted01 = lg1 - log_z[:, None]
+    shifted10 = lg2 - log_z[:, None]
+    shifted11 = lg3 - log_z[:, None]
+    scaled00 = tl.exp(tl.minimum(shifted00, _MAX_LOG_G))
+    scaled01 = tl.exp(tl.minimum(shifted01, _MAX_LOG_G))
+    scaled10 = tl.exp(tl.minimum(shifted10, _MAX_LOG_G))
+    scaled11 = tl.exp(tl.minimum(shifted11, _MAX_LOG_G))
+    dz_i = tl.sum((scaled01 - scaled00) * mask_i, 1)
+    dz_j = tl.sum((scaled11 - scaled10) * mask_j, 1)
+    denominator_i = 1.0 + tl.maximum(dz_i, 0.0)
+    denominator_j = 1.0 + tl.maximum(dz_j, 0.0)
+    log_t_i = (slot(lg0, kk, 0) - log_z) - tl.log(denominator_i)
+    log_t_j = (slot(lg2, kk, 0) - log_z) - tl.log(denominator_j)
+    top = tl.max(tl.where(ok, log_p, float("-inf")), 0)
+    p_hat = tl.exp(log_p - top)
+    w = tl.exp((log_p - top) - log_q0)
+    eta = softplus(eta_raw)
+    log_eta_1 = tl.log(eta) + 1.0
+    eta_slope = tl.where(eta_raw > 20.0, 1.0, 1.0 / (1.0 + tl.exp(-eta_raw)))
+    t = tl.exp(log_t_i)
+    m = -expm1(log_t_j)
+    log_ratio = log_t_i - (log_p + s_objective)
+    zero = tl.zeros_like(log_z)
+    loss = tl.sum(tl.where(ok, w * t * log_ratio + m * (eta * m - p_hat * log_eta_1), zero), 0)
+    grad_t_i = tl.where(ok, w * t * (log_ratio + 1.0) / n, zero)
+    grad_t_j = tl.where(ok, -(2.0 * eta * m - p_hat * log_eta_1) * (1.0 - m) / n, zero)
+    grad_dz_i = -grad_t_i / denominator_i
+    grad_dz_j = -grad_t_j / denominator_j
+    grad_log_z = grad_dz_i + grad_dz_j
+    common_i = (tl.where(dz_i > 0.0, grad_dz_i, zero))[:, None] * mask_i
+    common_j = (tl.where(dz_j > 0.0, grad_dz_j, zero))[:, None] * mask_j
+    at_site = kk[None, :] == 0
+    below00 = (shifted00 <= _MAX_LOG_G).to(tl.float64)
+    g0 = -(scaled00 * below00 * common_i) + tl.where(at_site, grad_t_i[:, None], 0.0)
+    g1 = scaled01 * (shifted01 <= _MAX_LOG_G).to(tl.float64) * common_i
+    below10 = (shifted10 <= _MAX_LOG_G).to(tl.float64)
+    g2 = -(scaled10 * below10 * common_j) + tl.where(at_site, grad_t_j[:, None], 0.0)
+    g3 = scaled11 * (shifted11 <= _MAX_LOG_G).to(tl.float64) * common_j
+    grad_eta = tl.sum(tl.where(ok, m * (m - p_hat / eta), zero), 0) / n * eta_slope
+    return loss / n, grad_log_z, g0, g1, g2, g3, grad_eta, dz_i
+
+
+@triton.jit
+def optimizer_step(params, grads, inside, state, n_params, lr, OPT: tl.constexpr):
+    """One ``torch.optim`` step of the parameter vector (``learning_kernels.optimizer_step``);
+    ``state [2, P + 1]`` is read and written here. ``OPT`` 0: Adam, 1: SGD with momentum."""
+    idx = tl.arange(0, params.shape[0])
+    if OPT == 0:
+        step = tl.load(state + n_params) + 1.0
+        tl.store(state + n_params, step)
+        correction1 = 1.0 - tl.exp(step * _LOG_BETA1)
+        correction2_sqrt = tl.sqrt(1.0 - tl.exp(step * _LOG_BETA2))
+        first = tl.load(state + idx, mask=inside, other=0.0)
+        second = tl.load(state + n_params + 1 + idx, mask=inside, other=0.0)
+        first += (grads - first) * (1.0 - _BETA1)
+        second = second * _BETA2 + (1.0 - _BETA2) * grads * grads
+        tl.store(state + idx, first, mask=inside)
+        tl.store(state + n_params + 1 + idx, second, mask=inside)
+        denominator = tl.sqrt(second) / correction2_sqrt + _EPS
+        new = params - lr / correction1 * first / denominator
+    else:
+        started = tl.load(state + 2 * n_params + 1) > 0.0
+        buffer = tl.load(state + idx, mask=inside, other=0.0)
+        buffer = tl.where(started, _MOMENTUM * buffer + grads, grads)
+        tl.store(state + idx, buffer, mask=inside)
+        tl.store(state + 2 * n_params + 1, 1.0)
+        new = params - lr * buffer
+    return new
+
+
+@triton.jit
+def commit(accept, site, j, s_new, x_new, x_site, x, s, x_row, truth, slots_ok):
+    """Write the accepted flips (``kernels.write_flip``): the neighbourhood's ``x`` and ``s``.
+    Returns the changes of the statistics (log p~, magnetisation, overlap) per lane."""
+    write = slots_ok & accept[:, None]
+    tl.store(x + x_row[:, None] + j, x_new, mask=write)
+    tl.store(s + x_row[:, None] + j, s_new, mask=write)
+    t_site = tl.load(truth + site, mask=accept, other=0.0)
+    zero = tl.zeros_like(x_site)
+    kk = tl.arange(0, s_new.shape[1])
+    d_log_p = tl.where(accept, -slot(s_new, kk, 0), zero)
+    return (
+        d_log_p,
+        tl.where(accept, -2.0 * x_site, zero),
+        tl.where(accept, -2.0 * x_site * t_site, zero),
+    )
+
+
+def halt_flag(m: int, device) -> torch.Tensor:
+    """``[steps taken, status]`` of a chunk, on the device: ``m`` and 0 unless a step stopped
+    learning (status 1: it diverged, its move made; 2: log Z was not finite, nothing done)."""
+    return torch.tensor([m, 0], dtype=torch.int64, device=device)
+
+
+def check_contiguous(**tensors) -> None:
+    for name, value in tensors.items():
+        if not value.is_contiguous():
+            raise ValueError(f"the device kernel needs a contiguous {name}.")

@@ -1,0 +1,160 @@
+"""Learning steps on the device (``backends.device.mixture`` and ``network``), in Triton's CPU
+interpreter (or on CUDA, ``device_mode``): fed the compiled CPU kernels' uniforms they choose
+the same sites, make the same decisions and leave the same chains, step by step, with the same
+parameters, optimiser state, losses and weights within rounding; restarts, the authors'
+objective, both optimisers, forced rebuilds and a divergence included."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from device_mode import DEVICE, cpu_uniforms  # before Triton: the interpreter's switch
+
+pytest.importorskip("triton")
+
+from lsbcore import IsingPosterior, PairwiseMRF, make_sampler  # noqa: E402
+
+LEARNED = ["lsb1", "lsb2"]
+
+
+def lattice(shape, boundary: str, scale: float = 1.0, seed: int = 0) -> IsingPosterior:
+    generator = torch.Generator().manual_seed(seed)
+    alpha = torch.randn(*shape, generator=generator, dtype=torch.float64) * scale
+    return IsingPosterior(alpha, 0.5, boundary)
+
+
+def network(n: int = 10, seed: int = 4) -> PairwiseMRF:
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.randn(n, n, generator=generator, dtype=torch.float64) * 0.5
+    upper = torch.triu(weights * (torch.rand(n, n, generator=generator) < 0.4), 1)
+    return PairwiseMRF(torch.randn(n, generator=generator, dtype=torch.float64), upper + upper.T)
+
+
+def pair(name, target, n_chains=3, **options):
+    """The same learner on the compiled kernels (CPU) and on the device kernels."""
+    options.setdefault("restart_prob", 0.0)
+    compiled = make_sampler(name, target, n_chains, seed=7, backend="compiled", **options)
+    device = make_sampler(
+        name, target, n_chains, seed=7, backend="device", device=DEVICE, **options
+    )
+    cpu_uniforms(device)
+    for sampler in (compiled, device):
+        sampler.track_statistics(torch.ones(target.shape))
+    return compiled, device
+
+
+def close(a, b, rtol=1e-10):
+    torch.testing.assert_close(a.detach().cpu(), b.detach().cpu(), rtol=rtol, atol=rtol)
+
+
+def assert_same_learners(compiled, device) -> None:
+    """States, sites and decisions exactly; parameters, optimiser state, the objective's
+    log p~ and the history within rounding (other exp/log, other summation order)."""
+    assert torch.equal(compiled._x, device._x.cpu())
+    close(device._s, compiled._s, 1e-12)
+    assert compiled.n_steps == device.n_steps
+    assert compiled.n_accepted == device.n_accepted
+    assert compiled.learning_failed == device.learning_failed
+    ours = {k: v.cpu() for k, v in device.last_proposal.items()}
+    theirs = compiled.last_proposal
+    assert torch.equal(ours["site"], theirs["site"])
+    assert torch.equal(ours["accepted"], theirs["accepted"])
+    for a, b in zip(compiled._learned_params(), device._learned_params(), strict=True):
+        close(b, a)
+    close(device._kernel_state, compiled._kernel_state)
+    close(device._log_p_learning, compiled._log_p_learning)
+    close(device.statistics, compiled.statistics, 1e-12)
+    ours, theirs = device.history.arrays(), compiled.history.arrays()
+    assert ours["step"].tolist() == theirs["step"].tolist()
+    for field in ("loss", "eta", "weights"):
+        close(torch.from_numpy(ours[field]), torch.from_numpy(theirs[field]))
+
+
+TARGETS = {
+    "3x3-free": lambda: lattice((3, 3), "free"),
+    "4x5-periodic": lambda: lattice((4, 5), "periodic"),
+    "network": network,
+}
+
+
+@pytest.mark.parametrize("target_name", TARGETS)
+@pytest.mark.parametrize("name", LEARNED)
+def test_device_learning_is_the_compiled_learning_step_by_step(name, target_name):
+    compiled, device = pair(name, TARGETS[target_name](), resync_every=23)
+    for m in (1, 2, 9, 1, 14):  # chunks of several steps, across a resync
+        traces = [torch.zeros(m, 3, 5, dtype=torch.float64) for _ in range(2)]
+        compiled.step(m, learn=True, trace=traces[0])
+        device.step(m, learn=True, trace=traces[1])
+        assert torch.equal(traces[0][:, :, 3:], traces[1][:, :, 3:])  # decisions, sites
+        close(traces[1], traces[0], 1e-12)
+        assert_same_learners(compiled, device)
+    device.step(5)  # frozen steps after learning: the caches hold
+    assert device.invariant_error() < 1e-12
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_sgd_the_authors_objective_and_restarts_are_the_compiled_ones(name):
+    """SGD with momentum, the authors' log p~ and restarts (drawn on the host between chunks
+    from the same generator) follow the compiled steps as well."""
+    target = lattice((4, 4), "periodic", seed=3)
+    compiled, device = pair(
+        name, target, n_chains=5, optimizer="sgd", lr=0.05, objective="authors",
+        restart_prob=0.05,
+    )  # fmt: skip
+    for m in (7, 13, 20):
+        compiled.step(m, learn=True)
+        device.step(m, learn=True)
+        assert_same_learners(compiled, device)
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_rebuilds_when_a_scale_goes_stale_are_the_compiled_ones(name):
+    """A strong field puts log-ratios near +-300: the cached components (LSB 1) or the site
+    scale (LSB 2) leave their range and are rebuilt, at the same steps as on the CPU. SGD: the
+    gradient is about 1e-118 here, and Adam's step ``g / (|g| + eps)`` would turn its rounding
+    (the compiled kernel's sums are reassociated) into moves of 1e-9."""
+    target = lattice((4, 5), "free", scale=150.0, seed=1)
+    compiled, device = pair(name, target, n_chains=4, resync_every=10**6, optimizer="sgd")
+    for _ in range(6):
+        compiled.step(2, learn=True)
+        device.step(2, learn=True)
+        assert_same_learners(compiled, device)
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_a_divergence_stops_learning_at_the_same_step(name):
+    """A NaN log p~ makes the loss NaN: the device chunk stops after that step, restores the
+    parameters, and the sampler goes on frozen, as the compiled one does."""
+    compiled, device = pair(name, lattice((3, 3), "free"), n_chains=4)
+    for sampler in (compiled, device):
+        sampler.step(3, learn=True)
+        sampler._log_p_learning = torch.full(
+            (4,), float("nan"), dtype=torch.float64, device=sampler.device
+        )
+        sampler._log_p_step = sampler.n_steps
+        with pytest.warns(RuntimeWarning, match="stops learning"):
+            sampler.step(6, learn=True)
+    assert device.learning_failed and device.n_steps == 9
+    d = device.n_sites  # the frozen steps after it may differ in padding columns only
+    assert torch.equal(compiled._x[:, :d], device._x[:, :d].cpu())
+    for a, b in zip(compiled._learned_params(), device._learned_params(), strict=True):
+        close(b, a)
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_the_comparison_sees_a_changed_proposal_uniform(name, monkeypatch):
+    """The step-by-step check is not vacuous: other site uniforms (the proposal's and x~'s) in
+    the first step give another loss than the CPU's."""
+    compiled, device = pair(name, lattice((4, 5), "periodic"), n_chains=3)
+    draw = device._draw_uniforms
+
+    def perturbed(m, width):
+        u = draw(m, width)
+        u[0, :, 1::2] = (u[0, :, 1::2] + 0.5) % 1.0
+        return u
+
+    monkeypatch.setattr(device, "_draw_uniforms", perturbed)
+    compiled.step(1, learn=True)
+    device.step(1, learn=True)
+    with pytest.raises(AssertionError):
+        assert_same_learners(compiled, device)
