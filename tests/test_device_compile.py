@@ -23,3 +23,4 @@ def test_every_device_kernel_compiles_for_sm_90():
     assert done.returncode == 0, done.stderr[-3000:]
     compiled = [line.split()[0] for line in done.stdout.splitlines() if " ok " in line]
     assert compiled.count("balanced") == 4 and compiled.count("checkerboard") == 1
+    assert compiled.count("learning") == 4  # LSB 1 and 2, Adam and SGD

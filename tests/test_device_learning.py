@@ -115,10 +115,14 @@ def test_rebuilds_when_a_scale_goes_stale_are_the_compiled_ones(name):
     (the compiled kernel's sums are reassociated) into moves of 1e-9."""
     target = lattice((4, 5), "free", scale=150.0, seed=1)
     compiled, device = pair(name, target, n_chains=4, resync_every=10**6, optimizer="sgd")
+    scales = []
     for _ in range(6):
         compiled.step(2, learn=True)
         device.step(2, learn=True)
         assert_same_learners(compiled, device)
+        cache = device._learning_state[2]
+        scales.append(cache["shift" if name == "lsb1" else "top"].clone())
+    assert any(not torch.equal(a, b) for a, b in zip(scales, scales[1:], strict=False))
 
 
 @pytest.mark.parametrize("name", LEARNED)

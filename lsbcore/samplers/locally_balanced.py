@@ -299,13 +299,13 @@ class LocallyBalancedSampler(Sampler):
         return taken
 
     def _has_device_learning(self) -> bool:
-        return isinstance(self.balancing, MixtureBalancing)
+        return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
 
     def _device_learning(self, m: int, u: torch.Tensor, trace) -> int:
         """Up to ``m`` learning steps as one device kernel launch (``backends.device``) from
         uniforms ``u [m, B, 4]``. The host reads one small tensor at the end: the steps taken,
         whether learning stopped, the losses and weights for the history."""
-        from lsbcore.backends.device import mixture
+        from lsbcore.backends.device import mixture, network
 
         device = self.device
         params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
@@ -325,14 +325,29 @@ class LocallyBalancedSampler(Sampler):
                "last": torch.zeros(self.n_chains, 4, **zeros)}  # fmt: skip
         steps = torch.zeros(m, self.n_chains, 5, **zeros) if trace is not None else None
         cache, fresh = self._learning_cache()
-        if fresh:
-            b, d = self.n_chains, self.n_sites
-            cache = {"comps": torch.empty(b, 4, d, **zeros), "shift": torch.empty(b, 4, **zeros),
-                     "sums": torch.empty(b, 4, **zeros)}  # fmt: skip
-        halt = mixture.mixture_learning_steps(
-            m, self._device_chains(), self._device_tables(), learner, u.contiguous(), out, cache,
-            fresh, steps,
-        )  # fmt: skip
+        b, d = self.n_chains, self.n_sites
+        chains, tables, u = self._device_chains(), self._device_tables(), u.contiguous()
+        if isinstance(self.balancing, MixtureBalancing):
+            if fresh:
+                cache = {
+                    "comps": torch.empty(b, 4, d, **zeros),
+                    "shift": torch.empty(b, 4, **zeros),
+                    "sums": torch.empty(b, 4, **zeros),
+                }
+            halt = mixture.mixture_learning_steps(
+                m, chains, tables, learner, u, out, cache, fresh, steps
+            )
+        else:
+            if fresh:
+                cache = {
+                    "u": torch.empty(b, d, **zeros),
+                    "scale": torch.empty(b, d, **zeros),
+                    "small": torch.empty(b, d, **zeros),
+                    "top": torch.empty(b, **zeros),
+                }
+            halt = network.network_learning_steps(
+                m, chains, tables, learner, u, out, cache, fresh, steps, self.balancing.hidden
+            )  # fmt: skip
         # the chunk's one host read: steps taken and status, then the history's values
         summary = torch.cat([halt.to(torch.float64), out["losses"], out["weights"].view(-1)])
         summary = summary.cpu()

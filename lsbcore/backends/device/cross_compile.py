@@ -41,6 +41,38 @@ def variants():
         constants = {"K": 5, "KP": 8, "KIND": kind, "TRACE": True, "BLOCK_B": 1}
         options = {**exact, "num_warps": 1}
         yield f"balanced {name}", balanced.balanced_kernel, step, constants, options
+    yield from learning_variants(exact)
+
+
+def learning_variants(exact: dict):
+    """LSB 1's and LSB 2's learning kernels, for both optimisers (30 chains, as the paper)."""
+    from lsbcore.backends.device import learning, mixture, network
+
+    common = {
+        name: DOUBLE for name in ("x", "s", "stats", "truth", "trace", "sign", "coupling", "unique")
+    }
+    common.update({n: DOUBLE for n in ("params", "opt_state", "log_p_learn", "field", "u")})
+    common.update({n: DOUBLE for n in ("losses", "weights", "last")})
+    common.update(n_accepted="*i64", neighbours="*i64", halt="*i64", lr="fp64")
+    common.update({n: "i32" for n in ("field_rows", "m", "n_chains", "n_sites", "width")})
+    common.update(fresh="i32", low="fp64", high="fp64")
+    constants = {"K": 5, "KP": 8, "TRACE": True, "BLOCK_B": 32, "TILE": learning.TILE}
+    for opt, opt_name in enumerate(("adam", "sgd")):
+        signature = {**common, **{n: DOUBLE for n in ("comps", "shift", "sums")}}
+        signature.update({n: "constexpr" for n in ("K", "KP", "OPT", "TRACE", "BLOCK_B", "TILE")})
+        yield (
+            f"learning lsb1 {opt_name}", mixture.mixture_kernel, signature,
+            {**constants, "OPT": opt}, {**exact, "num_warps": learning.WARPS},
+        )  # fmt: skip
+        signature = {**common, **{n: DOUBLE for n in ("u_cache", "scale", "small", "top_cache")}}
+        signature.update(g_buf=DOUBLE, unit_buf=DOUBLE, hidden="i32")
+        signature.update(
+            {n: "constexpr" for n in ("K", "KP", "HP", "PP", "OPT", "TRACE", "BLOCK_B", "TILE")}
+        )
+        yield (
+            f"learning lsb2 {opt_name}", network.network_kernel, signature,
+            {**constants, "HP": 16, "PP": 32, "OPT": opt}, {**exact, "num_warps": learning.WARPS},
+        )  # fmt: skip
 
 
 def compile_all(arch: int) -> dict[str, int]:

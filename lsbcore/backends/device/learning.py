@@ -42,7 +42,8 @@ _LOG_BETA2 = tl.constexpr(math.log(ADAM_BETA2))
 _EPS = tl.constexpr(ADAM_EPS)
 _MOMENTUM = tl.constexpr(SGD_MOMENTUM)
 
-TILE = 64  # sites per tile of a lattice-wide pass: BLOCK_B x TILE doubles in registers
+TILE = 32  # sites per tile of a lattice-wide pass: BLOCK_B x TILE doubles in registers
+WARPS = 8  # one program holds the whole step: the SM's register file, no spills
 
 
 @triton.jit

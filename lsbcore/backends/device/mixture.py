@@ -20,6 +20,7 @@ from lsbcore.backends.device import next_power_of_2
 from lsbcore.backends.device.learning import (
     _LOG_RANGE,
     TILE,
+    WARPS,
     check_contiguous,
     commit,
     draw,
@@ -65,6 +66,18 @@ def _mixture_log_g(v, lw0, lw1, lw2, lw3):
     e3 = tl.exp(a3 - top)
     total = e0 + e1 + e2 + e3
     return top + tl.log(total), e0 / total, e1 / total, e2 / total, e3 / total
+
+
+@triton.jit
+def _through(grad, v, lw0, lw1, lw2, lw3, gw0, gw1, gw2, gw3):
+    """Add ``grad [BLOCK_B, KP]`` (d loss / d log g at values ``v``) times the components'
+    responsibilities to the gradient in ``log w``."""
+    _, r0, r1, r2, r3 = _mixture_log_g(v, lw0, lw1, lw2, lw3)
+    gw0 += tl.sum(tl.sum(grad * r0, 1), 0)
+    gw1 += tl.sum(tl.sum(grad * r1, 1), 0)
+    gw2 += tl.sum(tl.sum(grad * r2, 1), 0)
+    gw3 += tl.sum(tl.sum(grad * r3, 1), 0)
+    return gw0, gw1, gw2, gw3
 
 
 @triton.jit
@@ -176,10 +189,10 @@ def mixture_kernel(
             _, mask_j, s_old_j, s_new_j, _, _ = flip(
                 j, x, s, x_row, neighbours, sign, coupling, unique, kk, K, slots_ok
             )
-            lg0, r00, r01, r02, r03 = _mixture_log_g(s_old_i, lw0, lw1, lw2, lw3)
-            lg1, r10, r11, r12, r13 = _mixture_log_g(s_new_i, lw0, lw1, lw2, lw3)
-            lg2, r20, r21, r22, r23 = _mixture_log_g(s_old_j, lw0, lw1, lw2, lw3)
-            lg3, r30, r31, r32, r33 = _mixture_log_g(s_new_j, lw0, lw1, lw2, lw3)
+            lg0, _, _, _, _ = _mixture_log_g(s_old_i, lw0, lw1, lw2, lw3)
+            lg1, _, _, _, _ = _mixture_log_g(s_new_i, lw0, lw1, lw2, lw3)
+            lg2, _, _, _, _ = _mixture_log_g(s_old_j, lw0, lw1, lw2, lw3)
+            lg3, _, _, _, _ = _mixture_log_g(s_new_j, lw0, lw1, lw2, lw3)
             log_q0 = slot(lg0, kk, 0) - log_z
             s_objective = objective_log_ratio(
                 slot(s_old_i, kk, 0), x_i, field, field_rows, rows, i, n_sites, ok
@@ -189,19 +202,16 @@ def mixture_kernel(
                 log_z, lg0, lg1, lg2, lg3, mask_i, mask_j, log_p, s_objective, log_q0, eta_raw,
                 ok, kk, n_chains,
             )  # fmt: skip
-            # d loss / d log w: through log Z (the shares) and the neighbourhoods' log g
-            gw0 = tl.sum(grad_log_z * share0, 0) + tl.sum(
-                tl.sum(g0 * r00 + g1 * r10 + g2 * r20 + g3 * r30, 1), 0
-            )
-            gw1 = tl.sum(grad_log_z * share1, 0) + tl.sum(
-                tl.sum(g0 * r01 + g1 * r11 + g2 * r21 + g3 * r31, 1), 0
-            )
-            gw2 = tl.sum(grad_log_z * share2, 0) + tl.sum(
-                tl.sum(g0 * r02 + g1 * r12 + g2 * r22 + g3 * r32, 1), 0
-            )
-            gw3 = tl.sum(grad_log_z * share3, 0) + tl.sum(
-                tl.sum(g0 * r03 + g1 * r13 + g2 * r23 + g3 * r33, 1), 0
-            )
+            # d loss / d log w: through log Z (the shares) and the neighbourhoods' log g (their
+            # responsibilities, evaluated again here rather than held through the objective)
+            gw0 = tl.sum(grad_log_z * share0, 0)
+            gw1 = tl.sum(grad_log_z * share1, 0)
+            gw2 = tl.sum(grad_log_z * share2, 0)
+            gw3 = tl.sum(grad_log_z * share3, 0)
+            gw0, gw1, gw2, gw3 = _through(g0, s_old_i, lw0, lw1, lw2, lw3, gw0, gw1, gw2, gw3)
+            gw0, gw1, gw2, gw3 = _through(g1, s_new_i, lw0, lw1, lw2, lw3, gw0, gw1, gw2, gw3)
+            gw0, gw1, gw2, gw3 = _through(g2, s_old_j, lw0, lw1, lw2, lw3, gw0, gw1, gw2, gw3)
+            gw0, gw1, gw2, gw3 = _through(g3, s_new_j, lw0, lw1, lw2, lw3, gw0, gw1, gw2, gw3)
             gw = gw0 + gw1 + gw2 + gw3
             grads = tl.where(idx == 0, gw0 - tl.exp(lw0) * gw, 0.0)
             grads = tl.where(idx == 1, gw1 - tl.exp(lw1) * gw, grads)
@@ -294,7 +304,7 @@ def mixture_learning_steps(
     x = chains["x"]
     n_chains, width = x.shape
     n_sites, k = tables["neighbours"].shape
-    check_contiguous(**chains, **tables, **cache, params=learner["params"], u=u)
+    check_contiguous(**chains, **tables, **cache, params=learner["params"], uniforms=u)
     halt = halt_flag(m, x.device)
     mixture_kernel[(1,)](
         x, chains["s"], chains["n_accepted"], chains["stats"], chains["truth"],
@@ -308,6 +318,6 @@ def mixture_learning_steps(
         math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
         K=k, KP=next_power_of_2(k), OPT=learner["opt_kind"], TRACE=trace is not None,
         BLOCK_B=next_power_of_2(n_chains), TILE=TILE,
-        num_warps=4, enable_fp_fusion=False,
+        num_warps=WARPS, enable_fp_fusion=False,
     )  # fmt: skip
     return halt
