@@ -60,6 +60,23 @@ def test_a_chunk_of_device_steps_reads_nothing_on_the_host(name):
     assert reads_of_a_chunk(name, "device") == []
 
 
+@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
+def test_a_chunk_of_device_learning_reads_the_host_once_at_its_end(name):
+    """Learning steps: one copy to the host after the chunk (steps taken, status, losses and
+    weights for the history), none per step. No restarts here: they are drawn on the host
+    between chunks."""
+    sampler = make_sampler(name, target(), 3, seed=2, backend="device", device=DEVICE,
+                           restart_prob=0.0)  # fmt: skip
+    cpu_uniforms(sampler)
+    sampler.track_statistics()
+    sampler.step(2, learn=True)
+    with HostReads() as audit:
+        sampler.step(6, learn=True)
+    assert sampler.n_steps == 8
+    assert len({line for _, line, _ in audit.reads}) == 1  # one line of code
+    assert [call for _, _, call in audit.reads] == ["cpu", "numpy"]  # numpy(): the host copy
+
+
 def test_the_audit_sees_the_torch_steps_host_reads():
     """The torch locally balanced step checks Z's range on the host every step: the audit must
     see it, or it proves nothing."""

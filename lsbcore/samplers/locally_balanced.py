@@ -350,11 +350,11 @@ class LocallyBalancedSampler(Sampler):
             )  # fmt: skip
         # the chunk's one host read: steps taken and status, then the history's values
         summary = torch.cat([halt.to(torch.float64), out["losses"], out["weights"].view(-1)])
-        summary = summary.cpu()
+        summary = summary.cpu().numpy()
         taken, status = int(summary[0]), int(summary[1])
         if trace is not None:
             trace[:taken].copy_(steps[:taken])
-        losses, weights = summary[2 : 2 + m].numpy(), summary[2 + m :].view(m, 5).numpy()
+        losses, weights = summary[2 : 2 + m], summary[2 + m :].reshape(m, 5)
         self._after_learning(taken, status, params, losses, weights, out["last"], log_p)
         self._learning_state = (self._epoch, self.n_steps, cache)
         return taken
