@@ -12,9 +12,9 @@ Two groups of figures, each the best of ``--repeats`` timed runs after a warm-up
 
 On the CPU the frozen and learning steps run compiled (``lsbcore.backends.kernels``);
 ``--torch`` measures the torch steps instead (what CUDA runs without ``--kernels``); on CUDA,
-``--kernels`` runs the Triton kernels where a sampler has one (block Gibbs, the fixed
-functions) and torch steps elsewhere (``backend="device"``). The device's name goes with the
-figures.
+``--kernels`` runs the Triton kernels where a sampler has one (block Gibbs, the frozen steps
+of the locally balanced samplers, LSB 1 and 2 included) and torch steps elsewhere (learning,
+Gibbs, Metropolis; ``backend="device"``). The device's name goes with the figures.
 """
 
 from __future__ import annotations

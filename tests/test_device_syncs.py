@@ -55,7 +55,7 @@ def reads_of_a_chunk(name: str, backend: str, device: str = DEVICE) -> list:
     return audit.reads
 
 
-@pytest.mark.parametrize("name", ["checkerboard", "barker", "sqrt", "min", "max"])
+@pytest.mark.parametrize("name", ["checkerboard", "barker", "sqrt", "min", "max", "lsb1", "lsb2"])
 def test_a_chunk_of_device_steps_reads_nothing_on_the_host(name):
     assert reads_of_a_chunk(name, "device") == []
 

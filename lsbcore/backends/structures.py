@@ -47,7 +47,8 @@ KIND_NETWORK = 5  # Function.kind of LSB 2's network
 class Function(NamedTuple):
     """A balancing function for ``kernels.log_g``: ``kind`` 0-3 the fixed functions (order of
     ``FIXED``), 4 a mixture with log-weights ``log_w`` (LSB 1), 5 LSB 2's network in its
-    piecewise-linear form (``breakpoints``, ``slope``, ``intercept``)."""
+    piecewise-linear form (``breakpoints``, ``slope``, ``intercept``). Numpy arrays for the
+    compiled kernels; device tensors for ``device.balanced``, which reads the same fields."""
 
     kind: int
     log_w: np.ndarray

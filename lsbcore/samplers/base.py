@@ -37,7 +37,8 @@ from lsbcore.targets.base import Target
 # measured faster than the compiled CPU steps on a real GPU: the torch steps a GPU runs today
 # issue ~290 kernel launches and a dozen host syncs per iteration of the paper comparison, an
 # estimated ~600 iterations/s on an H100 against ~9,000 for the compiled CPU steps on two cores;
-# the device kernels (backend="device": block Gibbs, the fixed functions) are not measured yet
+# the device kernels (backend="device": block Gibbs, the frozen steps of the six paper
+# samplers) are not measured yet
 # (BENCHMARKS.md, GPU). "cuda" stays an explicit choice.
 AUTO_PICKS_CUDA = False
 AUTO_NOTE = (

@@ -89,6 +89,7 @@ class LocallyBalancedSampler(Sampler):
             p.requires_grad for p in balancing.parameters()
         )
         self.learning_failed = False
+        self._parameter_writes = 0  # see _write_learned_params
         self._cache_stale = False
         self.history = LearningHistory()
         super().__init__(target, n_chains, **common)
@@ -362,7 +363,7 @@ class LocallyBalancedSampler(Sampler):
     def _after_learning(self, taken, status, params, losses, weights, last, log_p) -> None:
         """What every backend's learning chunk ends with: the parameters back into the
         function, the history, a stop after a divergence, the last step and the counts."""
-        torch.nn.utils.vector_to_parameters(params.to(self.device), self._learned_params())
+        self._write_learned_params(params.to(self.device))
         self._last_good = params.clone()
         for t in range(taken):
             step = self.n_steps + t
@@ -468,7 +469,35 @@ class LocallyBalancedSampler(Sampler):
         self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
 
     def _has_device_kernel(self) -> bool:
-        return isinstance(self.balancing, FixedBalancing)
+        # the six functions of the paper comparison; learning steps stay on torch
+        return isinstance(self.balancing, (FixedBalancing, MixtureBalancing, NetworkBalancing))
+
+    def _device_function(self) -> Function:
+        """The balancing function as the device kernel takes it (``Function`` of device
+        tensors), computed once per learned function, not per chunk: LSB 2's pieces read its
+        breakpoints on the host (a sync), and they change only with the parameters. Keyed on
+        the function, its parameters' versions (an in-place edit from outside bumps them) and
+        ``_parameter_writes``, which learning bumps: its writes (``.data``, fused Adam) do not."""
+        b = self.balancing
+        key = (b, self._parameter_writes, tuple(p._version for p in b.parameters()))
+        cached = getattr(self, "_device_function_of", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        options = {"dtype": torch.float64, "device": self.device}
+        empty, log_w = torch.zeros(0, **options), torch.zeros(4, **options)
+        with torch.no_grad():
+            if isinstance(b, FixedBalancing):
+                function = Function(FIXED.index(b.name), log_w, empty, empty, empty)
+            elif isinstance(b, MixtureBalancing):
+                log_w = b.log_weights().detach().contiguous()
+                function = Function(KIND_MIXTURE, log_w, empty, empty, empty)
+            else:
+                breakpoints, slope, intercept = b.pieces()
+                breakpoints = torch.tensor(breakpoints, **options)
+                slope, intercept = slope.detach().contiguous(), intercept.detach().contiguous()
+                function = Function(KIND_NETWORK, log_w, breakpoints, slope, intercept)
+        self._device_function_of = (key, function)
+        return function
 
     def _device_steps(self, m: int, u: torch.Tensor, trace) -> None:
         from lsbcore.backends.device.balanced import balanced_steps
@@ -480,8 +509,8 @@ class LocallyBalancedSampler(Sampler):
         if trace is not None:
             out = torch.empty(m, self.n_chains, 5, dtype=torch.float64, device=self.device)
         last, _ = balanced_steps(
-            m, self._device_chains(), self._device_tables(), FIXED.index(self.balancing.name),
-            cache, u, out,
+            m, self._device_chains(), self._device_tables(), self._device_function(), cache, u,
+            out,
         )  # fmt: skip
         if trace is not None:  # one copy per chunk
             trace.copy_(out)
@@ -619,6 +648,7 @@ class LocallyBalancedSampler(Sampler):
         self.eta_raw.grad = grad_eta_raw
         with torch.no_grad():
             self._optimizer.step()
+            self._parameter_writes += 1  # fused Adam leaves the version counters alone
             # one check: a non-finite loss or gradient leaves non-finite parameters or loss
             params = torch.nn.utils.parameters_to_vector(self._learned_params())
             if bool(torch.isfinite(params.sum() + loss)):
@@ -706,7 +736,7 @@ class LocallyBalancedSampler(Sampler):
 
     def _stop_learning(self) -> None:
         """Restore the last good parameters, stop learning and say so."""
-        torch.nn.utils.vector_to_parameters(self._last_good, self._learned_params())
+        self._write_learned_params(self._last_good)
         self.learning_failed = True
         warnings.warn(
             f"{self.name}: learning produced a non-finite loss or parameters at step "
@@ -717,6 +747,13 @@ class LocallyBalancedSampler(Sampler):
 
     def _learned_params(self):
         return [*self.balancing.parameters(), self.eta_raw]
+
+    def _write_learned_params(self, vector: torch.Tensor) -> None:
+        """Set the function's parameters and ``eta_raw`` from one flat vector. The write
+        replaces their ``.data``, which leaves their version counters alone: counted here for
+        ``_device_function``."""
+        torch.nn.utils.vector_to_parameters(vector, self._learned_params())
+        self._parameter_writes += 1
 
     def _weights_or_none(self):
         weights = getattr(self.balancing, "weights", None)

@@ -1,5 +1,8 @@
 """Frozen locally balanced steps on the device: ``m`` steps of every chain in one launch
-(``kernels.balanced_steps``, for the fixed functions barker, sqrt, min and max).
+(``kernels.balanced_steps``), for every balancing function of the paper comparison: the fixed
+barker, sqrt, min and max, LSB 1's mixture and LSB 2's network (``KIND`` 0-5, as
+``structures.Function``). The learned ones arrive as device tensors: LSB 1's log-weights, LSB
+2's piecewise-linear form (``NetworkBalancing.pieces``).
 
 A program owns ``BLOCK_B`` chains (one per lane; ``BLOCK_B = 1`` is one program per chain) and
 runs their ``m`` steps in turn, reading ``u [m, B, 3]`` as the CPU kernel does: the block, the
@@ -24,10 +27,12 @@ import triton
 import triton.language as tl
 
 from lsbcore.backends.device import next_power_of_2
-from lsbcore.numerics import LOG_RANGE, MAX_LOG_G
+from lsbcore.backends.structures import Function
+from lsbcore.numerics import LOG_2, LOG_RANGE, MAX_LOG_G
 
 CHAINS_PER_PROGRAM = 1  # on CUDA: one program per chain (the tests use wider programs)
 _MAX_LOG_G = tl.constexpr(MAX_LOG_G)  # a kernel reads module constants only as constexpr
+_LOG_2 = tl.constexpr(LOG_2)
 
 
 @triton.jit
@@ -41,7 +46,7 @@ def _log1p(e):
 
 
 @triton.jit
-def _log_g(s, KIND: tl.constexpr):
+def _fixed_log_g(s, KIND: tl.constexpr):
     """``log g(e^s)`` of a fixed function (``structures.Function.kind`` 0-3, as ``kernels``)."""
     if KIND == 0:  # barker: log sigmoid(s), the branch of kernels._log_sigmoid
         e = tl.exp(-tl.abs(s))
@@ -52,6 +57,44 @@ def _log_g(s, KIND: tl.constexpr):
         out = tl.minimum(s, 0.0)
     else:  # max
         out = tl.maximum(s, 0.0)
+    return out
+
+
+@triton.jit
+def _log_softplus_piece(s, breakpoints, n_breakpoints, slope, intercept):
+    """``log softplus(z(u))``, ``u = sigmoid(s) - 1/2``, ``z`` linear on the piece of ``u``:
+    the count of breakpoints below it (as ``kernels._log_softplus_piece``)."""
+    # exp capped: beyond 700, u = -1/2 exactly either way (and numpy would warn of inf)
+    u = 1.0 / (1.0 + tl.exp(tl.minimum(-s, 700.0))) - 0.5
+    piece = tl.zeros(s.shape, tl.int32)
+    for c in range(n_breakpoints):
+        piece += (u > tl.load(breakpoints + c)).to(tl.int32)
+    z = tl.load(slope + piece) * u + tl.load(intercept + piece)
+    # min(z, log softplus(max(z, -30))), softplus linear above 20; exp capped where unused
+    clipped = tl.maximum(z, -30.0)
+    soft = tl.where(clipped > 20.0, clipped, _log1p(tl.exp(tl.minimum(clipped, 20.0))))
+    return tl.minimum(z, tl.log(soft))
+
+
+@triton.jit
+def _log_g(s, KIND: tl.constexpr, log_w, breakpoints, n_breakpoints, slope, intercept):
+    """``log g(e^s)`` of one balancing function, term for term as ``kernels.log_g``: ``KIND``
+    0-3 fixed, 4 the mixture with log-weights ``log_w [4]``, 5 the network's pieces."""
+    if KIND < 4:
+        out = _fixed_log_g(s, KIND)
+    elif KIND == 4:  # logsumexp_k(log g_k + log w_k): the max first, then the sum in order
+        t0 = _fixed_log_g(s, 0) + tl.load(log_w)
+        t1 = _fixed_log_g(s, 1) + tl.load(log_w + 1)
+        t2 = _fixed_log_g(s, 2) + tl.load(log_w + 2)
+        t3 = _fixed_log_g(s, 3) + tl.load(log_w + 3)
+        top = tl.maximum(tl.maximum(tl.maximum(t0, t1), t2), t3)
+        total = tl.exp(t0 - top) + tl.exp(t1 - top) + tl.exp(t2 - top) + tl.exp(t3 - top)
+        out = top + tl.log(total)
+    else:  # log((h(t) + t h(1/t)) / 2), h = softplus(z)
+        a = _log_softplus_piece(s, breakpoints, n_breakpoints, slope, intercept)
+        b = s + _log_softplus_piece(-s, breakpoints, n_breakpoints, slope, intercept)
+        top = tl.maximum(a, b)
+        out = top + _log1p(tl.exp(tl.minimum(a, b) - top)) - _LOG_2
     return out
 
 
@@ -88,16 +131,19 @@ def _row_sum(row, base, count, ok):
 def balanced_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,
+    log_w, breakpoints, slope, intercept,
     gn, block_sum, z, shift,
     u, last, rebuilt,
-    m, n_chains, n_sites, width, n_blocks, block, low, high,
+    m, n_chains, n_sites, width, n_blocks, block, n_breakpoints, low, high,
     K: tl.constexpr, KP: tl.constexpr, KIND: tl.constexpr, TRACE: tl.constexpr,
     BLOCK_B: tl.constexpr,
 ):  # fmt: skip
     """``m`` steps of chains ``rows``. Chains: ``x, s [B, width]``, ``n_accepted [B]`` (int64),
     ``stats [B, 3]``, ``truth [width]``, ``trace [m, B, 5]`` (when ``TRACE``); tables ``[D, K]``;
-    cache ``gn [B, (n_blocks + 1) * block]``, ``block_sum [B, n_blocks]``, ``z, shift [B]``;
-    ``u [m, B, 3]``; out: ``last [B, 4]`` (site, Z, Z', decision), ``rebuilt [B]``."""
+    the function's ``log_w [4]``, ``breakpoints [n_breakpoints]``, ``slope, intercept
+    [n_breakpoints + 1]`` (read for ``KIND`` 4 and 5 only); cache ``gn [B, (n_blocks + 1) *
+    block]``, ``block_sum [B, n_blocks]``, ``z, shift [B]``; ``u [m, B, 3]``; out: ``last
+    [B, 4]`` (site, Z, Z', decision), ``rebuilt [B]``."""
     rows = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # [BLOCK_B]
     ok = rows < n_chains
     kk = tl.arange(0, KP)
@@ -133,7 +179,8 @@ def balanced_kernel(
         s_j = tl.load(s + x_row[:, None] + j, mask=slots_ok, other=0.0)
         s_new = s_j * sg + cp * x_j * x_site[:, None]
         x_new = x_j * sg
-        g_new = tl.exp(tl.minimum(_log_g(s_new, KIND) - sh[:, None], _MAX_LOG_G))
+        log_g = _log_g(s_new, KIND, log_w, breakpoints, n_breakpoints, slope, intercept)
+        g_new = tl.exp(tl.minimum(log_g - sh[:, None], _MAX_LOG_G))
         g_old = tl.load(gn + gn_row[:, None] + j, mask=slots_ok, other=0.0)
         dz = tl.zeros([BLOCK_B], tl.float64)
         for k in tl.static_range(K):  # in slot order, as the CPU adds them
@@ -168,11 +215,16 @@ def balanced_kernel(
         in_range = (total > low) & (total < high)
         need = accept & (in_range == 0)
         if tl.max(need.to(tl.int32), 0) > 0:  # Z left its range: rebuild with a fresh shift
+            # as kernels._rebuild_row: the log values into gn first, exponentiated below
             top = tl.full([BLOCK_B], float("-inf"), tl.float64)
             for i in range(n_sites):
-                top = tl.maximum(top, _log_g(tl.load(s + x_row + i, mask=need, other=0.0), KIND))
+                s_i = tl.load(s + x_row + i, mask=need, other=0.0)
+                v = _log_g(s_i, KIND, log_w, breakpoints, n_breakpoints, slope, intercept)
+                tl.store(gn + gn_row + i, v, mask=need)
+                top = tl.maximum(top, v)
+            tl.debug_barrier()
             for i in range(n_sites):
-                v = _log_g(tl.load(s + x_row + i, mask=need, other=0.0), KIND)
+                v = tl.load(gn + gn_row + i, mask=need, other=0.0)
                 tl.store(gn + gn_row + i, tl.exp(v - top), mask=need)
             sh = tl.where(need, top, sh)
             tl.debug_barrier()
@@ -199,22 +251,36 @@ def balanced_kernel(
 
 
 def balanced_steps(
-    m: int, chains: dict, tables: dict, kind: int, cache: dict, u: torch.Tensor, trace,
+    m: int, chains: dict, tables: dict, function: Function, cache: dict, u: torch.Tensor, trace,
     chains_per_program: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """``m`` frozen steps of every chain in place. ``chains``: ``x, s, n_accepted, stats,
-    truth``; ``tables``: ``neighbours, sign, coupling, unique``; ``cache``: ``gn, block_sum,
-    z, shift`` (device tensors, contiguous); ``u [m, B, 3]``; ``trace [m, B, 5]`` or None.
-    ``chains_per_program``: lanes of one program (default ``CHAINS_PER_PROGRAM``).
-    Returns ``last [B, 4]`` and the rows rebuilt per chain ``[B]``, on the device."""
+    truth``; ``tables``: ``neighbours, sign, coupling, unique``; ``function``: a
+    ``structures.Function`` of device tensors (``log_w`` of 4 entries whatever the kind);
+    ``cache``: ``gn, block_sum, z, shift`` (device tensors, contiguous); ``u [m, B, 3]``;
+    ``trace [m, B, 5]`` or None. ``chains_per_program``: lanes of one program (default
+    ``CHAINS_PER_PROGRAM``). Returns ``last [B, 4]`` and the rows rebuilt per chain ``[B]``,
+    on the device."""
     x = chains["x"]
     n_chains, width = x.shape
     n_sites, k = tables["neighbours"].shape
     n_blocks = cache["block_sum"].shape[1]
     block = cache["gn"].shape[1] // (n_blocks + 1)
-    for name, value in {**chains, **tables, **cache}.items():
+    parameters = {
+        "log_w": function.log_w,
+        "breakpoints": function.breakpoints,
+        "slope": function.slope,
+        "intercept": function.intercept,
+    }
+    for name, value in {**chains, **tables, **parameters, **cache}.items():
         if not value.is_contiguous():
             raise ValueError(f"the device kernel needs a contiguous {name}.")
+    # an empty parameter (no breakpoints inside the range; those a kind does not read) is never
+    # loaded: the log-weights stand in for its pointer
+    breakpoints, slope, intercept = (
+        p if p.numel() else function.log_w
+        for p in (function.breakpoints, function.slope, function.intercept)
+    )
     last = torch.zeros(n_chains, 4, dtype=torch.float64, device=x.device)
     rebuilt = torch.zeros(n_chains, dtype=torch.int32, device=x.device)
     trace_out = trace if trace is not None else last  # never written without TRACE
@@ -223,10 +289,13 @@ def balanced_steps(
     balanced_kernel[(triton.cdiv(n_chains, block_b),)](
         x, chains["s"], chains["n_accepted"], chains["stats"], chains["truth"], trace_out,
         tables["neighbours"], tables["sign"], tables["coupling"], tables["unique"],
+        function.log_w, breakpoints, slope, intercept,
         cache["gn"], cache["block_sum"], cache["z"], cache["shift"],
         u, last, rebuilt,
-        m, n_chains, n_sites, width, n_blocks, block, math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
-        K=k, KP=next_power_of_2(k), KIND=kind, TRACE=trace is not None, BLOCK_B=block_b,
+        m, n_chains, n_sites, width, n_blocks, block, function.breakpoints.numel(),
+        math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
+        K=k, KP=next_power_of_2(k), KIND=function.kind, TRACE=trace is not None,
+        BLOCK_B=block_b,
         num_warps=1 if block_b <= 32 else 4,  # one chain's scalar work needs no second warp
         enable_fp_fusion=False,  # no a * b + c contraction: numba's rounding, step for step
     )  # fmt: skip

@@ -34,10 +34,13 @@ def variants():
         for name in ("x", "s", "stats", "truth", "trace", "sign", "coupling", "unique", "gn")
     }
     step.update({name: DOUBLE for name in ("block_sum", "z", "shift", "u", "last")})
+    step.update({name: DOUBLE for name in ("log_w", "breakpoints", "slope", "intercept")})
     step.update(n_accepted="*i64", neighbours="*i64", rebuilt="*i32", low="fp64", high="fp64")
-    step.update({n: "i32" for n in ("m", "n_chains", "n_sites", "width", "n_blocks", "block")})
+    counts = ("m", "n_chains", "n_sites", "width", "n_blocks", "block", "n_breakpoints")
+    step.update({n: "i32" for n in counts})
     step.update({n: "constexpr" for n in ("K", "KP", "KIND", "TRACE", "BLOCK_B")})
-    for kind, name in enumerate(("barker", "sqrt", "min", "max")):
+    # KIND as structures.Function: the fixed functions, then LSB 1's mixture and LSB 2's network
+    for kind, name in enumerate(("barker", "sqrt", "min", "max", "lsb1", "lsb2")):
         constants = {"K": 5, "KP": 8, "KIND": kind, "TRACE": True, "BLOCK_B": 1}
         options = {**exact, "num_warps": 1}
         yield f"balanced {name}", balanced.balanced_kernel, step, constants, options
