@@ -112,6 +112,14 @@ def run(
     }
 
 
+def backend_for(device: torch.device, torch_steps: bool) -> str:
+    """What the benchmark times: the torch steps when asked, else the fastest steps there are
+    on ``device`` (the device kernels on CUDA, the compiled ones on the CPU)."""
+    if torch_steps:
+        return "torch"
+    return "device" if device.type == "cuda" else "auto"
+
+
 STEPS = {  # what runs a step, by backend, for the figures' heading
     "auto": "compiled (numba)",
     "torch": "torch",
@@ -128,9 +136,6 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--sampler", default="barker")
     parser.add_argument("--torch", action="store_true", help="torch steps, not compiled ones")
-    parser.add_argument(
-        "--kernels", action="store_true", help="on CUDA: the Triton device kernels where they exist"
-    )
     args = parser.parse_args(argv)
     try:
         device = resolve_device(args.device)
@@ -139,13 +144,11 @@ def main(argv=None) -> int:
     if args.repeats < 1 or args.steps < 10:
         parser.error("--repeats must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
-    if args.kernels and (args.torch or device.type != "cuda"):
-        parser.error("--kernels needs --device cuda (and not --torch).")
     if device.type == "cpu" and not args.torch:
         from lsbcore.samplers import warmup
 
         warmup.compile_kernels()  # once, before any timing
-    backend = "device" if args.kernels else "torch" if args.torch else "auto"
+    backend = backend_for(device, args.torch)
     results = run(device, args.sampler, args.repeats, args.steps, backend)
     info = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",

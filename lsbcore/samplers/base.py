@@ -33,13 +33,13 @@ from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.base import Target
 
-# Whether "auto" may pick CUDA. Not until device kernels cover the workloads and have been
-# measured faster than the compiled CPU steps on a real GPU: the torch steps a GPU runs today
-# issue ~290 kernel launches and a dozen host syncs per iteration of the paper comparison, an
-# estimated ~600 iterations/s on an H100 against ~9,000 for the compiled CPU steps on two cores;
-# the device kernels (backend="device": block Gibbs, the frozen steps of the six paper
-# samplers) are not measured yet
-# (BENCHMARKS.md, GPU). "cuda" stays an explicit choice.
+# Whether "auto" may pick CUDA, and the device kernels there (``backends.resolve_backend``).
+# Not until the device kernels have been measured faster than the compiled CPU steps on a real
+# GPU: the torch steps a GPU runs issue ~290 kernel launches and a dozen host syncs per
+# iteration of the paper comparison, an estimated ~600 iterations/s on an H100 against ~9,000
+# for the compiled CPU steps on two cores; the device kernels (backend="device": block Gibbs,
+# the six paper samplers' frozen and learning steps, one launch per chunk) are proven on the
+# CPU and not measured yet (BENCHMARKS.md, GPU). "cuda" stays an explicit choice.
 AUTO_PICKS_CUDA = False
 AUTO_NOTE = (
     "auto runs on the CPU: its compiled steps are faster than the GPU's torch steps until "
