@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 
 from lsbcore.backends.device import next_power_of_2
+from lsbcore.backends.device.primitives import flip, log1p, log_sigmoid, record, slot
 from lsbcore.backends.structures import Function
 from lsbcore.numerics import LOG_2, LOG_RANGE, MAX_LOG_G
 
@@ -36,21 +37,10 @@ _LOG_2 = tl.constexpr(LOG_2)
 
 
 @triton.jit
-def _log1p(e):
-    # log1p to a few ulps from log alone (libdevice's log1p has no interpreter counterpart):
-    # log(1 + e) * e / ((1 + e) - 1) cancels the rounding of 1 + e (Goldberg 1991, thm. 4)
-    one_plus = 1.0 + e
-    rounded = one_plus - 1.0
-    exact = rounded == 0.0  # then log1p(e) = e to double precision
-    return tl.where(exact, e, tl.log(one_plus) * (e / tl.where(exact, 1.0, rounded)))
-
-
-@triton.jit
 def _fixed_log_g(s, KIND: tl.constexpr):
     """``log g(e^s)`` of a fixed function (``structures.Function.kind`` 0-3, as ``kernels``)."""
     if KIND == 0:  # barker: log sigmoid(s), the branch of kernels._log_sigmoid
-        e = tl.exp(-tl.abs(s))
-        out = tl.where(s >= 0.0, -_log1p(e), s - _log1p(e))
+        out = log_sigmoid(s)
     elif KIND == 1:  # sqrt
         out = 0.5 * s
     elif KIND == 2:  # min
@@ -72,7 +62,7 @@ def _log_softplus_piece(s, breakpoints, n_breakpoints, slope, intercept):
     z = tl.load(slope + piece) * u + tl.load(intercept + piece)
     # min(z, log softplus(max(z, -30))), softplus linear above 20; exp capped where unused
     clipped = tl.maximum(z, -30.0)
-    soft = tl.where(clipped > 20.0, clipped, _log1p(tl.exp(tl.minimum(clipped, 20.0))))
+    soft = tl.where(clipped > 20.0, clipped, log1p(tl.exp(tl.minimum(clipped, 20.0))))
     return tl.minimum(z, tl.log(soft))
 
 
@@ -94,14 +84,8 @@ def _log_g(s, KIND: tl.constexpr, log_w, breakpoints, n_breakpoints, slope, inte
         a = _log_softplus_piece(s, breakpoints, n_breakpoints, slope, intercept)
         b = s + _log_softplus_piece(-s, breakpoints, n_breakpoints, slope, intercept)
         top = tl.maximum(a, b)
-        out = top + _log1p(tl.exp(tl.minimum(a, b) - top)) - _LOG_2
+        out = top + log1p(tl.exp(tl.minimum(a, b) - top)) - _LOG_2
     return out
-
-
-@triton.jit
-def _slot(values, kk, k):
-    """Column ``k`` of ``values [BLOCK_B, KP]``, exactly (the other terms are zeros)."""
-    return tl.sum(tl.where(kk[None, :] == k, values, tl.zeros_like(values)), 1)
 
 
 @triton.jit
@@ -169,22 +153,15 @@ def balanced_kernel(
         target = tl.load(u_at + 1, mask=ok, other=0.0) * row_total
         site = start + _search(gn, gn_row + start, block, target, ok)
         # Z(x'): the neighbourhood's new log-ratios (spec 1, x_i before the flip) and g values
-        at = site[:, None] * K + kk[None, :]  # [BLOCK_B, KP]
-        j = tl.load(neighbours + at, mask=slots_ok, other=0)
-        sg = tl.load(sign + at, mask=slots_ok, other=1.0)
-        cp = tl.load(coupling + at, mask=slots_ok, other=0.0)
-        un = tl.load(unique + at, mask=slots_ok, other=0.0)
-        x_site = tl.load(x + x_row + site, mask=ok, other=1.0)
-        x_j = tl.load(x + x_row[:, None] + j, mask=slots_ok, other=1.0)
-        s_j = tl.load(s + x_row[:, None] + j, mask=slots_ok, other=0.0)
-        s_new = s_j * sg + cp * x_j * x_site[:, None]
-        x_new = x_j * sg
+        j, un, _, s_new, x_new, x_site = flip(
+            site, x, s, x_row, neighbours, sign, coupling, unique, kk, K, slots_ok
+        )
         log_g = _log_g(s_new, KIND, log_w, breakpoints, n_breakpoints, slope, intercept)
         g_new = tl.exp(tl.minimum(log_g - sh[:, None], _MAX_LOG_G))
         g_old = tl.load(gn + gn_row[:, None] + j, mask=slots_ok, other=0.0)
         dz = tl.zeros([BLOCK_B], tl.float64)
         for k in tl.static_range(K):  # in slot order, as the CPU adds them
-            dz += _slot((g_new - g_old) * un, kk, k)
+            dz += slot((g_new - g_old) * un, kk, k)
         z_new = total + dz
         # A = Z / max(Z, Z'): no cancellation, and Z' = inf simply rejects
         accept = ok & (tl.load(u_at + 2, mask=ok, other=1.0) * tl.maximum(total, z_new) < total)
@@ -195,7 +172,7 @@ def balanced_kernel(
         tl.store(last + rows * 4 + 3, accept.to(tl.float64), mask=final)
         # the flip (kernels.write_flip): count, statistics, then x, s and gn of the neighbourhood
         count += accept.to(tl.int64)
-        log_p = tl.where(accept, log_p - _slot(s_new, kk, 0), log_p)
+        log_p = tl.where(accept, log_p - slot(s_new, kk, 0), log_p)
         t_site = tl.load(truth + site, mask=ok, other=0.0)
         magnetisation = tl.where(accept, magnetisation - 2.0 * x_site, magnetisation)
         overlap = tl.where(accept, overlap - 2.0 * x_site * t_site, overlap)
@@ -207,7 +184,7 @@ def balanced_kernel(
         # every touched block re-added from gn, never nudged
         first = (j // block) * block
         for k in tl.static_range(K):
-            begin = _slot(first, kk, k)
+            begin = slot(first, kk, k)
             part = _row_sum(gn, gn_row + begin, block, accept)
             tl.store(block_sum + sum_row + begin // block, part, mask=accept)
         tl.debug_barrier()
@@ -234,13 +211,8 @@ def balanced_kernel(
             tl.debug_barrier()
             total = tl.where(need, _row_sum(block_sum, sum_row, n_blocks, need), total)
             n_rebuilt += need.to(tl.int32)
-        if TRACE:  # as kernels.record_step
-            row = trace + (t * n_chains + rows) * 5
-            tl.store(row, log_p, mask=ok)
-            tl.store(row + 1, magnetisation, mask=ok)
-            tl.store(row + 2, overlap, mask=ok)
-            tl.store(row + 3, accept.to(tl.float64), mask=ok)
-            tl.store(row + 4, site.to(tl.float64), mask=ok)
+        if TRACE:
+            record(trace, t, n_chains, rows, ok, log_p, magnetisation, overlap, accept, site)
     tl.store(z + rows, total, mask=ok)
     tl.store(shift + rows, sh, mask=ok)
     tl.store(n_accepted + rows, count, mask=ok)

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lsbcore.backends.device.balanced import _log1p
+from lsbcore.backends.device.primitives import expm1, slot, softplus
 from lsbcore.numerics import (
     ADAM_BETA1,
     ADAM_BETA2,
@@ -44,85 +44,6 @@ _MOMENTUM = tl.constexpr(SGD_MOMENTUM)
 
 TILE = 32  # sites per tile of a lattice-wide pass: BLOCK_B x TILE doubles in registers
 WARPS = 8  # one program holds the whole step: the SM's register file, no spills
-
-
-@triton.jit
-def log_sigmoid(s):
-    e = tl.exp(-tl.abs(s))
-    return tl.where(s >= 0.0, -_log1p(e), s - _log1p(e))
-
-
-@triton.jit
-def softplus(v):
-    return tl.where(v > 20.0, v, _log1p(tl.exp(tl.minimum(v, 20.0))))
-
-
-@triton.jit
-def expm1(v):
-    """``e^v - 1`` to a few ulps from ``exp`` and ``log`` alone (Kahan's trick)."""
-    e = tl.exp(v)
-    d = e - 1.0
-    small = e == 1.0
-    ratio = d * (v / tl.log(tl.where(small | (d == -1.0), 2.0, e)))
-    return tl.where(small, v, tl.where((d == -1.0) | (e == float("inf")), d, ratio))
-
-
-@triton.jit
-def slot(values, kk, k):
-    """Column ``k`` of ``values [BLOCK_B, KP]`` (the other terms are zeros)."""
-    return tl.sum(tl.where(kk[None, :] == k, values, tl.zeros_like(values)), 1)
-
-
-@triton.jit
-def finite(v):
-    return (v - v) == 0.0  # False for NaN and +-inf
-
-
-@triton.jit
-def draw(values, base, n, target, ok, TILE: tl.constexpr):
-    """Per lane the first ``c < n`` whose running sum of ``values[base + c]`` exceeds
-    ``target`` (else ``n - 1``): the inverse CDF of ``learning_kernels._draw``, in tiles."""
-    acc = tl.zeros(target.shape, tl.float64)
-    chosen = tl.zeros(target.shape, tl.int64) + (n - 1)
-    found = tl.zeros(target.shape, tl.int32)
-    for start in range(0, n, TILE):
-        cols = start + tl.arange(0, TILE)
-        inside = ok[:, None] & (cols < n)[None, :]
-        v = tl.load(values + base[:, None] + cols[None, :], mask=inside, other=0.0)
-        running = tl.cumsum(v, 1) + acc[:, None]
-        first = tl.min(tl.where(inside & (running > target[:, None]), cols[None, :], n), 1)
-        hit = (found == 0) & (first < n)
-        chosen = tl.where(hit, first.to(tl.int64), chosen)
-        found = tl.where(hit, 1, found)
-        acc += tl.sum(v, 1)
-    return chosen
-
-
-@triton.jit
-def row_sum(values, base, n, ok, TILE: tl.constexpr):
-    """Per lane ``sum_c values[base + c]`` over ``c < n``."""
-    total = tl.zeros(base.shape, tl.float64)
-    for start in range(0, n, TILE):
-        cols = start + tl.arange(0, TILE)
-        inside = ok[:, None] & (cols < n)[None, :]
-        total += tl.sum(tl.load(values + base[:, None] + cols[None, :], mask=inside, other=0.0), 1)
-    return total
-
-
-@triton.jit
-def flip(site, x, s, x_row, neighbours, sign, coupling, unique, kk, K, slots_ok):
-    """Per lane the neighbourhood of ``site`` and its values before and after the flip (spec 1,
-    ``x_i`` before the flip): ``(j, unique, s_old, s_new, x_new, x_site)``, ``[BLOCK_B, KP]``."""
-    ok = tl.max(slots_ok.to(tl.int32), 1) > 0
-    at = site[:, None] * K + kk[None, :]
-    j = tl.load(neighbours + at, mask=slots_ok, other=0)
-    sg = tl.load(sign + at, mask=slots_ok, other=1.0)
-    cp = tl.load(coupling + at, mask=slots_ok, other=0.0)
-    un = tl.load(unique + at, mask=slots_ok, other=0.0)
-    x_site = tl.load(x + x_row + site, mask=ok, other=1.0)
-    x_j = tl.load(x + x_row[:, None] + j, mask=slots_ok, other=1.0)
-    s_j = tl.load(s + x_row[:, None] + j, mask=slots_ok, other=0.0)
-    return j, un, s_j, s_j * sg + cp * x_j * x_site[:, None], x_j * sg, x_site
 
 
 @triton.jit
@@ -218,21 +139,41 @@ def optimizer_step(params, grads, inside, state, n_params, lr, OPT: tl.constexpr
 
 
 @triton.jit
-def commit(accept, site, j, s_new, x_new, x_site, x, s, x_row, truth, slots_ok):
-    """Write the accepted flips (``kernels.write_flip``): the neighbourhood's ``x`` and ``s``.
-    Returns the changes of the statistics (log p~, magnetisation, overlap) per lane."""
+def accept_move(u_accept, dz, i, nb, s_new, x_new, x_site, x, s, x_row, truth, slots_ok, last,
+                rows, ok):  # fmt: skip
+    """Accept ``x'`` with theta0 (``A = Z / max(Z, Z')`` in units of ``Z``, ``dz = Z'/Z - 1``),
+    note the step in ``last`` (site, 1, Z'/Z, decision) and write the accepted flips
+    (``kernels.write_flip``). Returns the decisions and the changes of the statistics (log p~,
+    magnetisation, overlap) per lane."""
+    z_ratio = 1.0 + dz
+    accept = ok & (u_accept * tl.maximum(z_ratio, 1.0) < 1.0)
+    tl.store(last + rows * 4, i.to(tl.float64), mask=ok)
+    tl.store(last + rows * 4 + 1, tl.zeros_like(dz) + 1.0, mask=ok)
+    tl.store(last + rows * 4 + 2, z_ratio, mask=ok)
+    tl.store(last + rows * 4 + 3, accept.to(tl.float64), mask=ok)
     write = slots_ok & accept[:, None]
-    tl.store(x + x_row[:, None] + j, x_new, mask=write)
-    tl.store(s + x_row[:, None] + j, s_new, mask=write)
-    t_site = tl.load(truth + site, mask=accept, other=0.0)
+    tl.store(x + x_row[:, None] + nb, x_new, mask=write)
+    tl.store(s + x_row[:, None] + nb, s_new, mask=write)
+    t_site = tl.load(truth + i, mask=accept, other=0.0)
     zero = tl.zeros_like(x_site)
     kk = tl.arange(0, s_new.shape[1])
     d_log_p = tl.where(accept, -slot(s_new, kk, 0), zero)
-    return (
-        d_log_p,
-        tl.where(accept, -2.0 * x_site, zero),
-        tl.where(accept, -2.0 * x_site * t_site, zero),
-    )
+    d_magnetisation = tl.where(accept, -2.0 * x_site, zero)
+    return accept, d_log_p, d_magnetisation, tl.where(accept, -2.0 * x_site * t_site, zero)
+
+
+@triton.jit
+def finish(n_accepted, stats, log_p_learn, halt, rows, ok, count, stat_log_p, magnetisation,
+           overlap, log_p, taken, status):  # fmt: skip
+    """What a learning chunk hands back: counts, statistics, the objective's log p~ and the
+    halt flag (see ``halt_flag``)."""
+    tl.store(n_accepted + rows, count, mask=ok)
+    tl.store(stats + rows * 3, stat_log_p, mask=ok)
+    tl.store(stats + rows * 3 + 1, magnetisation, mask=ok)
+    tl.store(stats + rows * 3 + 2, overlap, mask=ok)
+    tl.store(log_p_learn + rows, log_p, mask=ok)
+    tl.store(halt, taken)
+    tl.store(halt + 1, status)
 
 
 def halt_flag(m: int, device) -> torch.Tensor:

@@ -21,16 +21,20 @@ from lsbcore.backends.device.learning import (
     _LOG_RANGE,
     TILE,
     WARPS,
+    accept_move,
     check_contiguous,
-    commit,
-    draw,
-    finite,
-    flip,
+    finish,
     halt_flag,
-    log_sigmoid,
     loss_and_grads,
     objective_log_ratio,
     optimizer_step,
+)
+from lsbcore.backends.device.primitives import (
+    draw,
+    finite,
+    flip,
+    log_sigmoid,
+    record,
     row_sum,
     slot,
     softplus,
@@ -53,12 +57,8 @@ def _component(v, C: tl.constexpr):
 
 
 @triton.jit
-def _mixture_log_g(v, lw0, lw1, lw2, lw3):
-    """``log g_theta(e^v)`` and the components' responsibilities ``w_k g_k / g_theta``."""
-    a0 = _component(v, 0) + lw0
-    a1 = _component(v, 1) + lw1
-    a2 = _component(v, 2) + lw2
-    a3 = _component(v, 3) + lw3
+def _softmax4(a0, a1, a2, a3):
+    """``logsumexp`` of four terms and their shares, the largest first (no overflow)."""
     top = tl.maximum(tl.maximum(a0, a1), tl.maximum(a2, a3))
     e0 = tl.exp(a0 - top)
     e1 = tl.exp(a1 - top)
@@ -66,6 +66,15 @@ def _mixture_log_g(v, lw0, lw1, lw2, lw3):
     e3 = tl.exp(a3 - top)
     total = e0 + e1 + e2 + e3
     return top + tl.log(total), e0 / total, e1 / total, e2 / total, e3 / total
+
+
+@triton.jit
+def _mixture_log_g(v, lw0, lw1, lw2, lw3):
+    """``log g_theta(e^v)`` and the components' responsibilities ``w_k g_k / g_theta``."""
+    return _softmax4(
+        _component(v, 0) + lw0, _component(v, 1) + lw1, _component(v, 2) + lw2,
+        _component(v, 3) + lw3,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -159,17 +168,7 @@ def mixture_kernel(
             v1 += tl.log(tl.load(sums + rows * 4 + 1, mask=ok, other=1.0))
             v2 += tl.log(tl.load(sums + rows * 4 + 2, mask=ok, other=1.0))
             v3 += tl.log(tl.load(sums + rows * 4 + 3, mask=ok, other=1.0))
-            top = tl.maximum(tl.maximum(v0, v1), tl.maximum(v2, v3))
-            e0 = tl.exp(v0 - top)
-            e1 = tl.exp(v1 - top)
-            e2 = tl.exp(v2 - top)
-            e3 = tl.exp(v3 - top)
-            total = e0 + e1 + e2 + e3
-            log_z = top + tl.log(total)
-            share0 = e0 / total
-            share1 = e1 / total
-            share2 = e2 / total
-            share3 = e3 / total
+            log_z, share0, share1, share2, share3 = _softmax4(v0, v1, v2, v3)
             target = tl.load(u_at, mask=ok, other=0.0) * (share0 + share1 + share2 + share3)
             k = tl.where(share0 + share1 + share2 > target, 2, 3)  # the first running sum above
             k = tl.where(share0 + share1 > target, 1, k)
@@ -237,16 +236,10 @@ def mixture_kernel(
             if failed:
                 taken = t + 1
                 status = 1
-            # accept x' with theta0: A = Z / max(Z, Z'), in units of Z
-            z_ratio = 1.0 + dz
-            accept = ok & (tl.load(u_at + 2, mask=ok, other=1.0) * tl.maximum(z_ratio, 1.0) < 1.0)
-            tl.store(last + rows * 4, i.to(tl.float64), mask=ok)
-            tl.store(last + rows * 4 + 1, tl.full([BLOCK_B], 1.0, tl.float64), mask=ok)
-            tl.store(last + rows * 4 + 2, z_ratio, mask=ok)
-            tl.store(last + rows * 4 + 3, accept.to(tl.float64), mask=ok)
-            d_log_p, d_magnetisation, d_overlap = commit(
-                accept, i, nb_i, s_new_i, x_new_i, x_i, x, s, x_row, truth, slots_ok
-            )
+            accept, d_log_p, d_magnetisation, d_overlap = accept_move(
+                tl.load(u_at + 2, mask=ok, other=1.0), dz, i, nb_i, s_new_i, x_new_i, x_i, x, s,
+                x_row, truth, slots_ok, last, rows, ok,
+            )  # fmt: skip
             count += accept.to(tl.int64)
             log_p += d_log_p
             stat_log_p += d_log_p
@@ -276,20 +269,10 @@ def mixture_kernel(
             if tl.max(need.to(tl.int32), 0) > 0:
                 _rebuild(need, rows, s, x_row, comps, shift, sums, n_sites, TILE)
                 tl.debug_barrier()
-            if TRACE:  # as kernels.record_step
-                row = trace + (t * n_chains + rows) * 5
-                tl.store(row, stat_log_p, mask=ok)
-                tl.store(row + 1, magnetisation, mask=ok)
-                tl.store(row + 2, overlap, mask=ok)
-                tl.store(row + 3, accept.to(tl.float64), mask=ok)
-                tl.store(row + 4, i.to(tl.float64), mask=ok)
-    tl.store(n_accepted + rows, count, mask=ok)
-    tl.store(stats + rows * 3, stat_log_p, mask=ok)
-    tl.store(stats + rows * 3 + 1, magnetisation, mask=ok)
-    tl.store(stats + rows * 3 + 2, overlap, mask=ok)
-    tl.store(log_p_learn + rows, log_p, mask=ok)
-    tl.store(halt, taken)
-    tl.store(halt + 1, status)
+            if TRACE:
+                record(trace, t, n_chains, rows, ok, stat_log_p, magnetisation, overlap, accept, i)
+    finish(n_accepted, stats, log_p_learn, halt, rows, ok, count, stat_log_p, magnetisation,
+           overlap, log_p, taken, status)  # fmt: skip
 
 
 def mixture_learning_steps(

@@ -27,16 +27,20 @@ from lsbcore.backends.device.learning import (
     _LOG_RANGE,
     TILE,
     WARPS,
-    _log1p,
+    accept_move,
     check_contiguous,
-    commit,
-    draw,
-    finite,
-    flip,
+    finish,
     halt_flag,
     loss_and_grads,
     objective_log_ratio,
     optimizer_step,
+)
+from lsbcore.backends.device.primitives import (
+    draw,
+    finite,
+    flip,
+    log1p,
+    record,
     row_sum,
     slot,
     softplus,
@@ -117,8 +121,8 @@ def _lattice(
         z2 = _z(-u, params, hidden)
         e1 = tl.exp(tl.minimum(z1, 20.0))
         e2 = tl.exp(tl.minimum(z2, 20.0))
-        sp1 = tl.where(z1 > 20.0, z1, _log1p(e1))
-        sp2 = tl.where(z2 > 20.0, z2, _log1p(e2))
+        sp1 = tl.where(z1 > 20.0, z1, log1p(e1))
+        sp2 = tl.where(z2 > 20.0, z2, log1p(e2))
         d1 = tl.where(z1 > 20.0, 1.0, e1 / (1.0 + e1))
         d2 = tl.where(z2 > 20.0, 1.0, e2 / (1.0 + e2))
         half = 0.5 * tl.load(scale + at, mask=inside, other=0.0)
@@ -149,7 +153,7 @@ def _lattice(
 def _log_h(z):
     """``log softplus(z)`` and its derivative in ``z`` (``NetworkBalancing._log_softplus``)."""
     e = tl.exp(tl.minimum(z, 20.0))
-    sp = tl.where(z > 20.0, z, _log1p(e))
+    sp = tl.where(z > 20.0, z, log1p(e))
     d = tl.where(z > 20.0, 1.0, e / (1.0 + e)) / sp
     deep = z < -30.0  # log h = z there
     return tl.where(deep, z, tl.log(sp)), tl.where(deep, 1.0, d)
@@ -164,10 +168,10 @@ def _flip_log_g(v, params, hidden):
     z2 = _z(-u, params, hidden)
     zc1 = tl.maximum(z1, -30.0)
     zc2 = tl.maximum(z2, -30.0)
-    a = tl.minimum(z1, tl.log(tl.where(zc1 > 20.0, zc1, _log1p(tl.exp(tl.minimum(zc1, 20.0))))))
-    b = v + tl.minimum(z2, tl.log(tl.where(zc2 > 20.0, zc2, _log1p(tl.exp(tl.minimum(zc2, 20.0))))))
+    a = tl.minimum(z1, tl.log(tl.where(zc1 > 20.0, zc1, log1p(tl.exp(tl.minimum(zc1, 20.0))))))
+    b = v + tl.minimum(z2, tl.log(tl.where(zc2 > 20.0, zc2, log1p(tl.exp(tl.minimum(zc2, 20.0))))))
     top = tl.maximum(a, b)
-    value = top + _log1p(tl.exp(tl.minimum(a, b) - top)) - _LOG_2
+    value = top + log1p(tl.exp(tl.minimum(a, b) - top)) - _LOG_2
     log_h1, d1 = _log_h(z1)
     log_h2, d2 = _log_h(z2)
     coef1 = tl.exp(log_h1 - value - _LOG_2) * d1
@@ -332,18 +336,10 @@ def network_kernel(
                 if failed:
                     taken = t + 1
                     status = 1
-                # accept x' with theta0: A = Z / max(Z, Z'), in units of Z
-                z_ratio = 1.0 + dz
-                accept = ok & (
-                    tl.load(u_at + 2, mask=ok, other=1.0) * tl.maximum(z_ratio, 1.0) < 1.0
-                )
-                tl.store(last + rows * 4, i.to(tl.float64), mask=ok)
-                tl.store(last + rows * 4 + 1, tl.full([BLOCK_B], 1.0, tl.float64), mask=ok)
-                tl.store(last + rows * 4 + 2, z_ratio, mask=ok)
-                tl.store(last + rows * 4 + 3, accept.to(tl.float64), mask=ok)
-                d_log_p, d_magnetisation, d_overlap = commit(
-                    accept, i, nb_i, s_new_i, x_new_i, x_i, x, s, x_row, truth, slots_ok
-                )
+                accept, d_log_p, d_magnetisation, d_overlap = accept_move(
+                    tl.load(u_at + 2, mask=ok, other=1.0), dz, i, nb_i, s_new_i, x_new_i, x_i, x, s,
+                    x_row, truth, slots_ok, last, rows, ok,
+                )  # fmt: skip
                 count += accept.to(tl.int64)
                 log_p += d_log_p
                 stat_log_p += d_log_p
@@ -364,21 +360,13 @@ def network_kernel(
                 if tl.max(need.to(tl.int32), 0) > 0:
                     top = _rescale(need, s, x_row, u_cache, scale, small, top, rows, n_sites, TILE)
                     tl.debug_barrier()
-                if TRACE:  # as kernels.record_step
-                    row = trace + (t * n_chains + rows) * 5
-                    tl.store(row, stat_log_p, mask=ok)
-                    tl.store(row + 1, magnetisation, mask=ok)
-                    tl.store(row + 2, overlap, mask=ok)
-                    tl.store(row + 3, accept.to(tl.float64), mask=ok)
-                    tl.store(row + 4, i.to(tl.float64), mask=ok)
-    tl.store(n_accepted + rows, count, mask=ok)
-    tl.store(stats + rows * 3, stat_log_p, mask=ok)
-    tl.store(stats + rows * 3 + 1, magnetisation, mask=ok)
-    tl.store(stats + rows * 3 + 2, overlap, mask=ok)
-    tl.store(log_p_learn + rows, log_p, mask=ok)
+                if TRACE:
+                    record(
+                        trace, t, n_chains, rows, ok, stat_log_p, magnetisation, overlap, accept, i
+                    )
     tl.store(top_cache + rows, top, mask=ok)
-    tl.store(halt, taken)
-    tl.store(halt + 1, status)
+    finish(n_accepted, stats, log_p_learn, halt, rows, ok, count, stat_log_p, magnetisation,
+           overlap, log_p, taken, status)  # fmt: skip
 
 
 def network_learning_steps(
