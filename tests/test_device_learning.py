@@ -13,6 +13,7 @@ from device_mode import DEVICE, cpu_uniforms  # before Triton: the interpreter's
 pytest.importorskip("triton")
 
 from lsbcore import IsingPosterior, PairwiseMRF, make_sampler  # noqa: E402
+from lsbcore.backends.device import network as network_kernels  # noqa: E402
 
 LEARNED = ["lsb1", "lsb2"]
 
@@ -68,6 +69,24 @@ def assert_same_learners(compiled, device) -> None:
     assert ours["step"].tolist() == theirs["step"].tolist()
     for field in ("loss", "eta", "weights"):
         close(torch.from_numpy(ours[field]), torch.from_numpy(theirs[field]))
+
+
+@pytest.fixture
+def split(monkeypatch):
+    """LSB 2's lattice-wide terms in their own kernel, over blocks of 8 sites (large lattices'
+    layout: two launches a step), even on these small lattices."""
+    monkeypatch.setattr(network_kernels, "SPLIT_ABOVE", 0)
+    monkeypatch.setattr(network_kernels, "SPAN", 8)
+    monkeypatch.setattr(network_kernels, "SPAN_TILE", 4)
+    grids, kernel = [], network_kernels.lattice_kernel
+
+    class Counted:  # the grids the lattice kernel is launched with
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return kernel[grid]
+
+    monkeypatch.setattr(network_kernels, "lattice_kernel", Counted())
+    return grids
 
 
 TARGETS = {
@@ -166,3 +185,39 @@ def test_the_comparison_sees_a_changed_proposal_uniform(name, monkeypatch):
     device.step(1, learn=True)
     with pytest.raises(AssertionError):
         assert_same_learners(compiled, device)
+
+
+@pytest.mark.parametrize("target_name", ["4x5-periodic", "network"])
+def test_lsb2_with_its_lattice_terms_split_over_programs_is_the_compiled_learning(
+    target_name, split
+):
+    compiled, device = pair("lsb2", TARGETS[target_name](), resync_every=13)
+    for m in (1, 9, 5):
+        compiled.step(m, learn=True)
+        device.step(m, learn=True)
+        assert_same_learners(compiled, device)
+    blocks = -(-device.n_sites // 8)
+    assert split == [(3, blocks)] * 15  # one launch a step, a program per chain and block
+
+
+def test_split_lsb2_rescales_and_stops_as_the_compiled_one(split):
+    """The stale-scale path and a divergence with the lattice kernel in its own launches."""
+    target = lattice((4, 5), "free", scale=150.0, seed=1)
+    compiled, device = pair("lsb2", target, n_chains=4, resync_every=10**6, optimizer="sgd")
+    tops = []
+    for _ in range(4):
+        compiled.step(2, learn=True)
+        device.step(2, learn=True)
+        assert_same_learners(compiled, device)
+        tops.append(device._learning_state[2]["top"].clone())
+    assert any(not torch.equal(a, b) for a, b in zip(tops, tops[1:], strict=False))
+    for sampler in (compiled, device):
+        sampler._log_p_learning = torch.full(
+            (4,), float("nan"), dtype=torch.float64, device=sampler.device
+        )
+        sampler._log_p_step = sampler.n_steps
+        with pytest.warns(RuntimeWarning, match="stops learning"):
+            sampler.step(4, learn=True)
+    assert device.learning_failed and device.n_steps == compiled.n_steps == 12
+    d = device.n_sites
+    assert torch.equal(compiled._x[:, :d], device._x[:, :d].cpu())

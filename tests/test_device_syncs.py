@@ -60,11 +60,15 @@ def test_a_chunk_of_device_steps_reads_nothing_on_the_host(name):
     assert reads_of_a_chunk(name, "device") == []
 
 
-@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
-def test_a_chunk_of_device_learning_reads_the_host_once_at_its_end(name):
+@pytest.mark.parametrize("name,split", [("lsb1", False), ("lsb2", False), ("lsb2", True)])
+def test_a_chunk_of_device_learning_reads_the_host_once_at_its_end(name, split, monkeypatch):
     """Learning steps: one copy to the host after the chunk (steps taken, status, losses and
-    weights for the history), none per step. No restarts here: they are drawn on the host
-    between chunks."""
+    weights for the history), none per step, LSB 2's lattice kernel launched per step
+    included (``split``). No restarts here: they are drawn on the host between chunks."""
+    from lsbcore.backends.device import network
+
+    if split:
+        monkeypatch.setattr(network, "SPLIT_ABOVE", 0)
     sampler = make_sampler(name, target(), 3, seed=2, backend="device", device=DEVICE,
                            restart_prob=0.0)  # fmt: skip
     cpu_uniforms(sampler)

@@ -68,14 +68,25 @@ def learning_variants(exact: dict):
             {**constants, "OPT": opt}, {**exact, "num_warps": learning.WARPS},
         )  # fmt: skip
         signature = {**common, **{n: DOUBLE for n in ("u_cache", "scale", "small", "top_cache")}}
-        signature.update(g_buf=DOUBLE, unit_buf=DOUBLE, hidden="i32")
+        signature.update(g_buf=DOUBLE, unit_buf=DOUBLE, partial=DOUBLE)
+        signature.update({n: "i32" for n in ("hidden", "t0", "n_blocks")})
         signature.update(
-            {n: "constexpr" for n in ("K", "KP", "HP", "PP", "OPT", "TRACE", "BLOCK_B", "TILE")}
+            {n: "constexpr" for n in ("K", "KP", "HP", "PP", "OPT", "TRACE", "BLOCK_B", "TILE")},
+            SPLIT="constexpr",
         )
-        yield (
-            f"learning lsb2 {opt_name}", network.network_kernel, signature,
-            {**constants, "HP": 16, "PP": 32, "OPT": opt}, {**exact, "num_warps": learning.WARPS},
-        )  # fmt: skip
+        for split in (False, True) if opt == 0 else (False,):
+            yield (
+                f"learning lsb2 {opt_name}{' split' if split else ''}", network.network_kernel,
+                signature, {**constants, "HP": 16, "PP": 32, "OPT": opt, "SPLIT": split},
+                {**exact, "num_warps": learning.WARPS},
+            )  # fmt: skip
+    lattice = {name: DOUBLE for name in ("s", "u_cache", "scale", "small", "g_buf", "params")}
+    lattice.update(partial=DOUBLE, halt="*i64", HP="constexpr", TILE="constexpr")
+    lattice.update({n: "i32" for n in ("t", "n_chains", "n_sites", "width", "hidden", "span")})
+    yield (
+        "learning lsb2 lattice", network.lattice_kernel, lattice,
+        {"HP": 16, "TILE": network.SPAN_TILE}, {**exact, "num_warps": 4},
+    )  # fmt: skip
 
 
 def compile_all(arch: int) -> dict[str, int]:

@@ -99,10 +99,11 @@ def _rescale(need, s, x_row, u_cache, scale, small, top, rows, n_sites, TILE: tl
 
 @triton.jit
 def _lattice(
-    lanes, s, x_row, u_cache, scale, small, g_buf, params, hidden, rows, n_sites,
+    lanes, s, x_row, u_cache, scale, small, g_buf, params, hidden, rows, n_sites, first, last,
     acc_s, acc_i, acc_t, HP: tl.constexpr, TILE: tl.constexpr,
 ):  # fmt: skip
-    """Lanes ``lanes``: ``g_i e^-M`` of every site into ``g_buf`` (their sum is returned) and,
+    """Lanes ``lanes``, sites ``first <= i < last``: ``g_i e^-M`` into ``g_buf`` (their sum is
+    returned) and,
     per hidden unit, the sums of ``d (g e^-M) / d z`` times the unit's ``d z`` terms: ``acc_s``
     (times the input), ``acc_i`` ``[BLOCK_B, HP]``, and ``acc_t`` over all (``learning_kernels.
     _lattice_sums``, per unit instead of per piece). Other lanes keep their sums."""
@@ -112,9 +113,9 @@ def _lattice(
     acc_i = tl.where(lanes[:, None], 0.0, acc_i)
     acc_t = tl.where(lanes, 0.0, acc_t)
     base = rows * n_sites
-    for start in range(0, n_sites, TILE):
+    for start in range(first, last, TILE):
         cols = start + tl.arange(0, TILE)
-        inside = lanes[:, None] & (cols < n_sites)[None, :]
+        inside = lanes[:, None] & (cols < last)[None, :]
         at = base[:, None] + cols[None, :]
         u = tl.load(u_cache + at, mask=inside, other=0.0)
         z1 = _z(u, params, hidden)
@@ -196,20 +197,66 @@ def _flip_units(c1, c2, w, params, hidden, s_units, i_units, hh):
 
 
 @triton.jit
+def lattice_kernel(
+    s, u_cache, scale, small, g_buf, params, partial, halt,
+    t, n_chains, n_sites, width, hidden, span,
+    HP: tl.constexpr, TILE: tl.constexpr,
+):  # fmt: skip
+    """Step ``t``'s lattice-wide terms (``_lattice``) of chain ``program_id(0)`` over the sites
+    of block ``program_id(1)`` (``span`` of them), into ``partial [B, blocks, 2 + 2 HP]``: the
+    sum of ``g e^-M``, ``acc_t``, then ``acc_s`` and ``acc_i`` per unit. Nothing after a halt."""
+    if t < tl.load(halt):
+        rows = tl.program_id(0) + tl.arange(0, 1).to(tl.int64)
+        block = tl.program_id(1)
+        lanes = rows < n_chains
+        first = block * span
+        last = tl.minimum(first + span, n_sites)
+        zeros = tl.zeros([1, HP], tl.float64)
+        total, acc_s, acc_i, acc_t = _lattice(
+            lanes, s, rows * width, u_cache, scale, small, g_buf, params, hidden, rows, n_sites,
+            first, last, zeros, zeros, tl.zeros([1], tl.float64), HP, TILE,
+        )  # fmt: skip
+        hh = tl.arange(0, HP)
+        at = (rows * tl.num_programs(1) + block) * (2 + 2 * HP)
+        tl.store(partial + at, total)
+        tl.store(partial + at + 1, acc_t)
+        tl.store(partial + at[:, None] + 2 + hh[None, :], acc_s)
+        tl.store(partial + at[:, None] + 2 + HP + hh[None, :], acc_i)
+
+
+@triton.jit
+def _gathered(partial, rows, ok, n_blocks, HP: tl.constexpr):
+    """Every lane's lattice-wide terms, summed over the blocks of ``lattice_kernel``."""
+    hh = tl.arange(0, HP)
+    total = tl.zeros(rows.shape, tl.float64)
+    acc_t = tl.zeros(rows.shape, tl.float64)
+    acc_s = tl.zeros([rows.shape[0], HP], tl.float64)
+    acc_i = tl.zeros([rows.shape[0], HP], tl.float64)
+    for block in range(n_blocks):
+        at = (rows * n_blocks + block) * (2 + 2 * HP)
+        total += tl.load(partial + at, mask=ok, other=0.0)
+        acc_t += tl.load(partial + at + 1, mask=ok, other=0.0)
+        acc_s += tl.load(partial + at[:, None] + 2 + hh[None, :], mask=ok[:, None], other=0.0)
+        acc_i += tl.load(partial + at[:, None] + 2 + HP + hh[None, :], mask=ok[:, None], other=0.0)
+    return total, acc_s, acc_i, acc_t
+
+
+@triton.jit
 def network_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,
-    u_cache, scale, small, top_cache, g_buf, unit_buf,
+    u_cache, scale, small, top_cache, g_buf, unit_buf, partial,
     params, opt_state, log_p_learn, field, field_rows,
     u, losses, weights, last, halt,
-    m, lr, n_chains, n_sites, width, hidden, fresh, low, high,
+    t0, m, lr, n_chains, n_sites, width, hidden, n_blocks, fresh, low, high,
     K: tl.constexpr, KP: tl.constexpr, HP: tl.constexpr, PP: tl.constexpr, OPT: tl.constexpr,
-    TRACE: tl.constexpr, BLOCK_B: tl.constexpr, TILE: tl.constexpr,
+    TRACE: tl.constexpr, BLOCK_B: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
 ):  # fmt: skip
     """``m`` LSB 2 learning steps of every chain (lanes), one program. ``params [3H + 2]``
     (``w1, b1, w2`` per unit, ``b2``, ``eta_raw``), ``opt_state [2, 3H + 3]``; cache ``u_cache,
     scale, small [B, D]``, ``top_cache [B]``; scratch ``g_buf [B, D]``, ``unit_buf [2, HP]``;
-    out as ``mixture_kernel``."""
+    out as ``mixture_kernel``. Steps ``t0 .. t0 + m - 1`` of the chunk; with ``SPLIT`` the
+    lattice-wide terms come from ``lattice_kernel`` (``partial``, launched before each step)."""
     rows = tl.arange(0, BLOCK_B).to(tl.int64)
     ok = rows < n_chains
     kk = tl.arange(0, KP)
@@ -231,14 +278,18 @@ def network_kernel(
     acc_s = tl.zeros([BLOCK_B, HP], tl.float64)
     acc_i = tl.zeros([BLOCK_B, HP], tl.float64)
     acc_t = tl.zeros([BLOCK_B], tl.float64)
-    taken = m
-    status = 0
-    for t in range(m):
+    taken = tl.load(halt).to(tl.int32)
+    status = tl.load(halt + 1).to(tl.int32)
+    for t in range(t0, t0 + m):
         if t < taken:
             u_at = u + (t * n_chains + rows) * 4
             # Z's terms; again for the lanes whose scale e^M went stale, with a fresh one
-            lanes = ok
-            total = tl.zeros([BLOCK_B], tl.float64)
+            if SPLIT:  # the lattice kernel took the first pass: here only stale lanes
+                total, acc_s, acc_i, acc_t = _gathered(partial, rows, ok, n_blocks, HP)
+                lanes = ok & (rows < 0)
+            else:
+                lanes = ok
+                total = tl.zeros([BLOCK_B], tl.float64)
             for attempt in range(2):
                 if tl.max(lanes.to(tl.int32), 0) > 0:
                     if attempt == 1:
@@ -248,10 +299,10 @@ def network_kernel(
                         tl.debug_barrier()
                     part, acc_s, acc_i, acc_t = _lattice(
                         lanes, s, x_row, u_cache, scale, small, g_buf, params, hidden, rows,
-                        n_sites, acc_s, acc_i, acc_t, HP, TILE,
+                        n_sites, 0, n_sites, acc_s, acc_i, acc_t, HP, TILE,
                     )  # fmt: skip
                     total = tl.where(lanes, part, total)
-                    lanes = lanes & (((total > low) & (total < high)) == 0)
+                lanes = ok & (((total > low) & (total < high)) == 0)
             tl.debug_barrier()
             log_z = top + tl.log(tl.where(ok, total, 1.0))  # idle lanes: no log 0
             base = rows * n_sites
@@ -369,11 +420,20 @@ def network_kernel(
            overlap, log_p, taken, status)  # fmt: skip
 
 
+# Above this many chain-sites a step's lattice-wide terms (the O(D) part of LSB 2's step) run in
+# ``lattice_kernel``, spread over programs of SPAN sites, and each step takes two launches;
+# below it one program runs the whole chunk in one launch. The paper's workload (30 x 900) stays
+# in one launch, the 256x256 image (8 x 65,536) splits. A guess until measured on a GPU.
+SPLIT_ABOVE = 1 << 16
+SPAN = 1024
+SPAN_TILE = 256  # sites per tile in lattice_kernel (one chain per program)
+
+
 def network_learning_steps(
     m: int, chains: dict, tables: dict, learner: dict, u: torch.Tensor, out: dict, cache: dict,
     fresh: bool, trace, hidden: int,
 ) -> torch.Tensor:  # fmt: skip
-    """Up to ``m`` LSB 2 learning steps in place (one launch); arguments as
+    """Up to ``m`` LSB 2 learning steps in place; arguments as
     ``mixture.mixture_learning_steps``, with ``learner["params"] [3H + 2]`` and ``cache``:
     ``u, scale, small [B, D], top [B]`` (rebuilt first when ``fresh``). Returns ``halt``."""
     x = chains["x"]
@@ -384,18 +444,38 @@ def network_learning_steps(
     hp = next_power_of_2(hidden)
     g_buf = torch.empty(n_chains, n_sites, dtype=torch.float64, device=x.device)
     unit_buf = torch.empty(2 * hp, dtype=torch.float64, device=x.device)
-    network_kernel[(1,)](
-        x, chains["s"], chains["n_accepted"], chains["stats"], chains["truth"],
-        trace if trace is not None else out["last"],
-        tables["neighbours"], tables["sign"], tables["coupling"], tables["unique"],
-        cache["u"], cache["scale"], cache["small"], cache["top"], g_buf, unit_buf,
-        learner["params"], learner["opt_state"], learner["log_p"], learner["field"],
-        learner["field"].shape[0],
-        u, out["losses"], out["weights"], out["last"], halt,
-        m, learner["lr"], n_chains, n_sites, width, hidden, int(fresh),
-        math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
-        K=k, KP=next_power_of_2(k), HP=hp, PP=next_power_of_2(3 * hidden + 2),
-        OPT=learner["opt_kind"], TRACE=trace is not None, BLOCK_B=next_power_of_2(n_chains),
-        TILE=TILE, num_warps=WARPS, enable_fp_fusion=False,
-    )  # fmt: skip
+    split = n_chains * n_sites > SPLIT_ABOVE
+    n_blocks = triton.cdiv(n_sites, SPAN) if split else 1
+    partial = torch.empty(n_chains, n_blocks, 2 + 2 * hp, dtype=torch.float64, device=x.device)
+    params = learner["params"]
+
+    def steps(t0: int, count: int, rebuild: bool) -> None:
+        network_kernel[(1,)](
+            x, chains["s"], chains["n_accepted"], chains["stats"], chains["truth"],
+            trace if trace is not None else out["last"],
+            tables["neighbours"], tables["sign"], tables["coupling"], tables["unique"],
+            cache["u"], cache["scale"], cache["small"], cache["top"], g_buf, unit_buf, partial,
+            params, learner["opt_state"], learner["log_p"], learner["field"],
+            learner["field"].shape[0],
+            u, out["losses"], out["weights"], out["last"], halt,
+            t0, count, learner["lr"], n_chains, n_sites, width, hidden, n_blocks, int(rebuild),
+            math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
+            K=k, KP=next_power_of_2(k), HP=hp, PP=next_power_of_2(3 * hidden + 2),
+            OPT=learner["opt_kind"], TRACE=trace is not None,
+            BLOCK_B=next_power_of_2(n_chains), TILE=TILE, SPLIT=split, num_warps=WARPS,
+            enable_fp_fusion=False,
+        )  # fmt: skip
+
+    if not split:
+        steps(0, m, fresh)
+        return halt
+    if fresh:
+        steps(0, 0, True)  # the cache first: the lattice kernel reads it
+    for t in range(m):  # two launches a step; both do nothing after a halt
+        lattice_kernel[(n_chains, n_blocks)](
+            chains["s"], cache["u"], cache["scale"], cache["small"], g_buf, params, partial,
+            halt, t, n_chains, n_sites, width, hidden, SPAN,
+            HP=hp, TILE=SPAN_TILE, num_warps=4, enable_fp_fusion=False,
+        )  # fmt: skip
+        steps(t, 1, False)
     return halt
