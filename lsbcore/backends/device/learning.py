@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lsbcore.backends.device.primitives import expm1, slot, softplus
+from lsbcore.backends.device.primitives import expm1, finite, slot, softplus
 from lsbcore.numerics import (
     ADAM_BETA1,
     ADAM_BETA2,
@@ -136,6 +136,21 @@ def optimizer_step(params, grads, inside, state, n_params, lr, OPT: tl.constexpr
         tl.store(state + 2 * n_params + 1, 1.0)
         new = params - lr * buffer
     return new
+
+
+@triton.jit
+def take_step(params, grads, inside, opt_state, n_params, lr, loss, OPT: tl.constexpr):
+    """The optimiser's step of the parameters in memory, undone when it leaves them or the loss
+    non-finite (``learning_kernels._optimise``). Returns the parameters and whether it failed."""
+    idx = tl.arange(0, grads.shape[0])
+    good = tl.load(params + idx, mask=inside, other=0.0)
+    new = optimizer_step(good, grads, inside, opt_state, n_params, lr, OPT)
+    failed = finite(tl.sum(tl.where(inside, new, 0.0), 0) + loss) == 0
+    new = tl.where(failed, good, new)
+    tl.debug_barrier()  # every lane has read this step's parameters
+    tl.store(params + idx, new, mask=inside)
+    tl.debug_barrier()
+    return new, failed
 
 
 @triton.jit

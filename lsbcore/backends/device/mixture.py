@@ -27,11 +27,10 @@ from lsbcore.backends.device.learning import (
     halt_flag,
     loss_and_grads,
     objective_log_ratio,
-    optimizer_step,
+    take_step,
 )
 from lsbcore.backends.device.primitives import (
     draw,
-    finite,
     flip,
     log_sigmoid,
     record,
@@ -217,12 +216,7 @@ def mixture_kernel(
             grads = tl.where(idx == 2, gw2 - tl.exp(lw2) * gw, grads)
             grads = tl.where(idx == 3, gw3 - tl.exp(lw3) * gw, grads)
             grads = tl.where(idx == 4, grad_eta, grads)
-            good = tl.load(params + idx, mask=inside, other=0.0)
-            new = optimizer_step(good, grads, inside, opt_state, 5, lr, OPT)
-            failed = finite(tl.sum(tl.where(inside, new, 0.0), 0) + loss) == 0
-            new = tl.where(failed, good, new)  # a step that diverged is undone
-            tl.store(params + idx, new, mask=inside)
-            tl.debug_barrier()
+            _, failed = take_step(params, grads, inside, opt_state, 5, lr, loss, OPT)
             tl.store(losses + t, loss)
             nw0, nw1, nw2, nw3 = _log_weights(params)
             tl.store(

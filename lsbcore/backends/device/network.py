@@ -33,7 +33,7 @@ from lsbcore.backends.device.learning import (
     halt_flag,
     loss_and_grads,
     objective_log_ratio,
-    optimizer_step,
+    take_step,
 )
 from lsbcore.backends.device.primitives import (
     draw,
@@ -373,12 +373,7 @@ def network_kernel(
                 grads = tl.where(idx == 3 * hidden, b2_grad, grads)
                 grads = tl.where(idx == 3 * hidden + 1, grad_eta, grads)
                 grads = tl.where(inside, grads, 0.0)
-                good = tl.load(params + idx, mask=inside, other=0.0)
-                new = optimizer_step(good, grads, inside, opt_state, n_params, lr, OPT)
-                failed = finite(tl.sum(tl.where(inside, new, 0.0), 0) + loss) == 0
-                new = tl.where(failed, good, new)  # a step that diverged is undone
-                tl.debug_barrier()
-                tl.store(params + idx, new, mask=inside)
+                new, failed = take_step(params, grads, inside, opt_state, n_params, lr, loss, OPT)
                 tl.store(losses + t, loss)
                 tl.store(
                     weights + t * 5 + 4,
