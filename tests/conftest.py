@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import device_mode  # noqa: F401  (first: Triton reads its interpreter switch on import)
 import numpy as np
 import pytest
 import torch
