@@ -193,8 +193,11 @@ def finish(n_accepted, stats, log_p_learn, halt, rows, ok, count, stat_log_p, ma
 
 def halt_flag(m: int, device) -> torch.Tensor:
     """``[steps taken, status]`` of a chunk, on the device: ``m`` and 0 unless a step stopped
-    learning (status 1: it diverged, its move made; 2: log Z was not finite, nothing done)."""
-    return torch.tensor([m, 0], dtype=torch.int64, device=device)
+    learning (status 1: it diverged, its move made; 2: log Z was not finite, nothing done).
+    Filled on the device: a tensor built from a Python list would be a blocking copy."""
+    halt = torch.zeros(2, dtype=torch.int64, device=device)
+    halt[0] = m
+    return halt
 
 
 def check_contiguous(**tensors) -> None:
