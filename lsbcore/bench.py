@@ -70,6 +70,17 @@ def sampler_figures(device, name: str, repeats: int, steps: int, backend: str) -
         out[f"{learner} learning, 30 chains 30x30"] = per_second(
             lambda n, s=sampler: s.step(n, learn=True), max(200, steps // 4), repeats
         )
+    if backend == "device":  # LSB 2's other layout, to set network.SPLIT_ABOVE from a measurement
+        from lsbcore.backends.device import network
+
+        sampler = make_sampler("lsb2", case.target, 30, device=device, x0=case.x0, backend=backend)
+        kept, network.SPLIT_ABOVE = network.SPLIT_ABOVE, 0
+        try:
+            out["lsb2 learning, 30 chains 30x30, lattice terms split"] = per_second(
+                lambda n: sampler.step(n, learn=True), max(200, steps // 4), repeats
+            )
+        finally:
+            network.SPLIT_ABOVE = kept
     return out
 
 
