@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from device_mode import DEVICE, cpu_uniforms  # before Triton: the interpreter's switch
+from device_mode import DEVICE, ON_GPU, cpu_uniforms  # before Triton: the interpreter's switch
 
 pytest.importorskip("triton")
 
@@ -217,3 +217,16 @@ def test_split_lsb2_rescales_and_stops_as_the_compiled_one(split):
     assert device.learning_failed and device.n_steps == compiled.n_steps == 10
     d = device.n_sites
     assert torch.equal(compiled._x[:, :d], device._x[:, :d].cpu())
+
+
+@pytest.mark.skipif(ON_GPU, reason="the compiled backend runs on the CPU only")
+@pytest.mark.parametrize("name", LEARNED)
+def test_switching_backends_while_learning_keeps_the_compiled_chains(name):
+    """Device, compiled, device again: each backend holds its learning cache in its own form
+    and rebuilds it after a switch, so the chains stay the compiled sampler's."""
+    compiled, device = pair(name, lattice((4, 5), "periodic"))
+    for backend in ("device", "compiled", "device"):
+        device.set_backend(backend)
+        compiled.step(3, learn=True)
+        device.step(3, learn=True)
+        assert_same_learners(compiled, device)

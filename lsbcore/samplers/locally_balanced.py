@@ -296,7 +296,7 @@ class LocallyBalancedSampler(Sampler):
             taken, status, params, out.losses, out.weights, torch.from_numpy(out.last), log_p
         )
         # the caches stay valid while nothing else changes s (a resync or another step)
-        self._learning_state = (self._epoch, self.n_steps, cache)
+        self._learning_state = (self._epoch, self.n_steps, cache, self.backend)
         return taken
 
     def _has_device_learning(self) -> bool:
@@ -357,7 +357,7 @@ class LocallyBalancedSampler(Sampler):
             trace[:taken].copy_(steps[:taken])
         losses, weights = summary[2 : 2 + m], summary[2 + m :].reshape(m, 5)
         self._after_learning(taken, status, params, losses, weights, out["last"], log_p)
-        self._learning_state = (self._epoch, self.n_steps, cache)
+        self._learning_state = (self._epoch, self.n_steps, cache, self.backend)
         return taken
 
     def _after_learning(self, taken, status, params, losses, weights, last, log_p) -> None:
@@ -388,8 +388,10 @@ class LocallyBalancedSampler(Sampler):
     def _learning_cache(self):
         """The compiled learning step's cache (None when it must be rebuilt from ``s``) and
         whether it must be."""
-        epoch, steps, cache = getattr(self, "_learning_state", (None, None, None))
-        fresh = (epoch, steps) != (self._epoch, self.n_steps) or cache is None
+        epoch, steps, cache, backend = getattr(self, "_learning_state", (None,) * 4)
+        # each backend keeps its own form (numpy arrays, device tensors): another one rebuilds
+        fresh = (epoch, steps, backend) != (self._epoch, self.n_steps, self.backend)
+        fresh = fresh or cache is None
         return (None if fresh else cache), fresh
 
     def _network_learning(self, m, chains, tables, learner, u, out, cache, fresh):
