@@ -69,7 +69,7 @@ def learning_variants(exact: dict):
         )  # fmt: skip
         signature = {**common, **{n: DOUBLE for n in ("u_cache", "scale", "small", "top_cache")}}
         signature.update(g_buf=DOUBLE, unit_buf=DOUBLE, partial=DOUBLE)
-        signature.update({n: "i32" for n in ("hidden", "t0", "n_blocks")})
+        signature.update({n: "i32" for n in ("hidden", "t0", "n_blocks", "span")})
         signature.update(
             {n: "constexpr" for n in ("K", "KP", "HP", "PP", "OPT", "TRACE", "BLOCK_B", "TILE")},
             SPLIT="constexpr",

@@ -37,6 +37,7 @@ from lsbcore.backends.device.learning import (
 )
 from lsbcore.backends.device.primitives import (
     draw,
+    draw_in,
     finite,
     flip,
     log1p,
@@ -242,13 +243,51 @@ def _gathered(partial, rows, ok, n_blocks, HP: tl.constexpr):
 
 
 @triton.jit
+def _two_level_draw(
+    partial, g_buf, rows, ok, redone, u_site, n_blocks, span, n_sites,
+    HP: tl.constexpr, TILE: tl.constexpr,
+):  # fmt: skip
+    """The site ``i ~ g_i / Z`` in two levels: a block of ``span`` sites by its share of ``Z``
+    (the lattice kernel's block sums; afresh for the lanes ``redone`` here), then a site in it
+    (``draw``'s rule: the first running sum above ``u Z``, else the last site)."""
+    base = rows * n_sites
+    total = tl.zeros(rows.shape, tl.float64)
+    for block in range(n_blocks):
+        at = (rows * n_blocks + block) * (2 + 2 * HP)
+        part = tl.load(partial + at, mask=ok, other=0.0)
+        if tl.max(redone.to(tl.int32), 0) > 0:
+            count = tl.minimum(span, n_sites - block * span)
+            part = tl.where(redone, row_sum(g_buf, base + block * span, count, redone, TILE), part)
+            tl.store(partial + at, part, mask=redone)
+        total += part
+    tl.debug_barrier()
+    target = u_site * total
+    acc = tl.zeros(rows.shape, tl.float64)
+    before = tl.zeros(rows.shape, tl.float64)
+    chosen = tl.zeros(rows.shape, tl.int64) + (n_blocks - 1)
+    found = tl.zeros(rows.shape, tl.int32)
+    for block in range(n_blocks):
+        part = tl.load(partial + (rows * n_blocks + block) * (2 + 2 * HP), mask=ok, other=0.0)
+        hit = (found == 0) & (acc + part > target)
+        chosen = tl.where(hit, block, chosen)
+        before = tl.where(hit, acc, before)
+        found = tl.where(hit, 1, found)
+        acc += part
+    # none above u Z (rounding): the last site, as the one-level draw
+    inner = tl.where(found == 1, target - before, float("inf"))
+    start = chosen * span
+    count = tl.minimum(span, n_sites - start)
+    return start + draw_in(g_buf, base + start, span, count, inner, ok, TILE)
+
+
+@triton.jit
 def network_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,
     u_cache, scale, small, top_cache, g_buf, unit_buf, partial,
     params, opt_state, log_p_learn, field, field_rows,
     u, losses, weights, last, halt,
-    t0, m, lr, n_chains, n_sites, width, hidden, n_blocks, fresh, low, high,
+    t0, m, lr, n_chains, n_sites, width, hidden, n_blocks, span, fresh, low, high,
     K: tl.constexpr, KP: tl.constexpr, HP: tl.constexpr, PP: tl.constexpr, OPT: tl.constexpr,
     TRACE: tl.constexpr, BLOCK_B: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
 ):  # fmt: skip
@@ -284,6 +323,7 @@ def network_kernel(
         if t < taken:
             u_at = u + (t * n_chains + rows) * 4
             # Z's terms; again for the lanes whose scale e^M went stale, with a fresh one
+            redone = ok & (rows < 0)  # lanes whose terms are formed again here
             if SPLIT:  # the lattice kernel took the first pass: here only stale lanes
                 total, acc_s, acc_i, acc_t = _gathered(partial, rows, ok, n_blocks, HP)
                 lanes = ok & (rows < 0)
@@ -293,6 +333,7 @@ def network_kernel(
             for attempt in range(2):
                 if tl.max(lanes.to(tl.int32), 0) > 0:
                     if attempt == 1:
+                        redone = lanes
                         tl.debug_barrier()
                         top = _rescale(lanes, s, x_row, u_cache, scale, small, top, rows,
                                        n_sites, TILE)  # fmt: skip
@@ -305,10 +346,15 @@ def network_kernel(
                 lanes = ok & (((total > low) & (total < high)) == 0)
             tl.debug_barrier()
             log_z = top + tl.log(tl.where(ok, total, 1.0))  # idle lanes: no log 0
-            base = rows * n_sites
-            row_total = row_sum(g_buf, base, n_sites, ok, TILE)
-            target = tl.load(u_at, mask=ok, other=0.0) * row_total
-            i = draw(g_buf, base, n_sites, target, ok, TILE)
+            u_site = tl.load(u_at, mask=ok, other=0.0)
+            if SPLIT:
+                i = _two_level_draw(
+                    partial, g_buf, rows, ok, redone, u_site, n_blocks, span, n_sites, HP, TILE
+                )
+            else:
+                base = rows * n_sites
+                i = draw(g_buf, base, n_sites, u_site * row_sum(g_buf, base, n_sites, ok, TILE),
+                         ok, TILE)  # fmt: skip
             j = tl.load(u_at + 3, mask=ok, other=0.0) * n_sites
             j = tl.minimum(j.to(tl.int64), n_sites - 1)
             nb_i, mask_i, s_old_i, s_new_i, x_new_i, x_i = flip(
@@ -453,7 +499,8 @@ def network_learning_steps(
             params, learner["opt_state"], learner["log_p"], learner["field"],
             learner["field"].shape[0],
             u, out["losses"], out["weights"], out["last"], halt,
-            t0, count, learner["lr"], n_chains, n_sites, width, hidden, n_blocks, int(rebuild),
+            t0, count, learner["lr"], n_chains, n_sites, width, hidden, n_blocks, SPAN,
+            int(rebuild),
             math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
             K=k, KP=next_power_of_2(k), HP=hp, PP=next_power_of_2(3 * hidden + 2),
             OPT=learner["opt_kind"], TRACE=trace is not None,

@@ -54,12 +54,20 @@ def finite(v):
 def draw(values, base, n, target, ok, TILE: tl.constexpr):
     """Per lane the first ``c < n`` whose running sum of ``values[base + c]`` exceeds
     ``target`` (else ``n - 1``): the inverse CDF of ``learning_kernels._draw``, in tiles."""
+    return draw_in(values, base, n, n, target, ok, TILE)
+
+
+@triton.jit
+def draw_in(values, base, n, count, target, ok, TILE: tl.constexpr):
+    """``draw`` over each lane's first ``count`` values (a scalar or one per lane, at most
+    ``n``)."""
+    limit = count + tl.zeros(target.shape, tl.int64)
     acc = tl.zeros(target.shape, tl.float64)
-    chosen = tl.zeros(target.shape, tl.int64) + (n - 1)
+    chosen = limit - 1
     found = tl.zeros(target.shape, tl.int32)
     for start in range(0, n, TILE):
         cols = start + tl.arange(0, TILE)
-        inside = ok[:, None] & (cols < n)[None, :]
+        inside = ok[:, None] & (cols[None, :] < limit[:, None])
         v = tl.load(values + base[:, None] + cols[None, :], mask=inside, other=0.0)
         running = tl.cumsum(v, 1) + acc[:, None]
         first = tl.min(tl.where(inside & (running > target[:, None]), cols[None, :], n), 1)
