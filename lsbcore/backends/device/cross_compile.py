@@ -89,30 +89,40 @@ def learning_variants(exact: dict):
     )  # fmt: skip
 
 
-def compile_all(arch: int) -> dict[str, int]:
-    """Each kernel compiled to a cubin for ``sm_<arch>``; returns its PTX length by name."""
+def compile_one(index: int, arch: int) -> tuple[str, int]:
+    """The ``index``-th variant compiled to a cubin for ``sm_<arch>``: its name and PTX length."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    target = GPUTarget("cuda", arch, 32)
-    sizes = {}
-    for name, kernel, signature, constants, options in variants():
-        source = ASTSource(kernel, signature, constexprs=constants)
-        compiled = triton.compile(source, target=target, options=options)
-        if "cubin" not in compiled.asm:
-            raise RuntimeError(f"{name}: no cubin for sm_{arch}.")
-        sizes[name] = len(compiled.asm["ptx"])
-    return sizes
+    name, kernel, signature, constants, options = list(variants())[index]
+    source = ASTSource(kernel, signature, constexprs=constants)
+    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+    if "cubin" not in compiled.asm:
+        raise RuntimeError(f"{name}: no cubin for sm_{arch}.")
+    return name, len(compiled.asm["ptx"])
+
+
+def compile_all(arch: int, jobs: int = 1) -> dict[str, int]:
+    """Every variant compiled for ``sm_<arch>`` (``jobs`` processes: Triton compiles on one
+    core); returns each PTX length by name."""
+    indices = range(len(list(variants())))
+    if jobs <= 1:
+        return dict(compile_one(i, arch) for i in indices)
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as pool:
+        return dict(pool.map(compile_one, indices, [arch] * len(indices)))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability (90: H100)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
         parser.error("unset TRITON_INTERPRET: the interpreter does not compile kernels.")
-    for name, size in compile_all(args.arch).items():
+    for name, size in compile_all(args.arch, args.jobs).items():
         print(f"{name:20s} sm_{args.arch} ok ({size:,} characters of PTX)")
     return 0
 
