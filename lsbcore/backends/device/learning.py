@@ -155,11 +155,12 @@ def take_step(params, grads, inside, opt_state, n_params, lr, loss, OPT: tl.cons
 
 @triton.jit
 def accept_move(u_accept, dz, i, nb, s_new, x_new, x_site, x, s, x_row, truth, slots_ok, last,
-                rows, ok):  # fmt: skip
+                rows, ok, running):  # fmt: skip
     """Accept ``x'`` with theta0 (``A = Z / max(Z, Z')`` in units of ``Z``, ``dz = Z'/Z - 1``),
     note the step in ``last`` (site, 1, Z'/Z, decision) and write the accepted flips
-    (``kernels.write_flip``). Returns the decisions and the changes of the statistics (log p~,
-    magnetisation, overlap) per lane."""
+    (``kernels.write_flip``). ``running``: per lane the count of moves, the objective's log p~
+    and the statistics (log p~, magnetisation, overlap). Returns the decisions and ``running``
+    after the moves."""
     z_ratio = 1.0 + dz
     accept = ok & (u_accept * tl.maximum(z_ratio, 1.0) < 1.0)
     tl.store(last + rows * 4, i.to(tl.float64), mask=ok)
@@ -173,8 +174,12 @@ def accept_move(u_accept, dz, i, nb, s_new, x_new, x_site, x, s, x_row, truth, s
     zero = tl.zeros_like(x_site)
     kk = tl.arange(0, s_new.shape[1])
     d_log_p = tl.where(accept, -slot(s_new, kk, 0), zero)
-    d_magnetisation = tl.where(accept, -2.0 * x_site, zero)
-    return accept, d_log_p, d_magnetisation, tl.where(accept, -2.0 * x_site * t_site, zero)
+    count, log_p, stat_log_p, magnetisation, overlap = running
+    return accept, (
+        count + accept.to(tl.int64), log_p + d_log_p, stat_log_p + d_log_p,
+        magnetisation + tl.where(accept, -2.0 * x_site, zero),
+        overlap + tl.where(accept, -2.0 * x_site * t_site, zero),
+    )  # fmt: skip
 
 
 @triton.jit

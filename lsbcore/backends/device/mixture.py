@@ -230,15 +230,12 @@ def mixture_kernel(
             if failed:
                 taken = t + 1
                 status = 1
-            accept, d_log_p, d_magnetisation, d_overlap = accept_move(
+            accept, running = accept_move(
                 tl.load(u_at + 2, mask=ok, other=1.0), dz, i, nb_i, s_new_i, x_new_i, x_i, x, s,
                 x_row, truth, slots_ok, last, rows, ok,
+                (count, log_p, stat_log_p, magnetisation, overlap),
             )  # fmt: skip
-            count += accept.to(tl.int64)
-            log_p += d_log_p
-            stat_log_p += d_log_p
-            magnetisation += d_magnetisation
-            overlap += d_overlap
+            count, log_p, stat_log_p, magnetisation, overlap = running
             tl.debug_barrier()
             # the neighbourhood's components from its new s, then every sum re-added
             write = slots_ok & accept[:, None]

@@ -182,9 +182,12 @@ def _flip_log_g(v, params, hidden):
 
 
 @triton.jit
-def _flip_units(c1, c2, w, params, hidden, s_units, i_units, hh):
-    """Add one neighbourhood's gradient terms (``c1, c2 = d loss / d z`` of its inputs ``w``
-    and ``-w``, ``[BLOCK_B, KP]``) to the per-unit sums; returns them and their total."""
+def _flip_units(grad, coef1, coef2, w, params, hidden, s_units, i_units, b2_grad, hh):
+    """Add one neighbourhood's gradient terms to the per-unit sums and ``b2``'s: ``grad`` (d
+    loss / d log g) times each input's ``d log g / d z`` (``coef1, coef2``) for the inputs
+    ``w`` and ``-w``, ``[BLOCK_B, KP]``."""
+    c1 = grad * coef1
+    c2 = grad * coef2
     for h in range(hidden):
         w1 = tl.load(params + h)
         b1 = tl.load(params + hidden + h)
@@ -194,7 +197,7 @@ def _flip_units(c1, c2, w, params, hidden, s_units, i_units, hh):
         d_i = tl.sum(tl.sum(tl.where(on1, c1, 0.0) + tl.where(on2, c2, 0.0), 1), 0)
         s_units = tl.where(hh == h, s_units + d_s, s_units)
         i_units = tl.where(hh == h, i_units + d_i, i_units)
-    return s_units, i_units, tl.sum(tl.sum(c1 + c2, 1), 0)
+    return s_units, i_units, b2_grad + tl.sum(tl.sum(c1 + c2, 1), 0)
 
 
 @triton.jit
@@ -385,22 +388,18 @@ def network_kernel(
                 s_units = tl.sum(weight[:, None] * acc_s, 0)
                 i_units = tl.sum(weight[:, None] * acc_i, 0)
                 b2_grad = tl.sum(weight * acc_t, 0)
-                s_units, i_units, d_t = _flip_units(
-                    g0 * c01, g0 * c02, w0, params, hidden, s_units, i_units, hh
+                s_units, i_units, b2_grad = _flip_units(
+                    g0, c01, c02, w0, params, hidden, s_units, i_units, b2_grad, hh
                 )
-                b2_grad += d_t
-                s_units, i_units, d_t = _flip_units(
-                    g1 * c11, g1 * c12, w1, params, hidden, s_units, i_units, hh
+                s_units, i_units, b2_grad = _flip_units(
+                    g1, c11, c12, w1, params, hidden, s_units, i_units, b2_grad, hh
                 )
-                b2_grad += d_t
-                s_units, i_units, d_t = _flip_units(
-                    g2 * c21, g2 * c22, w2, params, hidden, s_units, i_units, hh
+                s_units, i_units, b2_grad = _flip_units(
+                    g2, c21, c22, w2, params, hidden, s_units, i_units, b2_grad, hh
                 )
-                b2_grad += d_t
-                s_units, i_units, d_t = _flip_units(
-                    g3 * c31, g3 * c32, w3, params, hidden, s_units, i_units, hh
+                s_units, i_units, b2_grad = _flip_units(
+                    g3, c31, c32, w3, params, hidden, s_units, i_units, b2_grad, hh
                 )
-                b2_grad += d_t
                 # chained to the weights: d z / d w1_h = w2_h w, / d b1_h = w2_h, / d w2_h =
                 # w1_h w + b1_h, on the unit's side of its breakpoint
                 tl.store(unit_buf + hh, s_units)
@@ -428,15 +427,12 @@ def network_kernel(
                 if failed:
                     taken = t + 1
                     status = 1
-                accept, d_log_p, d_magnetisation, d_overlap = accept_move(
+                accept, running = accept_move(
                     tl.load(u_at + 2, mask=ok, other=1.0), dz, i, nb_i, s_new_i, x_new_i, x_i, x, s,
                     x_row, truth, slots_ok, last, rows, ok,
+                    (count, log_p, stat_log_p, magnetisation, overlap),
                 )  # fmt: skip
-                count += accept.to(tl.int64)
-                log_p += d_log_p
-                stat_log_p += d_log_p
-                magnetisation += d_magnetisation
-                overlap += d_overlap
+                count, log_p, stat_log_p, magnetisation, overlap = running
                 tl.debug_barrier()
                 # the neighbourhood's cached values from its new s; a fresh scale if one rose
                 write = slots_ok & accept[:, None]
