@@ -421,3 +421,50 @@ def test_relaxation_along_a_coupling_matches_the_comparison_and_grows():
     assert figure.layout.yaxis.type == "log"
     assert figure.layout.shapes[0].x0 == 0.5
     assert figures.exact_relaxation_figure(lams, {}).layout.annotations  # "no data yet"
+
+
+def test_the_exact_table_prints_no_float_noise():
+    from app.views import exact_chain as view
+
+    rows = [
+        {
+            "name": "barker",
+            "gap": 0.0661234,
+            "relaxation_time": 15.123,
+            "relaxation_site_updates": 32123.4,
+            "tv_final": 6e-16,
+        }
+    ]
+    shown = view.table(rows)[0]
+    assert shown["TV after the last step"] == "< 1e-12"  # once 0.0000000000000006
+    assert shown["spectral gap"] == "0.0661"
+    assert shown["relaxation time (site updates)"] == "32,100"
+
+
+def test_the_relaxation_text_says_what_the_curves_show():
+    from app.views.exact_chain import relaxation_text
+
+    lams = [0.0, 1.0, 2.0]
+    one_mode = {"barker": [2.2, 2.9, 3.4], "max": [3.0, 19.1, 1034.6]}
+    text = relaxation_text(lams, one_mode)
+    assert "t/(1+t) 2.2 → 3.4;" in text and "max(1,t) 3 → 1,030 (×340)" in text
+    assert "max(1,t) slows down tenfold" in text and "t/(1+t) stays within threefold" in text
+    assert "Every sampler" not in text  # the old caption's claim, false here
+    two_modes = {"barker": [32.6, 155.0, 48452.0], "checkerboard": [9.0, 239.0, 87040.0]}
+    assert "Every sampler slows down" in relaxation_text(lams, two_modes)
+    flat = {"barker": [2.0, 2.5, 3.0]}
+    assert relaxation_text(lams, flat).endswith("No sampler slows down tenfold here.")
+    assert relaxation_text(lams, {"barker": [np.nan] * 3}) == ""
+
+
+def test_on_paper_case_3_the_informed_samplers_stay_fast_and_max_slows_down():
+    """The exact chart's numbers on the default run's centre 3 x 3 window: the text must not
+    say that every sampler slows down (it said so while t/(1+t) stayed at 3-5)."""
+    from app.views.exact_chain import coupling_sweep, relaxation_text, window_target
+    from lsbcore import paper_case
+
+    target = window_target(paper_case(3, n_chains=1).target, 3, 3)
+    lams, curves, _ = coupling_sweep(target, ["barker", "max"], points=5)
+    assert curves["barker"].max() < 20 and curves["max"][-1] > 100 * curves["max"].min()
+    text = relaxation_text(lams, curves)
+    assert "max(1,t) slows down" in text and "Every sampler" not in text

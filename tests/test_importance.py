@@ -390,3 +390,17 @@ def test_a_window_as_large_as_the_lattice_is_the_whole_posterior_with_its_bounda
     shown = view.compute(target, "mean field", 200, side=64, max_side=64)
     assert shown.exact_log_z is None and shown.exact_p_plus is None  # 25 sites, periodic
     assert [r.shape for r in shown.rows][-1] == (4, 4)  # the study's sides that fit in 5 x 5
+
+
+def test_the_collapse_table_prints_numbers_as_short_text():
+    from types import SimpleNamespace
+
+    from app.views import importance as view
+
+    row = SimpleNamespace(
+        shape=(6, 6), sites=36, proposal="field", ess_fraction=1.0000000000000002e-4,
+        ess=1.0000001, log_z_se=0.123456, log_w_sd=7.0, error=None,
+    )  # fmt: skip
+    shown = view.collapse_table([row])[0]
+    assert shown["ESS / N"] == "1e-4" and shown["ESS"] == "1" and shown["se of log Ẑ"] == "0.123"
+    assert shown["log Ẑ − log Z"] == "—"  # not None

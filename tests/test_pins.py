@@ -18,6 +18,7 @@ from app.pin_store import PinStore
 from app.pins import PinError
 from app.views import compare
 from lsbcore import figures
+from lsbcore.number_text import number_text
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 
@@ -306,4 +307,7 @@ def test_the_summary_table_has_every_sampler_of_every_run(pin):
     assert len(rows) == len(pin.samplers) + 1
     sqrt = [r for r in rows if r["sampler"] == figures.sampler_label("sqrt")]
     assert [r["run"] for r in sqrt] == ["1. a", "2. b"]
-    assert sqrt[0]["bulk ESS"] == pytest.approx(pin.samplers["sqrt"]["ess_bulk"], abs=1e-4)
+    assert sqrt[0]["bulk ESS"] == number_text(pin.samplers["sqrt"]["ess_bulk"], 4)
+    missing = replace(fewer, samplers={"sqrt": {**pin.samplers["sqrt"], "move_prob": None}})
+    row = compare.summary_rows({"1. a": missing})[0]
+    assert row["P(move)"] == "—" and None not in row.values()  # never the word None

@@ -20,6 +20,7 @@ from app.pins import Pin
 from app.text import escape
 from lsbcore import figures
 from lsbcore.figures import sampler_label
+from lsbcore.number_text import MISSING, number_text
 
 CURRENT = "current"  # the option that stands for the run on the page
 MAX_COMPARED = 4  # columns wider than a quarter of the page stay readable
@@ -54,7 +55,8 @@ def differences(runs: dict[str, Pin]) -> list[dict]:
 
 
 def summary_rows(runs: dict[str, Pin]) -> list[dict]:
-    """One row per sampler and run: its summary numbers (None where not measured)."""
+    """One row per sampler and run: its summary numbers as text with four significant digits,
+    ``MISSING`` (an em dash) where a run did not measure them (the caption says when)."""
     rows = []
     samplers = list(dict.fromkeys(n for p in runs.values() for n in p.samplers))
     for name in samplers:
@@ -65,7 +67,7 @@ def summary_rows(runs: dict[str, Pin]) -> list[dict]:
             row = {"sampler": sampler_label(name), "run": label}
             for key in pins.SUMMARY_FIELDS:
                 value = summary.get(key)
-                row[pins.SUMMARY_LABELS[key]] = None if value is None else round(value, 4)
+                row[pins.SUMMARY_LABELS[key]] = number_text(value, 4)
             rows.append(row)
     return rows
 
@@ -173,10 +175,12 @@ def render(run) -> None:
     st.markdown("**Summary per sampler**")
     st.dataframe(summary_rows(runs), hide_index=True)
     st.caption(
-        "Acceptance: accepted over proposed moves, burn-in included. P(move): the chance a step "
-        "moves at all, measured by the last slow-motion Step (empty without one). ESS and R-hat "
-        "as in the Mixing view, over the mixing phase when the run was pinned (empty in burn-in); "
-        "bulk ESS per mixing second divides by the sampling time of the mixing phase."
+        f"{MISSING} marks a number the run did not measure. Acceptance: accepted over proposed "
+        f"moves, burn-in included. P(move): the chance a step moves at all, measured by the last "
+        f"slow-motion Step ({MISSING} without one). ESS and R-hat as in the Mixing view, over the "
+        f"mixing phase when the run was pinned ({MISSING} in burn-in; pooled bulk ESS and R-hat "
+        f"are {MISSING} when every chain has its own α, as in the paper's cases); bulk ESS per "
+        "mixing second divides by the sampling time of the mixing phase."
     )
     overlaid = built["overlaid"]
     left, right = charts.row("compare_ess")

@@ -23,6 +23,7 @@ from lsbcore.importance import (
     exact_log_partition,
     importance_sample,
 )
+from lsbcore.number_text import number_text
 
 KEYS = ("is_proposal", "is_samples", "is_side", "is_max_side")
 CACHE_KEY = "importance"
@@ -131,16 +132,18 @@ def collapse_curves(rows: list[CollapseRow]) -> dict:
 
 
 def collapse_table(rows: list[CollapseRow]) -> list[dict]:
+    """The study as display rows, numbers as text (a collapsed ESS / N reads 1e-4, not
+    0.0001000000; an error that cannot be computed reads as a dash)."""
     return [
         {
             "window": " x ".join(str(v) for v in r.shape),
             "sites": r.sites,
             "proposal": r.proposal,
-            "ESS / N": r.ess_fraction,
-            "ESS": r.ess,
-            "se of log Ẑ": r.log_z_se,
-            "sd of log w": r.log_w_sd,
-            "log Ẑ − log Z": r.error,
+            "ESS / N": number_text(r.ess_fraction),
+            "ESS": number_text(r.ess),
+            "se of log Ẑ": number_text(r.log_z_se),
+            "sd of log w": number_text(r.log_w_sd),
+            "log Ẑ − log Z": number_text(r.error),
         }
         for r in rows
     ]
