@@ -39,6 +39,7 @@ __all__ = [
     "exact_relaxation_figure",
     "exact_tv_figure",
     "figure_div",
+    "g_style",
     "loss_figure",
     "pinned_bars_figure",
     "pinned_weights_figure",
@@ -280,34 +281,68 @@ def _positive(values) -> np.ndarray:
     return np.where(arr > 0, arr, np.nan)
 
 
+#: Each function's line: (dash, width, marker). Functions can coincide (t/(1+t) and min(1,t)
+#: differ by at most a factor 2; LSB 1 may learn sqrt(t)), so every curve has its own dash,
+#: width or marker, and wider lines are drawn first: a curve on top of another shows through.
+G_STYLES = {
+    "barker": ("solid", 6.0, None),
+    "sqrt": ("dash", 4.0, None),
+    "min": ("dot", 3.5, None),
+    "max": ("dashdot", 3.0, None),
+    "lsb1": ("solid", 2.0, "circle"),
+    "lsb2": ("solid", 2.0, "diamond"),
+    "learned": ("longdash", 2.0, "square"),
+}
+_G_OTHER = ("solid", 2.5, "x")
+_G_MARKERS = 14  # markers per learned curve: enough to follow it, few enough to see the line
+
+
+def g_style(name: str) -> tuple[str, float, str | None]:
+    """``(dash, width, marker)`` of sampler ``name``'s g(t) curve."""
+    return G_STYLES.get(name, _G_OTHER)
+
+
 def balancing_figure(
     t: np.ndarray,
     g: dict[str, np.ndarray],
     reflected: dict[str, np.ndarray] | None = None,
 ) -> go.Figure:
-    """``g(t)`` per sampler on log-log axes; dashed ``t g(1/t)`` on top when ``reflected`` given.
+    """``g(t)`` per sampler on log-log axes; thin black ``t g(1/t)`` on top when ``reflected``
+    is given.
 
-    The dashed curve lies exactly on the solid one for a balancing function (``g(t) = t g(1/t)``).
-    Non-positive or non-finite values are gaps (a log axis cannot show them).
+    The black curve lies exactly on the function's for a balancing function
+    (``g(t) = t g(1/t)``). Every function has its own dash, width or marker (``G_STYLES``), and
+    the wide ones are drawn first, so coinciding curves all stay visible; the legend keeps the
+    samplers' order. Non-positive or non-finite values are gaps (a log axis cannot show them).
     """
     title = "Balancing functions g(t)"
     x_label, y_label = "t = p(x') / p(x)", "g(t)"
     t = _positive(t)
     fig = go.Figure()
     if t.size:
-        for name, values in _items(g):
-            y = _positive(values)
-            if y.size != t.size:
-                continue
+        curves = [
+            (rank, name, _positive(values))
+            for rank, (name, values) in enumerate(_items(g))
+            if _positive(values).size == t.size
+        ]
+        curves.sort(key=lambda c: -g_style(c[1])[1])  # stable: wide lines underneath
+        for rank, name, y in curves:
             colour, label = sampler_colour(name), sampler_label(name)
+            dash, width, marker = g_style(name)
             fig.add_trace(
                 go.Scatter(
                     x=t,
                     y=y,
-                    mode="lines",
-                    line={"width": 2.5, "color": colour},
+                    mode="lines+markers" if marker else "lines",
+                    line={"width": width, "color": colour, "dash": dash},
+                    marker=(
+                        {"symbol": marker, "size": 8, "color": colour, "maxdisplayed": _G_MARKERS}
+                        if marker
+                        else None
+                    ),
                     name=label,
                     legendgroup=str(name),
+                    legendrank=1000 + rank,
                     hovertemplate=f"{label}: g(%{{x:.3g}}) = %{{y:.4g}}<extra></extra>",
                 )
             )
@@ -315,14 +350,14 @@ def balancing_figure(
             y = _positive(values)
             if y.size != t.size:
                 continue
-            colour, label = sampler_colour(name), sampler_label(name)
+            label = sampler_label(name)
             fig.add_trace(
                 go.Scatter(
                     x=t,
                     y=y,
                     mode="lines",
-                    line={"width": 1.5, "color": "#222222", "dash": "dash"},
-                    opacity=0.7,
+                    line={"width": 1.2, "color": "#222222", "dash": "solid"},
+                    opacity=0.8,
                     name=f"{label}: t g(1/t)",
                     legendgroup=str(name),
                     showlegend=False,
@@ -337,7 +372,7 @@ def balancing_figure(
     fig.update_yaxes(type="log", exponentformat="power")
     if reflected:
         fig.add_annotation(
-            text="dashed: t g(1/t), on the solid line when g is balanced",
+            text="thin black: t g(1/t), on the function's curve when g is balanced",
             x=0,
             y=1.0,
             xref="paper",

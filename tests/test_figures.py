@@ -140,12 +140,29 @@ def test_balancing_figure_log_axes_and_dashed_overlay():
     fig = balancing_figure(t, g, reflected)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert len(fig.data) == 12
-    dashed = [tr for tr in fig.data if tr.line.dash == "dash"]
-    assert len(dashed) == 6
+    overlay = [tr for tr in fig.data if tr.name.endswith("t g(1/t)")]
+    assert len(overlay) == 6 and all(tr.line.color == "#222222" for tr in overlay)
+    assert all(tr.line.width < min(x.line.width for x in fig.data[:6]) for tr in overlay)
     solid = balancing_figure(t, g)
     assert len(solid.data) == 6
-    assert all(tr.line.dash is None for tr in solid.data)
     serialises(fig)
+
+
+def test_every_g_curve_stays_visible_where_functions_coincide():
+    """Six functions, six distinguishable lines: t/(1+t) hid under min(1,t) and sqrt(t) under
+    LSB 1 when all were solid lines of one width."""
+    t, g, _ = balancing_curves(balanced_functions())
+    g["lsb1"] = g["sqrt"].copy()  # LSB 1 that learned sqrt(t): the very same curve
+    fig = balancing_figure(t, g)
+    looks = [(tr.line.dash, tr.line.width, tr.marker.symbol) for tr in fig.data]
+    assert len(set(looks)) == len(looks) == 6
+    widths = [tr.line.width for tr in fig.data]
+    assert widths == sorted(widths, reverse=True)  # the wide ones underneath
+    by_name = {tr.name: tr for tr in fig.data}
+    lsb1, sqrt = by_name[sampler_label("lsb1")], by_name[sampler_label("sqrt")]
+    assert lsb1.line.width < sqrt.line.width and lsb1.marker.symbol is not None
+    ranks = sorted(fig.data, key=lambda tr: tr.legendrank)
+    assert [tr.name for tr in ranks] == [sampler_label(n) for n in g]  # legend order kept
 
 
 def test_balancing_figure_empty_and_bad_values():

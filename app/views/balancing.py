@@ -1,7 +1,7 @@
 """View 3, Balancing functions: g(t) on log-log axes, the learned ones moving during burn-in.
 
-A balancing function satisfies g(t) = t·g(1/t); overlaying t·g(1/t) shows it (the dashed curve
-lies on the solid one). The t-axis covers the ratios that occur in this posterior. The learning
+A balancing function satisfies g(t) = t·g(1/t); overlaying t·g(1/t) shows it (the thin black curve
+lies on the function's own). The t-axis covers the ratios that occur in this posterior. The learning
 objective of the learned functions is plotted below.
 """
 
@@ -91,14 +91,18 @@ def render(run) -> None:
         st.caption(note)
     ensure("overlay_reflection", False)
     overlay = st.checkbox(
-        "Overlay t·g(1/t) (dashed): it coincides with g(t) for every balancing function",
+        "Overlay t·g(1/t) (thin black): it coincides with g(t) for every balancing function",
         key="overlay_reflection",
     )
     max_s = max_log_ratio(run.problem.target)
     fig, loss = run.throttled("balancing", lambda: _figures(run, overlay), (overlay,))
     charts.show(fig, run, "balancing-functions")
     state = "frozen (mixing)" if comparison.phase == "mixing" else "learning (burn-in)"
-    st.caption(f"t ranges over e^±{max_s:.1f} in this posterior. Learned functions are {state}.")
+    st.caption(
+        f"t ranges over e^±{max_s:.1f} in this posterior. Learned functions are {state}. "
+        "Curves that coincide stay visible: each function has its own dash, width or markers, "
+        "and the wider lines lie underneath."
+    )
     if loss is not None:
         charts.show(loss, run, "learning-objective")
         st.caption(ETA_MEANING)
