@@ -4,9 +4,12 @@ Pipeline: features (luma, or Lab colour) -> two Gaussian classes fitted by EM (`
 -> which class is the object (``polarity``) -> the field ``alpha`` of the Ising posterior
 (``data_term``) -> chains from ``starts`` until the marginal has settled, and the exact MAP by
 a minimum cut (``map_estimate``) -> images and arrays at the photo's size (``outputs``).
-``segment`` does it all in one call.
+``segment`` does it all in one call. With a prompt (a box around the object, object and
+background points: ``prompt``) the field comes instead from a mixture per class fitted to the
+regions it marks and refitted from the marginal (``class_mixture``, ``prompted``).
 """
 
+from lsbcore.segmentation.class_mixture import ClassMixture, fit_class_mixture
 from lsbcore.segmentation.colour import srgb_to_lab
 from lsbcore.segmentation.data_term import (
     ALPHA_BOUND,
@@ -37,6 +40,8 @@ from lsbcore.segmentation.polarity import (
     border_polarity,
     labels_polarity,
 )
+from lsbcore.segmentation.prompt import Prompt, PromptRegions, make_prompt
+from lsbcore.segmentation.prompted import PromptedDataTerm, fit_prompted_data_term
 from lsbcore.segmentation.segment import SegmentationResult, segment
 from lsbcore.segmentation.starts import START_LABELS, STARTS, photo_starts
 
@@ -47,18 +52,25 @@ __all__ = [
     "STARTS",
     "START_LABELS",
     "VARIANCE_FLOOR",
+    "ClassMixture",
     "DataTerm",
     "Polarity",
+    "Prompt",
+    "PromptRegions",
+    "PromptedDataTerm",
     "SegmentationResult",
     "TwoClassModel",
     "binary_entropy",
     "border_polarity",
     "entropy_png",
     "exact_map",
+    "fit_class_mixture",
     "fit_data_term",
+    "fit_prompted_data_term",
     "fit_two_class_model",
     "image_features",
     "labels_polarity",
+    "make_prompt",
     "mask_png",
     "npy_bytes",
     "otsu_threshold",

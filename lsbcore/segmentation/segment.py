@@ -7,6 +7,11 @@ sweep). Chains start apart (``start``), and the run goes on until the per-site m
 settled by split R-hat (``diagnostics.settled``), or for exactly ``sweeps`` sweeps when given.
 ``P(x = +1)`` is the mean over the latter draws (the ones the settled verdict looked at), and
 the exact MAP (a minimum cut) comes with it for comparison.
+
+With a prompt (``box``, ``points``: ``segmentation.prompt``) the field comes from colour models
+of the object and the background fitted to the regions the prompt marks (``prompted``); once
+the marginal has settled, the models are refitted from it and the run goes on from where the
+chains are, ``refits`` times (soft GrabCut iterations), each round until it settles again.
 """
 
 from __future__ import annotations
@@ -23,12 +28,15 @@ import numpy as np
 import torch
 from PIL import Image
 
+from lsbcore.diagnostics.rao_blackwell import site_probabilities
 from lsbcore.diagnostics.settled import BlockSums, Settledness
 from lsbcore.image import MAX_BYTES, MAX_SIDE_LIMIT, Photo, load_photo
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.segmentation import outputs
 from lsbcore.segmentation.data_term import DataTerm, fit_data_term
 from lsbcore.segmentation.map_estimate import exact_map
+from lsbcore.segmentation.prompt import make_prompt
+from lsbcore.segmentation.prompted import PromptedDataTerm, fit_prompted_data_term
 from lsbcore.segmentation.starts import STARTS, photo_starts
 from lsbcore.targets.ising import BOUNDARIES, IsingPosterior
 
@@ -47,7 +55,7 @@ class SegmentationResult:
     ``working_*`` (the sampled lattice)."""
 
     target: IsingPosterior  # the posterior sampled: its ``alpha`` and ``lam``
-    data: DataTerm  # the fitted two-class model and the polarity it used
+    data: DataTerm | PromptedDataTerm  # the fitted model (with a prompt: its regions)
     photo: Photo
     working_probability: np.ndarray  # [h, w]: P(x = +1) from the latter draws, chains pooled
     map_mask: np.ndarray  # [h, w] bool: the exact MAP (minimum cut), object True
@@ -57,6 +65,7 @@ class SegmentationResult:
     n_chains: int
     timings: dict[str, float]  # wall seconds: "fit" (data model), "sampling", "map"
     source: object = field(default=None, repr=False)  # the input, re-readable (full size)
+    rounds: tuple[int, ...] = ()  # sweeps of each round (more than one: refits of a prompt)
 
     @property
     def settled(self) -> bool:
@@ -249,6 +258,9 @@ def segment(
     seed: int = 0,
     boundary: str = "free",
     max_sweeps: int = MAX_SWEEPS,
+    box=None,
+    points=None,
+    refits: int = 2,
 ) -> SegmentationResult:
     """Segment ``image`` into object (+1) and background (-1) under an Ising prior.
 
@@ -266,6 +278,13 @@ def segment(
             least ``MIN_SWEEPS``, at most ``max_sweeps``).
         n_chains: chains per run (at least 2, so that settling can be judged).
         start: "mixed", "data" or "random" (``segmentation.starts``).
+        box: the object's box ``(left, top, right, bottom)`` as fractions of the photo's
+            width and height; outside it is background (``segmentation.prompt``).
+        points: ``(x, y, label)`` fractions with label +1 (object) or -1 (background).
+        refits: with a prompt, how many times the colour models are refitted from the settled
+            marginal, each followed by a new round of sampling from the chains' states.
+            ``sweeps`` and ``max_sweeps`` apply to each round; the result's ``sweeps`` counts
+            all rounds and ``rounds`` each.
     """
     max_side = _integer(max_side, "max_side", *MAX_SIDE)
     n_chains = _integer(n_chains, "n_chains", 2, MAX_CHAINS)
@@ -280,34 +299,36 @@ def segment(
         raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}.")
     if boundary not in BOUNDARIES:
         raise ValueError(f"boundary must be one of {', '.join(BOUNDARIES)}, got {boundary!r}.")
+    prompt = make_prompt(box, points)
+    refits = _integer(refits, "refits", 0, 10)
+    if prompt is not None and polarity != "auto":
+        raise ValueError(
+            "polarity does not apply with a box or points: the prompt says what the object is."
+        )
 
     t0 = time.perf_counter()
     image = _rereadable(image)
     photo = read_photo(image, max_side)
-    data = fit_data_term(photo, mu=mu, sigma=sigma, polarity=polarity)
-    timings = {"fit": time.perf_counter() - t0}
-    target = IsingPosterior(data.alpha, lam, boundary=boundary)
+    if prompt is None:
+        data = fit_data_term(photo, mu=mu, sigma=sigma, polarity=polarity)
+    else:
+        data = fit_prompted_data_term(photo, prompt, mu=mu, sigma=sigma)
+    timings = {"fit": time.perf_counter() - t0, "sampling": 0.0}
     x0 = photo_starts(data.alpha, n_chains, start, seed)
-    chain = make_sampler(sampler, target, n_chains, seed=seed, device="cpu", x0=x0)
-    per_sweep = target.n_sites if REGISTRY[sampler].sites_per_step == "one" else 1
-
-    blocks = BlockSums()
-    t0 = time.perf_counter()
-    done, verdict = 0, None
-    planned = sweeps if sweeps is not None else max_sweeps
-    while done < planned:
-        learn = chain.learnable and done < planned // 2
-        if chain.learnable and done == planned // 2:
-            chain.balancing.frozen()  # learned during the first half, frozen for the rest
-        chain.step(per_sweep, learn=learn)
-        done += 1
-        blocks.add((chain.x + 1.0) * 0.5, 1)
-        if sweeps is None and blocks.n_closed and blocks.count == sum(blocks.block_counts):
-            verdict = blocks.settledness()  # a block just closed: judge again
-            if done >= MIN_SWEEPS and verdict is not None and verdict.settled:
-                break
-    timings["sampling"] = time.perf_counter() - t0
-    verdict = blocks.settledness()
+    rounds, blocks = [], None
+    for round_ in range(1 + (refits if prompt is not None else 0)):
+        if round_:  # soft GrabCut: refit the colour models from the settled marginal
+            t0 = time.perf_counter()
+            data = data.refit(blocks.window_mean())
+            timings["fit"] += time.perf_counter() - t0
+        target = IsingPosterior(data.alpha, lam, boundary=boundary)
+        t0 = time.perf_counter()
+        chain, blocks, verdict, done = _sample_until_settled(
+            target, sampler, n_chains, (seed + round_) % 2**63, x0, sweeps, max_sweeps
+        )
+        timings["sampling"] += time.perf_counter() - t0
+        rounds.append(done)
+        x0 = chain.x.detach().clone()  # the next round goes on from where the chains are
     t0 = time.perf_counter()
     map_mask = exact_map(target)[0].numpy() > 0
     timings["map"] = time.perf_counter() - t0
@@ -319,8 +340,32 @@ def segment(
         map_mask=map_mask,
         settledness=verdict,
         sampler=sampler,
-        sweeps=done,
+        sweeps=sum(rounds),
         n_chains=n_chains,
         timings=timings,
         source=image,
+        rounds=tuple(rounds),
     )
+
+
+def _sample_until_settled(target, sampler, n_chains, seed, x0, sweeps, max_sweeps):
+    """Sample ``target`` from ``x0``: exactly ``sweeps`` sweeps, or until the marginal has
+    settled (at least MIN_SWEEPS, at most ``max_sweeps``). Returns the sampler, the block
+    sums of its draws, the last verdict and the sweeps run."""
+    chain = make_sampler(sampler, target, n_chains, seed=seed, device="cpu", x0=x0)
+    per_sweep = target.n_sites if REGISTRY[sampler].sites_per_step == "one" else 1
+    blocks = BlockSums()
+    done, verdict = 0, None
+    planned = sweeps if sweeps is not None else max_sweeps
+    while done < planned:
+        learn = chain.learnable and done < planned // 2
+        if chain.learnable and done == planned // 2:
+            chain.balancing.frozen()  # learned during the first half, frozen for the rest
+        chain.step(per_sweep, learn=learn)
+        done += 1
+        blocks.add(site_probabilities(chain), 1)  # Rao-Blackwellised: P(x_i = +1 | x_-i)
+        if sweeps is None and blocks.n_closed and blocks.count == sum(blocks.block_counts):
+            verdict = blocks.settledness()  # a block just closed: judge again
+            if done >= MIN_SWEEPS and verdict is not None and verdict.settled:
+                break
+    return chain, blocks, blocks.settledness(), done
