@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer
+from lsbcore.diagnostics.rao_blackwell import site_probabilities
 from lsbcore.diagnostics.trace import PHASES, MarginalEstimate, Trace
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
@@ -178,8 +179,8 @@ class Comparison:
             sampler.step(k, learn=learn, trace=buffer[t : t + k])
             t += k
             if sampler.n_steps % self.thin == 0:
-                state = (sampler.x.detach().cpu().double() + 1.0) * 0.5
-                self.marginals[name].add(state, 1)
+                # Rao-Blackwellised: each site's P(x_i = +1 | x_-i), from the cached log-ratios
+                self.marginals[name].add(site_probabilities(sampler), 1)
 
     def _add_marginals(self, name, buffer, keep, magnetisation_before, x0) -> None:
         """Add the states after the kept steps to the marginals, from the flips alone.

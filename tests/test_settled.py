@@ -1,5 +1,6 @@
-"""The settled indicator: per-site split R-hat from block sums, against the textbook formula on
-the draws themselves, and on chains that do and do not mix."""
+"""The settled indicator: each site's Monte Carlo error from batch means of block sums and the
+chains' agreement, against the textbook formulas on the draws themselves, and on chains that do
+and do not mix (a chain stuck in a wrong region is caught)."""
 
 import math
 
@@ -11,7 +12,11 @@ from lsbcore import IsingPosterior, MarginalEstimate, make_sampler
 from lsbcore.diagnostics.settled import (
     MIN_DRAWS,
     RHAT_LIMIT,
+    STUCK_GAP,
+    TOLERANCE,
+    UNSETTLED_LIMIT,
     BlockSums,
+    batch_means_error,
     binary_split_rhat,
 )
 
@@ -49,27 +54,82 @@ def test_constant_sites_give_one_and_chains_stuck_apart_give_infinity():
     assert rhat[0] == 1.0 and rhat[1] == 1.0 and math.isinf(rhat[2])
 
 
+def _feed(draws: np.ndarray, max_blocks: int = 8) -> BlockSums:
+    """Block sums of ``draws`` ``[chains, n, sites]``, one draw at a time."""
+    blocks = BlockSums(max_blocks=max_blocks)
+    for t in range(draws.shape[1]):
+        blocks.add(torch.from_numpy(draws[:, t]), 1)
+    return blocks
+
+
 def test_block_sums_window_matches_the_draws_it_covers():
     rng = np.random.default_rng(1)
     chains, n, sites = 3, 203, 40
     draws = correlated_draws(rng, chains, n, sites)
-    blocks = BlockSums(max_blocks=8)
-    for t in range(n):
-        blocks.add(torch.from_numpy(draws[:, t]), 1)
-    first, second = blocks.window()
+    blocks = _feed(draws)
+    window = blocks.window()
     counts = blocks.block_counts
+    assert window == list(range(blocks.n_closed - blocks.n_closed // 2, blocks.n_closed))
     starts = np.concatenate([[0], np.cumsum(counts)])
-    a = draws[:, starts[first[0]] : starts[first[-1] + 1]]
-    b = draws[:, starts[second[0]] : starts[second[-1] + 1]]
-    assert a.shape[1] == b.shape[1] >= n // 8  # equal halves here: every block holds its length
-    settled = blocks.settledness()
-    expected = classic_split_rhat(np.concatenate([a, b]).reshape(2 * chains, -1, sites))
-    np.testing.assert_allclose(settled.rhat, expected, rtol=1e-5)
-    assert settled.draws == a.shape[1] and settled.half_chains == 2 * chains
-    assert settled.max_change == pytest.approx(np.abs(a.mean((0, 1)) - b.mean((0, 1))).max())
+    batches = np.stack([draws[:, starts[i] : starts[i + 1]] for i in window])  # [k, B, n_b, D]
+    k, n_b = len(window), batches.shape[2]
+    assert k >= 2 and k * n_b >= 0.4 * sum(counts)  # the latter 40-50% of the closed draws
+    verdict = blocks.settledness()
+    flat = batches.reshape(k * chains, n_b, sites)
+    np.testing.assert_allclose(verdict.rhat, classic_split_rhat(flat), rtol=1e-5)
+    se = flat.mean(1).std(0, ddof=1) / np.sqrt(k * chains)
+    np.testing.assert_allclose(verdict.error, 2 * se, rtol=1e-5)
+    assert verdict.draws == n_b and verdict.batches == k * chains
+    pooled = flat.mean((0, 1))
+    np.testing.assert_allclose(blocks.window_mean(), pooled, rtol=1e-6)
+    per_chain = batches.mean((0, 2))  # [B, D]
+    gap = per_chain.max(0) - per_chain.min(0)
+    assert verdict.disagreeing_fraction == pytest.approx(np.mean(gap > STUCK_GAP))
+    half = k // 2
+    change = batches[:half].mean((0, 1, 2)) - batches[half:].mean((0, 1, 2))
+    assert verdict.max_change == pytest.approx(np.abs(change).max(), rel=1e-5)
+
+
+def test_batch_means_error_is_unbiased_for_independent_batches_of_any_length():
+    """Batch means with variance 1 / n_b: the mean of se^2 over many replications is the
+    variance of the pooled mean, 1 / N, for equal and for unequal batches."""
+    rng = np.random.default_rng(7)
+    for lengths in (np.full(8, 50.0), np.array([10.0, 20, 40, 80, 30, 30])):
+        means = rng.standard_normal((len(lengths), 200_000)) / np.sqrt(lengths)[:, None]
+        se = batch_means_error(means, lengths)
+        assert np.mean(se**2) == pytest.approx(1 / lengths.sum(), rel=0.01)
+    equal = rng.random((8, 5))
     np.testing.assert_allclose(
-        blocks.window_mean(), np.concatenate([a, b], 1).mean((0, 1)), rtol=1e-6
+        batch_means_error(equal, np.full(8, 3)), equal.std(0, ddof=1) / np.sqrt(8)
     )
+
+
+def test_a_site_known_precisely_is_settled_though_r_hat_would_not_be():
+    """A nearly certain site (P = 0.02) that leaves 0 rarely, for about 10 draws at a time:
+    R-hat compares the chains' spread with the small P (1 - P) and puts most such sites over
+    1.01, while P is known to within a few hundredths, and the verdict is that it has
+    settled."""
+    rng = np.random.default_rng(3)
+    chains, n, sites = 4, 2000, 500
+    draws = np.zeros((chains, n, sites))
+    for t in range(1, n):  # a two-state chain: 0 -> 1 w.p. 0.002, 1 -> 0 w.p. 0.1
+        leave = rng.random((chains, sites)) < np.where(draws[:, t - 1] > 0, 0.1, 0.002)
+        draws[:, t] = np.where(leave, 1 - draws[:, t - 1], draws[:, t - 1])
+    verdict = _feed(draws).settledness()
+    assert np.mean(verdict.rhat > RHAT_LIMIT) > 0.5
+    assert verdict.unsettled_fraction <= UNSETTLED_LIMIT and verdict.settled
+
+
+def test_one_chain_of_many_stuck_in_a_wrong_region_is_caught_by_the_chains_agreement():
+    """32 chains mix fast at P = 0.2; one is frozen at +1 on 5% of the sites. The standard
+    error hardly notices (one batch in 32 chains), the chains' disagreement does."""
+    rng = np.random.default_rng(5)
+    draws = (rng.random((32, 256, 400)) < 0.2).astype(np.float64)
+    draws[0, :, :20] = 1.0
+    verdict = _feed(draws).settledness()
+    assert verdict.unsettled_fraction <= UNSETTLED_LIMIT  # the error bound alone would pass
+    assert verdict.disagreeing_fraction == pytest.approx(0.05)
+    assert not verdict.settled and "disagree" in verdict.reason
 
 
 def test_block_sums_memory_stays_bounded():
@@ -119,14 +179,14 @@ def test_a_bimodal_posterior_from_opposite_starts_is_not_settled():
     """lambda = 2, no data: the chains stay in the mode they started in (all +1 or all -1)."""
     verdict = _run(2.0, [1, 1, -1, -1])
     assert not verdict.settled
-    assert verdict.unsettled_fraction > 0.9 and verdict.max_rhat > 2
-    assert "Not settled" in verdict.reason
+    assert verdict.unsettled_fraction > 0.9 and verdict.disagreeing_fraction > 0.9
+    assert verdict.max_rhat > 2 and "Not settled" in verdict.reason
 
 
 def test_a_weakly_coupled_posterior_from_opposite_starts_settles():
     verdict = _run(0.2, [1, 1, -1, -1], sweeps=4000)
     assert verdict.settled and verdict.draws >= MIN_DRAWS
-    assert verdict.unsettled_fraction <= 0.01 and np.median(verdict.rhat) < RHAT_LIMIT
+    assert verdict.unsettled_fraction <= UNSETTLED_LIMIT and verdict.max_error < TOLERANCE
     assert verdict.reason.startswith("Settled")
 
 

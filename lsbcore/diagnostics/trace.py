@@ -5,8 +5,9 @@ States are torch tensors ``x`` of shape ``[B, H, W]`` (B chains) with values in 
 
 * ``magnetisation(x)`` -> ``[B]``: ``m(x) = sum_i x_i``, the scalar summary used for ESS.
 * ``accuracy(x, truth)`` -> ``[B]``: fraction of sites where ``x`` equals the ground truth.
-* ``MarginalEstimate``: running mean of ``(x + 1) / 2`` per chain and site, i.e. the Monte
-  Carlo estimate of the posterior marginal ``P(x_i = +1)``; feed it only post-burn-in states.
+* ``MarginalEstimate``: running mean of ``(x + 1) / 2`` (or, given the flip log-ratios, of
+  ``P(x_i = +1 | x_-i)``) per chain and site, i.e. the Monte Carlo estimate of the posterior
+  marginal ``P(x_i = +1)``; feed it only post-burn-in states.
 * ``Trace``: thinned history of per-chain magnetisation, ``log p~(x)`` and accuracy plus
   per-record scalars (step, target evaluations, running acceptance rate, sampling wall time,
   phase), exported as numpy arrays or as a long-format CSV.
@@ -35,6 +36,7 @@ from typing import TextIO
 import numpy as np
 import torch
 
+from lsbcore.diagnostics.rao_blackwell import conditional_probability
 from lsbcore.diagnostics.settled import BlockSums, Settledness
 
 __all__ = [
@@ -130,8 +132,12 @@ class MarginalEstimate:
         """``(B, H, W)`` once updated, else ``None``."""
         return None if self._sum is None else tuple(self._sum.shape)
 
-    def update(self, x: torch.Tensor) -> None:
-        """Accumulate one batch of states ``x`` ``[B, H, W]`` with values in ``{-1, +1}``."""
+    def update(self, x: torch.Tensor, log_ratios: torch.Tensor | None = None) -> None:
+        """Accumulate one batch of states ``x`` ``[B, H, W]`` with values in ``{-1, +1}``.
+
+        With ``log_ratios`` (the flip log-ratios ``s`` of ``x``) each site adds its conditional
+        probability ``P(x_i = +1 | x_-i)`` instead of its spin: the Rao-Blackwellised estimate
+        (``diagnostics.rao_blackwell``), the same marginal with a smaller Monte Carlo error."""
         _check_states(x)
         if self._sum is None:
             device = torch.device("cpu") if x.device.type == "mps" else x.device
@@ -141,14 +147,18 @@ class MarginalEstimate:
                 f"x has shape {tuple(x.shape)} but the estimate was started with "
                 f"{tuple(self._sum.shape)}; call reset() to change it"
             )
-        states = (x.to(device=self._sum.device, dtype=torch.float64) + 1.0) * 0.5
+        if log_ratios is None:
+            states = (x.to(device=self._sum.device, dtype=torch.float64) + 1.0) * 0.5
+        else:
+            states = conditional_probability(x, log_ratios).to(self._sum.device)
         self._sum += states
         self.count += 1
         self.blocks.add(states, 1)
 
     def add(self, total: torch.Tensor, count: int) -> None:
-        """Accumulate ``count`` states given by their sum ``total = sum (x + 1) / 2``
-        (``[B, H, W]``): the same as ``count`` calls of ``update``."""
+        """Accumulate ``count`` draws given by their sum ``total`` ``[B, H, W]`` (of
+        ``(x + 1) / 2``, or of conditional probabilities): the same as ``count`` calls of
+        ``update``."""
         if self._sum is None:
             device = torch.device("cpu") if total.device.type == "mps" else total.device
             self._sum = torch.zeros(total.shape, dtype=torch.float64, device=device)
@@ -176,8 +186,8 @@ class MarginalEstimate:
         return (acc.sum(dim=0) / (self.count * acc.shape[0])).cpu().numpy()
 
     def settledness(self) -> Settledness | None:
-        """Split R-hat per site over the latter part of the draws (``diagnostics.settled``);
-        None until enough blocks of draws exist."""
+        """Whether the marginal over the latter half of the draws has settled
+        (``diagnostics.settled``); None until enough blocks of draws exist."""
         return self.blocks.settledness()
 
     def std(self) -> np.ndarray:

@@ -214,6 +214,12 @@ class Sampler:
         return self._x[:, : self.n_sites].view(self.n_chains, *self.target.shape)
 
     @property
+    def log_ratios(self) -> torch.Tensor:
+        """The cached flip log-ratios ``s`` of the current states ``[B, *target.shape]`` (a
+        view: copy it before keeping it)."""
+        return self._s[:, : self.n_sites].view(self.n_chains, *self.target.shape)
+
+    @property
     def log_p(self) -> torch.Tensor:
         """``log p~(x)`` of the current states, ``[B]``: from the cached log-ratios, O(HW)."""
         with torch.no_grad():
