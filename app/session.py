@@ -1,29 +1,41 @@
 """The session's run: built from the sidebar's configuration, rebuilt when it must be.
 
 ``ensure_run`` keeps the run while only live settings change (mixing length, speed, a burn-in
-the run has not yet passed), and otherwise builds a new one and says why (the posterior or the
-samplers changed). The Run / Pause / Step / Reset buttons act through the callbacks here.
+the run has not yet passed), and otherwise builds a new one and says why (the posterior, the
+object prompt or the samplers changed). A new run whose posterior is the old one's, or its
+mirror image (the object class flipped: alpha negated, so P(x_i = +1) becomes
+1 - P(x_i = +1) exactly), carries the old run's sampled marginal until it has draws of its
+own, so the page never shows an unsampled mask as a result. With a prompt, each time the run
+settles the colour models are refitted from its marginal and sampling goes on (``_refit``).
+The Run / Pause / Step / Reset buttons act through the callbacks here.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
+import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import lsbcore
 from app import config as cfgmod
+from app import prompt as prompts
 from app import sources, state
 from app.config import Config
 from app.sidebar import Inputs
 from app.text import plain
+from app.views.segmentation import CARRIED, recorded_marginal
 
 PROPOSAL_TAB = "Proposal"
 RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are widgets)
 
 
-def _build(cfg: Config, inputs: Inputs) -> state.Run | None:
+def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run | None:
+    """A new run for ``cfg`` (with the user's ``prompt``), or of ``problem`` when given."""
     try:
-        problem = sources.build_problem(cfg, inputs.photo, inputs.dark_mask)
+        if problem is None:
+            problem = sources.build_problem(cfg, inputs.photo, inputs.dark_mask, prompt=prompt)
         balancing = lsbcore.load_balancing(inputs.learned_json) if inputs.learned_json else None
         with st.spinner("Building the samplers…"):
             run, messages = state.build_run(cfg, problem, inputs.photo, balancing)
@@ -42,6 +54,8 @@ def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
     target = cfgmod.changed(old, cfg, cfgmod.TARGET_FIELDS)
     if old_key[0] != key[0]:
         target.append("image")
+    elif len(old_key) < 3 or old_key[2] != key[2]:
+        target.append("object prompt")
     if target:
         return f"The posterior changed ({', '.join(target)})"
     samplers = cfgmod.changed(old, cfg, cfgmod.SAMPLER_FIELDS)
@@ -58,7 +72,8 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     """The run for ``cfg``: the current one when it still fits, else a new one."""
     session = st.session_state
     run: state.Run | None = session.get(RUN_KEY)
-    key = (inputs.image_id, inputs.learned_id)
+    prompt = prompts.current(inputs.image_id) if cfg.source != "paper" else None
+    key = (inputs.image_id, inputs.learned_id, prompt)
     reset = session.pop("_pending_reset", False)
     if run is not None and run.released:  # its page was gone for a while: start afresh
         st.info("This page was away, so its run was stopped and its memory released.")
@@ -67,13 +82,15 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
         reason = _why_rebuild(run, cfg, key)
         if reason is None:
             run.config = cfg  # live settings: mixing steps, speed, an unpassed burn-in
-            return run
+            return _refit(run, cfg, inputs) if _refit_due(run) else run
         if run.n_steps:
             st.info(f"{reason}: the run was reset.")
     keep_running = bool(run and run.running and not reset)
     if run is not None:
         state.pause(run)
-    new = _build(cfg, inputs)
+    new = _build(cfg, inputs, prompt)
+    if new is not None and run is not None and not reset:
+        _carry_marginal(run, new)
     if new is not None:
         context = get_script_run_ctx()
         new.session_id = context.session_id if context is not None else None
@@ -81,6 +98,73 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     session["_run_inputs"] = key
     if new is not None and keep_running:
         state.start(new)
+    return new
+
+
+def _carry_marginal(old: state.Run, new: state.Run) -> None:
+    """Give ``new`` the old run's sampled marginal when its posterior is the same or the
+    mirror image (alpha negated, as flipping the object class does; the Ising prior is
+    symmetric under x -> -x, so P_new(x_i = +1) = 1 - P_old(x_i = +1) exactly)."""
+    marginal = recorded_marginal(old)
+    a, b = old.problem.target, new.problem.target
+    if marginal is None or a.batch != 1 or b.batch != 1 or a.shape != b.shape:
+        return
+    if (a.lam, a.boundary) != (b.lam, b.boundary):
+        return
+    records = old.comparison.marginals[old.comparison.names[0]].count
+    if torch.equal(a.alpha, b.alpha):
+        new.cache[CARRIED] = (
+            marginal,
+            f"previous run's posterior marginal ({records:,} records per chain; the posterior "
+            "is the same), until this run has draws of its own",
+        )
+    elif torch.equal(a.alpha, -b.alpha):
+        new.cache[CARRIED] = (
+            1.0 - marginal,
+            f"previous run's posterior marginal with the classes swapped ({records:,} records "
+            "per chain): flipping the object negates α, so P(x = +1) is 1 − the old one "
+            "exactly; shown until this run has draws of its own",
+        )
+
+
+def _refit_due(run: state.Run) -> bool:
+    """A prompted run that has settled and has refits left."""
+    data = run.problem.data
+    return (
+        getattr(data, "prompt", None) is not None
+        and data.refits < prompts.REFITS
+        and run.settled_at is not None
+        and not run.running
+    )
+
+
+def _refit(run: state.Run, cfg: Config, inputs: Inputs) -> state.Run:
+    """Soft GrabCut in the app: refit the colour models from the settled marginal, and go on
+    sampling the new posterior from the chains' current states."""
+    marginal = recorded_marginal(run)
+    if marginal is None:
+        return run
+    data = run.problem.data.refit(marginal)
+    with run.lock:
+        x0 = run.comparison[run.comparison.names[0]].x.detach().cpu().clone()
+    target = lsbcore.IsingPosterior(torch.from_numpy(data.alpha), cfg.lam, boundary=cfg.boundary)
+    problem = replace(run.problem, target=target, data=data, x0=x0)
+    new = _build(cfg, inputs, problem=problem)
+    if new is None:
+        return run
+    new.cache[CARRIED] = (
+        marginal,
+        "marginal before the refit, until this run has draws of its own",
+    )
+    context = get_script_run_ctx()
+    new.session_id = context.session_id if context is not None else None
+    st.session_state[RUN_KEY] = new
+    st.info(
+        f"The run settled, so the object's and the background's colours were refitted from "
+        f"its marginal (refit {data.refits} of {prompts.REFITS}); sampling goes on from the "
+        "chains' states."
+    )
+    state.start(new)
     return new
 
 

@@ -1,7 +1,8 @@
 """Where the posterior comes from: a paper case, a shipped sample image or an upload.
 
-``build_problem`` turns a ``Config`` (plus the decoded image, for image sources) into an
-``lsbcore.Problem``. Decoding is plain functions here; the sidebar caches them.
+``build_problem`` turns a ``Config`` (plus the decoded image, for image sources, and the
+user's prompt, if any) into an ``lsbcore.Problem``. Decoding is plain functions here; the
+sidebar caches them.
 """
 
 from __future__ import annotations
@@ -118,18 +119,34 @@ def data_field(cfg: Config, photo: lsbcore.Photo):
     return torch.from_numpy(cfg.mu * y / cfg.sigma**2), polarity, None, truth
 
 
+def prompted_field(cfg: Config, photo: lsbcore.Photo, prompt: lsbcore.Prompt):
+    """``data_field`` for a prompt: colour mixtures of the object and the background fitted to
+    the regions it marks (``lsbcore.fit_prompted_data_term``); the data model and object
+    choices do not apply. Ground truth only from a known mask (the dark object)."""
+    pixels = _noisy(photo, cfg.noise, cfg.seed)
+    data = lsbcore.fit_prompted_data_term(pixels, prompt, mu=cfg.mu, sigma=cfg.sigma)
+    return torch.from_numpy(data.alpha), None, data, None
+
+
 def build_problem(
-    cfg: Config, photo: lsbcore.Photo | None = None, dark_mask: np.ndarray | None = None
+    cfg: Config,
+    photo: lsbcore.Photo | None = None,
+    dark_mask: np.ndarray | None = None,
+    prompt: lsbcore.Prompt | None = None,
 ) -> lsbcore.Problem:
-    """The posterior ``cfg`` describes (``photo`` is required for sample and upload sources)."""
+    """The posterior ``cfg`` describes (``photo`` is required for sample and upload sources;
+    ``prompt``, the user's box and points, replaces the automatic data model)."""
     if cfg.source == "paper":
         return _paper_problem(cfg)
     if photo is None:
         raise ValueError("an image source needs an image.")
-    alpha, polarity, data, truth = data_field(cfg, photo)
+    if prompt is not None:
+        alpha, polarity, data, truth = prompted_field(cfg, photo, prompt)
+    else:
+        alpha, polarity, data, truth = data_field(cfg, photo)
     target = lsbcore.IsingPosterior(alpha, cfg.lam, boundary=cfg.boundary)
     if truth is None and dark_mask is not None and dark_mask.shape == photo.luma.shape:
-        truth = truth_from_mask(dark_mask, polarity == "dark")
+        truth = truth_from_mask(dark_mask, polarity in ("dark", None))  # its object is dark
     return lsbcore.Problem(
         target=target,
         truth=truth,

@@ -22,6 +22,7 @@ from app import (  # noqa: E402
     live,
     pin_controls,
     presentation,
+    prompt,
     session,
     sidebar,
     sources,
@@ -95,6 +96,7 @@ def main() -> None:
         posterior.render(run)
     with right:
         live.controls(run)
+    prompt.render(run, inputs.image_id)  # photos: say what the object is (a box, points)
     live.panel(run)
 
 

@@ -3,7 +3,15 @@ posterior is unsure (binary entropy), whether the marginal has settled, and, for
 exact MAP beside it; everything downloads at the photo's own size.
 
 After burn-in the marginal is the running mean of (x + 1)/2 over every post-burn-in record and
-chain; during burn-in the mean of the current states stands in for it (and says so).
+chain. Before the run has draws, a marginal carried over from the previous run stands in for it
+when the posterior is the same or its mirror image (``session``), and says so; otherwise the
+mean of the current states is drawn, labelled as not a result, and nothing is offered for
+download: an unsampled mask is never handed out.
+
+The threshold lives in a plain Session State key (``THRESHOLD``) and is handed to the slider as
+its value: a slider created without one takes its minimum (0.01) whenever the browser mounts it
+afresh (a new page layout after an upload), which moved the threshold with the captions still
+saying 0.50.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import streamlit as st
 import lsbcore
 from app import state
 from app.views import pixels
-from app.widgets import ensure, ensure_in_range
+from app.widgets import ensure
 from lsbcore.diagnostics.settled import RHAT_LIMIT, UNSETTLED_LIMIT
 from lsbcore.figures import sampler_label as label
 from lsbcore.segmentation import outputs
@@ -25,6 +33,9 @@ from lsbcore.segmentation.segment import overlay_at_size
 
 SIDE = 220
 POOLED = "all samplers pooled"
+CARRIED = "carried_marginal"  # run.cache: (marginal, sentence) from the previous run
+THRESHOLD = "_seg_threshold"  # the threshold in use (the slider's own key may be dropped)
+UNSAMPLED = "mean of the current states: burn-in is still running, so this is not a result yet"
 binary_entropy = outputs.binary_entropy
 mask_png = outputs.mask_png
 
@@ -87,17 +98,31 @@ def difference_image(mask: np.ndarray, map_mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def snapshot(run, choice: str = POOLED) -> tuple[np.ndarray, str]:
+def recorded_marginal(run, choice: str = POOLED) -> np.ndarray | None:
+    """P(x = +1) from the run's own recorded draws (samplers pooled), None before it has any."""
     comparison = run.comparison
     names = comparison.names if choice == POOLED else [choice]
     with run.lock:
         estimates = [comparison.marginals[n] for n in names]
-        if all(m.count for m in estimates):
-            marginal = np.mean([m.mean() for m in estimates], axis=0)
-            return marginal, f"posterior marginal from {estimates[0].count:,} records per chain"
+        if not all(m.count for m in estimates):
+            return None
+        return np.mean([m.mean() for m in estimates], axis=0)
+
+
+def snapshot(run, choice: str = POOLED) -> tuple[np.ndarray, str, bool]:
+    """The marginal to show, where it comes from, and whether it is sampled (a result)."""
+    comparison = run.comparison
+    marginal = recorded_marginal(run, choice)
+    if marginal is not None:
+        count = comparison.marginals[comparison.names[0]].count
+        return marginal, f"posterior marginal from {count:,} records per chain", True
+    carried = run.cache.get(CARRIED)
+    if carried is not None and np.shape(carried[0]) == tuple(run.problem.target.shape):
+        return carried[0], carried[1], True
+    names = comparison.names if choice == POOLED else [choice]
+    with run.lock:
         states = [comparison[n].x.cpu().numpy() for n in names]
-    marginal = np.mean([(x + 1) / 2 for x in states], axis=(0, 1))
-    return marginal, "mean of the current states (burn-in is still running)"
+    return np.mean([(x + 1) / 2 for x in states], axis=(0, 1)), UNSAMPLED, False
 
 
 def exact_map(run) -> np.ndarray | None:
@@ -197,11 +222,23 @@ def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
         )
 
 
+def threshold_slider(container) -> float:
+    """The threshold slider, given its value from ``THRESHOLD`` (see the module docstring)."""
+    state = st.session_state
+    value = state.get(THRESHOLD, 0.5)
+    if not isinstance(value, float) or not 0.01 <= value <= 0.99:
+        value = 0.5
+    threshold = container.slider(
+        "Threshold on P(x = +1)", 0.01, 0.99, value=value, step=0.01, key="seg_threshold"
+    )
+    state[THRESHOLD] = float(threshold)
+    return float(threshold)
+
+
 def render(run) -> None:
     comparison = run.comparison
     options = [POOLED, *comparison.names]
     ensure("seg_sampler", POOLED, lambda v: v in options)
-    ensure_in_range("seg_threshold", 0.5, 0.01, 0.99)
     left, right = st.columns(2)
     choice = left.selectbox(
         "Marginal from",
@@ -209,7 +246,7 @@ def render(run) -> None:
         format_func=lambda n: n if n == POOLED else label(n),
         key="seg_sampler",
     )
-    threshold = right.slider("Threshold on P(x = +1)", 0.01, 0.99, step=0.01, key="seg_threshold")
+    threshold = threshold_slider(right)
     photo = run.photo
     if photo is not None:
         image = photo.rgb if photo.is_colour else photo.luma
@@ -220,12 +257,12 @@ def render(run) -> None:
     truth = None if run.problem.truth is None else run.problem.truth.cpu().numpy()
 
     def build():
-        marginal, source = snapshot(run, choice)
-        return marginal, source, segmentation_view(marginal, image, threshold, truth)
+        marginal, source, sampled = snapshot(run, choice)
+        return marginal, source, sampled, segmentation_view(marginal, image, threshold, truth)
 
     # a settled marginal changes little between redraws: rebuilt at most once a second while
     # running, so that the open tab costs the sampler little
-    marginal, source, view = run.throttled("segmentation", build, (choice, threshold))
+    marginal, source, sampled, view = run.throttled("segmentation", build, (choice, threshold))
     if view is None:
         st.info("Nothing to segment yet.")
         return
@@ -265,6 +302,12 @@ def render(run) -> None:
         f"{RHAT_LIMIT} (each chain's latter draws cut in halves; chains from different starts "
         "compared). A site stuck at different values in different chains has R-hat ∞."
     )
+    if not sampled:
+        st.info(
+            "Nothing to download yet: the mask is offered once the run has recorded draws "
+            "(after burn-in). Press Run."
+        )
+        return
     if photo is None:
         st.download_button(
             "Download mask (PNG)",

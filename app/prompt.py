@@ -1,0 +1,249 @@
+"""Tell it what the object is: a box dragged around the object on the photo, and object or
+background points clicked on it.
+
+The photo is drawn as a Plotly image with box and point selection (Streamlit's
+``st.plotly_chart(..., on_select=...)``). A faint grid of invisible markers covers it so that a
+click selects the nearest grid point (Plotly selects markers, not image pixels). The prompt is
+kept in Session State per image (``STATE``) in fractions of the width and height, so it
+survives reruns and a change of working resolution, and is dropped when the image changes. It
+is validated by ``lsbcore.make_prompt`` and on the working lattice before it is kept; a refusal
+is one sentence under the figure, and the previous prompt stays.
+
+The prompt is part of the posterior: ``session.ensure_run`` reads ``current`` and rebuilds the
+run when it changes, saying so; the segmentation then fits colour mixtures to the regions it
+marks (``lsbcore.segmentation.prompted``) and, each time the run settles, refits them from the
+marginal up to ``REFITS`` times (``session``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+import lsbcore
+from app.text import plain
+from app.views import pixels
+
+STATE = "_prompt"  # {"image": id, "shape": (H, W), "box", "points", "error", "version"}
+FIGURE = "prompt_figure"  # the chart's key (with the version: a new key clears its selection)
+MODE = "prompt_mode"  # what a click marks
+MODES = ("object", "background")
+REFITS = 2  # colour refits from the settled marginal (soft GrabCut iterations)
+GRID = 48  # click targets per side at most
+HEIGHT = 320
+COLOURS = {1: "rgb(230,60,40)", -1: "rgb(40,120,230)"}  # object: the mask's tint
+
+
+def _entry(image_id: str | None, shape: tuple[int, int] | None = None) -> dict:
+    """The stored prompt of ``image_id``; a new, empty one when the image changed."""
+    entry = st.session_state.get(STATE)
+    if entry is None or entry.get("image") != image_id:
+        version = 0 if entry is None else entry.get("version", 0) + 1
+        entry = {"image": image_id, "box": None, "points": [], "error": None, "version": version}
+        st.session_state[STATE] = entry
+    if shape is not None:
+        entry["shape"] = tuple(shape)
+    return entry
+
+
+def current(image_id: str | None) -> lsbcore.Prompt | None:
+    """The prompt for the image ``image_id`` (None: no prompt, the automatic model)."""
+    if image_id is None:
+        return None
+    entry = _entry(image_id)
+    return lsbcore.make_prompt(entry["box"], entry["points"])  # validated when it was kept
+
+
+def _keep(entry: dict, box, points) -> None:
+    """Keep the candidate prompt when it is valid on the working lattice; else say why."""
+    try:
+        prompt = lsbcore.make_prompt(box, points)
+        if prompt is not None and entry.get("shape"):
+            prompt.regions(entry["shape"])
+    except ValueError as err:
+        entry["error"] = plain(err)
+        return
+    # a new chart key: the figure redraws with the prompt and forgets the selection it sent
+    entry.update(box=box, points=list(points), error=None, version=entry["version"] + 1)
+
+
+def _fraction(value: float, size: int) -> float:
+    """A figure coordinate (pixel centres at 0 .. size - 1) as a fraction of the side."""
+    return min(max((float(value) + 0.5) / size, 0.0), 1.0)
+
+
+def from_selection(selection, shape, box, points, mode: str = "object"):
+    """The prompt after one selection event on the figure: ``(box, points)``, or None when the
+    event says nothing new. A dragged box replaces the box (points are kept); a click adds a
+    point of class ``mode``. Figure coordinates have pixel centres at 0 .. size - 1."""
+    height, width = shape
+    selection = selection or {}
+    boxes = [b for b in selection.get("box") or () if len(b.get("x", ())) == 2]
+    if boxes:
+        xs, ys = boxes[-1]["x"], boxes[-1]["y"]
+        corners = (min(xs), min(ys), max(xs), max(ys))
+        sizes = (width, height, width, height)
+        return tuple(_fraction(v, n) for v, n in zip(corners, sizes, strict=True)), list(points)
+    clicked = selection.get("points") or ()
+    if not clicked or clicked[-1].get("x") is None or clicked[-1].get("y") is None:
+        return None
+    label = 1 if mode == "object" else -1
+    mark = (_fraction(clicked[-1]["x"], width), _fraction(clicked[-1]["y"], height), label)
+    return box, [*points, mark]
+
+
+def _on_select() -> None:
+    """A box was dragged or a point clicked on the figure."""
+    entry = st.session_state.get(STATE)
+    event = st.session_state.get(f"{FIGURE}_{entry['version']}") if entry else None
+    if not entry or not entry.get("shape") or not event:
+        return
+    mode = st.session_state.get(MODE, "object")
+    new = from_selection(
+        event.get("selection"), entry["shape"], entry["box"], entry["points"], mode
+    )
+    if new is not None:
+        _keep(entry, *new)
+
+
+def _on_clear() -> None:
+    entry = st.session_state.get(STATE)
+    if entry is not None:
+        entry.update(box=None, points=[], error=None, version=entry.get("version", 0) + 1)
+
+
+def _on_undo_point() -> None:
+    entry = st.session_state.get(STATE)
+    if entry is not None and entry["points"]:
+        entry.update(points=entry["points"][:-1], error=None, version=entry["version"] + 1)
+
+
+def figure(image: np.ndarray, box, points) -> go.Figure:
+    """The photo ``[H, W]`` or ``[H, W, 3]`` in [0, 1] with the prompt drawn on it, and an
+    invisible grid of click targets."""
+    rgb = pixels.colour_image(image)  # uint8 [H, W, 3]
+    height, width = rgb.shape[:2]
+    fig = go.Figure(go.Image(z=rgb, hoverinfo="skip"))
+    step = max(1, math.ceil(max(height, width) / GRID))
+    rows, cols = np.mgrid[step // 2 : height : step, step // 2 : width : step]
+    fig.add_trace(
+        go.Scatter(
+            x=cols.ravel(),
+            y=rows.ravel(),
+            mode="markers",
+            marker={"size": 10, "color": "rgba(0,0,0,0)"},
+            hoverinfo="none",
+            showlegend=False,
+        )
+    )
+    if box is not None:
+        left, top, right, bottom = box
+        fig.add_shape(
+            type="rect",
+            x0=left * width - 0.5,
+            x1=right * width - 0.5,
+            y0=top * height - 0.5,
+            y1=bottom * height - 0.5,
+            line={"color": "rgb(255,215,0)", "width": 3},
+        )
+    for label, name in ((1, "object"), (-1, "background")):
+        marks = [(x, y) for x, y, lab in points if lab == label]
+        if marks:
+            fig.add_trace(
+                go.Scatter(
+                    x=[x * width - 0.5 for x, _ in marks],
+                    y=[y * height - 0.5 for _, y in marks],
+                    mode="markers",
+                    name=name,
+                    marker={
+                        "size": 12,
+                        "color": COLOURS[label],
+                        "symbol": "circle" if label == 1 else "x",
+                        "line": {"color": "white", "width": 1.5},
+                    },
+                    hoverinfo="skip",
+                )
+            )
+    fig.update_xaxes(visible=False, range=[-0.5, width - 0.5])
+    fig.update_yaxes(visible=False, range=[height - 0.5, -0.5], scaleanchor="x")
+    fig.update_layout(
+        height=HEIGHT,
+        margin={"l": 0, "r": 0, "t": 0, "b": 0},
+        dragmode="select",
+        legend={"orientation": "h", "y": -0.02},
+        newselection={"line": {"color": "rgb(255,215,0)"}},
+    )
+    return fig
+
+
+def describe(run) -> str:
+    """What the data model is, for the page: the prompt and its refits, or the automatic model."""
+    data = run.problem.data
+    prompt = getattr(data, "prompt", None)
+    if prompt is None:
+        return (
+            "No prompt: the automatic model (two colour classes fitted to the whole photo) is "
+            "used. Drag a box around the object, or click object and background points."
+        )
+    refits = data.refits
+    text = (
+        f"Your prompt: {prompt.describe()}. The object's and the background's colours are "
+        "fitted from it (a mixture of up to 5 Gaussians each); outside the box is background."
+    )
+    if refits:
+        text += (
+            f" Refitted {refits} of {REFITS} times from the settled marginal (soft GrabCut), "
+            "each time continuing from the chains' states."
+        )
+    elif REFITS:
+        text += (
+            f" Once the run settles the colours are refitted from the marginal ({REFITS} "
+            "times), and sampling goes on."
+        )
+    return text
+
+
+def render(run, image_id: str | None) -> None:
+    """The figure and its controls, for image sources; nothing for paper cases."""
+    photo = run.photo
+    if photo is None or image_id is None:
+        return
+    image = photo.rgb if photo.is_colour else photo.luma
+    entry = _entry(image_id, image.shape[:2])
+    with st.expander("Mark the object: drag a box, or click points", expanded=True):
+        left, middle, right = st.columns([3, 2, 2], vertical_alignment="center")
+        if MODE not in st.session_state or st.session_state[MODE] not in MODES:
+            st.session_state[MODE] = "object"
+        left.radio(
+            "A click marks",
+            MODES,
+            key=MODE,
+            horizontal=True,
+            help="Box select (the default tool) draws the box; a click marks a point of "
+            "this class. Everything outside the box is background.",
+        )
+        middle.button(
+            "Undo last point",
+            on_click=_on_undo_point,
+            disabled=not entry["points"],
+            key="prompt_undo",
+        )
+        right.button(
+            "Clear prompt",
+            on_click=_on_clear,
+            disabled=entry["box"] is None and not entry["points"],
+            key="prompt_clear",
+        )
+        st.plotly_chart(
+            figure(image, entry["box"], entry["points"]),
+            key=f"{FIGURE}_{entry['version']}",
+            on_select=_on_select,
+            selection_mode=("box", "points"),
+            config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d"]},
+        )
+        if entry.get("error"):
+            st.error(f"That prompt was not used: {entry['error']}")
+        st.caption(describe(run))

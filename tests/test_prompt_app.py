@@ -1,0 +1,170 @@
+"""The object prompt in the app, and the Segmentation tab's state: AppTest (no browser).
+
+Streamlit's AppTest cannot drag on a Plotly chart, so the selection events are turned into a
+prompt by ``app.prompt.from_selection`` (tested on its own) and the flow is driven by storing
+the prompt as the chart's callback does.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from app import prompt as prompts
+from app import state
+from app.views.segmentation import CARRIED, UNSAMPLED, recorded_marginal, snapshot
+
+APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+_opened: list[AppTest] = []
+
+
+@pytest.fixture(autouse=True)
+def stop_runs():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    for at in _opened:
+        if "_run" in at.session_state and at.session_state["_run"] is not None:
+            state.pause(at.session_state["_run"])
+    _opened.clear()
+    state._pause_all_runs()
+    torch.set_num_threads(before)
+
+
+def open_app(**query: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update(query)
+    _opened.append(at)
+    return at.run()
+
+
+def texts(elements) -> str:
+    return " | ".join(str(e.value) for e in elements)
+
+
+def healthy(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def run_until(run: state.Run, done, timeout: float = 60.0) -> None:
+    state.start(run)
+    deadline = time.perf_counter() + timeout
+    while not done() and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    state.pause(run)
+    assert done(), f"not done after {timeout} s ({run.n_steps} steps)"
+
+
+# ----------------------------------------------------------------------------- selections
+def test_a_dragged_box_and_clicks_become_fractions_of_the_image():
+    shape = (40, 80)  # H, W; figure pixel centres at 0 .. W - 1
+    drag = {"box": [{"x": [79.5, 19.5], "y": [-0.5, 19.5]}], "points": [{"x": 30, "y": 5}]}
+    box, points = prompts.from_selection(drag, shape, None, [(0.1, 0.1, -1)])
+    assert box == (0.25, 0.0, 1.0, 0.5) and points == [(0.1, 0.1, -1)]  # points are kept
+    click = {"box": [], "points": [{"x": 39.5, "y": 9.5}]}
+    kept, points = prompts.from_selection(click, shape, box, [], mode="background")
+    assert kept == box and points == [(0.5, 0.25, -1)]
+    assert prompts.from_selection({"box": [], "points": []}, shape, box, []) is None
+
+
+# ----------------------------------------------------------------------------- the flow
+def test_a_box_rebuilds_the_run_and_the_mask_lies_inside_it():
+    at = open_app(source="sample", sample="coffee", size="48", burn_in="5")
+    healthy(at)
+    image_id = "sample:coffee"
+    assert "No prompt" in texts(at.caption)
+    run = at.session_state["_run"]
+    run_until(run, lambda: run.n_steps >= 3)
+    entry = at.session_state[prompts.STATE]
+    assert entry["image"] == image_id and entry["shape"] == run.problem.target.shape
+    box = (0.1, 0.05, 0.8, 0.95)  # the cup and saucer
+    entry.update(box=box, points=[], version=entry["version"] + 1)
+    at.run()
+    healthy(at)
+    the_run = at.session_state["_run"]
+    assert the_run is not run  # the posterior changed: a new run, and the page says why
+    assert "The posterior changed (object prompt): the run was reset." in texts(at.info)
+    assert the_run.problem.data.prompt.box == box
+    assert "Your prompt: a box (10%–80% across, 5%–95% down)" in texts(at.caption)
+    run_until(the_run, lambda: recorded_marginal(the_run) is not None)
+    marginal = recorded_marginal(the_run)
+    outside = ~the_run.problem.data.regions.inside_box
+    assert outside.any() and marginal[outside].max() < 1e-6  # outside the box: background
+    assert marginal[~outside].mean() > 0.3  # and the object is found inside it
+    # a bad prompt is refused with a sentence and the previous one stays
+    at.session_state[prompts.STATE]["shape"] = the_run.problem.target.shape
+    prompts._keep(at.session_state[prompts.STATE], (0.0, 0.0, 1.0, 1.0), [])
+    at.run()
+    assert "That prompt was not used: The box covers the whole photo" in texts(at.error)
+    assert at.session_state["_run"].problem.data.prompt.box == box
+    # another image drops the prompt
+    at.selectbox(key="sample").set_value("horse").run()
+    assert at.session_state["_run"].problem.data.__class__.__name__ == "DataTerm"
+    assert at.session_state[prompts.STATE]["box"] is None
+
+
+def test_a_settled_prompted_run_refits_its_colours_and_goes_on():
+    at = open_app(source="sample", sample="coffee", size="32", burn_in="5")
+    entry = at.session_state[prompts.STATE]
+    entry.update(box=(0.1, 0.05, 0.8, 0.95), version=entry["version"] + 1)
+    at.run()
+    run = at.session_state["_run"]
+    assert run.problem.data.refits == 0
+    run_until(run, lambda: run.settled_at is not None, timeout=120)
+    at.run()  # the page sees the settled run: refit 1 of 2, sampling goes on from its states
+    healthy(at)
+    refitted = at.session_state["_run"]
+    assert refitted is not run and refitted.problem.data.refits == 1
+    assert "refitted from its marginal (refit 1 of 2)" in texts(at.info)
+    assert refitted.running
+    state.pause(refitted)
+    assert CARRIED in refitted.cache  # the marginal before the refit stands in, labelled
+
+
+# ----------------------------------------------------------------------------- the two bugs
+def test_flipping_the_object_keeps_a_sampled_mask_never_the_step_zero_one():
+    at = open_app(source="sample", sample="cell", size="32", burn_in="5")
+    run = at.session_state["_run"]
+    run_until(run, lambda: recorded_marginal(run) is not None and run.n_steps > 40)
+    before = recorded_marginal(run)
+    at.radio(key="polarity").set_value("dark").run()  # auto picked bright
+    healthy(at)
+    flipped = at.session_state["_run"]
+    assert flipped.n_steps == 0
+    marginal, source, sampled = snapshot(flipped)
+    assert sampled and "classes swapped" in source
+    np.testing.assert_allclose(marginal, 1.0 - before)  # exact: alpha negated
+    at.session_state["view"] = "Segmentation"
+    at.run()
+    healthy(at)
+    assert "Nothing to download yet" not in texts(at.info)
+    assert "classes swapped" in texts(at.caption)
+    # a fresh run with nothing to carry shows the states as not a result, and no downloads
+    at.button(key="reset").click().run()
+    assert snapshot(at.session_state["_run"])[1] == UNSAMPLED
+    assert "Nothing to download yet" in texts(at.info)
+    assert not at.get("download_button")
+
+
+def test_the_threshold_is_handed_to_the_slider_and_survives_a_hidden_tab():
+    at = open_app(source="sample", sample="cell", size="32")
+    at.session_state["view"] = "Segmentation"
+    at.run()
+    slider = at.slider(key="seg_threshold")
+    assert slider.value == 0.5
+    slider.set_value(0.7).run()
+    at.session_state["view"] = "Chains"  # the tab's widget is not drawn: Streamlit drops it
+    at.run()
+    at.session_state["view"] = "Segmentation"
+    at.run()
+    assert at.slider(key="seg_threshold").value == 0.7
+    # the slider is created with its value, so a browser that mounts it afresh shows 0.70,
+    # not the slider's minimum
+    proto = at.slider(key="seg_threshold").proto
+    assert list(proto.default) == [pytest.approx(0.7)]
