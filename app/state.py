@@ -9,8 +9,8 @@
 - ``slow_step`` takes one step in slow motion for the Proposal view (a single-site sampler shows
   its proposal; a block sampler, which updates every site at once, its state and flip count).
 
-Every access to the comparison holds ``run.lock``: the worker steps in short chunks
-(``CHUNK_S``) and releases it in between, so views and downloads (built on other threads) read
+Every access to the comparison holds ``run.lock``: the worker steps in chunks of about
+``CHUNK_S`` and releases it in between, so views and downloads (built on other threads) read
 a consistent state and wait at most one chunk.
 """
 
@@ -33,6 +33,7 @@ from streamlit.runtime import Runtime
 import lsbcore
 from app import scheduler
 from app.config import Config, steps_per_refresh
+from app.pace import Pace
 from lsbcore.samplers import warmup
 from lsbcore.samplers.base import resolve_device
 
@@ -42,12 +43,16 @@ log = logging.getLogger(__name__)
 # the page's redraw interval while running (with few runs); the slow-motion speed cap counts
 # steps per such interval
 REFRESH_S = scheduler.REFRESH_S
-CHUNK_S = 0.005  # the worker holds the lock (and its turn) for about this long at a time
+# The worker holds the lock (and its turn) for about this long at a time. A call of
+# Comparison.step costs about 0.6 ms per sampler whatever its length (the default run's five:
+# 3 ms) and a mixing step 15 us: 50 ms chunks spend under a tenth on the calls, and keep a
+# redraw's wait for the lock, and a pause, within a twentieth of a second. (At 5 ms, less than
+# one call, every chunk was a single step: 1% of the library's speed, issue 30.)
+CHUNK_S = 0.05
 STALE_S = 90.0  # a running run nobody has drawn for this long pauses (hidden browser tab)
 # a run whose page has been closed or reloaded (its session no longer connected) for this long
 # stops: long enough to ride out a brief network drop, short enough that no orphan samples
 ORPHAN_S = 3.0
-RATE_WINDOW_S = 0.5
 SETTLE_CHECK_S = 0.5  # how often the worker judges whether the marginals have settled
 
 
@@ -93,7 +98,7 @@ class Run:
     source: object = None  # image sources: the file again (path or bytes), for full-size output
     running: bool = False
     burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at burn-in's end
-    steps_per_second: float = math.nan  # live rate: steps per wall-clock second while running
+    pace: Pace = field(default_factory=Pace)  # steps per wall-clock second, the time left
     chunk_rate: dict = field(default_factory=dict)  # phase -> steps/s of the last chunk
     last_seen: float = 0.0  # when the page last drew this run
     session_id: str | None = None  # the Streamlit session that owns it (None: no server)
@@ -264,12 +269,14 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
             burnin = comparison.phase == "burnin"
             end = cfg.burn_in if burnin else cfg.total_steps
             left = budget_s - (time.perf_counter() - start)
-            if done and left <= 0:
-                break
-            # the rate carries over between calls (per phase), so every call fills its budget
-            # with few chunks: a call costs tens of microseconds per sampler, a step far less
+            if done and left < 0.5 * budget_s:
+                break  # a short tail chunk would cost a whole call for a few steps
+            # the rate carries over between calls (per phase), so a call fills its budget with
+            # one chunk. Measured over whole chunks it includes the per-call cost, so from a
+            # single step it grows chunk by chunk until a chunk fills the budget (as long as
+            # the budget exceeds one call's cost; else every chunk stays one step long)
             rate = run.chunk_rate.get(comparison.phase, math.nan)
-            chunk = 1 if math.isnan(rate) else max(1, int(rate * left * 0.9))
+            chunk = 1 if math.isnan(rate) else max(1, int(rate * left))
             chunk = min(chunk, end - comparison.n_steps, limit - done)
             t0 = time.perf_counter()
             comparison.step(chunk, learn=burnin)
@@ -303,7 +310,8 @@ def _work(run: Run) -> None:
     """The worker: advance in short chunks while the run is running, honouring the speed cap,
     and (images) pausing once the marginals have settled when asked to."""
     window_start, window_steps = time.perf_counter(), 0
-    rate_start, rate_steps = time.perf_counter(), run.n_steps
+    run.pace.restart()
+    run.pace.add(window_start, run.n_steps, run.phase)
     judged = time.perf_counter()
     gone_since = None
     while run.running and not run.finished:
@@ -345,11 +353,7 @@ def _work(run: Run) -> None:
                 if run.settled_at is None:
                     run.settled_at = run.n_steps
                     break
-        if now - rate_start >= RATE_WINDOW_S:
-            rate = (run.n_steps - rate_steps) / (now - rate_start)
-            old = run.steps_per_second
-            run.steps_per_second = rate if math.isnan(old) else 0.5 * old + 0.5 * rate
-            rate_start, rate_steps = now, run.n_steps
+        run.pace.add(now, run.n_steps, run.phase)
         time.sleep(0)  # let a waiting reader take the lock
     run.running = False
 
@@ -406,7 +410,7 @@ def pause(run: Run, wait: bool = True) -> None:
     worker = run.worker
     if wait and worker is not None and worker is not threading.current_thread():
         worker.join(timeout=5.0)
-    run.steps_per_second = math.nan
+    run.pace.restart()
 
 
 @torch.no_grad()

@@ -1,0 +1,160 @@
+"""The live run's speed against the library's: ``python -m tools.live_speed``.
+
+Two figures for one configuration (the default run: paper case 3, the default samplers, 4
+chains, traces at every step), taken one after the other on the same machine:
+
+1. the library: ``lsbcore.Comparison.step`` in chunks of ``TRACE_CHUNK`` steps and nothing else,
+   burn-in (learning) and mixing separately, in steps per second (a step advances every chain of
+   every sampler once);
+2. the app: a ``streamlit run`` server (of this tree, or of ``--root``) and one headless Chromium
+   page on the default view, Run pressed; the step counter of the page's status line is read
+   every quarter second, from which come the seconds burn-in took and the mixing rate over the
+   window (the link asks for 150,000 mixing steps, so a fast server does not run out of them).
+
+It prints both, the app's mixing rate as a share of the library's, and the status lines seen.
+``--root /path/to/another/checkout`` measures that checkout's app (for before/after figures;
+its compiled kernels are built first, outside the timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tools import loadtest
+
+MIXING_STEPS = 150_000  # traces at every step still fit the session's bound (12 M values)
+POLL_S = 0.25
+
+
+def default_config(samplers: tuple[str, ...] | None):
+    from app.config import Config
+
+    cfg = Config()
+    return cfg if samplers is None else replace(cfg, samplers=samplers)
+
+
+def library_rate(samplers: tuple[str, ...] | None, seconds: float) -> dict:
+    """Steps per second of ``Comparison.step`` on the app's own problem, per phase."""
+    import torch
+
+    from app import sources, state
+    from lsbcore.comparison import TRACE_CHUNK
+    from lsbcore.samplers import warmup
+
+    torch.set_num_threads(1)  # as the app
+    warmup.compile_kernels()
+    cfg = default_config(samplers)
+    out = {"samplers": list(cfg.samplers), "chains": cfg.chains, "thin": cfg.thin}
+    for phase in ("burnin", "mixing"):
+        run, _ = state.build_run(cfg, sources.build_problem(cfg))
+        comparison, learn = run.comparison, phase == "burnin"
+        if not learn:
+            comparison.step(cfg.burn_in, learn=True)
+            comparison.start_mixing()
+        comparison.step(TRACE_CHUNK // 8, learn=learn)  # warm-up
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            comparison.step(TRACE_CHUNK, learn=learn)
+            steps += TRACE_CHUNK
+        out[f"{phase}_steps_per_second"] = steps / (time.perf_counter() - start)
+    out["default_run_s"] = (
+        cfg.burn_in / out["burnin_steps_per_second"] + cfg.steps / out["mixing_steps_per_second"]
+    )
+    return out
+
+
+def compile_kernels(root: Path) -> None:
+    """Build (or load) ``root``'s compiled kernels in a process of their own, untimed."""
+    code = "from lsbcore.samplers import warmup; warmup.compile_kernels()"
+    subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
+
+
+def app_rate(
+    root: Path, samplers: tuple[str, ...] | None, seconds: float, settle_s: float = 8.0
+) -> dict:
+    """Press Run on one page of ``root``'s app and read its status line for ``seconds`` of
+    mixing (or until the run ends)."""
+    from playwright.sync_api import sync_playwright
+
+    cfg = replace(default_config(samplers), steps=MIXING_STEPS)
+    query = {"steps": str(cfg.steps)}
+    if samplers is not None:
+        query["samplers"] = ",".join(cfg.samplers)
+    compile_kernels(root)
+    seen: list[tuple[float, int, str]] = []  # (time, step, status line)
+    with loadtest.StreamlitServer(root=root) as server, sync_playwright() as playwright:
+        browser = loadtest.launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            loadtest.open_app(page, loadtest.app_url(server.url, query))
+            page.wait_for_timeout(1000 * settle_s)  # the server loads its kernels meanwhile
+            loadtest.button(page, "run").click()
+            pressed = time.perf_counter()
+            mixing_since = None
+            while time.perf_counter() - pressed < seconds + 120:
+                text = loadtest.status_text(page)
+                match = loadtest.STATUS_LINE.search(text)
+                step = int(match.group(1).replace(",", "")) if match else -1
+                now = time.perf_counter() - pressed
+                if step >= 0 and (not seen or step != seen[-1][1]):
+                    seen.append((now, step, text))
+                if mixing_since is None and step >= cfg.burn_in:
+                    mixing_since = now
+                if step >= cfg.total_steps or (
+                    mixing_since is not None and now - mixing_since >= seconds
+                ):
+                    break
+                time.sleep(POLL_S)
+        finally:
+            browser.close()
+    mixing = [(t, s) for t, s, _ in seen if s >= cfg.burn_in]
+    out = {"root": str(root), "samplers": list(cfg.samplers), "status_lines": seen[-8:]}
+    if seen:
+        out["burnin_s"] = next((t for t, s, _ in seen if s >= cfg.burn_in), None)
+    if len(mixing) >= 2:
+        (t0, s0), (t1, s1) = mixing[0], mixing[-1]
+        out["mixing_window_s"] = t1 - t0
+        out["mixing_steps_per_second"] = (s1 - s0) / (t1 - t0) if t1 > t0 else None
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.live_speed", description=__doc__)
+    parser.add_argument("--root", type=Path, default=loadtest.ROOT, help="the app to serve")
+    parser.add_argument("--samplers", default=None, help="comma-separated (default: the app's)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="of mixing, in the app")
+    parser.add_argument("--library-seconds", type=float, default=4.0, help="per phase")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args(argv)
+    samplers = tuple(args.samplers.split(",")) if args.samplers else None
+    library = library_rate(samplers, args.library_seconds)
+    print(
+        f"library ({', '.join(library['samplers'])} x {library['chains']} chains, thin "
+        f"{library['thin']}): burn-in {library['burnin_steps_per_second']:,.0f} steps/s, "
+        f"mixing {library['mixing_steps_per_second']:,.0f} steps/s; the default run "
+        f"{library['default_run_s']:.1f} s"
+    )
+    app = app_rate(args.root.resolve(), samplers, args.seconds)
+    rate = app.get("mixing_steps_per_second")
+    share = rate / library["mixing_steps_per_second"] if rate else float("nan")
+    print(
+        f"app ({app['root']}): burn-in took {app.get('burnin_s') or float('nan'):.1f} s after "
+        f"Run; mixing {rate or float('nan'):,.0f} steps/s over "
+        f"{app.get('mixing_window_s', float('nan')):.1f} s = {share:.1%} of the library's"
+    )
+    for t, step, text in app["status_lines"]:
+        print(f"  {t:6.2f} s  step {step:>7,}  {text}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"library": library, "app": app}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
