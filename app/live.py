@@ -9,12 +9,12 @@ Sidebar widgets and buttons stay responsive because nothing on the page waits fo
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import streamlit as st
 
-from app import pin_controls, presentation, scheduler, session, state
-from app.pace import speed_text
+from app import pin_controls, presentation, scheduler, session, state, view_links
 from app.views import (
     annealing,
     balancing,
@@ -51,6 +51,10 @@ VIEWS = (
     ("Compare", compare.render),
 )
 TAB_LABELS = [name for name, _ in VIEWS]
+RENDER = dict(VIEWS)
+assert set(TAB_LABELS) == set(view_links.VIEW_NAMES), "every view in exactly one group"
+GROUP_KEY = "view_group"  # the group chooser; the open view itself is st.session_state["view"]
+LAST_KEY = "_view_last"  # the view last open in each group, reopened with its group
 LIVE_KEY = "_live"  # whether the fragment was set to refresh itself (the run was running)
 # keys for a lecture: one key runs and pauses (only one of the two buttons is enabled at a time)
 RUN_PAUSE_KEY = "Space"
@@ -115,10 +119,7 @@ def sweeps_text(samplers: dict) -> str:
 
 def _status(run: state.Run) -> None:
     cfg, comparison = run.config, run.comparison
-    with run.lock:  # the worker steps sampler after sampler: read between its chunks
-        n = run.n_steps
-        evals = [s.n_target_evals for s in comparison.samplers.values()]
-        sweeps = sweeps_text(comparison.samplers)
+    n = run.n_steps
     learners = any(s.learnable for s in comparison.samplers.values())
     if comparison.phase == "burnin" and cfg.burn_in:
         fraction = n / cfg.burn_in
@@ -128,16 +129,15 @@ def _status(run: state.Run) -> None:
         fraction = done / cfg.steps if cfg.steps else 1.0
         text = f"Mixing: {done:,} / {cfg.steps:,}"
     st.progress(min(1.0, max(0.0, fraction)), text=text)
+    evals = [s.n_target_evals for s in comparison.samplers.values()]
     spread = f"{min(evals):,}" if min(evals) == max(evals) else f"{min(evals):,}–{max(evals):,}"
-    speed = speed_text(
-        run.pace,
-        n,
-        cfg.burn_in,
-        cfg.total_steps,
-        running=run.running,
-        finished=run.finished,
-        stops_when_settled=cfg.until_settled and state.judges_settling(run),
-    )
+    rate = run.steps_per_second
+    if run.finished:
+        speed = "finished"
+    elif run.running:
+        speed = "starting" if math.isnan(rate) else f"{rate:,.0f} steps/s"
+    else:
+        speed = "paused"
     others = state.running_runs() - 1 if run.running else 0
     shared = ""
     if others > 0:
@@ -146,10 +146,11 @@ def _status(run: state.Run) -> None:
         if every > scheduler.REFRESH_S:
             shared += f", redrawn every {every:.1f} s"
     st.caption(
-        f"Step **{n:,}** · {sweeps} · target evaluations per chain "
+        f"Step **{n:,}** · {sweeps_text(comparison.samplers)} · target evaluations per chain "
         f"**{spread}** · **{speed}** · {run.device_label}{shared}"
     )
     if run.settled_at is not None and not run.running and not run.finished:
+        sweeps = sweeps_text(comparison.samplers)
         st.success(
             f"Settled at step {run.settled_at:,} ({sweeps}): paused, as "
             '"Stop when settled" asks. The Segmentation tab has the result; press Run to keep '
@@ -159,6 +160,50 @@ def _status(run: state.Run) -> None:
         st.error(run.error)
     for notice in run.notices:
         st.warning(notice)
+
+
+def _tabs_key(group: str) -> str:
+    return f"view_tabs_{list(view_links.VIEW_GROUPS).index(group)}"
+
+
+def _on_group() -> None:
+    """A group was chosen: reopen the view last open in it (its first view at first)."""
+    group = st.session_state[GROUP_KEY]
+    last = st.session_state.get(LAST_KEY, {})
+    st.session_state[view_links.VIEW] = last.get(group, view_links.VIEW_GROUPS[group][0])
+
+
+def _on_tab(group: str) -> None:
+    st.session_state[view_links.VIEW] = st.session_state[_tabs_key(group)]
+
+
+def view_tabs() -> tuple[str, list]:
+    """The group chooser and the open group's tabs, both set from ``st.session_state["view"]``
+    (which a link, the Step button or a test may set): only one group's views are drawn, and of
+    those only the open one."""
+    session_state = st.session_state
+    view_links.restore(session_state, (view_links.VIEW,))
+    view = session_state[view_links.VIEW]
+    if view not in view_links.VIEW_NAMES:
+        view = session_state[view_links.VIEW] = view_links.VIEW_NAMES[0]
+    group = view_links.group_of(view)
+    session_state.setdefault(LAST_KEY, {})[group] = view
+    view_links.remember(session_state, (view_links.VIEW,))
+    view_links.publish(st.query_params, session_state)  # the fragment does not rewrite the link
+    session_state[GROUP_KEY] = group
+    st.segmented_control(
+        "Views",
+        list(view_links.VIEW_GROUPS),
+        key=GROUP_KEY,
+        required=True,
+        on_change=_on_group,
+        label_visibility="collapsed",
+    )
+    session_state[_tabs_key(group)] = view
+    tabs = st.tabs(
+        view_links.VIEW_GROUPS[group], key=_tabs_key(group), on_change=_on_tab, args=(group,)
+    )
+    return group, tabs
 
 
 def _live() -> None:
@@ -172,14 +217,14 @@ def _live() -> None:
         st.session_state[LIVE_KEY] = False
         st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
     _status(run)
-    tabs = st.tabs(TAB_LABELS, key="view", on_change="rerun")
-    for tab, (name, render) in zip(tabs, VIEWS, strict=True):
+    group, tabs = view_tabs()
+    for tab, name in zip(tabs, view_links.VIEW_GROUPS[group], strict=True):
         if tab.open is False:
             continue
         with tab:
             try:
                 presentation.seeing(name)
-                render(run)
+                RENDER[name](run)
                 if name in why.VIEWS:
                     why.render(run)
             except Exception as err:  # one failing view must not take the page down

@@ -15,6 +15,8 @@ from app import view_links
 KEY = "present"
 FONT = 18  # figure text in presentation mode (the page's default is 13)
 HEIGHT_SCALE = 1.25
+_WAS_ON = "_present_was_on"  # the mode at the last rerun (absent: never applied in this session)
+_TURNS = "_present_turns"  # how many times the mode changed: names each sidebar change once
 
 # One sentence per view: what is on the screen, in words a room can follow.
 SEEING = {
@@ -49,22 +51,77 @@ SEEING = {
     "that reopens this page.",
 }
 
+# Always: a tab keeps the focus after a click, and a later key press (Space runs, S steps and
+# opens Proposal) turns on its focus ring, which then stayed on a tab no longer open. Arrow keys
+# select the tab they focus, so keyboard users still see the ring on the tab they are on.
+_BASE_STYLE = """
+<style>
+[data-testid="stTab"][aria-selected="false"] {
+  box-shadow: none !important; outline: none !important;
+}
+</style>
+"""
+
+# Presentation mode: large type (a little smaller on a 720-line projector), a one-row header,
+# the tab labels large, the chain strips as wide as the page (tiles at most 30% of the screen's
+# height, so the first strip stays above the fold), and the view's sentence.
 _STYLE = """
 <style>
 html { font-size: 19px; }
+@media (max-height: 820px) {
+  html { font-size: 17px; }
+  [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.5rem !important; }
+  [class*="st-key-chainrow_"] [data-testid="stImageContainer"] { max-width: 23vh !important; }
+}
+[data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 3rem; }
+[data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
+[data-testid="stHeading"] h1 { font-size: 1.7rem; white-space: nowrap; padding: 0; }
+[data-testid="stHorizontalBlock"]:has(.st-key-run) { gap: 0.6rem; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p {
   color: inherit !important; font-size: 1.05rem !important; opacity: 0.9;
 }
 [data-testid="stMarkdownContainer"] p { font-size: 1.1rem; }
-button[data-baseweb="tab"] p { font-size: 1.15rem !important; }
-.lsb-seeing { font-size: 1.35rem; line-height: 1.4; border-left: 6px solid #4E79A7;
-  padding: 0.4rem 0 0.4rem 0.9rem; margin: 0.2rem 0 0.8rem 0; }
+[data-testid="stTab"] p { font-size: 1.15rem !important; }
+[class*="st-key-chainrow_"] [data-testid="stElementContainer"],
+[class*="st-key-chainrow_"] [data-testid="stFullScreenFrame"] > div { width: 100% !important; }
+[class*="st-key-chainrow_"] [data-testid="stImage"] { flex: 1 1 auto; flex-wrap: wrap; }
+[class*="st-key-chainrow_"] [data-testid="stImageContainer"] { flex: 1 1 150px; max-width: 30vh; }
+[class*="st-key-chainrow_"] [data-testid="stImageContainer"] > * { width: 100% !important; }
+[class*="st-key-chainrow_"] img { image-rendering: pixelated; }
+.lsb-seeing { font-size: 1.25rem; line-height: 1.4; border-left: 6px solid #4E79A7;
+  padding: 0.3rem 0 0.3rem 0.9rem; margin: 0 0 0.5rem 0; }
 </style>
 """
 
 
+# Clicks the sidebar's own collapse or expand button if the sidebar is not as wanted; tried for
+# a second, as the sidebar may be drawn after this element, and once per change (``turn``), even
+# if the element is drawn again. A fixed text: no user input reaches it.
+_SIDEBAR_SCRIPT = """<script>
+(() => {
+  const expand = %s, turn = "%s";
+  if (window.lsbSidebarTurn === turn) return;
+  window.lsbSidebarTurn = turn;
+  const act = (left) => {
+    const close = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+    const open = document.querySelector('[data-testid="stExpandSidebarButton"]');
+    const expanded = close !== null && close.getAttribute("aria-expanded") === "true";
+    if (expanded === expand) return;
+    if (expand && open) return open.click();
+    if (!expand && close) return close.click();
+    if (left > 0) setTimeout(() => act(left - 1), 100);
+  };
+  act(10);
+})();
+</script>"""
+
+
 def is_on() -> bool:
-    """Whether presentation mode is on for this session."""
+    """Whether presentation mode is on for this session: the switch's own state where it has one
+    (its callback has set it before the script runs, so the page follows at once), else the
+    saved value (a link's ``present=1``)."""
+    if KEY in st.session_state:
+        return bool(st.session_state[KEY])
     return bool(view_links.value(st.session_state, KEY))
 
 
@@ -82,11 +139,22 @@ def switch() -> bool:
 
 
 def apply() -> None:
-    """Page-wide effects of the mode: the style and the collapsed sidebar."""
-    if not is_on():
-        return
-    st.set_page_config(initial_sidebar_state="collapsed")
-    st.html(_STYLE)
+    """Page-wide effects of the mode: the style, and the sidebar collapsed when the mode is
+    turned on (or opens from a link) and expanded when it is turned off, in the same rerun."""
+    on = is_on()
+    was_on = st.session_state.get(_WAS_ON)
+    # a fresh page takes this state; "auto" (collapsed on a phone) until the mode was ever on
+    st.set_page_config(
+        initial_sidebar_state="collapsed" if on else "auto" if was_on is None else "expanded"
+    )
+    st.html(_BASE_STYLE + (_STYLE if on else ""))
+    if on != bool(was_on):
+        # The page keeps a sidebar the user opened or closed by hand over the state above, so
+        # the change is also made as the user would make it (once, only when it differs).
+        turn = st.session_state[_TURNS] = st.session_state.get(_TURNS, 0) + 1
+        script = _SIDEBAR_SCRIPT % ("false" if on else "true", turn)
+        st.sidebar.html(script, unsafe_allow_javascript=True)
+    st.session_state[_WAS_ON] = on
 
 
 def seeing(view: str) -> None:

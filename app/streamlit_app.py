@@ -57,16 +57,21 @@ def main() -> None:
     inputs = sidebar.render(samples)
     presentation.apply()
 
-    title, switch = st.columns([3, 2], vertical_alignment="bottom")
+    present = presentation.is_on()
+    if present:  # a lecture: one compact row of title, run controls and switch
+        title, controls, switch = st.columns([2, 6, 2], vertical_alignment="center")
+    else:
+        (title, switch), controls = st.columns([3, 2], vertical_alignment="bottom"), None
     title.title("LSB Explorer")
     with switch:
         presentation.switch()
-    st.caption(
-        "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), segmenting an "
-        "image under an Ising prior. Configure in the sidebar, press Run (or Space), watch the "
-        "tabs."
-    )
-    about.render()
+    if not present:
+        st.caption(
+            "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), segmenting an "
+            "image under an Ising prior. Configure in the sidebar, press Run (or Space), watch "
+            "the tabs."
+        )
+        about.render()
     for warning in link_warnings:
         st.warning(f"Link: {warning}")
 
@@ -91,13 +96,21 @@ def main() -> None:
     )
 
     session.pending_step(run)
-    left, right = st.columns([3, 2], vertical_alignment="center")
-    with left:
-        posterior.render(run)
-    with right:
-        live.controls(run)
-    prompt.render(run, inputs.image_id)  # photos: say what the object is (a box, points)
+    if controls is not None:  # presentation mode: the views first, the posterior folded below
+        with controls:
+            live.controls(run)
+    else:
+        left, right = st.columns([3, 2], vertical_alignment="center")
+        with left:
+            posterior.render(run)
+        with right:
+            live.controls(run)
+        prompt.render(run, inputs.image_id)  # photos: say what the object is (a box, points)
     live.panel(run)
+    if controls is not None:
+        with st.expander("The posterior at a glance"):
+            posterior.render(run)
+            prompt.render(run, inputs.image_id)
 
 
 try:

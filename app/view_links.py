@@ -146,6 +146,32 @@ def publish(query_params: MutableMapping, state: MutableMapping) -> None:
 # ----------------------------------------------------------------------------- the parameters
 # One section per view; a view's widgets use these keys. Keys carry the view's prefix.
 
+# The open view (a tab), in three groups: each group's tab strip fits 1280 px in presentation
+# mode, where one strip of all thirteen would be cut. A link's ``view=Mixing`` opens that tab.
+VIEW = "view"
+VIEW_GROUPS = {
+    "LSB views": (
+        "Chains",
+        "Proposal",
+        "Balancing functions",
+        "Softmax weights",
+        "Convergence",
+        "Mixing",
+        "Segmentation",
+    ),
+    "Beyond LSB": ("Exact chain", "Tempering", "MAP (annealing)", "Importance sampling"),
+    "Results": ("Export", "Compare"),
+}
+VIEW_NAMES = tuple(name for names in VIEW_GROUPS.values() for name in names)
+
+
+def group_of(view: str) -> str:
+    """The group that holds ``view`` (the first group for an unknown name)."""
+    return next((g for g, names in VIEW_GROUPS.items() if view in names), next(iter(VIEW_GROUPS)))
+
+
+register(ViewParam(VIEW, VIEW_NAMES[0], "view", choices=VIEW_NAMES))
+
 # the Exact chain tab: the window of the posterior that is enumerated
 register(
     ViewParam(

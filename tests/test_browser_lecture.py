@@ -1,7 +1,10 @@
 """The page in a lecture hall and on a narrow screen, in headless Chromium.
 
-- Presentation mode from a link (``present=1``) at 1600 px: the sidebar collapsed, large type, a
-  sentence per view, the why panel; Space runs and pauses, S takes one step.
+- Presentation mode at 1280 x 720 and 1600 x 1000: the run's buttons and the open view's first
+  figure on the screen without scrolling, no tab label cut in any group of views, the sidebar
+  collapsed as the mode turns on and back as it turns off, each in the switch's own rerun.
+- Presentation mode from a link (``present=1``) at 1600 px: large type, a sentence per view, the
+  why panel; Space runs and pauses, S takes one step.
 - The layout at 800 and 1600 px: chain strips and proposal maps wrap instead of running off the
   page or shrinking, side-by-side charts stack when narrow, no figure title touches its legend.
 
@@ -27,6 +30,7 @@ from browser_support import (  # noqa: F401  (the *_fixture names register fixtu
 from playwright.sync_api import expect
 
 from app import config
+from app.view_links import VIEW_GROUPS
 from lsbcore import CSV_COLUMNS
 from tools.loadtest import steps_shown
 
@@ -85,6 +89,62 @@ def title_legend_overlaps(page) -> list[str]:
                 || b.bottom < a.top;
               return apart ? [] : [t.textContent]; })"""
     )
+
+
+# what keeps a lecture's screen from showing what it should: each a short sentence
+_OFF_SCREEN = """() => {
+  const out = [], box = e => e.getBoundingClientRect(), vh = innerHeight;
+  for (const key of ["run", "pause", "step", "reset"]) {
+    const b = box(document.querySelector(`.st-key-${key} button`));
+    if (b.top < 0 || b.bottom > vh) out.push(`button ${key} at ${Math.round(b.top)}`);
+  }
+  const panel = [...document.querySelectorAll('[role="tabpanel"]')].find(p => p.offsetParent);
+  const figure = [...panel.querySelectorAll('.js-plotly-plot, [data-testid="stImage"] img')]
+    .find(e => e.offsetParent);
+  const f = figure ? box(figure) : null;
+  if (!f || f.top < 0 || f.bottom > vh) out.push(`first figure ${f && Math.round(f.bottom)}`);
+  if (document.querySelector('[data-testid="stMain"]').scrollTop) out.push("page scrolled");
+  return out.concat(cutTabs());
+}"""
+_CUT_TABS = """cutTabs = () => [...document.querySelectorAll('[role="tablist"]')].flatMap(list => {
+  const right = list.getBoundingClientRect().right + 0.5;
+  return [...list.querySelectorAll('[role="tab"]')].filter(t => t.scrollWidth > t.clientWidth
+      || t.getBoundingClientRect().right > right).map(t => `tab ${t.innerText} cut`)
+    .concat(list.scrollWidth > list.clientWidth ? ["tab strip scrolls"] : []); })"""
+_SIDEBAR_RIGHT = """() => { const s = document.querySelector('[data-testid="stSidebar"]');
+  return s ? s.getBoundingClientRect().right : 0; }"""
+
+
+@pytest.mark.parametrize("screen", [(1280, 720), (1600, 1000)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_presentation_mode_fits_the_screen(browser, server, screen):
+    context = browser.new_context(viewport={"width": screen[0], "height": screen[1]})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.add_init_script(f"window.{_CUT_TABS}")
+    try:
+        open_app(page, app_url(server.url, {**config.to_query_params(LONG), "present": "1"}))
+        expect(page.locator(f"{PANEL} [data-testid='stImage'] img").first).to_be_visible()
+        expect(page.get_by_text("What you are seeing.").first).to_be_visible()
+        assert page.evaluate(_SIDEBAR_RIGHT) <= 1
+        page.wait_for_timeout(500)  # the last redraw
+        assert page.evaluate(_OFF_SCREEN) == []
+        assert_healthy(page)
+        shot(page, f"presentation-{screen[0]}x{screen[1]}")
+        for group in ("Beyond LSB", "Results"):  # the other groups' tab strips fit too
+            page.locator(".st-key-view_group button", has_text=group).click()
+            expect(page.get_by_role("tab", selected=True)).to_have_text(VIEW_GROUPS[group][0])
+            assert page.evaluate("() => cutTabs()") == []
+
+        # the switch: off brings the sidebar back, on collapses it, with no further rerun
+        switch = page.locator(".st-key-present label").first
+        switch.click()
+        page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() > 200", timeout=10_000)
+        switch.click()
+        page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() <= 1", timeout=10_000)
+        assert_healthy(page)
+    finally:
+        context.close()
+        server.check()
 
 
 def test_presentation_mode_from_a_link(browser, server):

@@ -73,3 +73,48 @@ def test_values_survive_a_dropped_widget_and_reach_the_link(params):
 def test_the_sidebar_link_reader_accepts_view_keys(params):
     _, warnings = config.from_query_params({"t_count": "4", "nonsense": "1"})
     assert warnings == ["Unknown link parameter “nonsense” ignored."]
+
+
+# ----------------------------------------------------------------------------- the views' groups
+def test_every_view_is_in_one_group_and_a_link_names_it():
+    from app import live
+
+    names = [n for group in view_links.VIEW_GROUPS.values() for n in group]
+    assert sorted(names) == sorted(live.TAB_LABELS) and len(set(names)) == len(names)
+    assert view_links.group_of("Tempering") == "Beyond LSB"
+    assert view_links.group_of("Compare") == "Results"
+    values, warnings = view_links.from_query_params({"view": "MAP (annealing)"})
+    assert values["view"] == "MAP (annealing)" and warnings == []
+    values, warnings = view_links.from_query_params({"view": "<b>Nope</b>"})
+    assert values["view"] == "Chains" and warnings[0].startswith("view:")
+
+
+def test_the_group_chooser_opens_one_view_and_the_link_follows(monkeypatch):
+    """Only the open view of the open group is drawn; Step opens Proposal from any group; a
+    group reopens the view last open in it."""
+    from streamlit.testing.v1 import AppTest
+
+    from app import live, state
+    from tests.test_app import APP
+
+    drawn: list[str] = []
+    stubs = {name: (lambda run, name=name: drawn.append(name)) for name in live.RENDER}
+    monkeypatch.setattr(live, "RENDER", stubs)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update(size="16", chains="2", samplers="barker", view="Tempering")
+    try:
+        at.run()
+        assert not at.exception
+        assert at.session_state["view_group"] == "Beyond LSB" and drawn == ["Tempering"]
+
+        at.button(key="step").click().run()
+        assert at.session_state["view_group"] == "LSB views" and drawn[-1] == "Proposal"
+        assert at.query_params["view"] == "Proposal"
+
+        drawn.clear()
+        at.button_group(key="view_group").set_value("Results").run()
+        assert drawn == ["Export"] and at.query_params["view"] == "Export"
+        at.button_group(key="view_group").set_value("LSB views").run()
+        assert drawn[-1] == "Proposal" and not at.exception
+    finally:
+        state._pause_all_runs()

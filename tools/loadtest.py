@@ -82,10 +82,7 @@ class StreamlitServer:
     would fill and block the server); ``stderr()`` returns what it wrote.
     """
 
-    def __init__(
-        self, port: int | None = None, startup_s: float = 120.0, root: Path = ROOT
-    ) -> None:
-        self.root = Path(root)  # another checkout's app, for before/after measurements
+    def __init__(self, port: int | None = None, startup_s: float = 120.0):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.startup_s = startup_s
@@ -111,7 +108,7 @@ class StreamlitServer:
             "false",
         ]
         self.process = subprocess.Popen(
-            command, cwd=self.root, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL
+            command, cwd=ROOT, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL
         )
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
@@ -249,8 +246,14 @@ def open_app(page, url: str, timeout_ms: int = TIMEOUT_MS) -> None:
 
 
 def open_tab(page, name: str, timeout_ms: int = TIMEOUT_MS) -> None:
-    """Select the tab ``name`` and wait until the page says it is selected."""
+    """Select the tab ``name`` (choosing its group of views first when another group is open)
+    and wait until the page says it is selected."""
+    from app.view_links import group_of  # the app's groups of views (imports torch: only here)
+
     tab = page.get_by_role("tab", name=name, exact=True)
+    if not tab.is_visible():
+        group = page.locator(".st-key-view_group button", has_text=group_of(name)).first
+        group.click(timeout=timeout_ms)
     tab.click(timeout=timeout_ms)
     page.wait_for_function(
         """name => [...document.querySelectorAll('[role="tab"]')].some(
@@ -322,18 +325,18 @@ def input_value(page, key: str) -> str:
     return page.locator(f".st-key-{key} input").first.input_value()
 
 
-STATUS_LINE = re.compile(r"Step ([\d,]+) · .*target evaluations")  # sweeps come between
+_STATUS = re.compile(r"Step ([\d,]+) · .*target evaluations")  # sweeps come between
 
 
 def status_text(page) -> str:
     """The run's status line ("Step N · sweeps · target evaluations per chain … · speed")."""
     texts = page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
-    return next((t.strip() for t in texts if STATUS_LINE.search(t)), "")
+    return next((t.strip() for t in texts if _STATUS.search(t)), "")
 
 
 def steps_shown(page) -> int:
     """The step count the status line shows (-1 when there is no status line)."""
-    match = STATUS_LINE.search(status_text(page))
+    match = _STATUS.search(status_text(page))
     return int(match.group(1).replace(",", "")) if match else -1
 
 

@@ -102,24 +102,23 @@ def snapshot(run, n_show: int) -> tuple[dict, dict, dict]:
 def render(run) -> None:
     comparison = run.comparison
     n_show = 1
+    slider, legend = st.columns([1, 3], vertical_alignment="bottom")  # one row: room for strips
     if run.config.chains > 1:
         high = min(8, run.config.chains)
         ensure_in_range("chains_shown", min(4, high), 1, high)
-        n_show = st.columns([1, 3])[0].slider(
-            "Chains shown per sampler", 1, high, key="chains_shown"
-        )
+        n_show = slider.slider("Chains shown per sampler", 1, high, key="chains_shown")
     states, marginals, notes = snapshot(run, n_show)
     totals = {n: s.n_chains for n, s in comparison.samplers.items()}
     panels = chain_panels(states, marginals, n_show, notes=notes, totals=totals)
     counts = {m.count for m in comparison.marginals.values() if m.count}
     if comparison.phase == "burnin":
-        st.caption(
+        legend.caption(
             "White = +1 (object), black = −1 (background). The posterior marginal appears after "
             "burn-in."
         )
     else:
         n = max(counts) if counts else 0
-        st.caption(
+        legend.caption(
             f"White = +1 (object), black = −1. Marginals from {n:,} post-burn-in records "
             f"× {run.config.chains} chains."
         )
