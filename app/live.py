@@ -9,12 +9,12 @@ Sidebar widgets and buttons stay responsive because nothing on the page waits fo
 from __future__ import annotations
 
 import logging
-import math
 import time
 
 import streamlit as st
 
 from app import pin_controls, presentation, scheduler, session, state, view_links
+from app.pace import speed_text
 from app.views import (
     annealing,
     balancing,
@@ -119,7 +119,10 @@ def sweeps_text(samplers: dict) -> str:
 
 def _status(run: state.Run) -> None:
     cfg, comparison = run.config, run.comparison
-    n = run.n_steps
+    with run.lock:  # the worker steps sampler after sampler: read between its chunks
+        n = run.n_steps
+        evals = [s.n_target_evals for s in comparison.samplers.values()]
+        sweeps = sweeps_text(comparison.samplers)
     learners = any(s.learnable for s in comparison.samplers.values())
     if comparison.phase == "burnin" and cfg.burn_in:
         fraction = n / cfg.burn_in
@@ -129,15 +132,16 @@ def _status(run: state.Run) -> None:
         fraction = done / cfg.steps if cfg.steps else 1.0
         text = f"Mixing: {done:,} / {cfg.steps:,}"
     st.progress(min(1.0, max(0.0, fraction)), text=text)
-    evals = [s.n_target_evals for s in comparison.samplers.values()]
     spread = f"{min(evals):,}" if min(evals) == max(evals) else f"{min(evals):,}–{max(evals):,}"
-    rate = run.steps_per_second
-    if run.finished:
-        speed = "finished"
-    elif run.running:
-        speed = "starting" if math.isnan(rate) else f"{rate:,.0f} steps/s"
-    else:
-        speed = "paused"
+    speed = speed_text(
+        run.pace,
+        n,
+        cfg.burn_in,
+        cfg.total_steps,
+        running=run.running,
+        finished=run.finished,
+        stops_when_settled=cfg.until_settled and state.judges_settling(run),
+    )
     others = state.running_runs() - 1 if run.running else 0
     shared = ""
     if others > 0:
@@ -146,11 +150,10 @@ def _status(run: state.Run) -> None:
         if every > scheduler.REFRESH_S:
             shared += f", redrawn every {every:.1f} s"
     st.caption(
-        f"Step **{n:,}** · {sweeps_text(comparison.samplers)} · target evaluations per chain "
+        f"Step **{n:,}** · {sweeps} · target evaluations per chain "
         f"**{spread}** · **{speed}** · {run.device_label}{shared}"
     )
     if run.settled_at is not None and not run.running and not run.finished:
-        sweeps = sweeps_text(comparison.samplers)
         st.success(
             f"Settled at step {run.settled_at:,} ({sweeps}): paused, as "
             '"Stop when settled" asks. The Segmentation tab has the result; press Run to keep '

@@ -82,7 +82,10 @@ class StreamlitServer:
     would fill and block the server); ``stderr()`` returns what it wrote.
     """
 
-    def __init__(self, port: int | None = None, startup_s: float = 120.0):
+    def __init__(
+        self, port: int | None = None, startup_s: float = 120.0, root: Path = ROOT
+    ) -> None:
+        self.root = Path(root)  # another checkout's app, for before/after measurements
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.startup_s = startup_s
@@ -108,7 +111,7 @@ class StreamlitServer:
             "false",
         ]
         self.process = subprocess.Popen(
-            command, cwd=ROOT, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL
+            command, cwd=self.root, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL
         )
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
@@ -325,18 +328,18 @@ def input_value(page, key: str) -> str:
     return page.locator(f".st-key-{key} input").first.input_value()
 
 
-_STATUS = re.compile(r"Step ([\d,]+) · .*target evaluations")  # sweeps come between
+STATUS_LINE = re.compile(r"Step ([\d,]+) · .*target evaluations")  # sweeps come between
 
 
 def status_text(page) -> str:
     """The run's status line ("Step N · sweeps · target evaluations per chain … · speed")."""
     texts = page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
-    return next((t.strip() for t in texts if _STATUS.search(t)), "")
+    return next((t.strip() for t in texts if STATUS_LINE.search(t)), "")
 
 
 def steps_shown(page) -> int:
     """The step count the status line shows (-1 when there is no status line)."""
-    match = _STATUS.search(status_text(page))
+    match = STATUS_LINE.search(status_text(page))
     return int(match.group(1).replace(",", "")) if match else -1
 
 
