@@ -2,7 +2,7 @@
 
 ``python -m tools.screenshots --out docs/screenshots`` starts a server
 (``tools.loadtest.StreamlitServer``), drives Debian's headless Chromium through Playwright and
-saves five PNGs, each cropped to the part of the page worth looking at:
+saves six PNGs, each cropped to the part of the page worth looking at:
 
 - ``chains.png``: the default configuration (paper case 3) after burn-in and some mixing: the
   posterior, the controls, and every sampler's chains with the running posterior marginal;
@@ -10,8 +10,9 @@ saves five PNGs, each cropped to the part of the page worth looking at:
   with the proposed site marked;
 - ``segmentation.png``: the horse sample image segmented: observed image, posterior marginal,
   mask and uncertainty;
-- ``presentation.png``: presentation mode at 1600 px after one step by keyboard: the Proposal
-  tab's sentence, maps and why panel;
+- ``presentation-1280x720.png`` and ``presentation-1600x1000.png``: presentation mode, the
+  whole screen as a room sees it: the Chains view after a run by keyboard, then the Proposal
+  view after one step with S;
 - ``narrow-800.png``: the page at 800 px with the sidebar open, the Mixing tab's charts
   stacked.
 
@@ -39,7 +40,8 @@ from tools.loadtest import (
 )
 
 VIEWPORT = {"width": 1400, "height": 2000}  # tall, so that nothing needs scrolling; then crop
-WIDE = {"width": 1600, "height": 2600}  # a projector's width, presentation mode
+LECTURE = {"width": 1280, "height": 720}  # presentation mode: a projector's whole screen
+LECTURE_WIDE = {"width": 1600, "height": 1000}
 NARROW = {"width": 800, "height": 2600}  # a laptop's half screen, the sidebar open
 SCALE = 1  # device pixels per CSS pixel (keeps each PNG well under 300 KB)
 RUN_TIMEOUT_MS = 240_000
@@ -134,23 +136,32 @@ def segmentation_shot(page, url: str, out: Path, log) -> Path:
     return save(page, out / "segmentation.png", clip)
 
 
-def presentation_shot(page, url: str, out: Path, log) -> Path:
-    """Presentation mode at 1600 px: one step with the Space and S keys, the Proposal tab with
-    its sentence, maps and the why panel."""
+def lecture_shots(page, url: str, out: Path, log) -> list[Path]:
+    """Presentation mode as the room sees it, the whole screen: paper case 3 run and paused by
+    keyboard at 1280 x 720 (the Chains view), then one step with S at 1600 x 1000 (the
+    Proposal view with its sentence)."""
     open_app(page, app_url(url, {"present": "1"}))
     page.keyboard.press("Space")
     log("presentation mode: running paper case 3…")
     wait_for_mixing(page, 3000)
     page.keyboard.press("Space")
     page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text("last: posterior marginal P(x=+1)").last.wait_for(timeout=TIMEOUT_MS)
+    shots = [save(page, out / "presentation-1280x720.png", _screen(page))]
+
+    page.set_viewport_size(LECTURE_WIDE)
     page.keyboard.press("s")
     page.locator(f'{PANEL} [data-testid="stCaptionContainer"]').filter(
         has_text="just before the step"
     ).wait_for(timeout=TIMEOUT_MS)
-    tabs = page.locator('[role="tablist"]').first
-    why = page.get_by_text("max(1,t) never drops below 1").first
-    why.wait_for(timeout=TIMEOUT_MS)
-    return save(page, out / "presentation.png", clip_around(page, tabs, why))
+    page.locator(f"{PANEL} .js-plotly-plot .main-svg").first.wait_for(timeout=TIMEOUT_MS)
+    shots.append(save(page, out / "presentation-1600x1000.png", _screen(page)))
+    return shots
+
+
+def _screen(page) -> dict:
+    size = page.viewport_size
+    return {"x": 0, "y": 0, "width": size["width"], "height": size["height"]}
 
 
 def narrow_shot(page, url: str, out: Path, log) -> Path:
@@ -181,7 +192,7 @@ def take(out: Path, port: int | None = None, log=print) -> list[Path]:
             shots = (
                 (paper_case_shots, VIEWPORT),
                 (segmentation_shot, VIEWPORT),
-                (presentation_shot, WIDE),
+                (lecture_shots, LECTURE),
                 (narrow_shot, NARROW),
             )
             for shoot, viewport in shots:
