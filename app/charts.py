@@ -12,6 +12,7 @@ from app.widgets import ensure
 
 FORMATS = ("png", "svg")
 FORMAT_KEY = "figure_format"
+_CHOSEN = "_figure_format"  # the last choice, kept while the Export tab is closed
 # every Plotly toolbar button except the image download (zoom and pan stay on the mouse)
 _HIDDEN = [
     "zoom2d", "pan2d", "select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d",
@@ -40,7 +41,12 @@ def row(name: str, n: int = 2) -> list:
 
 
 def figure_format() -> str:
-    return ensure(FORMAT_KEY, "png", lambda v: v in FORMATS)
+    """The format chosen on the Export tab. Streamlit drops a widget's state in a run that does
+    not draw it, so the choice is also kept under a plain key for the other tabs' charts."""
+    state = st.session_state
+    if state.get(FORMAT_KEY) in FORMATS:
+        state[_CHOSEN] = state[FORMAT_KEY]
+    return ensure(FORMAT_KEY, state.get(_CHOSEN, "png"), lambda v: v in FORMATS)
 
 
 def config(stem: str, name: str) -> dict:

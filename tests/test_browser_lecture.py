@@ -169,7 +169,7 @@ def test_presentation_mode_from_a_link(browser, server):
         page.wait_for_function("() => /Mixing: [1-9]/.test(document.body.innerText)", polling=300)
         page.keyboard.press("Space")
         expect(button(page, "run")).to_be_enabled()
-        page.wait_for_timeout(500)
+        open_tab(page, "Mixing")  # a clicked tab keeps the focus while S is pressed
         before = steps_shown(page)
         page.keyboard.press("s")
         page.wait_for_function(
@@ -179,8 +179,14 @@ def test_presentation_mode_from_a_link(browser, server):
         )
         assert steps_shown(page) == before + 1
 
-        # the Step key opened the Proposal tab: its sentence and the why panel are there
+        # the Step key opened the Proposal tab: its sentence and the why panel are there, and
+        # the tab left behind shows no focus ring
         expect(page.get_by_text("Where each sampler wants to flip next").first).to_be_visible()
+        mixing = page.get_by_role("tab", name="Mixing", exact=True)
+        ring = mixing.evaluate(
+            "t => [getComputedStyle(t).boxShadow, getComputedStyle(t).outlineStyle]"
+        )
+        assert ring == ["none", "none"], ring
         heading = page.get_by_role("heading", name="Why the balancing functions behave")
         expect(heading).to_be_visible()
         expect(page.get_by_text("never drops below 1").first).to_be_visible()
