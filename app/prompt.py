@@ -29,8 +29,13 @@ from app.views import pixels
 
 STATE = "_prompt"  # {"image": id, "shape": (H, W), "box", "points", "error", "version"}
 FIGURE = "prompt_figure"  # the chart's key (with the version: a new key clears its selection)
-MODE = "prompt_mode"  # what a click marks
-MODES = ("object", "background")
+MODE = "prompt_mode"  # what the pointer does on the figure
+MODES = ("box", "object", "background")
+MODE_LABELS = {
+    "box": "drag a box",
+    "object": "click object points",
+    "background": "click background points",
+}
 REFITS = 2  # colour refits from the settled marginal (soft GrabCut iterations)
 GRID = 48  # click targets per side at most
 HEIGHT = 320
@@ -50,22 +55,33 @@ def _entry(image_id: str | None, shape: tuple[int, int] | None = None) -> dict:
 
 
 def current(image_id: str | None) -> lsbcore.Prompt | None:
-    """The prompt for the image ``image_id`` (None: no prompt, the automatic model)."""
+    """The prompt for the image ``image_id`` (None: no prompt, or points that do not yet mark
+    both classes; the automatic model is used)."""
     if image_id is None:
         return None
     entry = _entry(image_id)
-    return lsbcore.make_prompt(entry["box"], entry["points"])  # validated when it was kept
+    try:
+        return lsbcore.make_prompt(entry["box"], entry["points"])
+    except ValueError:  # points without a box, not yet of both classes
+        return None
+
+
+def _pending(box, points) -> bool:
+    """Points without a box that do not yet mark both classes: kept, not yet used."""
+    return box is None and bool(points) and {p[2] for p in points} != {1, -1}
 
 
 def _keep(entry: dict, box, points) -> None:
-    """Keep the candidate prompt when it is valid on the working lattice; else say why."""
-    try:
-        prompt = lsbcore.make_prompt(box, points)
-        if prompt is not None and entry.get("shape"):
-            prompt.regions(entry["shape"])
-    except ValueError as err:
-        entry["error"] = plain(err)
-        return
+    """Keep the candidate prompt when it is valid on the working lattice, or when it is points
+    still waiting for the other class; else say why and keep the previous one."""
+    if not _pending(box, points):
+        try:
+            prompt = lsbcore.make_prompt(box, points)
+            if prompt is not None and entry.get("shape"):
+                prompt.regions(entry["shape"])
+        except ValueError as err:
+            entry["error"] = plain(err)
+            return
     # a new chart key: the figure redraws with the prompt and forgets the selection it sent
     entry.update(box=box, points=list(points), error=None, version=entry["version"] + 1)
 
@@ -88,7 +104,12 @@ def from_selection(selection, shape, box, points, mode: str = "object"):
         sizes = (width, height, width, height)
         return tuple(_fraction(v, n) for v, n in zip(corners, sizes, strict=True)), list(points)
     clicked = selection.get("points") or ()
-    if not clicked or clicked[-1].get("x") is None or clicked[-1].get("y") is None:
+    if (
+        mode not in ("object", "background")
+        or not clicked
+        or clicked[-1].get("x") is None
+        or clicked[-1].get("y") is None
+    ):
         return None
     label = 1 if mode == "object" else -1
     mark = (_fraction(clicked[-1]["x"], width), _fraction(clicked[-1]["y"], height), label)
@@ -101,7 +122,7 @@ def _on_select() -> None:
     event = st.session_state.get(f"{FIGURE}_{entry['version']}") if entry else None
     if not entry or not entry.get("shape") or not event:
         return
-    mode = st.session_state.get(MODE, "object")
+    mode = st.session_state.get(MODE, "box")
     new = from_selection(
         event.get("selection"), entry["shape"], entry["box"], entry["points"], mode
     )
@@ -121,12 +142,16 @@ def _on_undo_point() -> None:
         entry.update(points=entry["points"][:-1], error=None, version=entry["version"] + 1)
 
 
-def figure(image: np.ndarray, box, points) -> go.Figure:
+def figure(image: np.ndarray, box, points, mode: str = "box") -> go.Figure:
     """The photo ``[H, W]`` or ``[H, W, 3]`` in [0, 1] with the prompt drawn on it, and an
-    invisible grid of click targets."""
+    invisible grid of click targets. In "box" mode a drag draws a box; otherwise a click
+    selects the nearest grid point (Streamlit turns clicks into selections only when the figure
+    leaves the drag mode to it) and the axes are fixed, so a drag does nothing."""
     rgb = pixels.colour_image(image)  # uint8 [H, W, 3]
     height, width = rgb.shape[:2]
-    fig = go.Figure(go.Image(z=rgb, hoverinfo="skip"))
+    # the photo as a PNG source: plotly.py 6+ sends z as a typed array, which the browser's
+    # image trace cannot scale ("t.slice is not a function")
+    fig = go.Figure(go.Image(source=pixels.data_uri(rgb), hoverinfo="skip"))
     step = max(1, math.ceil(max(height, width) / GRID))
     rows, cols = np.mgrid[step // 2 : height : step, step // 2 : width : step]
     fig.add_trace(
@@ -167,23 +192,32 @@ def figure(image: np.ndarray, box, points) -> go.Figure:
                     hoverinfo="skip",
                 )
             )
-    fig.update_xaxes(visible=False, range=[-0.5, width - 0.5])
-    fig.update_yaxes(visible=False, range=[height - 0.5, -0.5], scaleanchor="x")
+    fixed = mode != "box"
+    fig.update_xaxes(visible=False, range=[-0.5, width - 0.5], fixedrange=fixed)
+    fig.update_yaxes(visible=False, range=[height - 0.5, -0.5], scaleanchor="x", fixedrange=fixed)
     fig.update_layout(
         height=HEIGHT,
         margin={"l": 0, "r": 0, "t": 0, "b": 0},
-        dragmode="select",
         legend={"orientation": "h", "y": -0.02},
+        **({"dragmode": "select"} if mode == "box" else {}),
         newselection={"line": {"color": "rgb(255,215,0)"}},
     )
     return fig
 
 
-def describe(run) -> str:
-    """What the data model is, for the page: the prompt and its refits, or the automatic model."""
+def describe(run, entry: dict | None = None) -> str:
+    """What the data model is, for the page: the prompt and its refits, or the automatic model
+    (and why, when points are waiting for the other class)."""
     data = run.problem.data
     prompt = getattr(data, "prompt", None)
     if prompt is None:
+        if entry and _pending(entry["box"], entry["points"]):
+            marked = lsbcore.Prompt(points=tuple(entry["points"])).describe()
+            missing = "background" if entry["points"][0][2] == 1 else "object"
+            return (
+                f"Marked: {marked}. Mark a {missing} point too (without a box both classes "
+                "are needed); until then the automatic model is used."
+            )
         return (
             "No prompt: the automatic model (two colour classes fitted to the whole photo) is "
             "used. Drag a box around the object, or click object and background points."
@@ -216,14 +250,16 @@ def render(run, image_id: str | None) -> None:
     with st.expander("Mark the object: drag a box, or click points", expanded=True):
         left, middle, right = st.columns([3, 2, 2], vertical_alignment="center")
         if MODE not in st.session_state or st.session_state[MODE] not in MODES:
-            st.session_state[MODE] = "object"
-        left.radio(
-            "A click marks",
+            st.session_state[MODE] = "box"
+        mode = left.radio(
+            "On the photo",
             MODES,
+            format_func=MODE_LABELS.get,
             key=MODE,
             horizontal=True,
-            help="Box select (the default tool) draws the box; a click marks a point of "
-            "this class. Everything outside the box is background.",
+            help="drag a box: around the object; everything outside it is background. "
+            "click points: each click marks the object or the background there (a small "
+            "disc). A box and points can be combined; a new box replaces the old one.",
         )
         middle.button(
             "Undo last point",
@@ -238,12 +274,13 @@ def render(run, image_id: str | None) -> None:
             key="prompt_clear",
         )
         st.plotly_chart(
-            figure(image, entry["box"], entry["points"]),
+            figure(image, entry["box"], entry["points"], mode),
             key=f"{FIGURE}_{entry['version']}",
             on_select=_on_select,
             selection_mode=("box", "points"),
+            theme=None,  # a photo: Plotly's plain layout, no chart theme
             config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d"]},
         )
         if entry.get("error"):
             st.error(f"That prompt was not used: {entry['error']}")
-        st.caption(describe(run))
+        st.caption(describe(run, entry))
