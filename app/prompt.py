@@ -225,7 +225,8 @@ def describe(run, entry: dict | None = None) -> str:
     refits = data.refits
     text = (
         f"Your prompt: {prompt.describe()}. The object's and the background's colours are "
-        "fitted from it (a mixture of up to 5 Gaussians each); outside the box is background."
+        "fitted from it (a mixture of up to 5 Gaussians each); outside the box is background. "
+        "The sidebar's data model and object choices do not apply while a prompt is in use."
     )
     if refits:
         text += (

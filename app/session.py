@@ -83,6 +83,10 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
         if reason is None:
             run.config = cfg  # live settings: mixing steps, speed, an unpassed burn-in
             return _refit(run, cfg, inputs) if _refit_due(run) else run
+        if _same_object(run, cfg, inputs, prompt, key):
+            st.info("That object class is the one already in use: the posterior and the run stay.")
+            run.config = cfg
+            return run
         if run.n_steps:
             st.info(f"{reason}: the run was reset.")
     keep_running = bool(run and run.running and not reset)
@@ -99,6 +103,22 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     if new is not None and keep_running:
         state.start(new)
     return new
+
+
+def _same_object(run: state.Run, cfg: Config, inputs: Inputs, prompt, key: tuple) -> bool:
+    """Whether only the object choice changed and it leaves the posterior as it is (auto had
+    picked that class, or a prompt decides the object anyway)."""
+    old_key = st.session_state.get("_run_inputs", key)
+    only_object = cfgmod.changed(run.config, cfg, cfgmod.TARGET_FIELDS) == [
+        cfgmod.LABELS["polarity"]
+    ]
+    if not only_object or old_key != key or cfgmod.changed(run.config, cfg, cfgmod.SAMPLER_FIELDS):
+        return False
+    try:
+        problem = sources.build_problem(cfg, inputs.photo, inputs.dark_mask, prompt=prompt)
+    except ValueError:
+        return False
+    return torch.equal(problem.target.alpha, run.problem.target.alpha)
 
 
 def _carry_marginal(old: state.Run, new: state.Run) -> None:

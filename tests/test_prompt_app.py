@@ -133,7 +133,10 @@ def test_flipping_the_object_keeps_a_sampled_mask_never_the_step_zero_one():
     run = at.session_state["_run"]
     run_until(run, lambda: recorded_marginal(run) is not None and run.n_steps > 40)
     before = recorded_marginal(run)
-    at.radio(key="polarity").set_value("dark").run()  # auto picked bright
+    at.radio(key="polarity").set_value("bright").run()  # what auto picked: nothing changes
+    assert at.session_state["_run"] is run
+    assert "That object class is the one already in use" in texts(at.info)
+    at.radio(key="polarity").set_value("dark").run()  # the other class: alpha negated
     healthy(at)
     flipped = at.session_state["_run"]
     assert flipped.n_steps == 0
