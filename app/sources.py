@@ -18,6 +18,7 @@ from PIL import Image
 
 import lsbcore
 from app.config import DEFAULT_SAMPLE, Config
+from app.file_names import photo_title
 from lsbcore.segmentation.polarity import labels_polarity
 from lsbcore.segmentation.starts import photo_starts
 
@@ -132,9 +133,11 @@ def build_problem(
     cfg: Config,
     photo: lsbcore.Photo | None = None,
     dark_mask: np.ndarray | None = None,
+    file_name: str | None = None,
     prompt: lsbcore.Prompt | None = None,
 ) -> lsbcore.Problem:
     """The posterior ``cfg`` describes (``photo`` is required for sample and upload sources;
+    an upload's ``file_name`` names the problem, sanitised by ``app.file_names.photo_title``;
     ``prompt``, the user's box and points, replaces the automatic data model)."""
     if cfg.source == "paper":
         return _paper_problem(cfg)
@@ -156,7 +159,7 @@ def build_problem(
         sigma=cfg.sigma,
         burn_in=cfg.burn_in,
         steps=cfg.steps,
-        name=cfg.sample if cfg.source == "sample" else "uploaded image",
+        name=cfg.sample if cfg.source == "sample" else photo_title(file_name),
         data=data,
         polarity=polarity,
     )

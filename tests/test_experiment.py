@@ -116,15 +116,40 @@ def test_traces_csv_columns_and_rows(run1):
 
 
 def test_report_is_self_contained(run1):
+    import base64
+    import gzip
+
+    from lsbcore.figures import plotly_js
+
     text = (run1 / "report.html").read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
-    assert text.count("* plotly.js v") == 1  # the bundle, embedded once
+    packed = re.findall(
+        r'<script type="application/octet-stream" id="plotly-gzip">(.*?)</script>', text
+    )
+    assert len(packed) == 1  # the bundle, embedded once, gzip'd: 1.9 MB instead of 4.8 MB
+    assert gzip.decompress(base64.b64decode(packed[0])).decode("utf-8") == plotly_js()
+    assert "* plotly.js v" not in text
     assert not re.search(r"<script[^>]+src\s*=", text, flags=re.IGNORECASE)
     assert not re.search(r"<link[^>]+href\s*=\s*[\"']?https?:", text, flags=re.IGNORECASE)
-    assert text.count("Plotly.newPlot") >= 8
+    assert text.count("data-figure=") >= 8 and "Plotly.newPlot" in text
+    assert "Command: <code>python -m lsbcore.experiment --case 3" in text
+    assert "paper Table 2" not in text  # 6 x 6 and 200 steps: not the paper's run
     for heading in ("autocorrelation", "effective sample size", "Balancing functions"):
         assert heading.lower() in text.lower()
     assert "LSB 1: mixture weights" in text and "Learning" in text
+
+
+def test_paper_table_2_stands_beside_the_paper_s_own_setting_only():
+    from lsbcore.experiment.report import paper_comparable
+
+    paper = {"case": 3, "lam": 1.0, "mu": 1.0, "sigma": 3.0, "shape": [30, 30], "max_lag": 500}
+    assert paper_comparable(paper)
+    assert paper_comparable({**paper, "source": "paper", "shape": None, "size": 30})
+    assert not paper_comparable({**paper, "source": "sample"})  # the app keeps case=3 for photos
+    assert not paper_comparable({**paper, "lam": 0.5})
+    assert not paper_comparable({**paper, "shape": [6, 6]})
+    assert not paper_comparable({**paper, "max_lag": 100})
+    assert not paper_comparable({**paper, "case": None})
 
 
 def test_learned_functions_load_back(run1):
@@ -426,3 +451,25 @@ def test_experiment_equals_one_comparison_of_all_samplers(run1):
     for name in NAMES:
         recorded = np.array([float(r[column]) for r in rows if r[0] == name]).reshape(-1, 4)
         np.testing.assert_array_equal(recorded, comparison.traces[name].arrays()["magnetisation"])
+
+
+def test_the_report_draws_every_figure_in_a_browser(run1):
+    """The report unpacks its plotly.js and draws each figure from its JSON, offline."""
+    from playwright.sync_api import sync_playwright
+
+    from tools.loadtest import launch_chromium
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page()
+            errors = []
+            page.on("pageerror", lambda err: errors.append(str(err)))
+            page.goto((run1 / "report.html").as_uri())
+            page.wait_for_selector("body[data-figures-drawn=yes]", timeout=60_000)
+            figures = page.locator("div.figure").count()
+            drawn = page.locator("div.figure .main-svg").count()
+            assert figures >= 8 and drawn >= figures and not errors
+            assert page.locator("#charts-missing").is_hidden()
+        finally:
+            browser.close()

@@ -251,3 +251,17 @@ def test_figure_div_and_bundle_for_offline_pages():
     assert 'id="fig-7"' in div and "Plotly.newPlot" in div
     assert "<script src" not in div and "plotly.js v" not in div
     assert plotly_js().lstrip().startswith("/**") and "plotly.js v" in plotly_js()[:200]
+
+
+def test_band_figure_draws_at_most_max_points_in_float32():
+    """The report draws 1,000 points a series: the whole run's 32,000 at full resolution
+    made most of a 9 MB report."""
+    x = np.arange(32_001)
+    values = np.random.default_rng(0).normal(size=(32_001, 4))
+    fig = band_figure({"barker": (x, values)}, "t", "y", max_points=1000)
+    for trace in fig.data:
+        assert len(trace.x) <= 1001 and trace.x[-1] == 32_000  # the last point is kept
+        assert np.asarray(trace.y).dtype == np.float32
+    assert len(band_figure({"barker": (x, values)}, "t", "y").data[0].x) > 4000  # the app: 5,000
+    with pytest.raises(ValueError, match="max_points"):
+        band_figure({}, "t", "y", max_points=1)

@@ -451,10 +451,70 @@ def test_export_names_carry_problem_seed_and_date_and_nothing_odd():
         config=dc_replace(cfg, seed=0),
     )
     stem = export.export_stem(odd, day)
-    assert stem.startswith("lsb-etc-script-photo-1-png") and stem.endswith("-seed0-2026-11-24")
+    assert stem == "lsb-etc-script-photo-1-seed0-2026-11-24"  # the 203-letter last word dropped
     assert all(c.isalnum() or c == "-" for c in stem) and len(stem) < 80
     blank = SimpleNamespace(problem=SimpleNamespace(name="!!!"), config=cfg)
     assert export.export_stem(blank, day).startswith("lsb-run-seed7")
+    long = SimpleNamespace(
+        problem=SimpleNamespace(
+            name="case 3 geometry (dependent, noisy) with your parameters, one α for all chains"
+        ),
+        config=cfg,
+    )  # cut at 48 characters this was "...-with-your-parame"
+    assert export.export_stem(long, day) == (
+        "lsb-case-3-geometry-dependent-noisy-with-your-seed7-2026-11-24"
+    )
+
+
+def test_file_names_are_cut_between_words():
+    from app.file_names import cut_at_word, file_stem
+
+    assert cut_at_word("alpha-beta-gamma", 12) == "alpha-beta"
+    assert cut_at_word("alpha-beta-gamma", 16) == "alpha-beta-gamma"
+    assert cut_at_word("alpha-beta-gamma", 10) == "alpha-beta"  # the boundary right at the limit
+    assert cut_at_word("x" * 30, 8) == "x" * 8  # one long word: no boundary to cut at
+    assert file_stem("Horse (dark) ÿ!", 40) == "horse-dark"
+
+
+def test_a_photo_is_named_after_its_file():
+    from types import SimpleNamespace
+
+    from app import sources
+    from app.file_names import photo_title
+
+    assert photo_title("My Cat.jpeg") == "My-Cat, uploaded image"
+    assert photo_title("../../etc/<script>ÿ photo (1).PNG") == "script-photo-1, uploaded image"
+    assert photo_title("C:\\Users\\me\\IMG_2024.jpg") == "IMG_2024, uploaded image"
+    assert photo_title(None) == photo_title("!!!.png") == "uploaded image"
+    assert len(photo_title("a-" * 100 + ".png")) <= 40 + len(", uploaded image")
+    cfg = cfgmod.defaults_for("upload")
+    buffer = io.BytesIO()
+    Image.fromarray((np.tile(np.linspace(0, 1, 16), (12, 1)) * 255).astype(np.uint8)).save(
+        buffer, format="PNG"
+    )
+    photo = lsbcore.load_photo(buffer.getvalue(), 16)
+    problem = sources.build_problem(cfg, photo, file_name="coffee beans.png")
+    assert problem.name == "coffee-beans, uploaded image"
+    run = SimpleNamespace(problem=problem, config=cfg)
+    assert export.export_stem(run).startswith("lsb-coffee-beans-uploaded-image-seed0-")
+
+
+def test_the_report_command_is_the_experiment_command_of_the_run():
+    from dataclasses import replace as dc_replace
+
+    from lsbcore.experiment.cli import build_parser
+
+    cfg = cfgmod.Config()
+    command, reason = export.experiment_command(cfg, "out-dir")
+    assert reason == "" and command.startswith("python -m lsbcore.experiment --case 3 ")
+    args = build_parser().parse_args(command.split()[3:])
+    assert (args.case, args.samplers, args.chains) == (3, list(cfg.samplers), cfg.chains)
+    assert (args.burn_in, args.steps, args.seed, args.start) == (2000, 30_000, 0, "shared")
+    assert (args.size, args.lr, args.hidden, str(args.out)) == (30, 0.01, 10, "out-dir")
+    command, reason = export.experiment_command(dc_replace(cfg, lam=0.5, shared_alpha=True))
+    assert command is None and "λ, one α for all chains" in reason
+    command, reason = export.experiment_command(cfgmod.defaults_for("sample"))
+    assert command is None and "shipped sample" in reason
 
 
 def test_traces_gzip_is_the_csv_compressed():
@@ -481,6 +541,11 @@ def test_the_page_report_is_the_experiment_report_of_the_run():
     results = json.loads(export.results_json(run))
     ess = results["samplers"]["barker"]["ess_paper_mean"]
     assert f"{ess:.2f} ±" in page  # the summary table holds the run's own numbers
+    assert "Command: <code>python -m lsbcore.experiment --case 3 --samplers barker,lsb1" in page
+    assert "paper Table 2" not in page  # 8 x 8 sites, 30 steps: nothing like the paper's run
+    # every chain has its own α: no pooled bulk ESS to draw, and the report says so
+    assert results["config"]["chains_share_posterior"] is False
+    assert "No pooled bulk ESS is drawn" in page and "bulk ESS per chain (mean)" in page
 
 
 def test_chart_config_saves_in_the_chosen_format_under_the_run_name(monkeypatch):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import gzip
 import io
-import re
+import shlex
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -24,21 +24,24 @@ import streamlit as st
 import lsbcore
 from app import charts
 from app.config import Config, to_query_params
+from app.file_names import file_stem
 from lsbcore import REGISTRY
+from lsbcore.cases import PAPER_CASES
 from lsbcore.experiment.comparison_report import comparison_report
 from lsbcore.figures import sampler_label as label
 from lsbcore.results import comparison_results, results_to_json
 
-STEM_CHARS = 48  # the problem's part of a file name, at most
+STEM_CHARS = 48  # the problem's part of a file name, at most (cut at a word boundary)
 TRACES_KEY = "export_traces_gz"  # (run id, step, gzip bytes): one prepared snapshot per session
 
 
 def export_stem(run, day: datetime.date | None = None) -> str:
     """``lsb-<problem>-seed<seed>-<date>``: the problem's name in lower-case letters, digits and
-    dashes (an uploaded file's name included, so nothing odd reaches a file name)."""
-    problem = re.sub(r"[^a-z0-9]+", "-", run.problem.name.lower()).strip("-")[:STEM_CHARS]
+    dashes, cut between words (a photo's own file name included, so nothing odd reaches a file
+    name)."""
+    problem = file_stem(run.problem.name, STEM_CHARS) or "run"
     day = day or datetime.date.today()
-    return f"lsb-{problem.strip('-') or 'run'}-seed{run.config.seed}-{day.isoformat()}"
+    return f"lsb-{problem}-seed{run.config.seed}-{day.isoformat()}"
 
 
 def traces_gzip(traces: dict) -> bytes:
@@ -46,9 +49,52 @@ def traces_gzip(traces: dict) -> bytes:
     return gzip.compress(traces_csv(traces).encode("utf-8"), compresslevel=6, mtime=0)
 
 
+def experiment_command(cfg: Config, out: str = "lsb-run") -> tuple[str | None, str]:
+    """``(command, "")``: the ``python -m lsbcore.experiment`` line with this run's settings,
+    or ``(None, reason)`` when the command cannot express them (it takes the paper's cases
+    with their own lambda, mu and sigma, and images with a Gaussian model, not the app's
+    photo models; an upload is not a file it can name)."""
+    if cfg.source != "paper":
+        what = "an uploaded photo" if cfg.source == "upload" else "a shipped sample"
+        return None, (
+            f"No command line: this run segments {what} with the dashboard's {cfg.model} data "
+            "model, which the experiment command does not offer (its --image problems use a "
+            "Gaussian model with --mu and --sigma)."
+        )
+    _, lam, mu, sigma, _ = PAPER_CASES[cfg.case]
+    changed = [
+        label
+        for label, value, paper in (("λ", cfg.lam, lam), ("μ", cfg.mu, mu), ("σ", cfg.sigma, sigma))
+        if value != paper
+    ]
+    changed += ["the boundary"] if cfg.boundary != "periodic" else []
+    changed += ["one α for all chains"] if cfg.shared_alpha else []
+    if changed:
+        return None, (
+            f"No command line: this run changes the paper case's {', '.join(changed)}, and the "
+            "experiment command runs the paper's cases only with their own settings."
+        )
+    argv = ["python", "-m", "lsbcore.experiment", "--case", str(cfg.case)]
+    argv += ["--samplers", ",".join(cfg.samplers), "--chains", str(cfg.chains)]
+    argv += ["--size", str(cfg.size), "--burn-in", str(cfg.burn_in), "--steps", str(cfg.steps)]
+    argv += ["--seed", str(cfg.seed), "--start", "shared"]  # the app's chains share a start
+    argv += ["--thin", str(cfg.thin)] if cfg.thin != 1 else []
+    if any(REGISTRY[n].learnable for n in cfg.samplers):
+        argv += ["--lr", f"{cfg.lr:g}", "--optimizer", cfg.optimizer]
+        argv += ["--hidden", str(cfg.hidden)] if "lsb2" in cfg.samplers else []
+    argv += ["--device", "cuda"] if cfg.device == "cuda" else []
+    return shlex.join([*argv, "--out", out]), ""
+
+
 def report_html(run) -> str:
-    """The experiment command's self-contained report for this run."""
+    """The experiment command's self-contained report for this run, with the command line
+    that runs the same settings (or the sentence saying why none does)."""
+    command, reason = experiment_command(run.config, export_stem(run))
     config = {**run.config.as_dict(), "problem": run.problem.name}
+    if command:
+        config["command"] = command
+    else:
+        config["command_note"] = reason
     burnin, mixing = run.phase_seconds()
     return comparison_report(run.comparison, run.problem, config, burnin, mixing, run.problem.name)
 

@@ -16,7 +16,6 @@ saying 0.50.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +23,7 @@ import streamlit as st
 
 import lsbcore
 from app import state
+from app.file_names import file_stem
 from app.views import pixels
 from app.widgets import ensure
 from lsbcore.diagnostics.settled import RHAT_LIMIT, UNSETTLED_LIMIT
@@ -155,7 +155,7 @@ def settled_text(run) -> tuple[str, bool | None]:
     parts, verdicts = [], []
     for name, verdict in run.settledness.items():
         verdicts.append(verdict.settled)
-        parts.append(f"{label(name)}: {verdict.reason[:-1]}, max R-hat {verdict.max_rhat:.3g}")
+        parts.append(f"{label(name)}: {verdict.reason[:-1]}")  # the rule: diagnostics.settled
     when = f" (at step {run.settled_at:,})" if run.settled_at is not None else ""
     head = "Settled" + when if all(verdicts) else "Not settled yet"
     return f"{head}. " + "; ".join(parts) + ".", all(verdicts)
@@ -163,7 +163,7 @@ def settled_text(run) -> tuple[str, bool | None]:
 
 def _file_stem(run) -> str:
     """A download name that says which image and settings it came from."""
-    name = re.sub(r"[^A-Za-z0-9_-]+", "-", run.problem.name).strip("-")[:40] or "image"
+    name = file_stem(run.problem.name, 40) or "image"  # cut between words
     return f"lsb-{name}-lam{run.config.lam:g}-seed{run.config.seed}"
 
 

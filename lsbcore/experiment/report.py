@@ -7,12 +7,18 @@ import math
 
 import numpy as np
 
-from lsbcore.diagnostics.mixing import autocorrelation
+from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, autocorrelation
 from lsbcore.learning.balancing import make_balancing
 from lsbcore.learning.balancing_io import load_balancing
 from lsbcore.samplers.registry import REGISTRY
 
-__all__ = ["PAPER_TABLE2", "build_report", "fmt"]
+__all__ = ["PAPER_TABLE2", "REPORT_POINTS", "build_report", "fmt", "paper_comparable"]
+
+PAPER_SIZE = 30  # the paper's lattice side
+
+#: Points per drawn series in the report: about one per pixel of its 1,100 px page (the
+#: whole run's 32,000 steps at full resolution made most of a 9 MB report).
+REPORT_POINTS = 1000
 
 #: Table 2 of the ICML paper: paper ESS mean and std over 30 chains, per case and sampler.
 PAPER_TABLE2 = {
@@ -72,6 +78,37 @@ code { background: #f3f3f3; padding: 0.05rem 0.3rem; border-radius: 3px; font-si
 """
 
 
+# Unpacks the gzip'd plotly.js (4.8 MB as text, 1.9 MB packed), runs it, then draws each
+# figure from its JSON in page order, letting the browser paint between two figures so that
+# the first screen shows before the last figure is drawn. One copy of the library, no
+# network, and a sentence on the page when it fails.
+_DRAW_FIGURES = """
+(async () => {
+  try {
+    const packed = atob(document.getElementById("plotly-gzip").textContent.trim());
+    const bytes = new Uint8Array(packed.length);
+    for (let i = 0; i < packed.length; i++) bytes[i] = packed.charCodeAt(i);
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    const library = document.createElement("script");
+    library.textContent = await new Response(stream).text();
+    document.head.appendChild(library);
+    const config = {displaylogo: false, responsive: true};
+    const painted = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
+    for (const data of document.querySelectorAll("script[data-figure]")) {
+      const figure = JSON.parse(data.textContent);
+      await Plotly.newPlot(data.dataset.figure, figure.data, figure.layout, config);
+      await painted();
+    }
+    document.body.dataset.figuresDrawn = "yes";
+  } catch (err) {
+    const note = document.getElementById("charts-missing");
+    note.hidden = false;
+    note.textContent += " (" + err + ")";
+  }
+})();
+"""
+
+
 def fmt(value, digits: int = 3) -> str:
     if value is None:
         return "n/a"
@@ -94,6 +131,26 @@ def _table(header: list[str], rows: list[list[str]], css: str = "") -> str:
     )
     cls = f' class="{css}"' if css else ""
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def paper_comparable(config: dict) -> bool:
+    """Whether the run is one of the paper's cases as the paper ran it (its lambda, mu and
+    sigma, a 30 x 30 lattice, the ESS window L = 500): the only runs its Table 2 can be set
+    beside. The dashboard keeps ``case`` in its config for photos too, hence ``source``."""
+    case = config.get("case")
+    if isinstance(case, bool) or case not in PAPER_TABLE2:
+        return False
+    if config.get("source", "paper") != "paper" or config.get("max_lag") != PAPER_MAX_LAG:
+        return False
+    from lsbcore.cases import PAPER_CASES
+
+    _, lam, mu, sigma, _ = PAPER_CASES[case]
+    shape = config.get("shape") or [config.get("size")] * 2
+    given = (config.get("lam", lam), config.get("mu", mu), config.get("sigma", sigma))
+    return list(shape) == [PAPER_SIZE, PAPER_SIZE] and all(
+        isinstance(v, (int, float)) and math.isclose(v, w)
+        for v, w in zip(given, (lam, mu, sigma), strict=True)
+    )
 
 
 def _burnin_series(arrays: dict, field_name: str, x_key: str, burn_in: int) -> dict:
@@ -151,6 +208,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
                 _burnin_series(arrays, "magnetisation", "step", burn_in),
                 "Magnetisation during burn-in",
                 "magnetisation m(x)",
+                max_points=REPORT_POINTS,
             ),
         )
     )
@@ -165,6 +223,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
                 "Magnetisation during burn-in",
                 "magnetisation m(x)",
                 x_label="target evaluations per chain",
+                max_points=REPORT_POINTS,
             ),
         )
     )
@@ -176,6 +235,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
                 _burnin_series(arrays, "log_p", "step", burn_in),
                 "log p~(x) during burn-in",
                 "log p~(x)",
+                max_points=REPORT_POINTS,
             ),  # fmt: skip
         )
     )
@@ -188,6 +248,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
                     _burnin_series(arrays, "accuracy", "step", burn_in),
                     "Accuracy during burn-in",
                     "accuracy",
+                    max_points=REPORT_POINTS,
                 ),  # fmt: skip
             )
         )
@@ -195,9 +256,11 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
     figs.append(
         (
             "Whole run: magnetisation",
-            f"Burn-in and mixing (burn-in ends at iteration {burn_in:,}); long series are "
-            "decimated for display only.",
-            figures.band_figure(whole, "Magnetisation, whole run", "magnetisation m(x)"),
+            f"Burn-in and mixing (burn-in ends at iteration {burn_in:,}); series longer than "
+            f"{REPORT_POINTS:,} points are drawn at every k-th iteration (the statistics use all).",
+            figures.band_figure(
+                whole, "Magnetisation, whole run", "magnetisation m(x)", max_points=REPORT_POINTS
+            ),
         )
     )
     acf = {}
@@ -217,15 +280,26 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
             figures.acf_figure(acf, lag),
         )
     )
-    figs.append(
-        (
-            "Mixing: effective sample size",
-            "Left: the paper's ESS (Zanella's convention) per window of L+1 draws, mean over "
-            "chains with the standard deviation as error bar. Right: rank-normalised bulk ESS "
-            "over all chains (arviz-stats).",
-            figures.ess_figure(samplers),
-        )
+    paper_ess = (
+        "Left: the paper's ESS (Zanella's convention) per window of L+1 draws, mean over chains "
+        "with the standard deviation as error bar. "
     )
+    if config.get("chains_share_posterior", True):
+        ess_note = (
+            paper_ess + "Right: rank-normalised bulk ESS pooled over all chains (arviz-stats)."
+        )
+        ess_fig = figures.ess_figure(samplers)
+    else:  # a pooled bulk ESS would mix different posteriors: results hold none
+        ess_note = paper_ess + (
+            "Right: each chain's own rank-normalised bulk ESS, mean over chains. No pooled bulk "
+            "ESS is drawn: every chain has its own noisy α here (as in the paper), so pooling "
+            "chains would mix different posteriors."
+        )
+        per_chain = {
+            n: {**s, "ess_bulk": s.get("ess_bulk_chain_mean")} for n, s in samplers.items()
+        }
+        ess_fig = figures.ess_figure(per_chain, bulk_title="bulk ESS per chain (mean)")
+    figs.append(("Mixing: effective sample size", ess_note, ess_fig))
     balancings = {}
     notes = []
     for name, run in runs.items():
@@ -243,7 +317,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
         (
             "Balancing functions",
             "g(t) of every locally balanced sampler, the learned ones as learned at the end of "
-            "burn-in. The dashed curves are t g(1/t): they lie on g exactly when g is balanced.",
+            "burn-in. The thin black curves are t g(1/t): on g exactly when g is balanced.",
             figures.balancing_figure(t, g, reflected),
         )
     )
@@ -271,8 +345,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
         )
 
     # ---------------------------------------------------------------- tables
-    case = config.get("case")
-    paper = PAPER_TABLE2.get(case, {}) if isinstance(case, int) else {}
+    paper = PAPER_TABLE2[config["case"]] if paper_comparable(config) else {}
     seeds = config.get("seeds_run", [config.get("seed")])
     shared = config.get("chains_share_posterior", True)
     header = ["sampler", "paper ESS (± over chains)"]
@@ -340,8 +413,12 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
             parts.append(f"<h2>{html.escape(heading)}</h2>")
         if note:
             parts.append(f'<p class="note">{html.escape(note)}</p>')
-        div = figures.figure_div(fig, f"figure-{i}")
-        parts.append(f'<div class="figure">{div}</div>')
+        height = int(fig.layout.height or 420)
+        parts.append(
+            f'<div class="figure" id="figure-{i}" style="height:{height}px"></div>'
+            f'<script type="application/json" data-figure="figure-{i}">'
+            f"{figures.figure_json(fig)}</script>"
+        )
     swatches = " ".join(
         f'<span><span class="swatch" style="background:{figures.sampler_colour(n)}"></span>'
         f"{html.escape(figures.sampler_label(n))}</span>"
@@ -356,8 +433,14 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
             else ""
         )
         + (f"; traces thinned by {config.get('thin')}" if config.get("thin", 1) != 1 else "")
-        + ". The paper describes 30 chains, 30x30, 2000 burn-in and 30 000 mixing steps; its "
-        "Table 2 was computed with the authors' own window (--protocol authors, docs/method.md)."
+        + "."
+        + (
+            " The paper describes 30 chains, 30x30, 2000 burn-in and 30 000 mixing steps; its "
+            "Table 2 was computed with the authors' own window (--protocol authors, "
+            "docs/method.md)."
+            if paper
+            else ""
+        )
     )
     if problem.target.batch > 1:
         notes.append(
@@ -368,7 +451,12 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
         )
     extra = "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
     title = f"LSB Explorer experiment: {source}"
-    command = config.get("command", "")
+    command = config.get("command")
+    if command:
+        command_line = f'<p class="note">Command: <code>{html.escape(command)}</code></p>'
+    else:  # the dashboard's runs say why no command reproduces them, or say nothing
+        reason = config.get("command_note")
+        command_line = f'<p class="note">{html.escape(reason)}</p>' if reason else ""
     page = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -376,11 +464,14 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)}</title>
 <style>{_CSS}</style>
-<script>{figures.plotly_js()}</script>
+<script type="application/octet-stream" id="plotly-gzip">{figures.plotly_js_gzip_base64()}</script>
 </head>
 <body>
 <h1>{html.escape(title)}</h1>
-<p class="note">Command: <code>{html.escape(command)}</code></p>
+{command_line}
+<p class="note" id="charts-missing" hidden>The charts could not be drawn: this browser cannot
+unpack the report's plotly.js (it needs DecompressionStream: Chrome 80, Firefox 113, Safari 16.4
+or later).</p>
 <p>{swatches}</p>
 <h2>Summary</h2>
 {summary_table}
@@ -396,6 +487,7 @@ run (burn-in included); seconds are the samplers' own stepping time, recording e
 {html.escape(str(timings["workers"]))} worker(s).</p>
 <h2>Environment</h2>
 {env_table}
+<script>{_DRAW_FIGURES}</script>
 </body>
 </html>
 """
