@@ -333,3 +333,25 @@ def test_tempering_figures_draw_every_replica_and_say_when_there_is_nothing():
         figures.cold_versus_single_figure([], [], "sqrt"),
     ):
         assert empty.layout.annotations[0].text == "no data yet"
+
+
+def test_the_tempering_tables_print_short_numbers():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from app.views import tempering as view
+
+    modes = SimpleNamespace(
+        fraction_plus=np.array([0.123456789]), fraction_minus=np.array([1e-17]),
+        switches=np.array([12345]),
+    )  # fmt: skip
+    result = SimpleNamespace(
+        betas=np.array([1.0, 0.3333333333]), swap_rates=np.array([0.2345678]),
+        tempered_modes=modes, single_modes=modes, tempering_seconds=1.23456,
+        single_seconds=0.5,
+    )  # fmt: skip
+    assert view.swap_table(result)[0]["β_r+1"] == "0.333"
+    row = view.mode_table(result)[0]
+    assert row["time in mode +1"] == "0.123" and row["time in mode −1"] == "1e-17"
+    assert row["mode switches"] == "12,345" and row["wall time (s)"] == "1.23"

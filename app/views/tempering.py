@@ -15,6 +15,7 @@ import streamlit as st
 from app import view_links
 from lsbcore import REGISTRY, figures
 from lsbcore.figures import sampler_label as label
+from lsbcore.number_text import number_text
 from lsbcore.tempering import BIMODAL_LAMBDA, BIMODAL_SIZE, bimodal_ising
 from lsbcore.tempering.comparison import TemperingComparison, compare_with_single_chain
 
@@ -96,9 +97,9 @@ def swap_table(result: TemperingComparison) -> list[dict]:
     return [
         {
             "pair": f"{r} ↔ {r + 1}",
-            "β_r": float(result.betas[r]),
-            "β_r+1": float(result.betas[r + 1]),
-            "swaps accepted": float(result.swap_rates[r]),
+            "β_r": number_text(float(result.betas[r])),
+            "β_r+1": number_text(float(result.betas[r + 1])),
+            "swaps accepted": number_text(float(result.swap_rates[r])),
         }
         for r in range(len(result.betas) - 1)
     ]
@@ -113,10 +114,10 @@ def mode_table(result: TemperingComparison) -> list[dict]:
         rows.append(
             {
                 "chain": name,
-                "time in mode +1": float(modes.fraction_plus[0]),
-                "time in mode −1": float(modes.fraction_minus[0]),
-                "mode switches": int(modes.switches[0]),
-                "wall time (s)": round(seconds, 2),
+                "time in mode +1": number_text(float(modes.fraction_plus[0])),
+                "time in mode −1": number_text(float(modes.fraction_minus[0])),
+                "mode switches": number_text(int(modes.switches[0])),
+                "wall time (s)": number_text(seconds),
             }
         )
     return rows
