@@ -75,7 +75,8 @@ html { font-size: 19px; }
 }
 [data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 3rem; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
-[data-testid="stHeading"] h1 { font-size: 1.7rem; white-space: nowrap; padding: 0; }
+[data-testid="stHeading"] h1 { font-size: 1.7rem; padding: 0; }
+@media (max-width: 1100px) { [data-testid="stHeading"] h1 { font-size: 1.25rem; } }
 [data-testid="stHorizontalBlock"]:has(.st-key-run) { gap: 0.6rem; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p {
   color: inherit !important; font-size: 1.05rem !important; opacity: 0.9;
