@@ -4,8 +4,9 @@ and the chains, started apart, in agreement about every site's class.
 What a run shows is ``P(x_i = +1)`` per site and the mask ``P >= 1/2``, so the verdict asks of
 the estimate what the page needs from it:
 
-1. **Precision.** Each site's estimate ``P_i`` is known to within ``TOLERANCE`` (0.1): two
-   standard errors of its Monte Carlo error, a 95% interval of width 0.2 at most. That is the
+1. **Precision.** Each site's estimate ``P_i`` is known to within ``TOLERANCE`` (0.1): the
+   half-width of a 95% interval for it, Student's ``t`` quantile with ``M - 1`` degrees of
+   freedom times its standard error (2.36 for 8 batches, 2.20 for 12). That is the
    precision the page reads: the mask ``P >= 1/2`` is then right wherever ``P`` is at least 0.1
    from 1/2, and a site nearer 1/2 is shown as uncertain either way (its entropy is above 0.97
    bits whether ``P`` is 0.4 or 0.6); the probability map is read in tenths. The error
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.stats import t as student_t
 
 __all__ = [
     "MIN_DRAWS",
@@ -62,7 +64,7 @@ __all__ = [
     "binary_split_rhat",
 ]
 
-TOLERANCE = 0.1  # two standard errors of P, per site
+TOLERANCE = 0.1  # half-width of a 95% interval for P, per site
 STUCK_GAP = 0.5  # chains whose means at a site are further apart disagree about its class
 UNSETTLED_LIMIT = 0.01
 MIN_DRAWS = 20
@@ -74,7 +76,7 @@ class Settledness:
     """How far a run's marginal has settled (see the module docstring)."""
 
     settled: bool
-    error: np.ndarray  # [*site shape]: two standard errors of P per site
+    error: np.ndarray  # [*site shape]: half-width of P's 95% interval per site
     unsettled_fraction: float  # fraction of sites whose error exceeds TOLERANCE
     disagreeing_fraction: float  # fraction of sites where two chains' means differ > STUCK_GAP
     rhat: np.ndarray  # [*site shape]: split R-hat of the spin over the batches (reported)
@@ -246,7 +248,8 @@ class BlockSums:
         means = means.numpy()  # [blocks x chains, D], block-major
         lengths = np.repeat(counts, chains)
         draws = int(counts.min())
-        error = 2.0 * batch_means_error(means, lengths)
+        # a 95% interval from M batches: Student's t with M - 1 degrees of freedom
+        error = float(student_t.ppf(0.975, len(means) - 1)) * batch_means_error(means, lengths)
         rhat = binary_split_rhat(means, lengths) if draws >= 2 else np.full(means.shape[1], np.inf)
         per_chain = (sums.sum(0) / counts.sum()).numpy()  # [chains, D]
         gap = per_chain.max(0) - per_chain.min(0)
