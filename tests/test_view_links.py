@@ -1,8 +1,11 @@
 """Link parameters of the views with their own controls (``app.view_links``): parsed and
 clamped like the sidebar's, kept while Streamlit drops a hidden widget's state, and written to
-the link only where they differ from the defaults."""
+the link only where they differ from the defaults. The views' groups: each view in one group, a
+link's ``view=`` opens it, and only the open view of the open group is drawn."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -95,12 +98,12 @@ def test_the_group_chooser_opens_one_view_and_the_link_follows(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from app import live, state
-    from tests.test_app import APP
 
+    app = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     drawn: list[str] = []
     stubs = {name: (lambda run, name=name: drawn.append(name)) for name in live.RENDER}
     monkeypatch.setattr(live, "RENDER", stubs)
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = AppTest.from_file(str(app), default_timeout=60)
     at.query_params.update(size="16", chains="2", samplers="barker", view="Tempering")
     try:
         at.run()
