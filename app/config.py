@@ -49,9 +49,12 @@ DEFAULT_SAMPLE = "synthetic_disc_letter"
 # its generative model, while a Gaussian mixture fitted to it at 128 px takes the pile of
 # clipped white pixels for a class of its own (BENCHMARKS.md, photo segmentation)
 THRESHOLD_SAMPLES = {"synthetic_disc_letter": "threshold"}
-PAPER_SAMPLERS = ("barker", "sqrt", "max", "lsb1", "lsb2")
+# the paper's comparison: its four fixed balancing functions and its two learned ones
+PAPER_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
 # photos: block Gibbs covers a lattice of 10^5 sites in a sweep per step
 IMAGE_SAMPLERS = ("checkerboard",)
+# photos: whether the marginal has settled is judged across chains (split R-hat), so never one
+IMAGE_CHAINS = 4
 # the working resolution an image starts at when the machine's speed is unknown (see pick_size)
 DEFAULT_IMAGE_SIZE = 128
 MAX_SIZE = 512
@@ -65,7 +68,8 @@ MAX_TRACE_VALUES = 12_000_000
 
 @dataclass(frozen=True)
 class Config:
-    """Everything the sidebar sets. Defaults: paper case 3, five samplers, ready to run."""
+    """Everything the sidebar sets. Defaults: paper case 3, the paper's six samplers, ready
+    to run."""
 
     source: str = "paper"
     case: int = 3
@@ -210,6 +214,7 @@ def source_defaults(source: str, case: int = 3, sample: str = DEFAULT_SAMPLE) ->
         "polarity": "auto",
         "start": "mixed",
         "samplers": IMAGE_SAMPLERS,
+        "chains": IMAGE_CHAINS,
         "burn_in": 50,
         "steps": 5000,
         "until_settled": True,
@@ -226,16 +231,16 @@ def pick_size(rate: float, shape: tuple[int, int] | None, budget_s: float = 5.0)
     """The working resolution (longer side) whose expected settling fits ``budget_s``.
 
     ``rate``: the machine's checkerboard site updates per second (measured); settling takes
-    about ``SETTLE_SWEEPS`` sweeps of 4 chains (BENCHMARKS.md). The lattice's site count is
-    side^2 times the photo's aspect (``shape``: its height and width), and the side is capped
-    at MAX_SIZE and at the photo's own longer side.
+    about ``SETTLE_SWEEPS`` sweeps of ``IMAGE_CHAINS`` chains (BENCHMARKS.md). The lattice's
+    site count is side^2 times the photo's aspect (``shape``: its height and width), and the
+    side is capped at MAX_SIZE and at the photo's own longer side.
     """
     height, width = shape if shape else (MAX_SIZE, MAX_SIZE)
     own = max(height, width, BOUNDS["size"][1])  # never upsample a small photo
     if not math.isfinite(rate) or rate <= 0:
         return min(DEFAULT_IMAGE_SIZE, own)
     aspect = min(height, width) / max(height, width)
-    sites = rate * budget_s / (SETTLE_SWEEPS * 4)
+    sites = rate * budget_s / (SETTLE_SWEEPS * IMAGE_CHAINS)
     side = int(math.sqrt(sites / aspect)) // 16 * 16
     return int(min(max(side, BOUNDS["size"][1]), MAX_SIZE, own))
 
@@ -375,6 +380,12 @@ def max_chains(size: int, n_samplers: int) -> int:
     return max(1, min(BOUNDS["chains"][2], MAX_WORKLOAD // (size * size * max(1, n_samplers))))
 
 
+def max_size(chains: int, n_samplers: int) -> int:
+    """The largest resolution (longer side) at which ``chains`` chains per sampler fit."""
+    side = math.isqrt(MAX_WORKLOAD // (max(1, chains) * max(1, n_samplers)))
+    return int(min(max(side, BOUNDS["size"][1]), MAX_SIZE))
+
+
 def min_thin(total_steps: int, chains: int, n_samplers: int) -> int:
     """The least thinning that keeps the traces within ``MAX_TRACE_VALUES``."""
     per_record = chains * max(1, n_samplers) * 3
@@ -397,7 +408,7 @@ def cap_workload(cfg: Config) -> tuple[Config, list[str]]:
         )
     size = cfg.size
     if size * size * chains * n_samplers > MAX_WORKLOAD:
-        size = max(BOUNDS["size"][1], math.isqrt(MAX_WORKLOAD // (chains * n_samplers)))
+        size = max_size(chains, n_samplers)
         notes.append(
             f"Working resolution reduced from {cfg.size} to {size} "
             f"(resolution² × chains × samplers ≤ {MAX_WORKLOAD:,})."

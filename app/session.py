@@ -35,7 +35,9 @@ def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run 
     """A new run for ``cfg`` (with the user's ``prompt``), or of ``problem`` when given."""
     try:
         if problem is None:
-            problem = sources.build_problem(cfg, inputs.photo, inputs.dark_mask, prompt=prompt)
+            problem = sources.build_problem(
+                cfg, inputs.photo, inputs.dark_mask, inputs.name, prompt=prompt
+            )
         balancing = lsbcore.load_balancing(inputs.learned_json) if inputs.learned_json else None
         with st.spinner("Building the samplers…"):
             run, messages = state.build_run(cfg, problem, inputs.photo, balancing)
@@ -115,7 +117,9 @@ def _same_object(run: state.Run, cfg: Config, inputs: Inputs, prompt, key: tuple
     if not only_object or old_key != key or cfgmod.changed(run.config, cfg, cfgmod.SAMPLER_FIELDS):
         return False
     try:
-        problem = sources.build_problem(cfg, inputs.photo, inputs.dark_mask, prompt=prompt)
+        problem = sources.build_problem(
+            cfg, inputs.photo, inputs.dark_mask, inputs.name, prompt=prompt
+        )
     except ValueError:
         return False
     return torch.equal(problem.target.alpha, run.problem.target.alpha)

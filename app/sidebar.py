@@ -1,9 +1,13 @@
 """The sidebar: configure the posterior, the samplers and the run; returns what the user chose.
 
 Widget values live in Session State under the keys of ``Config``'s fields (also the query
-parameter names). A copy of the last configuration (``_saved``) restores widgets that were
-hidden for a while (Streamlit forgets the value of a widget it did not draw). Callbacks apply
-the defaults of a newly chosen source, case or sample before the widgets are drawn.
+parameter names). One state model keeps them: Streamlit forgets the value of a widget it did not
+draw in the last run and calls callbacks before the script, so every run and every callback
+starts from ``_complete`` (each key gets a value, from the last configuration ``_saved`` where
+its widget was hidden), and every run states every key again before any widget is drawn (a
+widget whose bounds or label changed is a new widget to Streamlit, which would otherwise start
+it at its default). Every change of source, case, sample, upload or data model goes through
+``_changed``; ``_fit_workload`` then keeps chains, resolution and thinning within the bounds.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import lsbcore
 from app import config as cfgmod
 from app import sources, view_links
 from app.config import BOUNDS, Config
-from app.text import plain
+from app.text import counted, plain, quote
 from app.widgets import ensure, ensure_in_range
 from lsbcore.samplers import warmup
 from lsbcore.samplers.base import AUTO_NOTE, AUTO_PICKS_CUDA
@@ -68,11 +72,12 @@ class Inputs:
     source: object = None  # the image file again (a path or the upload's bytes), full size
     dark_mask: np.ndarray | None = None  # the true dark-object mask, where known
     image_id: str | None = None  # identifies the uploaded file (rebuild on a new upload)
+    name: str | None = None  # the uploaded file's name: the run and its downloads carry it
     learned_json: bytes | None = None
     learned_id: str | None = None
 
 
-# ----------------------------------------------------------------------------- state
+# ----------------------------------------------------------------------------- state model
 def _state_from_config(cfg: Config) -> None:
     state = st.session_state
     for f in fields(Config):
@@ -96,33 +101,39 @@ def init_from_link(samples: tuple[str, ...]) -> list[str]:
     return warnings + view_warnings
 
 
-def _restore_hidden() -> None:
-    """Give every configuration key a value, from the last configuration when it was hidden."""
-    saved = st.session_state.get("_saved") or Config().as_dict()
+def _complete() -> None:
+    """Give every configuration key a value, from the last configuration where it was hidden."""
+    state = st.session_state
+    saved = state.get("_saved") or Config().as_dict()
     for f in fields(Config):
-        if f.name not in st.session_state:
-            st.session_state[f.name] = saved[f.name]
+        if f.name not in state:
+            state[f.name] = saved[f.name]
+
+
+def _restate() -> None:
+    """Write every configuration key again before any widget is drawn in this run: a hidden
+    widget's value then outlives the run, and a widget whose bounds changed (the chains slider
+    after a new resolution) keeps its value instead of restarting at its minimum."""
+    state = st.session_state
+    for f in fields(Config):
+        state[f.name] = state[f.name]
 
 
 def _apply_defaults(values: dict) -> None:
     for key, value in values.items():
-        st.session_state[key] = value
+        st.session_state[key] = list(value) if key == "samplers" else value
 
 
 def _on_source() -> None:
     state = st.session_state
     source = state["source"]
-    defaults = cfgmod.source_defaults(source, state["case"], state["sample"])
-    defaults["samplers"] = list(defaults["samplers"])
-    _apply_defaults(defaults)
+    _apply_defaults(cfgmod.source_defaults(source, state["case"], state["sample"]))
     if source != "paper":
         _pick_size()
 
 
 def _on_case() -> None:
-    defaults = cfgmod.source_defaults("paper", st.session_state["case"])
-    defaults["samplers"] = list(defaults["samplers"])
-    _apply_defaults(defaults)
+    _apply_defaults(cfgmod.source_defaults("paper", st.session_state["case"]))
 
 
 def _on_sample() -> None:
@@ -136,12 +147,102 @@ def _on_model() -> None:
     _apply_defaults(cfgmod.model_defaults(st.session_state["model"]))
 
 
+def _on_upload() -> None:
+    """A new photo is kept (the box is drawn only for "Your image", and Streamlit forgets the
+    file of a box it did not draw) and gets its working resolution; a removed one is dropped."""
+    state = st.session_state
+    file = state.get("upload")
+    if file is None:
+        state.pop("_kept_upload", None)
+        return
+    state["_kept_upload"] = file
+    photo, _ = _decoded_upload(file, 16)
+    if photo is not None:  # an undecodable file keeps the size; its error shows in the box
+        _pick_size()
+
+
+_CHANGES = {
+    "source": _on_source,
+    "case": _on_case,
+    "sample": _on_sample,
+    "model": _on_model,
+    "upload": _on_upload,
+}
+
+
+def _changed(what: str) -> None:
+    """The one callback: complete the state, apply the change; a failure becomes a sentence."""
+    _complete()
+    try:
+        _CHANGES[what]()
+    except Exception:  # the page must not lose its sidebar to one bad change
+        log.exception("sidebar change %r failed", what)
+        st.session_state["_change_error"] = (
+            f"Applying the new {cfgmod.LABELS.get(what, what)} failed; the other settings are "
+            "unchanged. Choose again, or reload the page."
+        )
+
+
+def _least_chains() -> int:
+    """Whether a photo has settled is judged across its chains: stopping when settled needs 2."""
+    state = st.session_state
+    return 2 if state["source"] != "paper" and state["until_settled"] else 1
+
+
+def _fit_workload() -> dict[str, str]:
+    """Keep chains, resolution and thinning within the session's bounds before the widgets are
+    drawn (so that they show the values in use); return a note per widget that was moved."""
+    state = st.session_state
+    notes: dict[str, str] = {}
+    ensure_in_range("chains", Config().chains, *BOUNDS["chains"][1:])
+    ensure_in_range("size", Config().size, *BOUNDS["size"][1:])
+    ensure_in_range("thin", 1, *BOUNDS["thin"][1:])
+    n_samplers = max(1, len(state["samplers"]))
+    least = _least_chains()
+    if state["chains"] < least:
+        notes["chains"] = (
+            f"{counted(least, 'chain')} per sampler at least: whether a photo has settled is "
+            "judged across chains."
+        )
+        state["chains"] = least
+    size = int(state["size"])
+    if cfgmod.max_chains(size, n_samplers) < least:
+        state["size"] = cfgmod.max_size(least, n_samplers)
+        notes["size"] = (
+            f"Working resolution reduced from {size} to {state['size']} px so that "
+            f"{counted(n_samplers, 'sampler')} × {least} chains fit: resolution² × chains × "
+            f"samplers stays within {cfgmod.MAX_WORKLOAD:,}."
+        )
+    most = cfgmod.max_chains(int(state["size"]), n_samplers)
+    if state["chains"] > most:
+        notes["chains"] = (
+            f"Chains reduced from {state['chains']} to {most}: resolution² × chains × samplers "
+            f"stays within {cfgmod.MAX_WORKLOAD:,} so that one session stays responsive."
+        )
+        state["chains"] = most
+    total = int(state["burn_in"]) + int(state["steps"])
+    thin = cfgmod.min_thin(total, int(state["chains"]), n_samplers)
+    if state["thin"] < thin:
+        notes["thin"] = (
+            f"Recording every {thin} steps instead of every {state['thin']}: the traces stay "
+            "within their memory bound (the paper ESS then counts lags in recorded draws)."
+        )
+        state["thin"] = thin
+    return notes
+
+
+def _uploaded():
+    """The photo in the upload box, else the one uploaded earlier in this session (or None)."""
+    state = st.session_state
+    return state.get("upload") or state.get("_kept_upload")
+
+
 def _original_shape() -> tuple[int, int] | None:
     """The chosen image's size at full resolution (before scaling to the lattice)."""
     state = st.session_state
     if state.get("source") == "sample":
         return _sample_image(state["sample"], 16).original_shape
-    file = state.get("upload")
+    file = _uploaded() if state.get("source") == "upload" else None
     if file is not None:
         photo, _ = _decoded_upload(file, 16)
         return None if photo is None else photo.original_shape
@@ -163,24 +264,10 @@ def _size_note(size: int, rate: float) -> str:
             "compiling); choose again later, or set it yourself."
         )
     return (
-        f"Picked {size} px so that about {cfgmod.SETTLE_SWEEPS} sweeps of 4 chains take "
-        f"about 5 s here (measured {rate / 1e6:.0f} M site updates/s)."
+        f"Picked {size} px so that about {cfgmod.SETTLE_SWEEPS} sweeps of "
+        f"{counted(cfgmod.IMAGE_CHAINS, 'chain')} take about 5 s here "
+        f"(measured {rate / 1e6:.0f} M site updates/s)."
     )
-
-
-def _on_upload() -> None:
-    """A new upload becomes the source when it decodes; otherwise the error shows below it."""
-    file = st.session_state.get("upload")
-    if file is None:
-        return
-    switching = st.session_state.get("source") != "upload"
-    size = cfgmod.source_defaults("upload")["size"] if switching else st.session_state["size"]
-    photo, _ = _decoded_upload(file, int(size))  # decoded at the size it will be used at
-    if photo is not None and switching:
-        st.session_state["source"] = "upload"
-        _on_source()
-    elif photo is not None:
-        _pick_size()
 
 
 # ----------------------------------------------------------------------------- decoding
@@ -231,9 +318,11 @@ def _number(container, label: str, key: str, help: str, step, fmt: str | None = 
     )
 
 
-def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
+def _posterior(sb, samples: tuple[str, ...], notes: dict[str, str]) -> Inputs:
     state = st.session_state
     sb.header("Configure the posterior")
+    if state.get("_change_error"):
+        sb.error(state.pop("_change_error"))
     ensure("source", "paper", lambda v: v in cfgmod.SOURCES)
     source = sb.radio(
         "Source",
@@ -241,7 +330,8 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         format_func=SOURCE_LABELS.get,
         key="source",
         horizontal=True,
-        on_change=_on_source,
+        on_change=_changed,
+        args=("source",),
         help="The paper's four synthetic cases, a shipped sample image, or your own image. "
         "Choosing a source sets its default parameters.",
     )
@@ -255,7 +345,8 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
                 c, *lsbcore.PAPER_CASES[c][:4]
             ),
             key="case",
-            on_change=_on_case,
+            on_change=_changed,
+            args=("case",),
             help="Sansone (2022), section 5: an n×n periodic lattice, +1 on the central square. "
             "Every chain gets its own noisy α = μ·truth + U(−σ, σ).",
         )
@@ -273,23 +364,27 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
             "Sample image",
             samples,
             key="sample",
-            on_change=_on_sample,
+            on_change=_changed,
+            args=("sample",),
             help="Images shipped in assets/ (see assets/README.md): a synthetic one whose true "
             "mask is known, and public-domain photographs.",
         )
         sb.caption(SAMPLE_NOTES.get(state["sample"], ""))
-    sb.file_uploader(
-        "Upload an image",
-        type=IMAGE_TYPES,
-        key="upload",
-        on_change=_on_upload,
-        help="PNG, JPEG, GIF, WebP, TIFF or BMP, up to 20 MB. It is converted to grayscale and "
-        "scaled down to the working resolution; uploading makes it the source. Files of other "
-        "types or over 20 MB are refused by the browser: point at the red file to see why.",
-    )
+    else:
+        sb.file_uploader(
+            "Upload an image",
+            type=IMAGE_TYPES,
+            key="upload",
+            on_change=_changed,
+            args=("upload",),
+            help="PNG, JPEG, GIF, WebP, TIFF or BMP, up to 20 MB. It is scaled down to the "
+            "working resolution (colour kept for the fitted model). Files of other types or "
+            "over 20 MB are refused by the browser: point at the red file to see why.",
+        )
     size_label = "Lattice size n" if source == "paper" else "Working resolution (longer side, px)"
     top = cfgmod.MAX_SIZE
-    ensure_in_range("size", 30 if source == "paper" else cfgmod.DEFAULT_IMAGE_SIZE, 16, top)
+    if "size" in notes:
+        sb.caption(notes["size"])
     size = sb.slider(
         size_label,
         16,
@@ -308,10 +403,12 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
         inputs.dark_mask = _sample_mask(state["sample"], size)
         inputs.image_id = f"sample:{state['sample']}"
     elif source == "upload":
-        file = state.get("upload")
+        file = _uploaded()
         if file is None:
             sb.info("Upload an image above to segment it.")
         else:
+            if state.get("upload") is None:  # kept from an earlier visit to "Your image"
+                sb.caption(f"Using {quote(file.name)}; upload another image to replace it.")
             photo, error = _decoded_upload(file, size)
             if error:
                 sb.error(plain(error))
@@ -319,13 +416,9 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
                 inputs.photo = photo
                 inputs.source = file.getvalue()
                 inputs.image_id = f"upload:{file.file_id}"
+                inputs.name = file.name
     if inputs.photo is not None:
         inputs.image = inputs.photo.luma
-    upload = state.get("upload")
-    if upload is not None and source != "upload":
-        _, error = _decoded_upload(upload, size)
-        if error:
-            sb.error(plain(error))
     if inputs.image is not None and sources.is_uniform(inputs.photo):
         sb.warning("This image has a single colour: there is nothing to segment.")
 
@@ -337,7 +430,8 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
             format_func={"mixture": "fitted to the photo", "threshold": "mid-grey threshold"}.get,
             key="model",
             horizontal=True,
-            on_change=_on_model,
+            on_change=_changed,
+            args=("model",),
             help="fitted to the photo: a two-class Gaussian mixture fitted by EM (started at "
             "Otsu's threshold), in CIELAB colour for colour photos; αᵢ is half the log-likelihood "
             "ratio of object against background. mid-grey threshold: the paper-style model "
@@ -419,14 +513,13 @@ def _posterior(sb, samples: tuple[str, ...]) -> Inputs:
     return inputs
 
 
+def _known_samplers(value) -> bool:
+    return isinstance(value, list) and all(n in cfgmod.SAMPLER_ORDER for n in value)
+
+
 def _samplers(sb) -> tuple[bytes | None, str | None]:
     state = st.session_state
     sb.header("Samplers")
-    ensure(
-        "samplers",
-        list(Config().samplers),
-        lambda v: isinstance(v, list) and all(n in cfgmod.SAMPLER_ORDER for n in v),
-    )
     sb.multiselect(
         "Samplers to compare",
         cfgmod.SAMPLER_ORDER,
@@ -483,24 +576,19 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
     return learned_json, learned_id
 
 
-def _run_settings(sb, source: str) -> None:
+def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
     sb.header("Run")
     state = st.session_state
-    ensure_in_range("chains", Config().chains, 1, 64)
-    n_samplers = len(state.get("samplers") or ())
-    most = cfgmod.max_chains(int(state["size"]), n_samplers)
-    if state["chains"] > most:  # shown as used: the widget is not drawn yet in this run
-        sb.caption(
-            f"Chains reduced from {state['chains']} to {most}: resolution² × chains × samplers "
-            f"stays within {cfgmod.MAX_WORKLOAD:,} so that one session stays responsive."
-        )
-        state["chains"] = most
+    least = _least_chains()
+    most = cfgmod.max_chains(int(state["size"]), len(state["samplers"]))
+    if "chains" in notes:
+        sb.caption(notes["chains"])
     sb.slider(
         "Chains per sampler",
-        1,
-        max(2, most),
+        least,
+        max(least + 1, most),
         key="chains",
-        disabled=most == 1,
+        disabled=most <= least,
         help="Independent chains; every sampler starts its chains from the same states (the "
         "paper uses 30). Judging whether a photo's result has settled needs at least 2. At most "
         f"{most} here: resolution² × chains × samplers stays within {cfgmod.MAX_WORKLOAD:,}.",
@@ -547,16 +635,8 @@ def _run_settings(sb, source: str) -> None:
             "with split R-hat above 1.01 across the chains (Segmentation tab). Run again to "
             "keep refining.",
         )
-    ensure_in_range("thin", 1, *BOUNDS["thin"][1:])
-    least = cfgmod.min_thin(
-        int(state["burn_in"]) + int(state["steps"]), int(state["chains"]), n_samplers
-    )
-    if state["thin"] < least:
-        sb.caption(
-            f"Recording every {least} steps instead of every {state['thin']}: the traces stay "
-            "within their memory bound (the paper ESS then counts lags in recorded draws)."
-        )
-        state["thin"] = least
+    if "thin" in notes:
+        sb.caption(notes["thin"])
     _number(
         sb,
         "Record every (steps)",
@@ -595,11 +675,14 @@ def device_note() -> str:
 
 def render(samples: tuple[str, ...]) -> Inputs:
     """Draw the sidebar and return the configuration and data it describes."""
-    _restore_hidden()
+    _complete()
+    ensure("samplers", list(Config().samplers), _known_samplers)
+    notes = _fit_workload()
+    _restate()
     sb = st.sidebar
-    inputs = _posterior(sb, samples)
+    inputs = _posterior(sb, samples, notes)
     inputs.learned_json, inputs.learned_id = _samplers(sb)
-    _run_settings(sb, st.session_state["source"])
+    _run_settings(sb, st.session_state["source"], notes)
     state = st.session_state
     values = {f.name: state[f.name] for f in fields(Config) if f.name != "samplers"}
     cfg, problems = cfgmod.validate(values, samples)

@@ -41,3 +41,8 @@ def quote(value, limit: int = QUOTE_CHARS) -> str:
 def plain(message, limit: int = 300) -> str:
     """A whole message that may quote user input (an error from a file), shown literally."""
     return escape(shorten(message, limit))
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and its noun in the right number: "1 chain", "4 chains"."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -100,20 +100,24 @@ def dark_disc(height: int = 60, width: int = 80) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- first load
-def test_first_load_is_paper_case_3_with_five_samplers_ready_to_run():
+PAPER_SIX = ["barker", "sqrt", "min", "max", "lsb1", "lsb2"]  # the paper's comparison
+
+
+def test_first_load_is_paper_case_3_with_the_papers_six_samplers_ready_to_run():
     at = open_app()
     assert_healthy(at)
     assert at.radio(key="source").value == "paper"
     assert at.selectbox(key="case").value == 3
-    assert at.multiselect(key="samplers").value == ["barker", "sqrt", "max", "lsb1", "lsb2"]
+    assert at.multiselect(key="samplers").value == PAPER_SIX
     assert {"run", "pause", "step", "reset"} <= {b.key for b in at.button}
     assert not at.button(key="run").disabled and at.button(key="pause").disabled
     run = the_run(at)
     assert run.n_steps == 0 and not run.running
     assert run.problem.target.shape == (30, 30) and run.problem.truth is not None
-    assert run.comparison.names == ["barker", "sqrt", "max", "lsb1", "lsb2"]
+    assert run.comparison.names == PAPER_SIX
     # posterior (alpha, truth) and one chain panel per sampler
-    assert len(at.image) >= 2 + 5
+    assert len(at.image) >= 2 + 6
+    assert not at.file_uploader  # the upload box belongs to "Your image"
     assert at.query_params["case"] == "3"  # the URL carries the configuration
 
 
@@ -239,12 +243,14 @@ def test_live_settings_do_not_reset_the_run():
 
 
 # ----------------------------------------------------------------------------- images
-def test_uploading_an_image_makes_it_the_source():
+def test_choosing_your_image_shows_the_upload_box_and_an_upload_is_segmented():
     at = open_app()
+    at.radio(key="source").set_value("upload").run()
+    assert_healthy(at)
+    assert "Upload an image above" in texts(at.sidebar.info)
     at.file_uploader(key="upload").upload("disc.png", png_bytes(dark_disc()), "image/png")
     at.run()
     assert_healthy(at)
-    assert at.radio(key="source").value == "upload"
     run = the_run(at)
     # a photo smaller than the speed-based pick is sampled at its own size, and the page says
     # what it picked
@@ -255,20 +261,123 @@ def test_uploading_an_image_makes_it_the_source():
     alpha = run.problem.target.alpha[0]
     assert alpha[30, 40] > 0 > alpha[0, 0]
     assert run.comparison.names == ["checkerboard"]  # block Gibbs is the default for photos
+    assert run.config.chains == cfgmod.IMAGE_CHAINS  # settling is judged across chains
     assert run.problem.polarity == "dark"  # picked automatically: the disc avoids the border
 
 
 def test_a_junk_upload_shows_why_and_the_app_keeps_running():
     at = open_app()
+    at.radio(key="source").set_value("upload").run()
     at.file_uploader(key="upload").upload("notes.png", b"this is not an image", "image/png")
     at.run()
     assert not at.exception
     assert len(at.error) == 1 and "image" in at.error[0].value.lower()
-    assert at.radio(key="source").value == "paper"  # a bad file does not become the source
-    assert the_run(at) is not None
+    assert "Upload an image" in texts(at.info)  # nothing to sample yet, and the page says so
+    at.radio(key="source").set_value("paper").run()
+    assert_healthy(at)
+    assert the_run(at).problem.name.startswith("case 3")
     # the decoding function itself: a sentence, not an exception
     image, error = sources.read_upload(b"\x89PNG\r\n\x1a\nbroken", 48)
     assert image is None and error
+
+
+# ----------------------------------------------------------------------------- the sidebar's state
+# Streamlit drops the key of a widget it did not draw and runs callbacks before the script: the
+# second change of source used to read a dropped key ("st.session_state has no key 'case'").
+# This walk takes every ordered pair of sources, with an upload, a case and a sample in between.
+SOURCE_WALK = ("upload", "sample", "paper", "sample", "upload", "paper", "upload", "sample")
+
+
+def test_every_change_of_source_case_sample_and_upload_keeps_the_page():
+    at = open_app(size="24")
+    seen = [("paper", "case 3")]
+    for k, source in enumerate(SOURCE_WALK):
+        at.radio(key="source").set_value(source).run()
+        assert_healthy(at)
+        if source == "paper":
+            case = 1 + k % 4
+            at.selectbox(key="case").set_value(case).run()
+            assert the_run(at).problem.name.startswith(f"case {case}")
+            assert at.number_input(key="mu").value == lsbcore.PAPER_CASES[case][2]
+        elif source == "sample":
+            at.selectbox(key="sample").set_value(("horse", "cell")[k % 2]).run()
+        else:
+            height = 40 + 8 * k  # a new photo each time: a new working resolution
+            at.file_uploader(key="upload").upload(
+                f"disc{k}.png", png_bytes(dark_disc(height, 50)), "image/png"
+            )
+            at.run()
+            assert the_run(at).problem.target.shape == (height, 50)
+        assert_healthy(at)
+        seen.append((source, the_run(at).problem.name))
+        assert at.radio(key="source").value == source, seen
+        assert at.slider(key="chains").value >= (2 if source != "paper" else 1), seen
+
+
+def test_the_photo_is_kept_while_another_source_is_shown_and_dropped_when_removed():
+    at = open_app()
+    at.radio(key="source").set_value("upload").run()
+    at.file_uploader(key="upload").upload("disc.png", png_bytes(dark_disc()), "image/png")
+    at.run()
+    first = the_run(at).photo
+    at.radio(key="source").set_value("sample").run()
+    at.radio(key="source").set_value("upload").run()
+    assert_healthy(at)
+    kept = the_run(at).photo  # the same photo, not an empty box
+    assert kept.original_shape == first.original_shape == (60, 80)
+    np.testing.assert_array_equal(kept.luma, first.luma)
+    assert "Using “disc\\.png”" in texts(at.sidebar.caption)
+    at.radio(key="source").set_value("paper").run()
+    at.radio(key="source").set_value("upload").run()
+    at.file_uploader(key="upload").upload("disc.png", png_bytes(dark_disc()), "image/png")
+    at.run()
+    at.file_uploader(key="upload").clear().run()  # the user removes it
+    assert_healthy(at)
+    assert "Upload an image above" in texts(at.sidebar.info)
+
+
+def test_a_photo_keeps_its_chains_through_a_new_upload_and_never_runs_one_chain():
+    at = open_app()
+    at.radio(key="source").set_value("upload").run()
+    at.file_uploader(key="upload").upload("a.png", png_bytes(dark_disc(60, 80)), "image/png")
+    at.run()
+    assert at.slider(key="chains").value == cfgmod.IMAGE_CHAINS
+    at.slider(key="chains").set_value(3).run()
+    # a photo of another size: a new working resolution and new slider bounds, same chains
+    at.file_uploader(key="upload").upload("b.png", png_bytes(dark_disc(90, 40)), "image/png")
+    at.run()
+    assert_healthy(at)
+    assert at.session_state["size"] == 90 and the_run(at).config.chains == 3
+    assert at.slider(key="chains").value == 3
+    # stopping when settled needs two chains: the slider starts at 2
+    assert at.slider(key="chains").min == 2
+    at.checkbox(key="until_settled").set_value(False).run()
+    assert at.slider(key="chains").min == 1
+    # a link asking for one chain with "stop when settled" gets two, and says why
+    at = open_app(source="sample", sample="horse", chains="1", size="32")
+    assert_healthy(at)
+    assert the_run(at).config.chains == 2
+    assert "2 chains per sampler at least" in texts(at.sidebar.caption)
+    # many samplers on a large photo: the resolution gives way so that two chains still fit
+    at.multiselect(key="samplers").set_value(["barker", "sqrt", "min", "max", "gibbs"]).run()
+    at.slider(key="size").set_value(512).run()
+    assert_healthy(at)
+    run = the_run(at)
+    assert run.config.chains == 2 and run.config.size == cfgmod.max_size(2, 5) == 387
+    assert "Working resolution reduced from 512" in texts(at.sidebar.caption)
+
+
+def test_a_failing_change_is_a_sentence_and_the_page_carries_on(monkeypatch):
+    at = open_app()
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cfgmod, "source_defaults", boom)
+    at.selectbox(key="case").set_value(2).run()
+    assert not at.exception
+    assert "Applying the new paper case failed" in texts(at.sidebar.error)
+    assert "boom" not in texts(at.sidebar.error)  # details go to the log, not the page
 
 
 def test_a_sample_image_with_known_truth_tracks_accuracy():

@@ -62,7 +62,7 @@ def refused(data) -> str:
 # ----------------------------------------------------------------------------- the pin
 def test_a_pin_keeps_config_summaries_and_figure_data_and_reads_back_identically(pin):
     assert pin.config.case == 1 and pin.phase == "mixing" and pin.steps == 121
-    assert list(pin.samplers) == ["barker", "sqrt", "max", "lsb1", "lsb2"]
+    assert list(pin.samplers) == ["barker", "sqrt", "min", "max", "lsb1", "lsb2"]
     lsb1 = pin.samplers["lsb1"]
     assert 0 <= lsb1["accept_rate"] <= 1 and 0 <= lsb1["move_prob"] <= 1
     assert lsb1["ess_bulk"] > 0 and lsb1["ess_per_second"] > 0 and lsb1["wall_seconds"] > 0
