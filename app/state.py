@@ -43,12 +43,9 @@ log = logging.getLogger(__name__)
 # the page's redraw interval while running (with few runs); the slow-motion speed cap counts
 # steps per such interval
 REFRESH_S = scheduler.REFRESH_S
-# The worker holds the lock (and its turn) for about this long at a time. A call of
-# Comparison.step costs about 0.6 ms per sampler whatever its length (the default run's five:
-# 3 ms) and a mixing step 15 us: 50 ms chunks spend under a tenth on the calls, and keep a
-# redraw's wait for the lock, and a pause, within a twentieth of a second. (At 5 ms, less than
-# one call, every chunk was a single step: 1% of the library's speed, issue 30.)
-CHUNK_S = 0.05
+# The worker holds the lock (and its turn) for at most about this long at a time: a redraw's
+# wait for the lock, and a pause, stay within a twentieth of a second (see scheduler.TURN_S)
+CHUNK_S = scheduler.TURN_S
 STALE_S = 90.0  # a running run nobody has drawn for this long pauses (hidden browser tab)
 # a run whose page has been closed or reloaded (its session no longer connected) for this long
 # stops: long enough to ride out a brief network drop, short enough that no orphan samples
@@ -254,7 +251,9 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
     Burn-in steps learn (learnable samplers only); at ``burn_in`` the balancing functions are
     frozen with ``start_mixing()``; the run stops at ``burn_in + steps``. Steps go in chunks
     sized from the measured rate, so the budget holds without a clock check after every step;
-    at least one step is taken when any is left.
+    at least one step is taken when any is left. The seconds are the wall clock's: a turn's
+    length is what keeps sessions fair (``scheduler.turn_seconds``), so a machine busy with other
+    work gets shorter chunks rather than longer turns.
     """
     cfg, comparison = run.config, run.comparison
     start = time.perf_counter()
@@ -339,8 +338,9 @@ def _work(run: Run) -> None:
                 continue
         try:
             # sessions sample in turn, and a core (and, when busy, some time) stays for the pages
-            with scheduler.TURNS.turn(scheduler.idle_share(running_runs())):
-                window_steps += advance(run, CHUNK_S, max_steps)
+            running = running_runs()
+            with scheduler.TURNS.turn(scheduler.idle_share(running)):
+                window_steps += advance(run, scheduler.turn_seconds(running), max_steps)
         except Exception as err:  # the page shows why; the run stays inspectable
             log.exception("sampling failed")
             hint = " Switch the device to cpu to go on." if run.device_label != "CPU" else ""

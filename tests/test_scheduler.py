@@ -76,3 +76,19 @@ def test_pages_redraw_less_often_only_when_many_runs_share_the_server():
     full = scheduler.SESSIONS_AT_FULL_RATE
     assert scheduler.refresh_interval(1) == scheduler.refresh_interval(full) == scheduler.REFRESH_S
     assert scheduler.refresh_interval(2 * full) == 2 * scheduler.REFRESH_S
+
+
+def test_turns_are_long_alone_and_shorter_only_as_far_as_every_page_needs():
+    # alone (or as many runs as slots): long turns, so a call's fixed cost is amortised
+    assert scheduler.turn_seconds(1, slots=1) == scheduler.TURN_S >= 0.02
+    assert scheduler.turn_seconds(3, slots=3) == scheduler.TURN_S
+    for slots in (1, 3, 15):
+        for running in range(1, 41):
+            turn = scheduler.turn_seconds(running, slots)
+            assert scheduler.MIN_TURN_S <= turn <= scheduler.TURN_S
+            # a round of turns (idle time included) fits in one redraw interval, unless the
+            # turns are as short as they go
+            one_round = running / slots * turn * (1 + scheduler.idle_share(running))
+            fits = one_round <= scheduler.refresh_interval(running) + 1e-12
+            assert fits or turn == scheduler.MIN_TURN_S, (slots, running, turn)
+    assert scheduler.turn_seconds(8, slots=1) < scheduler.turn_seconds(4, slots=1)

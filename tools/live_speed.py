@@ -9,7 +9,8 @@ chains, traces at every step), taken one after the other on the same machine:
 2. the app: a ``streamlit run`` server (of this tree, or of ``--root``) and one headless Chromium
    page on the default view, Run pressed; the step counter of the page's status line is read
    every quarter second, from which come the seconds burn-in took and the mixing rate over the
-   window (the link asks for 150,000 mixing steps, so a fast server does not run out of them).
+   window (the link asks for 150,000 mixing steps, so a fast server does not run out of them),
+   and how often the chain images changed meanwhile (redraws per second, counted in the page).
 
 It prints both, the app's mixing rate as a share of the library's, and the status lines seen.
 ``--root /path/to/another/checkout`` measures that checkout's app (for before/after figures;
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +32,19 @@ from tools import loadtest
 
 MIXING_STEPS = 150_000  # traces at every step still fit the session's bound (12 M values)
 POLL_S = 0.25
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) ``pid`` and its descendants have used so far."""
+    total = 0.0
+    for proc in [pid, *loadtest._children(pid)]:
+        try:
+            fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
+    return total
 
 
 def default_config(samplers: tuple[str, ...] | None):
@@ -58,11 +73,12 @@ def library_rate(samplers: tuple[str, ...] | None, seconds: float) -> dict:
             comparison.step(cfg.burn_in, learn=True)
             comparison.start_mixing()
         comparison.step(TRACE_CHUNK // 8, learn=learn)  # warm-up
-        steps, start = 0, time.perf_counter()
+        steps, start, cpu = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - start < seconds:
             comparison.step(TRACE_CHUNK, learn=learn)
             steps += TRACE_CHUNK
         out[f"{phase}_steps_per_second"] = steps / (time.perf_counter() - start)
+        out[f"{phase}_steps_per_cpu_second"] = steps / (time.process_time() - cpu)
     out["default_run_s"] = (
         cfg.burn_in / out["burnin_steps_per_second"] + cfg.steps / out["mixing_steps_per_second"]
     )
@@ -83,11 +99,11 @@ def app_rate(
     from playwright.sync_api import sync_playwright
 
     cfg = replace(default_config(samplers), steps=MIXING_STEPS)
-    query = {"steps": str(cfg.steps)}
-    if samplers is not None:
-        query["samplers"] = ",".join(cfg.samplers)
+    # the samplers always in the link: another checkout's defaults may differ from this one's
+    query = {"steps": str(cfg.steps), "samplers": ",".join(cfg.samplers)}
     compile_kernels(root)
     seen: list[tuple[float, int, str]] = []  # (time, step, status line)
+    cpu: dict[int, float] = {}  # step -> the server's CPU seconds when the page showed it
     with loadtest.StreamlitServer(root=root) as server, sync_playwright() as playwright:
         browser = loadtest.launch_chromium(playwright)
         try:
@@ -95,7 +111,8 @@ def app_rate(
             loadtest.open_app(page, loadtest.app_url(server.url, query))
             page.wait_for_timeout(1000 * settle_s)  # the server loads its kernels meanwhile
             loadtest.button(page, "run").click()
-            pressed = time.perf_counter()
+            pressed, pressed_epoch = time.perf_counter(), time.time()
+            page.evaluate(loadtest._COUNTER)  # the chain images' changes, timed in the page
             mixing_since = None
             while time.perf_counter() - pressed < seconds + 120:
                 text = loadtest.status_text(page)
@@ -104,6 +121,7 @@ def app_rate(
                 now = time.perf_counter() - pressed
                 if step >= 0 and (not seen or step != seen[-1][1]):
                     seen.append((now, step, text))
+                    cpu[step] = cpu_seconds(server.pid)
                 if mixing_since is None and step >= cfg.burn_in:
                     mixing_since = now
                 if step >= cfg.total_steps or (
@@ -111,6 +129,7 @@ def app_rate(
                 ):
                     break
                 time.sleep(POLL_S)
+            redraws = [t / 1000 - pressed_epoch for t in page.evaluate("window.__lsbRedraws.times")]
         finally:
             browser.close()
     mixing = [(t, s) for t, s, _ in seen if s >= cfg.burn_in]
@@ -121,7 +140,21 @@ def app_rate(
         (t0, s0), (t1, s1) = mixing[0], mixing[-1]
         out["mixing_window_s"] = t1 - t0
         out["mixing_steps_per_second"] = (s1 - s0) / (t1 - t0) if t1 > t0 else None
+        out["redraws_per_second"] = sum(t0 <= t <= t1 for t in redraws) / (t1 - t0)
+        # the whole server's CPU (sampling, pages, the event loop) per step: what a quiet
+        # machine's speed would be bounded by, whatever else ran on this one meanwhile
+        out["mixing_steps_per_cpu_second"] = (s1 - s0) / max(cpu[s1] - cpu[s0], TICK_S)
     return out
+
+
+def _print_library(library: dict) -> None:
+    print(
+        f"library ({', '.join(library['samplers'])} x {library['chains']} chains, thin "
+        f"{library['thin']}): burn-in {library['burnin_steps_per_second']:,.0f} steps/s, "
+        f"mixing {library['mixing_steps_per_second']:,.0f} steps/s "
+        f"({library['mixing_steps_per_cpu_second']:,.0f} per CPU second); the default run "
+        f"{library['default_run_s']:.1f} s"
+    )
 
 
 def main(argv=None) -> int:
@@ -133,26 +166,33 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
     samplers = tuple(args.samplers.split(",")) if args.samplers else None
-    library = library_rate(samplers, args.library_seconds)
-    print(
-        f"library ({', '.join(library['samplers'])} x {library['chains']} chains, thin "
-        f"{library['thin']}): burn-in {library['burnin_steps_per_second']:,.0f} steps/s, "
-        f"mixing {library['mixing_steps_per_second']:,.0f} steps/s; the default run "
-        f"{library['default_run_s']:.1f} s"
-    )
+    # the library before and after the app, so that a change of load shows as a spread
+    library = [library_rate(samplers, args.library_seconds)]
+    _print_library(library[0])
     app = app_rate(args.root.resolve(), samplers, args.seconds)
+    library.append(library_rate(samplers, args.library_seconds))
+    _print_library(library[1])
+    base = sum(lib["mixing_steps_per_second"] for lib in library) / len(library)
     rate = app.get("mixing_steps_per_second")
-    share = rate / library["mixing_steps_per_second"] if rate else float("nan")
+    share = rate / base if rate else float("nan")
     print(
         f"app ({app['root']}): burn-in took {app.get('burnin_s') or float('nan'):.1f} s after "
         f"Run; mixing {rate or float('nan'):,.0f} steps/s over "
-        f"{app.get('mixing_window_s', float('nan')):.1f} s = {share:.1%} of the library's"
+        f"{app.get('mixing_window_s', float('nan')):.1f} s = {share:.1%} of the library's "
+        f"(mean of both), {app.get('redraws_per_second', float('nan')):.1f} redraws/s"
+    )
+    cpu_rate = app.get("mixing_steps_per_cpu_second", float("nan"))
+    cpu_base = sum(lib["mixing_steps_per_cpu_second"] for lib in library) / len(library)
+    print(
+        f"  per CPU second (the whole server: sampling, pages, event loop): {cpu_rate:,.0f} "
+        f"mixing steps = {cpu_rate / cpu_base:.1%} of the library's"
     )
     for t, step, text in app["status_lines"]:
         print(f"  {t:6.2f} s  step {step:>7,}  {text}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"library": library, "app": app}, indent=2) + "\n")
+        figures = {"library": library, "app": app, "share_of_library": share}
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 
 
