@@ -135,9 +135,14 @@ def test_presentation_mode_fits_the_screen(browser, server, screen):
             expect(page.get_by_role("tab", selected=True)).to_have_text(VIEW_GROUPS[group][0])
             assert page.evaluate("() => cutTabs()") == []
 
-        # the switch: off brings the sidebar back, on collapses it, with no further rerun
+        # the switch: off brings the sidebar back, on collapses it, with no further rerun, also
+        # after the user closed and opened the sidebar by hand (the page remembers that)
         switch = page.locator(".st-key-present label").first
         switch.click()
+        page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() > 200", timeout=10_000)
+        page.hover('[data-testid="stSidebar"]')
+        page.locator('[data-testid="stSidebarCollapseButton"] button').click()
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
         page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() > 200", timeout=10_000)
         switch.click()
         page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() <= 1", timeout=10_000)
