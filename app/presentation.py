@@ -1,8 +1,10 @@
-"""Presentation mode: a page a lecturer can project. Larger type and figures, darker captions,
-the sidebar collapsed, and one "what you are seeing" sentence at the top of every view.
+"""Presentation mode: a page a lecturer can project, fitted to a 1280 x 720 or 1600 x 1000
+screen. One header row (title, the run's buttons, the switch), larger type and figures, darker
+captions, chain strips across the page, one "what you are seeing" sentence at the top of every
+view, and the sidebar collapsed as the mode turns on and expanded as it turns off.
 
 The switch is a view link parameter (``present=1``), so a prepared link opens a lecture as it
-is; it changes nothing about the run.
+is (with ``view=<tab>``, on its view); it changes nothing about the run.
 """
 
 from __future__ import annotations
