@@ -18,7 +18,7 @@ KEY = "present"
 FONT = 18  # figure text in presentation mode (the page's default is 13)
 HEIGHT_SCALE = 1.25
 _WAS_ON = "_present_was_on"  # the mode at the last rerun (absent: never applied in this session)
-_TURNS = "_present_turns"  # how many times the mode changed: names each sidebar change once
+_TURNS = "_present_turns"  # how many times the mode changed (the first: on); names each change
 
 # One sentence per view: what is on the screen, in words a room can follow.
 SEEING = {
@@ -146,9 +146,10 @@ def apply() -> None:
     turned on (or opens from a link) and expanded when it is turned off, in the same rerun."""
     on = is_on()
     was_on = st.session_state.get(_WAS_ON)
-    # a fresh page takes this state; "auto" (collapsed on a phone) until the mode was ever on
+    # a fresh page takes this state: "auto" (collapsed on a phone) until the mode has been on
+    ever_on = bool(st.session_state.get(_TURNS))
     st.set_page_config(
-        initial_sidebar_state="collapsed" if on else "auto" if was_on is None else "expanded"
+        initial_sidebar_state="collapsed" if on else "expanded" if ever_on else "auto"
     )
     st.html(_BASE_STYLE + (_STYLE if on else ""))
     if on != bool(was_on):
