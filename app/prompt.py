@@ -233,7 +233,12 @@ def describe(run, entry: dict | None = None) -> str:
             f" Refitted {refits} of {REFITS} times from the settled marginal (soft GrabCut), "
             "each time continuing from the chains' states."
         )
-    elif REFITS:
+    elif not run.config.until_settled:
+        text += (
+            " The colours are refitted from the marginal when a run with 'Stop when settled' "
+            "settles; it is off, so they stay as fitted from the prompt."
+        )
+    else:
         text += (
             f" Once the run settles the colours are refitted from the marginal ({REFITS} "
             "times), and sampling goes on."
