@@ -452,6 +452,11 @@ def test_the_relaxation_text_says_what_the_curves_show():
     assert "Every sampler" not in text  # the old caption's claim, false here
     two_modes = {"barker": [32.6, 155.0, 48452.0], "checkerboard": [9.0, 239.0, 87040.0]}
     assert "Every sampler slows down" in relaxation_text(lams, two_modes)
+    between = {"barker": [2.2, 2.9, 14.2], "max": [3.0, 19.1, 1034.6]}  # neither fast nor slow
+    assert relaxation_text(lams, between).endswith(
+        "max(1,t) slows down tenfold or more; the window and λ are the same for all, so the "
+        "difference lies in the samplers."
+    )
     flat = {"barker": [2.0, 2.5, 3.0]}
     assert relaxation_text(lams, flat).endswith("No sampler slows down tenfold here.")
     assert relaxation_text(lams, {"barker": [np.nan] * 3}) == ""

@@ -156,10 +156,12 @@ def relaxation_text(lams, curves: dict[str, np.ndarray]) -> str:
             "makes every local sampler do; the choice of g moves the curve more than its slope."
         )
     if slow:
-        stay = f", {_names(fast)} stay{'s' if len(fast) == 1 else ''} within threefold"
+        stay = (
+            f", {_names(fast)} stay{'s' if len(fast) == 1 else ''} within threefold" if fast else ""
+        )
         return text + (
             f"{_names(slow)} slow{'s' if len(slow) == 1 else ''} down tenfold or more"
-            + (stay if fast else "")
+            + stay
             + "; the window and λ are the same for all, so the difference lies in the samplers."
         )
     return text + "No sampler slows down tenfold here."
