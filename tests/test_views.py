@@ -543,6 +543,7 @@ def test_the_page_report_is_the_experiment_report_of_the_run():
     assert f"{ess:.2f} ±" in page  # the summary table holds the run's own numbers
     assert "Command: <code>python -m lsbcore.experiment --case 3 --samplers barker,lsb1" in page
     assert "paper Table 2" not in page  # 8 x 8 sites, 30 steps: nothing like the paper's run
+    assert "ESS over the mixing phase, chains start shared." in page  # not "n/a", not "mixed"
     # every chain has its own α: no pooled bulk ESS to draw, and the report says so
     assert results["config"]["chains_share_posterior"] is False
     assert "No pooled bulk ESS is drawn" in page and "bulk ESS per chain (mean)" in page

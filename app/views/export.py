@@ -91,6 +91,8 @@ def report_html(run) -> str:
     that runs the same settings (or the sentence saying why none does)."""
     command, reason = experiment_command(run.config, export_stem(run))
     config = {**run.config.as_dict(), "problem": run.problem.name}
+    if run.config.source == "paper":  # the start setting is the photos'; a paper case's chains
+        config["start"] = "shared"  # share one start in the app
     if command:
         config["command"] = command
     else:

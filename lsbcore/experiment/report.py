@@ -176,7 +176,8 @@ def _protocol_text(config: dict, samplers: dict) -> str:
     ]
     if doubled:
         text += f" ({', '.join(doubled)}: 2 steps per burn-in iteration)"
-    text += f", ESS from iteration {fmt(config.get('ess_from_step'))}"
+    start = config.get("ess_from_step")
+    text += ", ESS over the mixing phase" if start is None else f", ESS from iteration {fmt(start)}"
     if config.get("start"):
         text += f", chains start {str(config['start']).replace('_', '-')}"
     objective = (config.get("learning") or {}).get("objective")
