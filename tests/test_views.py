@@ -560,7 +560,10 @@ def test_chart_config_saves_in_the_chosen_format_under_the_run_name(monkeypatch)
     assert "toImage" not in config["modeBarButtonsToRemove"]
     state[charts.FORMAT_KEY] = "svg"
     assert charts.config("s", "acf")["toImageButtonOptions"]["format"] == "svg"
-    state[charts.FORMAT_KEY] = "gif"  # not offered: back to PNG
+    state[charts.FORMAT_KEY] = "gif"  # not offered: back to the last format chosen
+    assert charts.config("s", "acf")["toImageButtonOptions"]["format"] == "svg"
+    state.clear()
+    state[charts.FORMAT_KEY] = "gif"  # and to PNG when none was chosen
     assert charts.config("s", "acf")["toImageButtonOptions"]["format"] == "png"
 
 
