@@ -96,7 +96,7 @@ class Run:
     running: bool = False
     burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at burn-in's end
     pace: Pace = field(default_factory=Pace)  # steps per wall-clock second, the time left
-    chunk_rate: dict = field(default_factory=dict)  # phase -> steps/s of the last chunk
+    chunk_rate: dict = field(default_factory=dict)  # (phase, clock) -> steps/s, last chunk
     last_seen: float = 0.0  # when the page last drew this run
     session_id: str | None = None  # the Streamlit session that owns it (None: no server)
     released: bool = False  # its page went away: samplers and traces dropped (release)
@@ -245,18 +245,34 @@ def _note_failed_learning(run: Run) -> None:
                 run.notices.append(text)
 
 
-def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
+def turn_clock(run: Run, running: int):
+    """The clock a turn of ``run``'s worker is counted on while ``running`` runs sample.
+
+    With other runs waiting for a turn, the wall clock: a turn's length is what keeps sessions
+    fair (``scheduler.turn_seconds``). A run alone on the CPU counts its own CPU time instead
+    (the compiled steps run in its thread), so that a machine busy with other work lengthens its
+    turns rather than cutting them into chunks too short to pay for their calls (at a fifth of
+    a core, 50 ms wall turns are 10 ms chunks, a third of it the calls' cost). A GPU's work
+    this thread only waits for: the wall clock there too.
+    """
+    if running <= scheduler.SLOTS and run.comparison.device.type == "cpu":
+        return time.thread_time
+    return time.perf_counter
+
+
+def advance(
+    run: Run, budget_s: float, max_steps: int | None = None, clock=time.perf_counter
+) -> int:
     """Step ``run`` for about ``budget_s`` seconds (and at most ``max_steps``); return the steps.
 
     Burn-in steps learn (learnable samplers only); at ``burn_in`` the balancing functions are
     frozen with ``start_mixing()``; the run stops at ``burn_in + steps``. Steps go in chunks
     sized from the measured rate, so the budget holds without a clock check after every step;
-    at least one step is taken when any is left. The seconds are the wall clock's: a turn's
-    length is what keeps sessions fair (``scheduler.turn_seconds``), so a machine busy with other
-    work gets shorter chunks rather than longer turns.
+    at least one step is taken when any is left. The seconds are ``clock``'s (see
+    ``turn_clock``).
     """
     cfg, comparison = run.config, run.comparison
-    start = time.perf_counter()
+    start = clock()
     done = 0
     limit = max_steps if max_steps is not None else 10**9
     with run.lock:
@@ -267,19 +283,20 @@ def advance(run: Run, budget_s: float, max_steps: int | None = None) -> int:
             _maybe_start_mixing(run)
             burnin = comparison.phase == "burnin"
             end = cfg.burn_in if burnin else cfg.total_steps
-            left = budget_s - (time.perf_counter() - start)
+            left = budget_s - (clock() - start)
             if done and left < 0.5 * budget_s:
                 break  # a short tail chunk would cost a whole call for a few steps
             # the rate carries over between calls (per phase), so a call fills its budget with
             # one chunk. Measured over whole chunks it includes the per-call cost, so from a
             # single step it grows chunk by chunk until a chunk fills the budget (as long as
             # the budget exceeds one call's cost; else every chunk stays one step long)
-            rate = run.chunk_rate.get(comparison.phase, math.nan)
+            key = (comparison.phase, clock)  # steps per second of that clock
+            rate = run.chunk_rate.get(key, math.nan)
             chunk = 1 if math.isnan(rate) else max(1, int(rate * left))
             chunk = min(chunk, end - comparison.n_steps, limit - done)
-            t0 = time.perf_counter()
+            t0 = clock()
             comparison.step(chunk, learn=burnin)
-            run.chunk_rate[comparison.phase] = chunk / max(time.perf_counter() - t0, 1e-9)
+            run.chunk_rate[key] = chunk / max(clock() - t0, 1e-9)
             done += chunk
         _maybe_start_mixing(run)
         _note_failed_learning(run)
@@ -340,7 +357,8 @@ def _work(run: Run) -> None:
             # sessions sample in turn, and a core (and, when busy, some time) stays for the pages
             running = running_runs()
             with scheduler.TURNS.turn(scheduler.idle_share(running)):
-                window_steps += advance(run, scheduler.turn_seconds(running), max_steps)
+                budget, clock = scheduler.turn_seconds(running), turn_clock(run, running)
+                window_steps += advance(run, budget, max_steps, clock)
         except Exception as err:  # the page shows why; the run stays inspectable
             log.exception("sampling failed")
             hint = " Switch the device to cpu to go on." if run.device_label != "CPU" else ""

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from app import sources, state
+from app import scheduler, sources, state
 from app.config import Config
 from app.pace import Pace, duration, seconds_left, speed_text, steady
 
@@ -106,7 +106,7 @@ def test_the_status_line_says_the_rate_and_the_time_left():
 
 # ----------------------------------------------------------------------------- the worker
 class _Clock:
-    """A fake ``time.perf_counter`` that only the fake comparison moves."""
+    """A fake clock that only the fake comparison moves."""
 
     def __init__(self):
         self.now = 0.0
@@ -131,15 +131,14 @@ class _TimedComparison:
         self.n_steps += n
 
 
-def test_chunks_grow_from_one_step_until_one_call_fills_the_budget(monkeypatch):
+def test_chunks_grow_from_one_step_until_one_call_fills_the_budget():
     # the default run's mixing: 3 ms a call of Comparison.step, 15 us a step
     clock = _Clock()
-    monkeypatch.setattr(state.time, "perf_counter", clock)
     comparison = _TimedComparison(clock, per_call=3e-3, per_step=15e-6)
     cfg = replace(Config(), burn_in=0, steps=10**7)
     run = state.Run(config=cfg, problem=None, comparison=comparison, device_label="CPU")
     for _ in range(5):
-        state.advance(run, state.CHUNK_S)
+        state.advance(run, state.CHUNK_S, clock=clock)
     first, *later = comparison.calls
     assert first == 1 and later[0] > 10  # from one step, by the rate that step showed
     # once the rate is known, every call takes one chunk that fills its budget: no tail chunks
@@ -184,3 +183,10 @@ def test_a_live_run_takes_few_long_chunks(monkeypatch):
     assert len(calls) <= elapsed / 0.04 + 12, (len(calls), elapsed)
     assert sorted(calls)[len(calls) // 2] >= 100, calls  # the median chunk is long
     assert not math.isnan(run.pace.last_rate("mixing"))
+
+
+def test_a_run_alone_counts_its_turns_in_cpu_time_and_shared_runs_in_wall_time():
+    cfg = replace(Config(), size=8, samplers=("barker",), chains=2)
+    run, _ = state.build_run(cfg, sources.build_problem(cfg))
+    assert state.turn_clock(run, 1) is time.thread_time
+    assert state.turn_clock(run, scheduler.SLOTS + 1) is time.perf_counter
