@@ -26,7 +26,7 @@ from app import state
 from app.file_names import file_stem
 from app.views import pixels
 from app.widgets import ensure
-from lsbcore.diagnostics.settled import RHAT_LIMIT, UNSETTLED_LIMIT
+from lsbcore.diagnostics.settled import STUCK_GAP, TOLERANCE, UNSETTLED_LIMIT
 from lsbcore.figures import sampler_label as label
 from lsbcore.segmentation import outputs
 from lsbcore.segmentation.segment import overlay_at_size
@@ -298,9 +298,10 @@ def render(run) -> None:
         )
     st.caption(summary)
     st.caption(
-        f"Settled means: at most {UNSETTLED_LIMIT:.0%} of the sites have split R-hat above "
-        f"{RHAT_LIMIT} (each chain's latter draws cut in halves; chains from different starts "
-        "compared). A site stuck at different values in different chains has R-hat ∞."
+        f"Settled means: at {1 - UNSETTLED_LIMIT:.0%} of the sites P is known to within "
+        f"±{TOLERANCE} (a 95% interval from the spread of the chains' latter draws), and the "
+        f"chains, started apart, agree about the class of {1 - UNSETTLED_LIMIT:.0%} of the sites "
+        f"(no two chains' P more than {STUCK_GAP} apart: a region stuck in one chain fails it)."
     )
     if not sampled:
         st.info(
