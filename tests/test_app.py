@@ -637,6 +637,18 @@ def test_an_unexpected_failure_shows_a_sentence_not_a_traceback(monkeypatch):
     assert "Something went wrong: boom" in texts(at.error)
 
 
+def test_an_error_no_code_caught_shows_no_traceback_and_no_server_path():
+    """Streamlit's own notice for an uncaught error, without message, type or trace (the
+    server logs them): the served configuration says so, with a value Streamlit knows."""
+    import tomllib
+
+    from streamlit.config import ShowErrorDetailsConfigOptions
+
+    served = tomllib.loads((APP.parent.parent / ".streamlit" / "config.toml").read_text())
+    value = served["client"]["showErrorDetails"]
+    assert value == ShowErrorDetailsConfigOptions.NONE == "none"
+
+
 # ----------------------------------------------------------------------------- pure logic
 def test_a_configuration_survives_the_round_trip_through_its_link():
     cfg = replace(cfgmod.defaults_for("sample", sample="cell"), noise=0.3, thin=4, lr=0.003)

@@ -88,6 +88,14 @@ def png_header_only(width: int, height: int) -> bytes:
     )
 
 
+def choose_source(page, label: str) -> None:
+    """Click a Source option and wait until the sidebar shows it chosen."""
+    page.locator('.st-key-source [data-testid="stRadioOption"]').filter(has_text=label).click()
+    expect(
+        page.locator('.st-key-source [data-testid="stRadioOption"][data-selected="true"]')
+    ).to_have_text(label)
+
+
 def upload(page, name: str, data: bytes, mime: str = "image/png") -> None:
     page.locator(".st-key-upload input[type=file]").set_input_files(
         files=[{"name": name, "mimeType": mime, "buffer": data}]
@@ -204,16 +212,16 @@ def test_first_load_run_views_pause_and_step(page, server):
 
 # ----------------------------------------------------------------------------- images
 def test_an_uploaded_image_is_segmented(page, server):
-    # an upload takes the photo defaults: block Gibbs, the resolution picked for this machine
-    # (the 80 px photo is smaller than any pick, so it is sampled whole), a run that pauses
-    # once the marginal has settled
+    # the upload box belongs to "Your image"; an upload takes the photo defaults: block Gibbs
+    # on 4 chains, the resolution picked for this machine (the 80 px photo is smaller than any
+    # pick, so it is sampled whole), a run that pauses once the marginal has settled
     open_app(page, server.url)
+    expect(page.locator(".st-key-upload")).to_have_count(0)  # not on a paper case
+    choose_source(page, "Your image")
     upload(page, "disc.png", png_bytes(dark_disc()))
-    expect(
-        page.locator('.st-key-source [data-testid="stRadioOption"][data-selected="true"]')
-    ).to_have_text("Your image")
     expect(page.get_by_text("uploaded image").first).to_be_visible()
     expect(page.locator(".st-key-size input")).to_have_value("80")
+    assert int(input_value(page, "chains")) == config.IMAGE_CHAINS
     expect(
         page.get_by_text(re.compile(r"Object: the darker class, picked automatically"))
     ).to_be_visible()
@@ -254,13 +262,14 @@ def test_an_uploaded_image_is_segmented(page, server):
 
 def test_a_junk_upload_says_why_and_the_page_keeps_working(page, server):
     open_app(page, server.url)
+    choose_source(page, "Your image")
     upload(page, "holiday.png", b"this is not an image, just some words" * 10)
     error = page.locator(ALERT).filter(has_text="not an image")
     expect(error).to_be_visible()
-    assert radio_value(page, "source") == "Paper case"  # a bad file does not become the source
     assert page.locator('[data-testid="stException"]').count() == 0
     shot(page, "08-junk-upload")
-    # the page keeps working: a step is taken and drawn
+    # the page keeps working: a second change of source, then a step taken and drawn
+    choose_source(page, "Paper case")
     button(page, "step").click()
     expect(page.get_by_text(re.compile(r"Step 1 \(burn-in\), chain 1"))).to_be_visible()
     assert steps_shown(page) == 1
@@ -280,6 +289,7 @@ def test_hostile_uploads_each_get_a_clear_message_and_the_server_stays_up(page, 
         ("bomb.png", png_header_only(30_000, 30_000), "image/png", "too many pixels"),
     ]
     open_app(page, server.url)
+    choose_source(page, "Your image")
     sidebar = page.locator('[data-testid="stSidebar"]')
     for name, data, mime, message in cases:
         upload(page, name, data, mime)
@@ -291,10 +301,10 @@ def test_hostile_uploads_each_get_a_clear_message_and_the_server_stays_up(page, 
         else:
             expect(sidebar.locator(ALERT).filter(has_text=message)).to_be_visible()
         assert page.locator('[data-testid="stException"]').count() == 0, name
-        assert radio_value(page, "source") == "Paper case", name  # the run is untouched
         server.check()
         shot(page, f"09-hostile-{name.replace('.', '-')}")
     # still serving and sampling
+    choose_source(page, "Paper case")
     button(page, "step").click()
     expect(page.get_by_text(re.compile(r"Step 1 \(burn-in\), chain 1"))).to_be_visible()
     problems = [p for p in page_problems(page) if "too many pixels" not in p]
