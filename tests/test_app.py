@@ -290,8 +290,12 @@ SOURCE_WALK = ("upload", "sample", "paper", "sample", "upload", "paper", "upload
 
 def test_every_change_of_source_case_sample_and_upload_keeps_the_page():
     at = open_app(size="24")
-    seen = [("paper", "case 3")]
-    for k, source in enumerate(SOURCE_WALK):
+    for source in SOURCE_WALK:  # one change right after another: a key hidden in the last run
+        at.radio(key="source").set_value(source).run()
+        assert_healthy(at)
+        assert at.radio(key="source").value == source
+    seen = [("upload", "none yet")]
+    for k, source in enumerate(SOURCE_WALK[::-1]):
         at.radio(key="source").set_value(source).run()
         assert_healthy(at)
         if source == "paper":
