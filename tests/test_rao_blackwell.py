@@ -90,3 +90,16 @@ def test_marginal_estimate_uses_the_conditionals_when_given_log_ratios():
     np.testing.assert_allclose(estimate.mean(), expected)
     with pytest.raises(ValueError, match="one shape"):
         conditional_probability(x, target.flip_log_ratios(x)[:1])
+
+
+def test_photo_segmentation_averages_conditionals_not_spins():
+    """Counted spins would make every P a multiple of 1 / (draws in the window); the
+    conditionals are not."""
+    from lsbcore.segmentation.segment import segment
+
+    image = torch.linspace(0, 1, 16 * 16).view(16, 16).numpy()
+    result = segment(image, max_side=16, sweeps=64, n_chains=2, seed=3)
+    verdict = result.settledness
+    draws = verdict.batches * verdict.draws  # equal blocks: one draw per sweep
+    scaled = result.working_probability * draws
+    assert not np.allclose(scaled, np.round(scaled), atol=1e-3)
