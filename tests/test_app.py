@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 import lsbcore
 from app import config as cfgmod
 from app import pin_store, presentation, sources, state
+from app.text import counted
 from app.views import annealing, export, why
 from lsbcore.segmentation.segment import overlay_at_size
 
@@ -651,6 +652,14 @@ def test_an_error_no_code_caught_shows_no_traceback_and_no_server_path():
     served = tomllib.loads((APP.parent.parent / ".streamlit" / "config.toml").read_text())
     value = served["client"]["showErrorDetails"]
     assert value == ShowErrorDetailsConfigOptions.NONE == "none"
+
+
+def test_one_chain_is_one_chain_on_the_page():
+    at = open_app(chains="1")
+    assert_healthy(at)
+    shown = texts(at.caption)
+    assert "1 chain per sampler" in shown and "1 chains" not in shown
+    assert counted(4, "chain") == "4 chains" and counted(1, "sampler") == "1 sampler"
 
 
 # ----------------------------------------------------------------------------- pure logic

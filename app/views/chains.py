@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
+from app.text import counted
 from app.views import pixels
 from app.widgets import ensure_in_range
 from lsbcore import REGISTRY
@@ -120,7 +121,7 @@ def render(run) -> None:
         n = max(counts) if counts else 0
         legend.caption(
             f"White = +1 (object), black = −1. Marginals from {n:,} post-burn-in records "
-            f"× {run.config.chains} chains."
+            f"× {counted(run.config.chains, 'chain')}."
         )
     for panel in panels:
         with st.container(key=f"chainrow_{panel.name}", gap="small"):

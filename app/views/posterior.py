@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from app.text import counted
 from app.views import pixels
 
 SIDE = 140
@@ -69,7 +70,7 @@ def render(run) -> None:
     own = " (each chain has its own noisy α)" if target.batch > 1 else ""
     st.caption(
         f"**{run.problem.name}** · {h}×{w} sites · λ = {target.lam:g} · |α| ≤ {bound:.2g}{own} · "
-        f"{target.boundary} boundary · {run.config.chains} chains per sampler"
+        f"{target.boundary} boundary · {counted(run.config.chains, 'chain')} per sampler"
     )
     problem = run.problem
     if problem.polarity is not None:
