@@ -91,6 +91,51 @@ def compile_kernels(root: Path) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
 
 
+# The app's worker thread on the run, nothing drawn, in a process of ``root``'s own: every call
+# of Comparison.step counted (argv: samplers, mixing steps, seconds; prints one JSON line)
+WORKER = """
+import json, sys, time
+from dataclasses import replace
+import torch
+sys.path.insert(0, ".")
+from app import sources, state
+from app.config import Config
+from lsbcore.samplers import warmup
+torch.set_num_threads(1)
+warmup.compile_kernels()
+samplers, steps, seconds = tuple(sys.argv[1].split(",")), int(sys.argv[2]), float(sys.argv[3])
+cfg = replace(Config(), samplers=samplers, steps=steps)
+run, _ = state.build_run(cfg, sources.build_problem(cfg))
+state.advance(run, 100.0, cfg.burn_in + 200)
+calls, step = [], run.comparison.step
+def counted(n, learn=False):
+    calls.append(n)
+    step(n, learn=learn)
+run.comparison.step = counted
+steps0, cpu0 = run.n_steps, time.process_time()
+state.start(run)
+start = time.perf_counter()
+while time.perf_counter() - start < seconds:
+    time.sleep(0.1)
+    run.last_seen = time.perf_counter()
+state.pause(run)
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+print(json.dumps({"steps_per_second": (run.n_steps - steps0) / wall,
+    "steps_per_cpu_second": (run.n_steps - steps0) / cpu, "calls_per_second": len(calls) / wall,
+    "median_steps_per_call": sorted(calls)[len(calls) // 2] if calls else 0}))
+"""
+
+
+def worker_rate(root: Path, samplers: tuple[str, ...] | None, seconds: float) -> dict:
+    """The mixing rate of ``root``'s worker alone (no server, no page) and its calls."""
+    cfg = default_config(samplers)
+    argv = [",".join(cfg.samplers), str(MIXING_STEPS), str(seconds)]
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, *argv], cwd=root, check=True, capture_output=True, text=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def app_rate(
     root: Path, samplers: tuple[str, ...] | None, seconds: float, settle_s: float = 8.0
 ) -> dict:
@@ -164,8 +209,22 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="of mixing, in the app")
     parser.add_argument("--library-seconds", type=float, default=4.0, help="per phase")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument(
+        "--worker-only",
+        action="store_true",
+        help="only the worker thread, no server or browser: its rate and Comparison.step calls",
+    )
     args = parser.parse_args(argv)
     samplers = tuple(args.samplers.split(",")) if args.samplers else None
+    if args.worker_only:
+        worker = worker_rate(args.root.resolve(), samplers, args.seconds)
+        print(
+            f"worker of {args.root.resolve()}, mixing, nothing drawn: "
+            f"{worker['steps_per_second']:,.0f} steps/s ({worker['steps_per_cpu_second']:,.0f} "
+            f"per CPU second); {worker['calls_per_second']:.1f} calls of Comparison.step a "
+            f"second, a median of {worker['median_steps_per_call']:,} steps each"
+        )
+        return 0
     # the library before and after the app, so that a change of load shows as a spread
     library = [library_rate(samplers, args.library_seconds)]
     _print_library(library[0])
