@@ -90,6 +90,7 @@ def refresh_interval(running: int) -> float:
 def turn_seconds(running: int, slots: int = SLOTS) -> float:
     """How long one turn samples while ``running`` runs share ``slots`` slots: ``TURN_S``,
     or less when that would leave a session's page redrawing the same state (every running
-    session gets a turn per redraw interval, idle share included, down to ``MIN_TURN_S``)."""
+    session gets two turns per redraw interval, idle share included, so that a redraw never
+    falls between them; down to ``MIN_TURN_S``)."""
     rounds = max(1, running) / slots * (1.0 + idle_share(running))  # turns per slot per round
-    return min(TURN_S, max(MIN_TURN_S, refresh_interval(running) / rounds))
+    return min(TURN_S, max(MIN_TURN_S, refresh_interval(running) / (2 * rounds)))
