@@ -106,6 +106,17 @@ class Settledness:
         return f"Not settled yet: {precise}."
 
 
+def _batches(means, lengths) -> tuple[np.ndarray, np.ndarray]:
+    """``means`` ``[M >= 2, D]`` and ``lengths`` ``[M]`` as float64 arrays, or a ValueError."""
+    means = np.asarray(means, dtype=np.float64)
+    lengths = np.asarray(lengths, dtype=np.float64)
+    if means.ndim != 2 or means.shape[0] < 2 or lengths.shape != (means.shape[0],):
+        raise ValueError(
+            f"means must be [M >= 2, D] with lengths [M]; got {means.shape} and {lengths.shape}."
+        )
+    return means, lengths
+
+
 def binary_split_rhat(means: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Split R-hat per site from the half-chains' (or batches') means of a 0/1 variable.
 
@@ -115,12 +126,7 @@ def binary_split_rhat(means: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     variance of the spin ``n/(n-1) p (1 - p)``, ``B/n`` the variance of the half means;
     ``R = sqrt(((n - 1)/n W + B/n) / W)``, 1 where both vanish, inf where only ``W`` does.
     """
-    means = np.asarray(means, dtype=np.float64)
-    lengths = np.asarray(lengths, dtype=np.float64)
-    if means.ndim != 2 or means.shape[0] < 2 or lengths.shape != (means.shape[0],):
-        raise ValueError(
-            f"means must be [M >= 2, D] with lengths [M]; got {means.shape} and {lengths.shape}."
-        )
+    means, lengths = _batches(means, lengths)
     if lengths.min() < 2:
         raise ValueError("every half-chain needs at least 2 draws.")
     n = float(lengths.mean())
@@ -143,12 +149,7 @@ def batch_means_error(means: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     (1 - sum_b w_b^2)``: unbiased for ``Var(P)`` when the batch means are independent with
     variances proportional to ``1 / n_b``; for equal batches the familiar ``var(m_b) / M``.
     """
-    means = np.asarray(means, dtype=np.float64)
-    lengths = np.asarray(lengths, dtype=np.float64)
-    if means.ndim != 2 or means.shape[0] < 2 or lengths.shape != (means.shape[0],):
-        raise ValueError(
-            f"means must be [M >= 2, D] with lengths [M]; got {means.shape} and {lengths.shape}."
-        )
+    means, lengths = _batches(means, lengths)
     if lengths.min() < 1:
         raise ValueError("every batch needs at least one draw.")
     weights = (lengths / lengths.sum())[:, None]
