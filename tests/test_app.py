@@ -10,11 +10,11 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from app_support import APP, open_app, stop_runs_fixture  # noqa: F401  (autouse)
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
@@ -25,7 +25,6 @@ from app.text import counted
 from app.views import annealing, export, why
 from lsbcore.segmentation.segment import overlay_at_size
 
-APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 TABS = (
     "Chains",
     "Proposal",
@@ -42,29 +41,6 @@ TABS = (
     "Compare",
 )
 SAMPLES = sources.sample_names()
-_opened: list[AppTest] = []
-
-
-@pytest.fixture(autouse=True)
-def stop_runs():
-    """One intra-op thread, as the app sets; pause every run a test started when it ends."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    for at in _opened:
-        run = at.session_state["_run"] if "_run" in at.session_state else None
-        if run is not None:
-            state.pause(run)
-    _opened.clear()
-    state._pause_all_runs()  # and any run a test built directly: none samples on afterwards
-    torch.set_num_threads(before)
-
-
-def open_app(**query: str) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.query_params.update(query)
-    _opened.append(at)
-    return at.run()
 
 
 def the_run(at: AppTest) -> state.Run:

@@ -8,39 +8,15 @@ the prompt as the chart's callback does.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 from streamlit.testing.v1 import AppTest
 
 from app import prompt as prompts
 from app import state
 from app.views.segmentation import CARRIED, UNSAMPLED, recorded_marginal, snapshot
-
-APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
-_opened: list[AppTest] = []
-
-
-@pytest.fixture(autouse=True)
-def stop_runs():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    for at in _opened:
-        if "_run" in at.session_state and at.session_state["_run"] is not None:
-            state.pause(at.session_state["_run"])
-    _opened.clear()
-    state._pause_all_runs()
-    torch.set_num_threads(before)
-
-
-def open_app(**query: str) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.query_params.update(query)
-    _opened.append(at)
-    return at.run()
 
 
 def texts(elements) -> str:
