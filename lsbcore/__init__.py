@@ -58,11 +58,13 @@ from lsbcore.segmentation import (
 from lsbcore.targets.base import Target
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.pairwise import PairwiseMRF
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 __all__ = [
     "BACKENDS",
     "REGISTRY",
     "PairwiseMRF",
+    "PairwiseTarget",
     "Target",
     "CSV_COLUMNS",
     "DESCRIPTIONS",

@@ -35,7 +35,7 @@ from lsbcore.annealing.schedule import Schedule
 from lsbcore.checks import integer
 from lsbcore.learning.balancing import Balancing
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
-from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 RECORDS = 400  # default: about this many records over a run
 
@@ -76,7 +76,7 @@ class AnnealingResult:
         return int(np.argmin(self.lowest_energy))
 
 
-def energy(target: Target, x: torch.Tensor) -> np.ndarray:
+def energy(target: PairwiseTarget, x: torch.Tensor) -> np.ndarray:
     """``E(x) = -log p~(x)`` per chain, ``[B]`` float64 on the CPU."""
     return (-target.log_prob(x)).detach().cpu().numpy()
 
@@ -115,7 +115,7 @@ def _build(name, target, n_chains, seed, x0, backend, device, balancing, options
 
 
 def anneal(
-    target: Target,
+    target: PairwiseTarget,
     sampler: str = "checkerboard",
     schedule: Schedule | None = None,
     n_chains: int = 4,
@@ -146,7 +146,7 @@ def anneal(
         record_every: steps between records (default: about ``RECORDS`` records in all).
         options: the sampler's own options (``make_sampler``).
     """
-    if not isinstance(target, Target):
+    if not isinstance(target, PairwiseTarget):
         raise ValueError(
             f"target must be an lsbcore target (IsingPosterior, PairwiseMRF), "
             f"got {type(target).__name__}."

@@ -17,7 +17,7 @@ import torch
 from lsbcore.annealing.anneal import AnnealingResult, energy
 from lsbcore.checks import real
 from lsbcore.segmentation.map_estimate import exact_map
-from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def relative_gap(e: np.ndarray, e_map: np.ndarray) -> np.ndarray:
     return np.where(scale > 0, gap, np.where(e <= e_map, 0.0, np.inf))
 
 
-def map_states(target: Target, n_chains: int = 1) -> torch.Tensor:
+def map_states(target: PairwiseTarget, n_chains: int = 1) -> torch.Tensor:
     """The exact MAP of every chain's field, ``[n_chains, *shape]`` on the CPU (one field:
     its MAP repeated)."""
     return _per_chain(exact_map(target).cpu(), n_chains)
@@ -57,7 +57,7 @@ def _per_chain(x: torch.Tensor, n_chains: int) -> torch.Tensor:
 
 
 def compare_with_map(
-    result: AnnealingResult, target: Target, map_state: torch.Tensor | None = None
+    result: AnnealingResult, target: PairwiseTarget, map_state: torch.Tensor | None = None
 ) -> MapGap:
     """``result`` (from ``anneal`` on ``target``) against the exact MAP, computed by a minimum
     cut unless ``map_state`` (``[1 or B, *shape]``, from ``map_states``) is given."""

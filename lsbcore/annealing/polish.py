@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 
 from lsbcore.checks import integer
-from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 
-def greedy_polish(target: Target, x: torch.Tensor, max_sweeps: int = 1000):
+def greedy_polish(target: PairwiseTarget, x: torch.Tensor, max_sweeps: int = 1000):
     """``x`` (``[B, *shape]`` of +-1) moved uphill to a local maximum of ``log p~``.
 
     Returns ``(x', sweeps)``: the polished states (a new tensor, ``x``'s layout and device) and

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from lsbcore.targets.base import Target, as_real_tensor
+from lsbcore.targets.base import as_real_tensor
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 
 class FactorisedProposal:
@@ -68,10 +69,12 @@ class FactorisedProposal:
         return torch.where(u < self.probabilities, 1.0, -1.0).to(torch.float64)
 
 
-def check_single_field(target) -> Target:
-    """``target`` after refusing what is not a one-field ``Target``."""
-    if not isinstance(target, Target):
-        raise ValueError(f"target must be an lsbcore Target, got {type(target).__name__}.")
+def check_single_field(target) -> PairwiseTarget:
+    """``target`` after refusing what is not a one-field ``PairwiseTarget``."""
+    if not isinstance(target, PairwiseTarget):
+        raise ValueError(
+            f"target must be an lsbcore Target on a pairwise model, got {type(target).__name__}."
+        )
     if target.batch != 1:
         raise ValueError(
             f"the target holds {target.batch} fields (one per chain); pick one chain's target "

@@ -31,7 +31,7 @@ from lsbcore.backends import resolve_backend
 from lsbcore.backends.structures import Chains, Tables
 from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
-from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 # Whether "auto" may pick CUDA, and the device kernels there (``backends.resolve_backend``).
 # Not until the device kernels have been measured faster than the compiled CPU steps on a real
@@ -73,7 +73,7 @@ def uniform_start(shape: tuple[int, ...], n_chains: int, seed: int = 0) -> torch
 
 
 class Sampler:
-    """Base class: ``B`` chains advanced together, on a ``Target``, with a chosen backend.
+    """Base class: ``B`` chains advanced together, on a ``PairwiseTarget``, with a chosen backend.
 
     Args:
         backend: ``"auto"`` (compiled loops on the CPU when numba is there, else torch),
@@ -97,7 +97,7 @@ class Sampler:
 
     def __init__(
         self,
-        target: Target,
+        target: PairwiseTarget,
         n_chains: int,
         seed: int = 0,
         device=None,
@@ -105,7 +105,7 @@ class Sampler:
         resync_every: int = 2000,
         backend: str = "auto",
     ):
-        if not isinstance(target, Target):
+        if not isinstance(target, PairwiseTarget):
             raise ValueError(
                 "target must be an lsbcore target (IsingPosterior, PairwiseMRF), "
                 f"got {type(target).__name__}."
@@ -150,7 +150,7 @@ class Sampler:
         self._tracking = False
         self.resync()
 
-    def _value_table(self, target: Target) -> torch.Tensor:
+    def _value_table(self, target: PairwiseTarget) -> torch.Tensor:
         """Per-site values, packed so one lookup per step fetches them: slot k of site i holds
         (sign, coupling, unique): the sign applied to its x and s on a flip (-1 for the site
         itself), the target's coupling, and whether the slot counts in sums over changed sites
@@ -169,7 +169,7 @@ class Sampler:
         self._x[:, : self.n_sites] = x.to(self.device)
         self._replaced()
 
-    def set_target(self, target: Target) -> None:
+    def set_target(self, target: PairwiseTarget) -> None:
         """Sample ``target`` from the current states on: another target on the same graph (a
         tempered or annealed copy, ``target.tempered(beta)``), its weights and field free.
         The chains keep their states; the cached log-ratios are recomputed exactly."""

@@ -2,6 +2,11 @@
 
 The factory, ``Comparison``, the figures, the app's sidebar and links and the experiment command
 all read ``REGISTRY``: a new sampler is a module with its class and one ``register`` line here.
+
+An entry says what its sampler needs of a target (``needs``: capabilities of
+``lsbcore.targets.base``) and how it is built on a pairwise target (``build``: the compiled and
+device kernels where it has them) and on any other (``build_any``: batched torch operations).
+``refusal(name, target)`` is the sentence that refuses a pair that cannot work together.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import numpy as np
 
 from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
 from lsbcore.learning.objective import OBJECTIVES
+from lsbcore.samplers.batched import refusal as _missing_sentence
 from lsbcore.samplers.checkerboard import CheckerboardGibbsSampler
 from lsbcore.samplers.locally_balanced import OPTIMIZERS, LocallyBalancedSampler
 from lsbcore.samplers.uniform_site import UniformSiteSampler
+from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 
 @dataclass(frozen=True)
@@ -55,8 +63,10 @@ class SamplerSpec:
     """One registry entry.
 
     ``build(target, n_chains, seed=, device=, x0=, backend=, resync_every=, **options)``
-    returns the sampler; ``sites_per_step`` is ``"one"`` (a single-site move per step) or
-    ``"all"`` (a sweep: every site updated once per step).
+    returns the sampler for a pairwise target, ``build_any`` (same arguments) for any other
+    (``None``: pairwise targets only); ``needs`` names the capabilities its target must provide;
+    ``sites_per_step`` is ``"one"`` (a single-site move per step) or ``"all"`` (a sweep: every
+    site updated once per step); ``app``: whether the dashboard offers it.
     """
 
     name: str
@@ -69,6 +79,9 @@ class SamplerSpec:
     sites_per_step: str = "one"
     family: str = "locally balanced"
     needs_balancing: bool = False  # built from a loaded function (``balancing=``)
+    needs: frozenset = frozenset()
+    build_any: Callable | None = None
+    app: bool = True
 
     @property
     def balanced(self) -> bool:
@@ -80,6 +93,25 @@ class SamplerSpec:
 
 
 REGISTRY: dict[str, SamplerSpec] = {}
+
+
+def refusal(name: str, target) -> str | None:
+    """Why the sampler ``name`` cannot run on ``target``, in a sentence; None when it can."""
+    spec = REGISTRY[name]
+    if not isinstance(target, Target):
+        return (
+            "target must be an lsbcore target (IsingPosterior, PairwiseMRF, RBM, FactorGraph), "
+            f"got {type(target).__name__}."
+        )
+    if not isinstance(target, PairwiseTarget) and spec.build_any is None:
+        return _missing_sentence(name, target, ["pairwise"])
+    missing = sorted(set(spec.needs) - set(target.provides))
+    return _missing_sentence(name, target, missing) if missing else None
+
+
+def samplers_for(target) -> tuple[str, ...]:
+    """The registry's samplers that run on ``target``, in registry order."""
+    return tuple(name for name in REGISTRY if refusal(name, target) is None)
 
 
 def register(spec: SamplerSpec) -> SamplerSpec:
@@ -176,11 +208,14 @@ register(
         "Block Gibbs: every site of one colour of a proper colouring (the checkerboard on a "
         "lattice) resampled at once from its conditional; one step is one sweep",
         "#EDC948", CheckerboardGibbsSampler, sites_per_step="all", family="block",
+        needs=frozenset({"pairwise"}),
     )
 )  # fmt: skip
 
 #: Every sampler's name, in registry order.
 SAMPLERS = tuple(REGISTRY)
+#: The samplers the dashboard offers (the rest run from the library and the benchmarks).
+APP_SAMPLERS = tuple(name for name, spec in REGISTRY.items() if spec.app)
 DESCRIPTIONS = {name: spec.description for name, spec in REGISTRY.items()}
 LEARNED = tuple(name for name, spec in REGISTRY.items() if spec.learnable)
 
@@ -219,4 +254,8 @@ def make_sampler(
         if not spec.options:
             raise ValueError(f"the {name!r} sampler takes no options, got {unknown}.")
         raise ValueError(f"unknown options for {name!r}: {unknown}.")
-    return spec.build(target, n_chains, **common, **options)  # the sampler validates them
+    reason = refusal(name, target)
+    if reason is not None:
+        raise ValueError(reason)
+    build = spec.build if isinstance(target, PairwiseTarget) else spec.build_any
+    return build(target, n_chains, **common, **options)  # the sampler validates them

@@ -19,20 +19,20 @@ import maxflow
 import numpy as np
 import torch
 
-from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 MAX_SITES = 4_200_000  # about 2048 x 2048; the graph then takes roughly 1 GB
 
 
-def exact_map(target: Target) -> torch.Tensor:
+def exact_map(target: PairwiseTarget) -> torch.Tensor:
     """The global maximiser of ``target.log_prob``, one per field row.
 
     Returns a float64 tensor of +-1, ``[batch, *target.shape]``, on the field's device. Where
     several states tie for the maximum (a large coupling, a zero field), one of them.
     """
-    if not isinstance(target, Target):
+    if not isinstance(target, PairwiseTarget):
         raise ValueError(
-            f"target must be an lsbcore Target (IsingPosterior, PairwiseMRF), "
+            f"target must be an lsbcore Target on a pairwise model (IsingPosterior, PairwiseMRF), "
             f"got {type(target).__name__}."
         )
     if target.n_sites > MAX_SITES:

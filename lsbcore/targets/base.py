@@ -1,28 +1,29 @@
 """The target protocol: everything a sampler may ask of a distribution over ``{-1, +1}^n``.
 
-Every target of LSB Explorer is a pairwise binary model
+A ``Target`` is an unnormalised ``p~(x)`` on states ``x in {-1, +1}^n`` (``n_sites``; ``shape``
+is the layout a view draws, ``prod(shape) == n_sites``). It answers, batched over chains:
 
-    log p~(x) = sum_i h_i x_i + sum_{(i, j) in E} w_ij x_i x_j,     x in {-1, +1}^n,
+- ``log_prob(x)``: ``log p~(x)`` per chain, ``[B]``;
+- ``flip_log_ratios(x)``: ``s_i(x) = log p~(x with i flipped) - log p~(x)`` for all ``n`` sites;
+- ``log_ratio(x, x_new)``: ``log p~(x_new) - log p~(x)`` for any multi-site move;
+- ``grad_log_prob(x)``: the gradient in ``x`` of a differentiable extension of ``log p~`` to
+  real ``x`` (for the gradient-approximated proposals, ``s_i ~ -2 x_i d_i``), where the target
+  ``provides`` ``"gradient"``;
+- ``conditional_log_odds(x)``: ``log p(x_i = +1 | rest) - log p(x_i = -1 | rest) = -x_i s_i``;
+- incremental ratios, where it ``provides`` ``"incremental"``: ``ratio_cache(x)`` is what the
+  target keeps per chain (an RBM's hidden pre-activations) and ``flip_log_ratios_after(x_old,
+  x_new, s_old, cache)`` the log-ratios and cache after any sites flipped, faster than anew;
+- ``start(n_chains, generator)``: starting states of positive probability.
 
-given by its field ``h`` (``[batch, n]``: one for all chains, or one per chain) and its
-weighted edge list (an edge may repeat: the 2-wide torus is a multigraph). A subclass says how
-its parameters become ``h`` and the edges and how its sites are laid out for drawing
-(``shape``); this class answers the samplers' questions from them:
+``provides`` names what a target offers beyond the required ``log_prob``: ``"pairwise"``
+(``PairwiseTarget``: flip tables the compiled and device kernels read), ``"incremental"``,
+``"gradient"``, ``"tempering"`` (``tempered(beta)`` gives ``p~^beta``). A sampler's registry
+entry names what it needs (``lsbcore.samplers.registry``), and a pair that cannot work is
+refused in a sentence before anything runs.
 
-- ``flip_log_ratios(x)``: ``s_i(x) = log p~(x with i flipped) - log p~(x) = -2 x_i f_i(x)``,
-  with the local field ``f_i = h_i + sum_j J_ij x_j``;
-- ``conditional_log_odds(x)``: ``log p(x_i = +1 | rest) / p(x_i = -1 | rest) = 2 f_i(x)``, what a
-  Gibbs update needs;
-- ``neighbourhood`` / ``coupling`` ``[n, K]``: when site ``i`` flips, ``s_i -> -s_i`` and
-  ``s_j -> s_j + coupling[i, k] x_j x_i`` (``x_i`` before the flip) for
-  ``j = neighbourhood[i, k]``, ``coupling = 4 J_ij``; column 0 is the site itself, unused
-  slots repeat it with coupling 0;
-- ``update_ratios(x_old, x_new, s_old)``: the log-ratios after any set of sites flipped at once;
-- ``log_prob(x)``, ``log_prob_from_ratios(x, s)``;
-- ``colouring()``: a proper colouring of the graph, for block updates.
-
-States may be given flat ``[B, n]`` or in the target's layout ``[B, *shape]``; results keep the
-layout they were given.
+Adding a target is one module: a subclass that sets ``n_sites``, ``shape`` and ``provides`` and
+answers ``log_prob`` (and, where cheaper than the defaults, the rest). States may be given flat
+``[B, n]`` or in the target's layout ``[B, *shape]``; results keep the layout they were given.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ MAX_VALUES = 2**26
 MAX_LOCAL_FIELD = 1e6
 # inverse temperatures: annealing ends far beyond any ratio that still moves a chain
 MAX_BETA = 1e6
+
+#: What a target may provide beyond ``log_prob`` (see the module docstring).
+CAPABILITIES = ("pairwise", "incremental", "gradient", "tempering")
 
 
 def as_real_tensor(value, name: str, max_values: int = MAX_VALUES) -> torch.Tensor:
@@ -64,83 +68,33 @@ def as_real_tensor(value, name: str, max_values: int = MAX_VALUES) -> torch.Tens
     return value.to(torch.float64)
 
 
-def flip_tables(n: int, edges: torch.Tensor, weights: torch.Tensor):
-    """``neighbourhood [n, K]`` and ``coupling [n, K]`` from a weighted edge list.
-
-    Neighbours are listed once each, their edges' weights summed (``coupling = 4 sum w``);
-    unused slots repeat the site itself with coupling 0, so a sampler can gather and write a
-    fixed-width neighbourhood without duplicates that disagree.
-    """
-    both = torch.cat([edges, edges.flip(1)])  # each edge in both directions
-    w = torch.cat([weights, weights])
-    keys, inverse = torch.unique(both[:, 0] * n + both[:, 1], return_inverse=True)
-    total = torch.zeros(len(keys), dtype=torch.float64).index_add_(0, inverse, w)
-    pairs = torch.stack([keys // n, keys % n], 1)  # sorted by site, then neighbour
-    site = pairs[:, 0]
-    degree = torch.bincount(site, minlength=n)
-    first = torch.cumsum(degree, 0) - degree  # where each site's run of pairs starts
-    slot = 1 + torch.arange(len(pairs)) - first[site]
-    k = 1 + int(degree.max()) if len(pairs) else 1
-    if n * k > MAX_VALUES:  # one well-connected site widens every site's row of the tables
-        raise ValueError(
-            f"the neighbour tables would hold {n:,} sites x {k:,} slots (the most connected site "
-            f"has {k - 1:,} neighbours); at most {MAX_VALUES:,} entries are supported."
-        )
-    neighbourhood = torch.arange(n).unsqueeze(1).repeat(1, k)
-    coupling = torch.zeros(n, k, dtype=torch.float64)
-    neighbourhood[site, slot] = pairs[:, 1]
-    coupling[site, slot] = 4.0 * total
-    return neighbourhood, coupling
+def check_beta(beta) -> float:
+    """An inverse temperature: a finite real ``>= 0`` (``real`` refuses booleans and strings)."""
+    return real(beta, "beta", 0.0, MAX_BETA)
 
 
 class Target:
-    """A pairwise binary target (see the module docstring); subclasses call ``_build``.
+    """Any distribution over ``{-1, +1}^n`` (see the module docstring).
 
-    Attributes set by ``_build``: ``n_sites``, ``shape`` (layout, ``prod(shape) == n_sites``),
-    ``field [batch, n]``, ``edges [E, 2]``, ``edge_weights [E]``, ``neighbourhood`` and
-    ``coupling`` ``[n, K]``.
+    Subclasses set ``n_sites``, ``shape`` and ``provides`` and define ``log_prob``; every other
+    answer has a default built on it (exact, and as slow as ``n`` evaluations where it must).
     """
 
-    def _build(self, shape, field: torch.Tensor, edges: torch.Tensor, weights: torch.Tensor):
-        self.shape = tuple(int(v) for v in shape)
-        self.n_sites = int(np.prod(self.shape))
-        self.field = field.reshape(-1, self.n_sites)  # [batch, n]
-        self.edges = edges.long().reshape(-1, 2)
-        self.edge_weights = weights.to(torch.float64).reshape(-1)
-        self.neighbourhood, self.coupling = flip_tables(self.n_sites, self.edges, self.edge_weights)
-        self._colouring = None
-        largest = float(self.field.abs().max()) + float(self.coupling.abs().sum(1).max()) / 4.0
-        if largest > MAX_LOCAL_FIELD:
-            raise ValueError(
-                f"the largest local field |h_i| + sum_j |J_ij| is {largest:.3g}; at most "
-                f"{MAX_LOCAL_FIELD:.0e} is supported, so that the flip log-ratios (up to twice "
-                "that) and log p~ stay finite."
-            )
+    n_sites: int
+    shape: tuple[int, ...]
+    provides: frozenset[str] = frozenset()
 
     @property
     def batch(self) -> int:
-        """Number of fields: 1 (shared by every chain) or B (one per chain)."""
-        return self.field.shape[0]
+        """Number of parameter sets: 1 (shared by every chain) or B (one per chain)."""
+        return 1
 
-    def chain(self, b: int) -> Target:
-        """The target of chain ``b`` alone (its own field, when there is one per chain)."""
-        raise NotImplementedError
+    def offers(self, capability: str) -> bool:
+        return capability in self.provides
 
-    def tempered(self, beta: float) -> Target:
-        """``p~^beta``: the same graph with the field and every edge weight times ``beta``.
-
-        ``beta = 1`` is the target itself, ``beta -> 0`` the uniform distribution (tempering's
-        hot end), ``beta -> inf`` the point mass at the MAP (annealing's end).
-        """
-        raise NotImplementedError
-
-    def same_graph(self, other: Target) -> bool:
-        """Whether ``other`` has this target's sites and neighbour tables (weights may differ)."""
-        return (
-            isinstance(other, Target)
-            and other.shape == self.shape
-            and torch.equal(other.neighbourhood, self.neighbourhood)
-        )
+    def describe(self) -> str:
+        """The target in a few words, for messages."""
+        return f"{type(self).__name__} on {self.n_sites:,} sites"
 
     # ----------------------------------------------------------------- states
     def _flat(self, x) -> torch.Tensor:
@@ -163,78 +117,77 @@ class Target:
             )
         return flat
 
-    def _field_on(self, device: torch.device) -> torch.Tensor:
-        return self.field.to(device)
+    def start(self, n_chains: int, generator: torch.Generator) -> torch.Tensor:
+        """Starting states ``[n_chains, n]`` of +-1 drawn uniformly from ``generator``; a target
+        with states of zero probability returns states of positive probability instead."""
+        bits = torch.randint(
+            0, 2, (n_chains, self.n_sites), generator=generator, device=generator.device
+        )
+        return (2 * bits - 1).to(torch.float64)
 
     # ----------------------------------------------------------------- the protocol
-    def local_field(self, x: torch.Tensor) -> torch.Tensor:
-        """``f_i = h_i + sum_j J_ij x_j`` for every site, in ``x``'s layout."""
-        flat = self._flat(x)
-        edges = self.edges.to(flat.device)
-        w = self.edge_weights.to(flat.device)
-        field = self._field_on(flat.device).expand_as(flat).clone()
-        field.index_add_(1, edges[:, 0], flat[:, edges[:, 1]] * w)
-        field.index_add_(1, edges[:, 1], flat[:, edges[:, 0]] * w)
-        return field.view_as(x)
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """Unnormalised ``log p~(x)`` per chain, ``[B]`` (float64; ``-inf`` where p~ is 0)."""
+        raise NotImplementedError
+
+    def log_ratio(self, x: torch.Tensor, x_new: torch.Tensor) -> torch.Tensor:
+        """``log p~(x_new) - log p~(x)`` per chain ``[B]``, for any sites changed."""
+        return self.log_prob(x_new) - self.log_prob(x)
 
     def flip_log_ratios(self, x: torch.Tensor) -> torch.Tensor:
-        """``s_i(x) = -2 x_i f_i(x)`` for every site (float64), in ``x``'s layout."""
-        return -2.0 * x.to(torch.float64) * self.local_field(x)
+        """``s_i(x)`` for every site (float64), in ``x``'s layout. By default ``n + 1``
+        evaluations of ``log p~`` per chain, the flips batched in groups."""
+        flat = self._flat(x)
+        b, n = flat.shape
+        log_p = self.log_prob(flat)
+        s = torch.empty_like(flat)
+        group = max(1, (1 << 22) // max(1, b * n))  # states evaluated at once
+        for first in range(0, n, group):
+            sites = torch.arange(first, min(n, first + group), device=flat.device)
+            flipped = flat.unsqueeze(1).repeat(1, len(sites), 1)  # [B, G, n]
+            flipped[:, torch.arange(len(sites)), sites] *= -1.0
+            log_p_flipped = self.log_prob(flipped.reshape(-1, n)).view(b, len(sites))
+            s[:, sites] = log_p_flipped - log_p.unsqueeze(1)
+        return s.view_as(x)
 
     def conditional_log_odds(self, x: torch.Tensor) -> torch.Tensor:
-        """``log p(x_i = +1 | x_-i) - log p(x_i = -1 | x_-i) = 2 f_i(x)``, in ``x``'s layout."""
-        return 2.0 * self.local_field(x)
+        """``log p(x_i = +1 | x_-i) - log p(x_i = -1 | x_-i) = -x_i s_i(x)``, in ``x``'s layout."""
+        return -x.to(torch.float64) * self.flip_log_ratios(x)
 
-    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        """Unnormalised ``log p~(x)`` per chain, ``[B]`` (float64)."""
-        flat = self._flat(x)
-        edges = self.edges.to(flat.device)
-        data = (self._field_on(flat.device) * flat).sum(1)
-        pairs = flat[:, edges[:, 0]] * flat[:, edges[:, 1]]
-        return data + pairs @ self.edge_weights.to(flat.device)
+    def grad_log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """``d log p~ / d x`` of a differentiable extension of ``log p~`` (float64, ``x``'s
+        layout). By default autograd through ``log_prob``, which must then be written in
+        differentiable operations on real ``x``: only where the target provides ``"gradient"``."""
+        if not self.offers("gradient"):
+            raise ValueError(f"{self.describe()} has no differentiable log p~ to take a gradient.")
+        with torch.enable_grad():
+            real_x = self._flat(x).detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(self.log_prob(real_x).sum(), real_x)
+        return grad.view_as(x)
 
-    def log_prob_from_ratios(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        """``log p~(x)`` ``[B]`` from flat states ``x`` and their log-ratios ``s`` ``[B, n]``.
+    # ----------------------------------------------------------------- incremental ratios
+    def ratio_cache(self, x: torch.Tensor):
+        """What the target keeps per chain to update its log-ratios fast (flat ``x [B, n]``);
+        ``None`` for a target that recomputes them."""
+        return None
 
-        ``sum_i s_i = -2 sum_i h_i x_i - 4 sum_E w_ij x_i x_j``, so ``log p~ = (sum_i h_i x_i) / 2
-        - (sum_i s_i) / 4``: two sums, no neighbour lookups.
-        """
-        return 0.5 * (self._field_on(x.device) * x).sum(1) - 0.25 * s.sum(1)
+    def flip_log_ratios_after(self, x_old: torch.Tensor, x_new: torch.Tensor, s_old, cache):
+        """Flat log-ratios ``[B, n]`` at ``x_new`` and the updated cache, from those at
+        ``x_old`` (any sites flipped). By default recomputed from ``x_new``."""
+        return self.flip_log_ratios(x_new), cache
 
-    def update_ratios(self, x_old: torch.Tensor, x_new: torch.Tensor, s_old: torch.Tensor):
-        """Flat log-ratios ``[B, n]`` at ``x_new`` from those at ``x_old``, any sites flipped.
+    # ----------------------------------------------------------------- optional
+    def chain(self, b: int) -> Target:
+        """The target of chain ``b`` alone (its own parameters, when there is one set per
+        chain)."""
+        if self.batch == 1:
+            return self
+        raise NotImplementedError
 
-        ``f = -s x / 2`` before; the flips change it by ``sum_j J_ij (x'_j - x_j)``; then
-        ``s' = -2 x' f'``. O(B n K) through the neighbour tables.
-        """
-        index = self.neighbourhood.to(x_old.device)
-        j = self.coupling.to(x_old.device) * 0.25  # [n, K]: J_ij (coupling = 4 J)
-        change = ((x_new - x_old)[:, index] * j).sum(2)  # [B, n]
-        field = -0.5 * s_old * x_old + change
-        return -2.0 * x_new * field
+    def tempered(self, beta: float) -> Target:
+        """``p~^beta``, where the target provides ``"tempering"``."""
+        raise ValueError(f"{self.describe()} cannot be tempered (p~^beta is not of its kind).")
 
-    def colouring(self) -> torch.Tensor:
-        """A proper colouring ``[n]`` (int64) of the neighbour graph: no edge joins two sites
-        of one colour, so the sites of a colour are independent given the rest. Greedy, in
-        site order (on a bipartite lattice that is the checkerboard)."""
-        if self._colouring is None:
-            self._colouring = torch.from_numpy(greedy_colouring(self.neighbourhood.numpy()))
-        return self._colouring
-
-
-def check_beta(beta) -> float:
-    """An inverse temperature: a finite real ``>= 0`` (``real`` refuses booleans and strings)."""
-    return real(beta, "beta", 0.0, MAX_BETA)
-
-
-def greedy_colouring(neighbourhood: np.ndarray) -> np.ndarray:
-    """Each site in turn takes the smallest colour none of its earlier neighbours has."""
-    n = neighbourhood.shape[0]
-    colour = np.full(n, -1, dtype=np.int64)
-    for i in range(n):
-        taken = {int(colour[j]) for j in neighbourhood[i, 1:] if j != i and colour[j] >= 0}
-        c = 0
-        while c in taken:
-            c += 1
-        colour[i] = c
-    return colour
+    def same_graph(self, other: Target) -> bool:
+        """Whether a sampler of this target may go on with ``other`` (``set_target``)."""
+        return other is self

@@ -1,9 +1,9 @@
-"""The Ising posterior for binary segmentation (spec section 1), a ``Target``.
+"""The Ising posterior for binary segmentation (spec section 1), a ``PairwiseTarget``.
 
     log p~(x) = sum_i alpha_i x_i + lambda * sum_{(i,j) in E} x_i x_j,   x in {-1, +1}^(H x W)
 
 The field is the image term ``alpha`` and every lattice edge has weight ``lambda``; the
-samplers' questions (log-ratios, their updates, conditionals) are answered by ``Target``.
+samplers' questions (log-ratios, their updates, conditionals) are answered by ``PairwiseTarget``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from lsbcore.checks import ArgumentTypeError
-from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor, check_beta
+from lsbcore.targets.base import MAX_SITES, MAX_VALUES, as_real_tensor, check_beta
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 BOUNDARIES = ("free", "periodic")
 
@@ -41,7 +42,7 @@ def lattice_edges(height: int, width: int, boundary: str) -> torch.Tensor:
     return edges
 
 
-class IsingPosterior(Target):
+class IsingPosterior(PairwiseTarget):
     """Unnormalised Ising posterior ``log p~(x) = <alpha, x> + lambda * sum_E x_i x_j``.
 
     Args:

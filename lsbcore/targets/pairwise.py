@@ -1,4 +1,4 @@
-"""A general pairwise binary network on any graph, a ``Target``.
+"""A general pairwise binary network on any graph, a ``PairwiseTarget``.
 
     log p~(x) = sum_i h_i x_i + sum_{i<j} J_ij x_i x_j,     x in {-1, +1}^n
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lsbcore.targets.base import MAX_SITES, MAX_VALUES, Target, as_real_tensor, check_beta
+from lsbcore.targets.base import MAX_SITES, MAX_VALUES, as_real_tensor, check_beta
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 
 def _dense_or_sparse(J) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -58,7 +59,7 @@ def _dense_or_sparse(J) -> tuple[torch.Tensor, torch.Tensor, int]:
     return edges, values[upper][order_up], n
 
 
-class PairwiseMRF(Target):
+class PairwiseMRF(PairwiseTarget):
     """``log p~(x) = sum_i h_i x_i + sum_{i<j} J_ij x_i x_j`` on spins ``x in {-1, +1}^n``.
 
     Args:

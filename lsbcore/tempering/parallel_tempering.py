@@ -28,7 +28,7 @@ import torch
 from lsbcore.checks import integer
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
-from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 from lsbcore.tempering.ladder import LadderAdaptation, check_ladder, geometric_ladder
 
 ADAPT_EVERY = 10  # rounds per ladder update: both parities, several swaps per pair averaged
@@ -90,7 +90,7 @@ class ParallelTempering:
 
     def __init__(
         self,
-        target: Target,
+        target: PairwiseTarget,
         sampler: str = "checkerboard",
         n_chains: int = 1,
         betas=None,
@@ -104,7 +104,7 @@ class ParallelTempering:
         x0=None,
         **options,
     ):
-        if not isinstance(target, Target):
+        if not isinstance(target, PairwiseTarget):
             raise ValueError(
                 "target must be an lsbcore target (IsingPosterior, PairwiseMRF), "
                 f"got {type(target).__name__}."

@@ -1,0 +1,329 @@
+"""Samplers on any target: ``B`` chains advanced by batched torch operations.
+
+``BatchedSampler`` asks its target only through the protocol (``lsbcore.targets.base``), so it
+samples an RBM, a factor graph or a pairwise network alike, on any device, and reads nothing on
+the host inside a chunk of steps. The compiled and device kernels (``samplers.base.Sampler``)
+serve pairwise targets only; the registry sends every other target here.
+
+Cached per chain: ``x [B, n]`` (+-1), ``log p~(x)`` ``[B]`` and, for samplers that read them
+(``uses_ratios``), the flip log-ratios ``s [B, n]`` with the target's ``ratio_cache``. Moves go
+through ``_move``, which keeps all three; ``resync()`` recomputes them exactly every
+``resync_every`` steps.
+
+Evaluations (``n_target_evals``, per chain; ``docs/method.md``): one evaluation is ``log p~``
+(or a log-ratio to the current state) at one state, or one gradient of ``log p~``. Each sampler
+says what one of its steps costs in ``evals_per_step``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from lsbcore.checks import integer
+from lsbcore.numerics import BELOW_ONE
+from lsbcore.samplers.base import resolve_device
+from lsbcore.targets.base import Target
+
+#: Backends a batched sampler accepts: its steps are torch operations on the chosen device.
+BATCHED_BACKENDS = ("auto", "torch")
+
+
+class BatchedSampler:
+    """Base class of the samplers that run on any ``Target`` (see the module docstring).
+
+    Subclasses set ``name``, ``needs`` (capabilities the target must provide),
+    ``sites_per_step``, ``evals_per_step`` and ``uses_ratios``, and define ``_step()``.
+    """
+
+    name = "sampler"
+    learnable = False
+    needs: frozenset[str] = frozenset()
+    sites_per_step = 1  # sites a step updates per chain (proposed moves included)
+    uses_ratios = True  # whether the step reads the cached flip log-ratios
+
+    def __init__(
+        self,
+        target: Target,
+        n_chains: int,
+        seed: int = 0,
+        device=None,
+        x0=None,
+        resync_every: int = 2000,
+        backend: str = "auto",
+    ):
+        if not isinstance(target, Target):
+            raise ValueError(f"target must be an lsbcore Target, got {type(target).__name__}.")
+        missing = sorted(set(self.needs) - set(target.provides))
+        if missing:
+            raise ValueError(refusal(self.name, target, missing))
+        self.n_chains = integer(n_chains, "n_chains", 1, 100_000)
+        if target.batch not in (1, self.n_chains):
+            raise ValueError(
+                f"the target holds {target.batch} parameter sets but n_chains is {n_chains}; "
+                "give one set or one per chain."
+            )
+        self.seed = integer(seed, "seed", 0, 2**63 - 1)
+        self.resync_every = integer(resync_every, "resync_every", 1, 10**9)
+        self.target = target
+        self.n_sites = target.n_sites
+        self.device = resolve_device(device)
+        self.backend = self._check_backend(backend)
+        self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
+        self._chains = torch.arange(self.n_chains, device=self.device)
+        if x0 is None:
+            x = target.start(self.n_chains, self.generator)
+        else:
+            x = self._check_start(x0)
+        self._x = x.to(self.device, torch.float64).reshape(self.n_chains, self.n_sites).clone()
+        self.n_steps = 0
+        self.n_site_updates = 0
+        self.n_target_evals = 0
+        self.wall_seconds = 0.0
+        self._since_resync = 0
+        self._n_accepted = torch.zeros(self.n_chains, dtype=torch.int64, device=self.device)
+        self._last = None
+        self._tracking = False
+        self._s = self._cache = None
+        self.resync()
+        if not bool(torch.isfinite(self._log_p).all()):
+            raise ValueError(
+                f"a starting state has probability zero under {target.describe()}; start the "
+                "chains where p~(x) > 0 (x0=None lets the target find such states)."
+            )
+
+    # ----------------------------------------------------------------- checks
+    def _check_backend(self, backend: str) -> str:
+        if backend in BATCHED_BACKENDS:
+            return "torch"
+        if backend in ("compiled", "device"):
+            raise ValueError(
+                f"the {self.name!r} sampler runs on batched torch operations on any device; the "
+                f"{backend} backend serves the pairwise samplers only. Use backend='torch'."
+            )
+        raise ValueError(f"backend must be one of {BATCHED_BACKENDS}, got {backend!r}.")
+
+    def set_backend(self, backend: str) -> None:
+        self.backend = self._check_backend(backend)
+
+    def _check_start(self, x0) -> torch.Tensor:
+        x0 = torch.as_tensor(x0, dtype=torch.float64)
+        shape = self.target.shape
+        if x0.dim() == len(shape) and tuple(x0.shape) == shape:
+            x0 = x0.unsqueeze(0).expand(self.n_chains, *shape)
+        flat_ok = x0.dim() == 2 and tuple(x0.shape) == (self.n_chains, self.n_sites)
+        if not (flat_ok or tuple(x0.shape) == (self.n_chains, *shape)):
+            layout = ", ".join(str(v) for v in shape)
+            raise ValueError(
+                f"x0 must have shape [{self.n_chains}, {layout}] or [{layout}], "
+                f"got {tuple(x0.shape)}."
+            )
+        if not bool(((x0 == 1) | (x0 == -1)).all()):
+            raise ValueError("x0 must contain only +1 and -1.")
+        return x0.reshape(self.n_chains, self.n_sites)
+
+    # ----------------------------------------------------------------- state
+    @property
+    def x(self) -> torch.Tensor:
+        """Current states ``[B, *target.shape]`` of +-1 (a view: copy it before keeping it)."""
+        return self._x.view(self.n_chains, *self.target.shape)
+
+    @property
+    def log_p(self) -> torch.Tensor:
+        """``log p~(x)`` of the current states, ``[B]`` (kept with every move)."""
+        return self._log_p
+
+    @property
+    def log_ratios(self) -> torch.Tensor:
+        """The flip log-ratios ``s`` of the current states ``[B, *target.shape]``."""
+        if self._s is None:
+            return self.target.flip_log_ratios(self.x)
+        return self._s.view(self.n_chains, *self.target.shape)
+
+    def resync(self) -> None:
+        """Recompute ``log p~``, and ``s`` with the target's cache where used, from ``x``."""
+        with torch.no_grad():
+            self._log_p = self.target.log_prob(self._x)
+            self.n_target_evals += 1
+            if self.uses_ratios:
+                self._cache = self.target.ratio_cache(self._x)
+                self._s = self.target.flip_log_ratios(self._x)
+                self.n_target_evals += self.n_sites
+        self._since_resync = 0
+        self._after_resync()
+
+    def _after_resync(self) -> None:
+        """Subclasses rebuild what they derive from ``s``."""
+
+    def set_state(self, x) -> None:
+        """Put the chains at ``x`` and recompute every cache exactly."""
+        self._x = self._check_start(x).to(self.device).clone()
+        self.resync()
+
+    def set_target(self, target: Target) -> None:
+        """Go on sampling ``target`` (one the current target calls ``same_graph``)."""
+        if not self.target.same_graph(target):
+            raise ValueError(
+                "set_target needs a target on the same sites and graph; got "
+                f"{target.describe() if isinstance(target, Target) else type(target).__name__}."
+            )
+        self.target = target
+        self.resync()
+
+    # ----------------------------------------------------------------- moves
+    def _uniforms(self, *shape: int) -> torch.Tensor:
+        """Uniforms in ``[0, 1)`` from the sampler's generator, on its device."""
+        u = torch.rand(*shape, generator=self.generator, dtype=torch.float64, device=self.device)
+        return u.mul_(BELOW_ONE)
+
+    def _move(self, x_new: torch.Tensor, accept: torch.Tensor, log_ratio: torch.Tensor) -> None:
+        """Chains where ``accept`` (``[B]`` bool) go to ``x_new`` (``[B, n]``), whose
+        ``log p~`` is ``log_ratio`` (``[B]``) above the current one; the rest stay."""
+        x_old = self._x
+        x = torch.where(accept.unsqueeze(1), x_new, x_old)
+        self._n_accepted += (x != x_old).sum(1)
+        self._log_p = self._log_p + torch.where(accept, log_ratio, 0.0)
+        if self.uses_ratios:
+            self._s, self._cache = self.target.flip_log_ratios_after(x_old, x, self._s, self._cache)
+        self._x = x
+
+    def _flip_sites(self, i: torch.Tensor) -> torch.Tensor:
+        """The current states with site ``i[b]`` of chain ``b`` flipped, ``[B, n]``."""
+        x_new = self._x.clone()
+        x_new[self._chains, i] = -x_new[self._chains, i]
+        return x_new
+
+    # ----------------------------------------------------------------- the step loop
+    @property
+    def evals_per_step(self) -> int:
+        """Target evaluations per chain per step (the rule: the module docstring)."""
+        return self.n_sites
+
+    def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
+        """Advance every chain ``n`` steps (``learn=True`` only for learnable samplers).
+
+        ``trace`` (optional, ``[n, B, 5]`` float64 on the CPU, after ``track_statistics``)
+        receives after every step ``statistics``, the number of sites that changed and the
+        proposed site (-1 for a move of many sites).
+        """
+        n = integer(n, "n", 0)
+        if learn and not self.learnable:
+            raise ValueError(
+                f"the {self.name!r} sampler does not learn; call step(n) without learn=True."
+            )
+        if trace is not None:
+            if not self._tracking:
+                raise ValueError("trace= needs track_statistics() first.")
+            if tuple(trace.shape) != (n, self.n_chains, 5) or trace.dtype != torch.float64:
+                raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 5].")
+        start = time.perf_counter()
+        for t in range(n):
+            before = self._x if trace is not None else None
+            if learn:
+                self._learn_step()
+            else:
+                with torch.no_grad():
+                    self._step()
+            self.n_steps += 1
+            self.n_site_updates += self.sites_per_step
+            self.n_target_evals += self.evals_per_step
+            self._since_resync += 1
+            if self._since_resync >= self.resync_every:
+                self.resync()
+            if trace is not None:
+                self._fill_trace(trace, t, before)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.wall_seconds += time.perf_counter() - start
+
+    def _step(self) -> None:
+        """One step of every chain."""
+        raise NotImplementedError
+
+    def _learn_step(self) -> None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- statistics
+    @property
+    def n_accepted(self) -> int:
+        """Sites that changed so far, summed over chains."""
+        return int(self._n_accepted.sum())
+
+    @property
+    def accept_rate(self) -> float:
+        """Sites that changed over site updates, over all chains and steps so far."""
+        if self.n_site_updates == 0:
+            return float("nan")
+        return self.n_accepted / (self.n_site_updates * self.n_chains)
+
+    @property
+    def sweeps(self) -> float:
+        """Site updates per site so far."""
+        return self.n_site_updates / self.n_sites
+
+    @property
+    def steps_to_resync(self) -> int:
+        return self.resync_every - self._since_resync
+
+    def track_statistics(self, truth=None) -> None:
+        """Make ``statistics`` available (``truth``: ``[*shape]`` of +-1 for the third column)."""
+        truth_values = torch.zeros(self.n_sites, dtype=torch.float64, device=self.device)
+        if truth is not None:
+            truth = torch.as_tensor(truth, dtype=torch.float64).reshape(-1)
+            if truth.numel() != self.n_sites:
+                raise ValueError(f"truth must have {self.n_sites} sites, got {truth.numel()}.")
+            truth_values = truth.to(self.device)
+        self._truth_values = truth_values
+        self._tracking = True
+
+    @property
+    def statistics(self) -> torch.Tensor:
+        """``[B, 3]`` per chain: ``log p~(x)``, ``sum_i x_i`` and ``x . truth``."""
+        if not self._tracking:
+            raise ValueError("call track_statistics() first.")
+        x = self._x
+        return torch.stack([self._log_p, x.sum(1), x @ self._truth_values], 1)
+
+    def _fill_trace(self, trace: torch.Tensor, t: int, before: torch.Tensor) -> None:
+        trace[t, :, :3] = self.statistics.cpu()
+        trace[t, :, 3] = (self._x != before).sum(1).cpu().to(torch.float64)
+        last = self.last_proposal
+        site = last["site"] if last is not None and "site" in last else None
+        trace[t, :, 4] = -1.0 if site is None else site.view(-1).cpu().to(torch.float64)
+
+    @property
+    def last_proposal(self) -> dict[str, torch.Tensor] | None:
+        """What the last step proposed per chain (``site`` for single-site samplers,
+        ``accept_prob``, ``accepted``), or None before any step."""
+        return self._last
+
+    def invariant_error(self) -> float:
+        """Largest relative gap between the cached ``log p~`` (and ``s``) and a recompute."""
+        with torch.no_grad():
+            errors = [_relative_gap(self._log_p, self.target.log_prob(self._x))]
+            if self.uses_ratios:
+                errors.append(_relative_gap(self._s, self.target.flip_log_ratios(self._x)))
+        return max(errors)
+
+
+def refusal(sampler: str, target: Target, missing) -> str:
+    """The sentence that refuses a sampler/target pair (also the registry's)."""
+    what = {
+        "pairwise": "a pairwise model (its flip tables)",
+        "incremental": "incremental flip log-ratios",
+        "gradient": "a differentiable log p~ (a gradient)",
+        "tempering": "tempered copies p~^beta",
+    }
+    needed = " and ".join(what.get(m, m) for m in missing)
+    return f"the {sampler!r} sampler needs {needed}, which {target.describe()} does not provide."
+
+
+def _relative_gap(cached: torch.Tensor, exact: torch.Tensor) -> float:
+    finite = torch.isfinite(exact)
+    if not bool((finite == torch.isfinite(cached)).all()):
+        return float("inf")
+    if not bool(finite.any()):
+        return 0.0
+    gap = (cached[finite] - exact[finite]).abs().max()
+    return float(gap / exact[finite].abs().max().clamp(min=1.0))
