@@ -117,13 +117,26 @@ class Target:
             )
         return flat
 
-    def start(self, n_chains: int, generator: torch.Generator) -> torch.Tensor:
-        """Starting states ``[n_chains, n]`` of +-1 drawn uniformly from ``generator``; a target
-        with states of zero probability returns states of positive probability instead."""
-        bits = torch.randint(
-            0, 2, (n_chains, self.n_sites), generator=generator, device=generator.device
+    def start(self, n_chains: int, generator: torch.Generator, tries: int = 100) -> torch.Tensor:
+        """Starting states ``[n_chains, n]`` of +-1, uniform draws from ``generator``: a chain
+        that drew a state of zero probability draws again, up to ``tries`` times (a target
+        whose mass is rarer than that overrides this with a search of its own)."""
+
+        def draw(count: int) -> torch.Tensor:
+            shape = (count, self.n_sites)
+            bits = torch.randint(0, 2, shape, generator=generator, device=generator.device)
+            return (2 * bits - 1).to(torch.float64)
+
+        x = draw(n_chains)
+        for _ in range(tries):
+            zero = torch.isneginf(self.log_prob(x))
+            if not bool(zero.any()):
+                return x
+            x[zero] = draw(int(zero.sum()))
+        raise ValueError(
+            f"no state of positive probability was found for {self.describe()} in {tries} "
+            "uniform draws per chain; give the chains a start (x0=)."
         )
-        return (2 * bits - 1).to(torch.float64)
 
     # ----------------------------------------------------------------- the protocol
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
