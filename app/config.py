@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from app import link_values, view_links
 from app.text import quote
-from lsbcore import PAPER_CASES, REGISTRY, SAMPLERS
+from lsbcore import PAPER_CASES, REGISTRY
+from lsbcore.samplers.registry import APP_SAMPLERS
 from lsbcore.segmentation.starts import STARTS
 
 SOURCES = ("paper", "sample", "upload")
@@ -39,10 +40,10 @@ FAMILIES = ("locally balanced", "learned", "uninformed", "block")
 def _family_rank(name: str) -> tuple[int, int]:
     family = REGISTRY[name].family
     rank = FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
-    return rank, SAMPLERS.index(name)
+    return rank, APP_SAMPLERS.index(name)
 
 
-SAMPLER_ORDER: tuple[str, ...] = tuple(sorted(SAMPLERS, key=_family_rank))
+SAMPLER_ORDER: tuple[str, ...] = tuple(sorted(APP_SAMPLERS, key=_family_rank))
 
 DEFAULT_SAMPLE = "synthetic_disc_letter"
 # The synthetic sample is two gray levels under clipped Gaussian noise: the threshold model is
@@ -283,7 +284,7 @@ def parse_samplers(raw, warnings: list[str]) -> tuple[str, ...] | None:
             name = part.strip().lower()
             if not name:
                 continue
-            if name not in SAMPLERS:
+            if name not in APP_SAMPLERS:
                 warnings.append(f"samplers: unknown sampler {quote(name)} ignored.")
             elif name not in names:
                 names.append(name)

@@ -206,7 +206,7 @@ register(
         "pt_sampler",
         "checkerboard",
         "Tempering sampler",
-        choices=tuple(n for n, spec in REGISTRY.items() if not spec.needs_balancing),
+        choices=tuple(n for n, spec in REGISTRY.items() if spec.app and not spec.needs_balancing),
     ),
     ViewParam("pt_replicas", 8, "Tempering replicas", 2, 16),
     ViewParam("pt_beta_min", 0.3, "Tempering beta_min", 0.05, 0.95),

@@ -27,7 +27,7 @@ __all__ = ["CHOICES", "DEFAULT_SAMPLERS", "build_parser", "main"]
 
 #: Samplers selectable here: every registered one except those built from a balancing-function
 #: file ("learned"), which is for the dashboard.
-CHOICES = tuple(n for n, spec in REGISTRY.items() if not spec.needs_balancing)
+CHOICES = tuple(n for n, spec in REGISTRY.items() if spec.app and not spec.needs_balancing)
 #: The samplers of the paper's Table 2, run by default: the locally balanced ones.
 DEFAULT_SAMPLERS = tuple(n for n in CHOICES if REGISTRY[n].balanced)
 PAPER_CHAINS, PAPER_SIZE, PAPER_STEPS = 30, 30, 30_000
