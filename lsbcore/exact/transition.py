@@ -1,9 +1,12 @@
 """The full transition matrix ``P[x, y]`` of a sampler on a tiny target (every state enumerated).
 
-Single-site samplers: one sampler is built with one chain per state and asked for its own
-``flip_probabilities()`` (``T(x -> x with i flipped)``, the numbers ``step()`` uses), so the
-matrix is the sampler's, not a re-derivation. The checkerboard sweep has no such method (a
-sweep moves many sites); its matrix is the product of its colour-block updates.
+One sampler is built with one chain per state and asked for its own one-step law, so the
+matrix is the sampler's, not a re-derivation: single-site samplers answer
+``flip_probabilities()`` (``T(x -> x with i flipped)``, the numbers ``step()`` uses), samplers
+that move many sites ``transition_probabilities()`` (``[B, 2^n]``: the law of the next state).
+The checkerboard sweep has neither; its matrix is the product of its colour-block updates.
+Any target works (``lsbcore.targets.base.Target``); a state of zero probability is never
+visited, so its row stays put (a sampler cannot start there).
 
 Rows and columns are state codes (``lsbcore.exact.states``); ``v P`` is the law one step on.
 """
@@ -18,7 +21,7 @@ from scipy import sparse
 
 from lsbcore.exact.states import all_states, check_target
 from lsbcore.learning.balancing import Balancing
-from lsbcore.samplers.registry import REGISTRY, make_sampler
+from lsbcore.samplers.registry import REGISTRY, make_sampler, refusal
 
 #: Samplers whose balancing function is learned: their matrix is that of a frozen ``g``.
 LEARNED_NAMES = ("lsb1", "lsb2", "learned")
@@ -41,13 +44,15 @@ def flip_matrix(flip_probs: torch.Tensor) -> np.ndarray:
     return p
 
 
-def transition_matrix(target, name: str, balancing: Balancing | None = None) -> np.ndarray:
+def transition_matrix(
+    target, name: str, balancing: Balancing | None = None, **options
+) -> np.ndarray:
     """The matrix of the registry's sampler ``name`` on ``target`` (at most 12 sites).
 
     ``balancing``: for ``lsb1``/``lsb2``/``learned``, the learned function to freeze (a copy is
     taken: the caller's function keeps learning); without it ``lsb1``/``lsb2`` use their
     starting function (LSB 2's from seed 0). A frozen ``g`` makes an ordinary locally balanced
-    chain (spec 4).
+    chain (spec 4). ``options``: the sampler's registry options (``block_size``, ...).
     """
     n = check_target(target)
     if name not in REGISTRY:
@@ -56,20 +61,29 @@ def transition_matrix(target, name: str, balancing: Balancing | None = None) -> 
         raise ValueError(f"balancing= is only for {LEARNED_NAMES}, not {name!r}.")
     if name == "learned" and balancing is None:
         raise ValueError("the 'learned' sampler needs balancing= (a Balancing).")
-    spec = REGISTRY[name]
-    if spec.sites_per_step == "all":
-        if name != "checkerboard":
-            raise ValueError(f"no exact matrix is known for the sweep sampler {name!r}.")
+    reason = refusal(name, target)
+    if reason is not None:
+        raise ValueError(reason)
+    if name == "checkerboard":
         return sweep_matrix(target)
     states = all_states(n)
-    x0 = states.view(len(states), *target.shape)  # the sampler wants the layout
-    common = dict(seed=0, device="cpu", x0=x0, backend="torch")
+    alive = torch.isfinite(target.log_prob(states))  # states of positive probability
+    x0 = states[alive].view(-1, *target.shape)  # the sampler wants the layout
+    common = dict(seed=0, device="cpu", x0=x0, backend="torch", **options)
     if balancing is not None:
         frozen = copy.deepcopy(balancing).cpu()
-        sampler = make_sampler("learned", target, len(states), balancing=frozen, **common)
+        sampler = make_sampler("learned", target, len(x0), balancing=frozen, **common)
     else:
-        sampler = make_sampler(name, target, len(states), **common)
-    return flip_matrix(sampler.flip_probabilities())
+        sampler = make_sampler(name, target, len(x0), **common)
+    p = np.eye(len(states))  # a state of zero mass is never left (never entered either)
+    rows = alive.numpy()
+    if hasattr(sampler, "transition_probabilities"):
+        p[rows] = sampler.transition_probabilities().double().cpu().numpy()
+        return p
+    fp = torch.zeros(len(states), n, dtype=torch.float64)
+    fp[alive] = sampler.flip_probabilities().reshape(len(x0), n).double().cpu()
+    p[rows] = flip_matrix(fp)[rows]
+    return p
 
 
 def block_update_matrix(target, sites: list[int]) -> sparse.csr_matrix:
