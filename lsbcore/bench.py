@@ -1,5 +1,8 @@
 """Speed benchmark: ``python -m lsbcore.bench [--device cpu|cuda] [--json] [--threads N]``.
 
+``--target ising`` (the default) gives the figures below; ``--target rbm`` and ``--target
+factor-graph`` give those of the targets beyond pairwise (``lsbcore.bench_targets``).
+
 Two groups of figures, each the best of ``--repeats`` timed runs after a warm-up:
 
 - samplers: steps per second of one sampler (each step advances every chain once): a fixed
@@ -27,6 +30,7 @@ import time
 
 import torch
 
+from lsbcore import bench_targets
 from lsbcore.cases import paper_case
 from lsbcore.comparison import Comparison
 from lsbcore.samplers.base import resolve_device
@@ -147,6 +151,12 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--sampler", default="barker")
     parser.add_argument("--torch", action="store_true", help="torch steps, not compiled ones")
+    parser.add_argument(
+        "--target",
+        choices=("ising", *bench_targets.TARGETS),
+        default="ising",
+        help="ising (the figures above), or a target beyond pairwise (lsbcore.bench_targets)",
+    )
     args = parser.parse_args(argv)
     try:
         device = resolve_device(args.device)
@@ -155,6 +165,8 @@ def main(argv=None) -> int:
     if args.repeats < 1 or args.steps < 10:
         parser.error("--repeats must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
+    if args.target != "ising":
+        return bench_targets.report(args.target, device, args.repeats, args.steps, args.json)
     if device.type == "cpu" and not args.torch:
         from lsbcore.samplers import warmup
 
