@@ -117,8 +117,11 @@ class StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def load_public_code(checkout) -> tuple[dict[str, types.ModuleType], list[str]]:
-    """Their modules ``MODULES`` imported from ``checkout``, and the stand-ins served."""
+def load_public_code(
+    checkout, unused_imports=UNUSED_IMPORTS
+) -> tuple[dict[str, types.ModuleType], list[str]]:
+    """Their modules ``MODULES`` imported from ``checkout``, and the stand-ins served for
+    ``unused_imports`` that are not installed."""
     root = Path(checkout).expanduser().resolve()
     missing = [m for m in MODULES if not (root / f"{m}.py").is_file()]
     if missing:
@@ -129,7 +132,7 @@ def load_public_code(checkout) -> tuple[dict[str, types.ModuleType], list[str]]:
     clashes = [m for m in MODULES if m in sys.modules]
     if clashes:
         raise SystemExit(f"modules called {clashes} are imported already; run this tool alone.")
-    stand_ins = StandIns()
+    stand_ins = StandIns(unused_imports)
     sys.meta_path.append(stand_ins)
     sys.path.insert(0, str(root))
     modules = {name: importlib.import_module(name) for name in MODULES}
