@@ -1,0 +1,382 @@
+"""Binary factor graphs: any product of factors over small scopes, zeros included.
+
+A ``FactorGraph`` on ``n`` binary variables is
+
+    log p~(x) = sum_f T_f[index_f(x)],        T_f: a log-table over the scope of factor f,
+
+with up to 16 variables per scope. The table of a scope ``(v_1, ..., v_k)`` is indexed by the
+bits ``u = (1 + x) / 2`` of its values, **the last variable of the scope changing fastest** (the
+order of the UAI inference competition's files): ``index = sum_p u_{v_p} 2^(k - p)``. Entries of
+``-inf`` are states of zero probability and are handled exactly, by counting them apart from the
+finite part of the sum:
+
+- ``log_prob(x)`` is ``-inf`` where any factor is at a zero entry, never NaN;
+- a log-ratio (``flip_log_ratios``, ``log_ratio``) from a state of positive probability is
+  ``-inf`` for a move into zero mass, so such a move is never accepted; from a state of zero
+  probability (which a sampler never holds: its chains start where ``p~ > 0``) it is ``+inf`` for
+  a move into positive mass and ``0`` for a move that stays in zero mass (``0/0`` read as 1:
+  neither state is preferred), so a Gibbs update there leaves zero mass where it can;
+- ``"gradient"`` is provided where every table is finite: the multilinear extension of each
+  log-table over its scope (exact at the corners of ``[-1, 1]^k``), differentiated by autograd;
+- ``start()`` finds states of positive probability by greedy repair with random restarts, or
+  says in a sentence that it found none.
+
+Factors are grouped by arity and scored for all chains and all factors of a group at once.
+``from_uai`` reads the competition's ``MARKOV`` and ``BAYES`` files (``lsbcore.targets.uai``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lsbcore.checks import integer
+from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_SITES, MAX_VALUES, Target
+from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, read_uai
+
+# The repair search of start(): restarts from fresh uniform states, each of this many flips per
+# variable (plus a few), and the share of its flips that go to a random variable of a violated
+# factor instead of the best one (the random walk that leaves a local minimum)
+START_RESTARTS = 20
+START_FLIPS_PER_VARIABLE = 4
+START_NOISE = 0.2
+
+
+@dataclass(frozen=True)
+class _Arity:
+    """The factors of one arity ``k``, laid out for gathers (``F`` factors)."""
+
+    k: int
+    scopes: torch.Tensor  # [F, k] variable indices
+    finite: torch.Tensor  # [F * 2^k] the log-tables with -inf read as 0
+    zero: torch.Tensor  # [F * 2^k] 1 where a table is -inf (zero mass), else 0
+    offsets: torch.Tensor  # [F] where each factor's table starts in the flat tables
+    place: torch.Tensor  # [k] 2^(k - 1 - p): the last variable of a scope is the lowest bit
+
+    def to(self, device: torch.device) -> _Arity:
+        scopes, finite, zero, offsets, place = (
+            t.to(device) for t in (self.scopes, self.finite, self.zero, self.offsets, self.place)
+        )
+        return _Arity(self.k, scopes, finite, zero, offsets, place)
+
+
+class FactorGraph(Target):
+    """A binary factor graph (see the module docstring).
+
+    ``scopes`` is a sequence of ``F`` sequences of distinct variable indices in ``[0, n)`` (0 to
+    16 each); ``log_tables`` the ``F`` log-tables, of ``2^k`` entries each (``-inf`` allowed,
+    ``NaN`` and ``+inf`` not). ``shape`` lays the variables out for drawing (by default a row).
+    """
+
+    def __init__(self, n_variables: int, scopes, log_tables, shape=None):
+        n = integer(n_variables, "n_variables", 1, MAX_SITES)
+        scopes, tables = _check_factors(n, scopes, log_tables)
+        self.n_sites = self.n_variables = n
+        self.shape = _layout(shape, n)
+        self.scopes = tuple(tuple(int(v) for v in scope) for scope in scopes)
+        self.log_tables = tuple(tables)
+        self.provides = frozenset(
+            {"gradient"} if all(bool(torch.isfinite(t).all()) for t in tables) else set()
+        )
+        self._groups = {torch.device("cpu"): _group(self.scopes, self.log_tables)}
+
+    @classmethod
+    def from_uai(cls, path_or_text) -> FactorGraph:
+        """A factor graph from a UAI competition ``MARKOV`` or ``BAYES`` file (a path) or its
+        text; see ``lsbcore.targets.uai`` for what is read and what is refused."""
+        model = read_uai(path_or_text)
+        return cls(model.n_variables, model.scopes, model.log_tables)
+
+    @property
+    def n_factors(self) -> int:
+        return len(self.scopes)
+
+    def describe(self) -> str:
+        return (
+            f"a factor graph of {self.n_variables:,} binary variables and "
+            f"{self.n_factors:,} factors"
+        )
+
+    def same_graph(self, other: Target) -> bool:
+        return isinstance(other, FactorGraph) and (other.scopes, other.shape) == (
+            self.scopes,
+            self.shape,
+        )
+
+    def _on(self, device: torch.device) -> list[_Arity]:
+        if device not in self._groups:
+            self._groups[device] = [g.to(device) for g in self._groups[torch.device("cpu")]]
+        return self._groups[device]
+
+    # ----------------------------------------------------------------- scores
+    def _scores(self, flat: torch.Tensor):
+        """Finite part ``[B]`` and number of zero-mass factors ``[B]`` of each state."""
+        finite = flat.new_zeros(flat.shape[0])
+        zeros = flat.new_zeros(flat.shape[0])
+        bits = (flat > 0).long()
+        for g in self._on(flat.device):
+            index = g.offsets + (bits[:, g.scopes] * g.place).sum(2)  # [B, F]
+            finite += g.finite[index].sum(1)
+            zeros += g.zero[index].sum(1)
+        return finite, zeros
+
+    def _flip_scores(self, flat: torch.Tensor):
+        """``_scores`` of the states and the change of both under each single flip ``[B, n]``."""
+        b = flat.shape[0]
+        finite = flat.new_zeros(b)
+        zeros = flat.new_zeros(b)
+        d_finite = torch.zeros_like(flat)
+        d_zeros = torch.zeros_like(flat)
+        bits = (flat > 0).long()
+        for g in self._on(flat.device):
+            index = g.offsets + (bits[:, g.scopes] * g.place).sum(2)  # [B, F]
+            finite += g.finite[index].sum(1)
+            zeros += g.zero[index].sum(1)
+            flipped = (index - g.offsets).unsqueeze(2) ^ g.place  # [B, F, k]: each bit flipped
+            flipped = flipped + g.offsets.unsqueeze(1)
+            sites = g.scopes.reshape(1, -1).expand(b, -1)
+            d_finite.scatter_add_(
+                1, sites, (g.finite[flipped] - g.finite[index].unsqueeze(2)).reshape(b, -1)
+            )
+            d_zeros.scatter_add_(
+                1, sites, (g.zero[flipped] - g.zero[index].unsqueeze(2)).reshape(b, -1)
+            )
+        return finite, zeros, d_finite, d_zeros
+
+    # ----------------------------------------------------------------- the protocol
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        finite, zeros = self._scores(self._flat(x))
+        return torch.where(zeros > 0, -math.inf, finite)
+
+    def log_ratio(self, x: torch.Tensor, x_new: torch.Tensor) -> torch.Tensor:
+        """``log p~(x_new) - log p~(x)``, with the zero-mass rule of the module docstring."""
+        finite, zeros = self._scores(self._flat(x))
+        finite_new, zeros_new = self._scores(self._flat(x_new))
+        return _log_ratio(finite_new - finite, zeros, zeros_new)
+
+    def flip_log_ratios(self, x: torch.Tensor) -> torch.Tensor:
+        _, zeros, d_finite, d_zeros = self._flip_scores(self._flat(x))
+        zeros = zeros.unsqueeze(1)
+        return _log_ratio(d_finite, zeros, zeros + d_zeros).view_as(x)
+
+    def _extension(self, flat: torch.Tensor) -> torch.Tensor:
+        """The multilinear extension of ``log p~`` at real ``flat [B, n]`` (finite tables):
+        each table contracted one variable at a time, last variable (lowest bit) first."""
+        total = flat.new_zeros(flat.shape[0])
+        for g in self._on(flat.device):
+            u = 0.5 * (1.0 + flat[:, g.scopes])  # [B, F, k]
+            table = g.finite.view(1, len(g.offsets), -1)  # [1, F, 2^k]
+            for p in reversed(range(g.k)):
+                pair = table.unflatten(2, (-1, 2))  # [., F, 2^p, 2]: variable p is the last bit
+                table = pair[..., 0] + (pair[..., 1] - pair[..., 0]) * u[:, :, p : p + 1]
+            total = total + table.reshape(-1, len(g.offsets)).sum(1)
+        return total
+
+    def grad_log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """The gradient of the multilinear extension of every log-table (finite tables only)."""
+        if not self.offers("gradient"):
+            raise ValueError(
+                f"{self.describe()} has tables with zero entries (-inf), so log p~ has no "
+                "differentiable extension to take a gradient of."
+            )
+        with torch.enable_grad():
+            real_x = self._flat(x).detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(self._extension(real_x).sum(), real_x)
+        return grad.view_as(x)
+
+    # ----------------------------------------------------------------- starting states
+    def start(self, n_chains: int, generator: torch.Generator) -> torch.Tensor:
+        """States ``[n_chains, n]`` of positive probability: uniform draws, then for the chains
+        at zero mass a greedy repair (flip the variable that leaves the fewest zero-mass
+        factors, ties broken at random; now and then a random variable of a violated factor)
+        with random restarts. Chains still at zero mass at the end take a state another chain
+        found; if no chain found one, a ValueError says so."""
+        n_chains = integer(n_chains, "n_chains", 1, 100_000)
+        for f, table in enumerate(self.log_tables):
+            if not bool(torch.isfinite(table).any()):
+                raise ValueError(
+                    f"factor {f} (over variables {list(self.scopes[f])}) gives every value of "
+                    "its scope probability zero, so no state has positive probability."
+                )
+        x = super().start(n_chains, generator)
+        chains = torch.arange(n_chains, device=x.device)
+        flips = START_FLIPS_PER_VARIABLE * self.n_sites + 10
+        for restart in range(START_RESTARTS):
+            if restart > 0:  # fresh uniform states for the chains still at zero mass
+                _, zeros = self._scores(x)
+                fresh = super().start(n_chains, generator)
+                x = torch.where((zeros > 0).unsqueeze(1), fresh, x)
+            for _ in range(flips):
+                _, zeros, _, d_zeros = self._flip_scores(x)
+                stuck = zeros > 0
+                if not bool(stuck.any()):
+                    return x
+                noise = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+                best = (d_zeros + 0.5 * noise).argmin(1)  # fewest zero-mass factors, random ties
+                violated = self._violated_counts(x)
+                weights = torch.where(stuck.unsqueeze(1), violated, torch.ones_like(violated))
+                walk = torch.multinomial(weights, 1, generator=generator).squeeze(1)
+                coin = torch.rand(n_chains, generator=generator, dtype=x.dtype, device=x.device)
+                site = torch.where(coin < START_NOISE, walk, best)
+                flipped = x.clone()
+                flipped[chains, site] = -flipped[chains, site]
+                x = torch.where(stuck.unsqueeze(1), flipped, x)
+        _, zeros = self._scores(x)
+        found = (zeros == 0).nonzero().flatten()
+        if len(found) == 0:
+            raise ValueError(
+                f"found no state of positive probability for {self.describe()}: "
+                f"{START_RESTARTS} restarts of a greedy repair of {n_chains} chains "
+                f"({flips} flips each) all ended where some factor gives probability zero."
+            )
+        # chains that found nothing start from the states others found, in turn
+        donor = found[torch.arange(n_chains, device=x.device) % len(found)]
+        return torch.where((zeros > 0).unsqueeze(1), x[donor], x)
+
+    def _violated_counts(self, flat: torch.Tensor) -> torch.Tensor:
+        """Per variable, the number of zero-mass factors it belongs to ``[B, n]``."""
+        counts = torch.zeros_like(flat)
+        bits = (flat > 0).long()
+        for g in self._on(flat.device):
+            index = g.offsets + (bits[:, g.scopes] * g.place).sum(2)  # [B, F]
+            at_zero = g.zero[index].unsqueeze(2).expand(-1, -1, g.k)
+            counts.scatter_add_(
+                1, g.scopes.reshape(1, -1).expand(len(flat), -1), at_zero.reshape(len(flat), -1)
+            )
+        return counts
+
+
+def _log_ratio(d_finite: torch.Tensor, zeros: torch.Tensor, zeros_new: torch.Tensor):
+    """``log p~(new) - log p~(old)`` from the finite parts' change and both zero counts: the
+    finite change between positive states, ``-inf`` into zero mass, ``+inf`` out of it, ``0``
+    between two states of zero mass."""
+    old_zero, new_zero = zeros > 0, zeros_new > 0
+    into = torch.where(old_zero, 0.0, -math.inf)
+    return torch.where(new_zero, into, torch.where(old_zero, math.inf, d_finite))
+
+
+def _check_factors(n: int, scopes, log_tables):
+    """``scopes`` as tuples of ints and ``log_tables`` as float64 tensors, after checking each
+    against the sentences of the class docstring."""
+    scopes, log_tables = _as_list(scopes, "scopes"), _as_list(log_tables, "log_tables")
+    if len(scopes) != len(log_tables):
+        raise ValueError(
+            f"scopes and log_tables must list the same factors, got {len(scopes)} scopes and "
+            f"{len(log_tables)} tables."
+        )
+    if len(scopes) > MAX_FACTORS:
+        raise ValueError(f"{len(scopes):,} factors given; at most {MAX_FACTORS:,} are supported.")
+    checked, tables, entries = [], [], 0
+    for f, (scope, table) in enumerate(zip(scopes, log_tables, strict=True)):
+        scope = _check_scope(f, scope, n)
+        entries += 2 ** len(scope)
+        if entries > MAX_VALUES:
+            raise ValueError(
+                f"the tables hold more than {MAX_VALUES:,} entries in all; at most that many "
+                "are supported."
+            )
+        checked.append(scope)
+        tables.append(_check_table(f, table, len(scope)))
+    return checked, tables
+
+
+def _as_list(value, name: str) -> list:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise ValueError(f"{name} must be a sequence with one entry per factor.")
+    return list(value)
+
+
+def _check_scope(f: int, scope, n: int) -> tuple[int, ...]:
+    array = np.asarray(scope.cpu() if isinstance(scope, torch.Tensor) else scope)
+    if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(
+            f"the scope of factor {f} must be a list of variable indices (integers), got {scope!r}."
+        )
+    if array.size > MAX_ARITY:
+        raise ValueError(
+            f"factor {f} has {array.size} variables in its scope; at most {MAX_ARITY} are "
+            "supported (its table would have 2^k entries)."
+        )
+    if array.size and (array.min() < 0 or array.max() >= n):
+        raise ValueError(
+            f"the scope of factor {f} names variable {int(array[(array < 0) | (array >= n)][0])}"
+            f"; variables are numbered 0 to {n - 1}."
+        )
+    if len(set(array.tolist())) != array.size:
+        raise ValueError(
+            f"the scope of factor {f} names a variable more than once ({array.tolist()}); each "
+            "variable may appear once per scope."
+        )
+    return tuple(int(v) for v in array)
+
+
+def _check_table(f: int, table, k: int) -> torch.Tensor:
+    if isinstance(table, torch.Tensor):
+        values = table.detach().cpu()
+    else:
+        try:
+            values = torch.as_tensor(np.asarray(table, dtype=np.float64))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"the log-table of factor {f} must hold real numbers.") from err
+    if values.is_complex() or values.dtype == torch.bool:
+        raise ValueError(f"the log-table of factor {f} must hold real numbers.")
+    values = values.to(torch.float64).reshape(-1)
+    if values.numel() != 2**k:
+        raise ValueError(
+            f"the log-table of factor {f} has {values.numel()} entries; a scope of {k} "
+            f"variables needs 2^{k} = {2**k}."
+        )
+    if bool(torch.isnan(values).any()):
+        raise ValueError(f"the log-table of factor {f} holds NaN; every entry must be a number.")
+    if bool((values == math.inf).any()):
+        raise ValueError(
+            f"the log-table of factor {f} holds +inf; entries must be finite or -inf "
+            "(probability zero)."
+        )
+    if bool(((values.abs() > MAX_LOCAL_FIELD) & torch.isfinite(values)).any()):
+        raise ValueError(
+            f"the log-table of factor {f} has a finite entry beyond {MAX_LOCAL_FIELD:g} in "
+            "magnitude; use -inf for probability zero."
+        )
+    return values.clone()
+
+
+def _group(scopes, tables) -> list[_Arity]:
+    """The factors grouped by arity, each group's tables flattened for gathers."""
+    groups = []
+    for k in sorted({len(s) for s in scopes}):
+        ids = [f for f, s in enumerate(scopes) if len(s) == k]
+        stacked = torch.stack([tables[f] for f in ids])  # [F, 2^k]
+        zero = stacked == -math.inf
+        scope_rows = torch.tensor([scopes[f] for f in ids], dtype=torch.long)
+        groups.append(
+            _Arity(
+                k=k,
+                scopes=scope_rows.reshape(len(ids), k),
+                finite=torch.where(zero, 0.0, stacked).reshape(-1),
+                zero=zero.to(torch.float64).reshape(-1),
+                offsets=torch.arange(len(ids), dtype=torch.long) * 2**k,
+                place=2 ** torch.arange(k - 1, -1, -1, dtype=torch.long),
+            )
+        )
+    return groups
+
+
+def _layout(shape, n: int) -> tuple[int, ...]:
+    if shape is None:
+        return (n,)
+    try:
+        sizes = tuple(integer(v, "shape", 1, n) for v in shape)
+    except TypeError as err:
+        raise ValueError(f"shape must be a tuple of positive integers, got {shape!r}.") from err
+    if not sizes or math.prod(sizes) != n:
+        raise ValueError(
+            f"shape must be positive sizes whose product is the {n} variables, got {shape!r}."
+        )
+    return sizes
+
+
+__all__ = ["FactorGraph"]
