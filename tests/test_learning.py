@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lsbcore.samplers.locally_balanced as lb_module
+import lsbcore.samplers.balanced_learning as learning_module
 from lsbcore import IsingPosterior, make_balancing, make_sampler, paper_case, uniform_start
 from lsbcore.learning.balancing import FIXED, MixtureBalancing, NetworkBalancing, log_g_fixed
 from lsbcore.learning.history import LearningHistory
@@ -290,16 +290,16 @@ def test_a_non_finite_loss_stops_learning_and_keeps_the_last_good_parameters(nam
     sampler = make_sampler(name, target_for((4, 4)), 8, seed=2)
     sampler.step(5, learn=True)
     good = params_of(sampler)
-    real_loss = lb_module.lsb_loss_and_grads
+    real_loss = learning_module.lsb_loss_and_grads
 
     def nan_loss(*args, **kwargs):
         loss, *rest = real_loss(*args, **kwargs)
         return (loss * math.nan, *rest)
 
-    monkeypatch.setattr(lb_module, "lsb_loss_and_grads", nan_loss)
+    monkeypatch.setattr(learning_module, "lsb_loss_and_grads", nan_loss)
     with pytest.warns(RuntimeWarning, match="stops learning and keeps its last good"):
         sampler.step(1, learn=True)
-    monkeypatch.setattr(lb_module, "lsb_loss_and_grads", real_loss)
+    monkeypatch.setattr(learning_module, "lsb_loss_and_grads", real_loss)
     assert_recovered(sampler, good)
 
 
@@ -404,7 +404,7 @@ def test_learning_step_feeds_the_loss_what_the_spec_says(name, boundary, monkeyp
     sampler = make_sampler(name, target, n, seed=5, restart_prob=0.0)
     sampler.step(3, learn=True)
     seen = {}
-    real_loss = lb_module.lsb_loss_and_grads
+    real_loss = learning_module.lsb_loss_and_grads
     names = ["log_z", "log_g_flips", "unique", "unique_uniform", "log_p", "s_flipped", "log_q0"]
 
     def spy(*args, **kwargs):
@@ -413,7 +413,7 @@ def test_learning_step_feeds_the_loss_what_the_spec_says(name, boundary, monkeyp
         seen["theta0"] = copy.deepcopy(sampler.balancing)  # the optimiser has not stepped yet
         return real_loss(*args, **kwargs)
 
-    monkeypatch.setattr(lb_module, "lsb_loss_and_grads", spy)
+    monkeypatch.setattr(learning_module, "lsb_loss_and_grads", spy)
     sampler.step(1, learn=True)
     x, theta0 = seen["x"], seen["theta0"]
     s = target.flip_log_ratios(x).reshape(n, -1)

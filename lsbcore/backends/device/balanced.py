@@ -1,8 +1,9 @@
 """Frozen locally balanced steps on the device: ``m`` steps of every chain in one launch
-(``kernels.balanced_steps``), for every balancing function of the paper comparison: the fixed
-barker, sqrt, min and max, LSB 1's mixture and LSB 2's network (``KIND`` 0-5, as
-``structures.Function``). The learned ones arrive as device tensors: LSB 1's log-weights, LSB
-2's piecewise-linear form (``NetworkBalancing.pieces``).
+(``device_balanced_steps``, the twin of the CPU's ``kernels.balanced_steps``), for every
+balancing function of the paper comparison: the fixed barker, sqrt, min and max, LSB 1's
+mixture and LSB 2's network (``KIND`` 0-5, as ``structures.Function``). The learned ones arrive
+as device tensors: LSB 1's log-weights, LSB 2's piecewise-linear form
+(``NetworkBalancing.pieces``).
 
 A program owns ``BLOCK_B`` chains (one per lane; ``BLOCK_B = 1`` is one program per chain) and
 runs their ``m`` steps in turn, reading ``u [m, B, 3]`` as the CPU kernel does: the block, the
@@ -222,7 +223,7 @@ def balanced_kernel(
     tl.store(rebuilt + rows, n_rebuilt, mask=ok)
 
 
-def balanced_steps(
+def device_balanced_steps(
     m: int, chains: dict, tables: dict, function: Function, cache: dict, u: torch.Tensor, trace,
     chains_per_program: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
