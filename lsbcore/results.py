@@ -24,8 +24,9 @@ chain's own bulk ESS, meaningful either way.
 paper cases give every chain its own alpha).
 
 The ESS series is each trace's mixing phase unless ``series`` is given (the experiment's
-``--protocol authors`` window, ``lsbcore.protocol.ess_series``). Several seeds aggregate in
-``lsbcore.experiment.seeds`` (which adds ``ess_paper_seed_std`` and ``ess_paper_by_seed``).
+``--protocol authors`` window, ``lsbcore.experiment.paper_protocol.ess_series``). Several seeds
+aggregate in ``lsbcore.experiment.seeds`` (which adds ``ess_paper_seed_std`` and
+``ess_paper_by_seed``).
 
 Numbers that are undefined (NaN) or infinite are ``null``; ``results_to_json`` writes strict JSON.
 """
@@ -199,8 +200,9 @@ def comparison_results(
     seconds. ``summaries`` may hold ``MixingSummary`` objects computed elsewhere (the experiment
     computes them in its worker processes); one is used when its ``max_lag`` is the window
     chosen here, otherwise the summary is recomputed. ``series`` may give, per sampler, the
-    ``[B, T]`` magnetisation series the ESS is computed on (``lsbcore.protocol.ess_series``: a
-    window that opens before the mixing phase); by default each trace's mixing series.
+    ``[B, T]`` magnetisation series the ESS is computed on
+    (``lsbcore.experiment.paper_protocol.ess_series``: a window that opens before the mixing
+    phase); by default each trace's mixing series.
     """
     traces = getattr(comparison, "traces", {}) or {}
     names = list(comparison.samplers)

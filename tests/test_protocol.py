@@ -12,7 +12,7 @@ import torch
 from lsbcore import CSV_COLUMNS, paper_case
 from lsbcore.diagnostics.mixing import ess_bulk_per_chain, summarise_mixing
 from lsbcore.experiment import ArrayTrace, main
-from lsbcore.protocol import ess_series, resolve_protocol
+from lsbcore.experiment.paper_protocol import ess_series, resolve_protocol
 from lsbcore.results import effective_max_lag
 
 BURN_IN, STEPS, CHAINS = 20, 120, 3

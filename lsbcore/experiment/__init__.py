@@ -6,14 +6,14 @@
 
 Every sampler runs ``--burn-in`` iterations (the learnable ones learn, the others just run),
 then ``--steps`` mixing iterations; one iteration advances every chain of a sampler by one step.
-``--protocol`` (``lsbcore.protocol``) says which table is being reproduced: ``spec`` (default,
-the published protocol: burn-in 2000, ESS of the mixing phase with L = 500, no sampler gets
-extra steps) or ``authors`` (the authors' scripts: burn-in 2000/800/2000/800 for cases 1-4, ESS
-of the series after iteration 1000/400/1000/400 with L = 500/400/500/100, LSB 2 stepped twice
-per burn-in iteration). An explicit ``--burn-in`` overrides the protocol's (``authors`` then
-opens the ESS window at half of it); ``config.burn_in_source`` says which. The paper cases start
-every chain from its own random state by default (``--start per-chain``, as the authors'
-runner; ``shared``: one state for all). ``--seeds N`` reruns seeds ``--seed`` ..
+``--protocol`` (``lsbcore.experiment.paper_protocol``) says which table is being reproduced:
+``spec`` (default, the published protocol: burn-in 2000, ESS of the mixing phase with L = 500,
+no sampler gets extra steps) or ``authors`` (the authors' scripts: burn-in 2000/800/2000/800 for
+cases 1-4, ESS of the series after iteration 1000/400/1000/400 with L = 500/400/500/100, LSB 2
+stepped twice per burn-in iteration). An explicit ``--burn-in`` overrides the protocol's
+(``authors`` then opens the ESS window at half of it); ``config.burn_in_source`` says which. The
+paper cases start every chain from its own random state by default (``--start per-chain``, as
+the authors' runner; ``shared``: one state for all). ``--seeds N`` reruns seeds ``--seed`` ..
 ``--seed + N - 1`` (problem, starts and samplers) and aggregates them in ``results.json``
 (``lsbcore.experiment.seeds``). DIR receives:
 
@@ -42,7 +42,8 @@ stores the records in growable arrays (``ArrayTrace``) and skips the posterior m
 
 The package, by the architecture: ``lsbcore.experiment.run`` runs the samplers and records
 them (``run_experiment``), ``lsbcore.experiment.report`` builds the self-contained HTML report
-(``build_report``), ``lsbcore.experiment.cli`` parses and checks the command line (``main``);
+(``build_report``), ``lsbcore.experiment.cli`` parses and checks the command line (``main``),
+``lsbcore.experiment.paper_protocol`` resolves a protocol's burn-in and ESS window;
 ``python -m lsbcore.experiment`` runs ``main``.
 """
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from lsbcore.backends import BACKENDS, resolve_backend
 from lsbcore.cases import PAPER_CASES
 from lsbcore.experiment import output
+from lsbcore.experiment.paper_protocol import PROTOCOLS, resolve_protocol
 from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
 from lsbcore.image import ImageError, load_image
 from lsbcore.learning.objective import OBJECTIVES
-from lsbcore.protocol import PROTOCOLS, resolve_protocol
 from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import REGISTRY
 

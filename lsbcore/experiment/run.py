@@ -32,10 +32,10 @@ from lsbcore.diagnostics.mixing import (
     summarise_mixing,
 )
 from lsbcore.diagnostics.trace import CSV_COLUMNS, PHASES, Trace, accuracy, magnetisation
+from lsbcore.experiment.paper_protocol import Protocol, ess_series
 from lsbcore.experiment.report import build_report
 from lsbcore.experiment.seeds import aggregate_seeds
 from lsbcore.learning.balancing_io import balancing_to_json
-from lsbcore.protocol import Protocol, ess_series
 from lsbcore.results import comparison_results, effective_max_lag, results_to_json
 from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import REGISTRY
