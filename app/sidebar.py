@@ -26,8 +26,8 @@ from app import sources, view_links
 from app.config import BOUNDS, Config
 from app.text import counted, plain, quote
 from app.widgets import ensure, ensure_in_range
+from lsbcore.backends import AUTO_NOTE, AUTO_PICKS_CUDA
 from lsbcore.samplers import warmup
-from lsbcore.samplers.base import AUTO_NOTE, AUTO_PICKS_CUDA
 from lsbcore.samplers.registry import SamplerSpec
 from lsbcore.segmentation.starts import START_LABELS
 

@@ -34,8 +34,8 @@ import lsbcore
 from app import scheduler
 from app.config import Config, steps_per_refresh
 from app.pace import Pace
+from lsbcore.backends import resolve_device
 from lsbcore.samplers import warmup
-from lsbcore.samplers.base import resolve_device
 
 log = logging.getLogger(__name__)
 

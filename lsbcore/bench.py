@@ -31,9 +31,9 @@ import time
 import torch
 
 from lsbcore import bench_targets
+from lsbcore.backends import resolve_device
 from lsbcore.cases import paper_case
 from lsbcore.comparison import Comparison
-from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.ising import IsingPosterior
 

@@ -18,10 +18,11 @@ import math
 import numpy as np
 import torch
 
+from lsbcore.backends import resolve_device
 from lsbcore.checks import integer
 from lsbcore.diagnostics.rao_blackwell import site_probabilities
 from lsbcore.diagnostics.trace import PHASES, MarginalEstimate, Trace
-from lsbcore.samplers.base import resolve_device, uniform_start
+from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
 
 TRACE_CHUNK = 1024  # steps each sampler takes per call while recording

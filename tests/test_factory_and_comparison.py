@@ -82,19 +82,19 @@ def test_device_none_picks_cpu_without_a_gpu(monkeypatch):
 def test_auto_picks_the_cpu_even_with_a_gpu_until_device_kernels_are_measured(monkeypatch):
     """A GPU runs the torch steps, slower than the compiled CPU steps: "auto" must not pick it
     (issue 14: auto never picks a path slower than the CPU)."""
+    from lsbcore import backends
     from lsbcore.backends import resolve_backend
     from lsbcore.backends.device import unavailable_reason
-    from lsbcore.samplers import base
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert base.AUTO_PICKS_CUDA is False
+    assert backends.AUTO_PICKS_CUDA is False
     for device in (None, "auto"):
-        assert base.resolve_device(device) == torch.device("cpu")
-    assert base.resolve_device("cuda") == torch.device("cuda")  # an explicit choice stays one
+        assert backends.resolve_device(device) == torch.device("cpu")
+    assert backends.resolve_device("cuda") == torch.device("cuda")  # an explicit choice stays one
     cuda = torch.device("cuda")
     assert resolve_backend("auto", cuda) == "torch"  # chosen explicitly: not the device kernels
-    monkeypatch.setattr(base, "AUTO_PICKS_CUDA", True)  # once measured faster, auto picks it
-    assert base.resolve_device("auto") == cuda
+    monkeypatch.setattr(backends, "AUTO_PICKS_CUDA", True)  # once measured faster, auto picks it
+    assert backends.resolve_device("auto") == cuda
     kernels = unavailable_reason(cuda) is None  # Triton installed
     assert resolve_backend("auto", cuda) == ("device" if kernels else "torch")
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from lsbcore.backends import BACKENDS, resolve_backend
+from lsbcore.backends import BACKENDS, resolve_backend, resolve_device
 from lsbcore.cases import PAPER_CASES
 from lsbcore.experiment import output
 from lsbcore.experiment.paper_protocol import PROTOCOLS, resolve_protocol
@@ -20,7 +20,6 @@ from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
 from lsbcore.image import ImageError, load_image
 from lsbcore.learning.objective import OBJECTIVES
-from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import REGISTRY
 
 __all__ = ["CHOICES", "DEFAULT_SAMPLERS", "build_parser", "main"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lsbcore.backends import resolve_device
 from lsbcore.cases import image_problem, paper_case
 from lsbcore.comparison import Comparison
 from lsbcore.diagnostics.mixing import (
@@ -37,7 +38,6 @@ from lsbcore.experiment.report import build_report
 from lsbcore.experiment.seeds import aggregate_seeds
 from lsbcore.learning.balancing_io import balancing_to_json
 from lsbcore.results import comparison_results, effective_max_lag, results_to_json
-from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import REGISTRY
 
 __all__ = [

@@ -27,41 +27,11 @@ import time
 import numpy as np
 import torch
 
-from lsbcore.backends import resolve_backend
+from lsbcore.backends import resolve_backend, resolve_device
 from lsbcore.backends.structures import Chains, Tables
 from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
 from lsbcore.targets.pairwise_target import PairwiseTarget
-
-# Whether "auto" may pick CUDA, and the device kernels there (``backends.resolve_backend``).
-# Not until the device kernels have been measured faster than the compiled CPU steps on a real
-# GPU: the torch steps a GPU runs issue ~290 kernel launches and a dozen host syncs per
-# iteration of the paper comparison, an estimated ~600 iterations/s on an H100 against ~9,000
-# for the compiled CPU steps on two cores; the device kernels (backend="device": block Gibbs,
-# the six paper samplers' frozen and learning steps, one launch per chunk) are proven on the
-# CPU and not measured yet (BENCHMARKS.md, GPU). "cuda" stays an explicit choice.
-AUTO_PICKS_CUDA = False
-AUTO_NOTE = (
-    "auto runs on the CPU: its compiled steps are faster than the GPU's torch steps until "
-    "device kernels are measured faster on a real GPU; choose cuda to sample on the GPU."
-)
-
-
-def resolve_device(device) -> torch.device:
-    """``None`` or ``"auto"``: the faster path, the CPU until ``AUTO_PICKS_CUDA`` (see there).
-    ``"cuda"`` without a GPU is an error."""
-    if device is None or device == "auto":
-        cuda = AUTO_PICKS_CUDA and torch.cuda.is_available()
-        return torch.device("cuda" if cuda else "cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device must be 'cpu', 'cuda' or None, got {device!r}.") from err
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was requested but no CUDA GPU is available; use 'cpu'.")
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}.")
-    return device
 
 
 def uniform_start(shape: tuple[int, ...], n_chains: int, seed: int = 0) -> torch.Tensor:
