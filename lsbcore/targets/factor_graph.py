@@ -189,11 +189,13 @@ class FactorGraph(Target):
 
     # ----------------------------------------------------------------- starting states
     def start(self, n_chains: int, generator: torch.Generator) -> torch.Tensor:
-        """States ``[n_chains, n]`` of positive probability: uniform draws, then for the chains
-        at zero mass a greedy repair (flip the variable that leaves the fewest zero-mass
-        factors, ties broken at random; now and then a random variable of a violated factor)
-        with random restarts. Chains still at zero mass at the end take a state another chain
-        found; if no chain found one, a ValueError says so."""
+        """States ``[n_chains, n]`` of positive probability. Uniform draws first; a chain at zero
+        mass then draws its variables in index order, each from the factors that it completes
+        (ancestral sampling, for a Bayesian network numbered parents first), and a greedy repair
+        follows (flip the variable that leaves the fewest zero-mass factors, ties broken at
+        random; now and then a random variable of a violated factor), with random restarts.
+        Chains still at zero mass at the end take a state another chain found; if no chain found
+        one, a ValueError says so."""
         n_chains = integer(n_chains, "n_chains", 1, 100_000)
         for f, table in enumerate(self.log_tables):
             if not bool(torch.isfinite(table).any()):
@@ -201,40 +203,86 @@ class FactorGraph(Target):
                     f"factor {f} (over variables {list(self.scopes[f])}) gives every value of "
                     "its scope probability zero, so no state has positive probability."
                 )
-        x = super().start(n_chains, generator)
-        chains = torch.arange(n_chains, device=x.device)
+        x = _uniform(n_chains, self.n_sites, generator)
         flips = START_FLIPS_PER_VARIABLE * self.n_sites + 10
-        for restart in range(START_RESTARTS):
-            if restart > 0:  # fresh uniform states for the chains still at zero mass
-                _, zeros = self._scores(x)
-                fresh = super().start(n_chains, generator)
-                x = torch.where((zeros > 0).unsqueeze(1), fresh, x)
-            for _ in range(flips):
-                _, zeros, _, d_zeros = self._flip_scores(x)
-                stuck = zeros > 0
-                if not bool(stuck.any()):
-                    return x
-                noise = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-                best = (d_zeros + 0.5 * noise).argmin(1)  # fewest zero-mass factors, random ties
-                violated = self._violated_counts(x)
-                weights = torch.where(stuck.unsqueeze(1), violated, torch.ones_like(violated))
-                walk = torch.multinomial(weights, 1, generator=generator).squeeze(1)
-                coin = torch.rand(n_chains, generator=generator, dtype=x.dtype, device=x.device)
-                site = torch.where(coin < START_NOISE, walk, best)
-                flipped = x.clone()
-                flipped[chains, site] = -flipped[chains, site]
-                x = torch.where(stuck.unsqueeze(1), flipped, x)
+        for _ in range(START_RESTARTS):
+            stuck = (self._scores(x)[1] > 0).unsqueeze(1)
+            if not bool(stuck.any()):
+                return x
+            fresh = self._sequential(_uniform(n_chains, self.n_sites, generator), generator)
+            x = self._repair(torch.where(stuck, fresh, x), generator, flips)
         _, zeros = self._scores(x)
         found = (zeros == 0).nonzero().flatten()
         if len(found) == 0:
             raise ValueError(
                 f"found no state of positive probability for {self.describe()}: "
-                f"{START_RESTARTS} restarts of a greedy repair of {n_chains} chains "
-                f"({flips} flips each) all ended where some factor gives probability zero."
+                f"{START_RESTARTS} restarts of a search over {n_chains} chains "
+                f"({flips} repairing flips each) all ended where some factor gives probability "
+                "zero."
             )
         # chains that found nothing start from the states others found, in turn
         donor = found[torch.arange(n_chains, device=x.device) % len(found)]
         return torch.where((zeros > 0).unsqueeze(1), x[donor], x)
+
+    def _sequential(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """``x`` with each variable redrawn in index order from the factors whose last variable
+        (by index) it is, given the variables before it; a variable whose both values are
+        forbidden there keeps its value."""
+        bits = (x > 0).long()
+        u = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+        for v, factors in self._completed():
+            log_w = x.new_zeros(len(x), 2)  # log weight of x_v = -1, +1
+            for scope, place, bit, table in factors:
+                scope, place, table = (t.to(x.device) for t in (scope, place, table))
+                index = (bits[:, scope] * place).sum(1) - bits[:, v] * bit  # v's bit cleared
+                log_w += torch.stack([table[index], table[index + bit]], 1)
+            # P(x_v = +1) = sigmoid(log_w1 - log_w0), with the zeros exact
+            gap = log_w[:, 1] - log_w[:, 0]
+            p_one = torch.where(
+                torch.isneginf(log_w).all(1),
+                bits[:, v].to(x.dtype),
+                torch.sigmoid(torch.nan_to_num(gap, nan=0.0)),
+            )
+            bits[:, v] = (u[:, v] < p_one).long()
+        return (2 * bits - 1).to(torch.float64)
+
+    def _completed(self):
+        """Per variable, the factors it completes in index order: ``(scope, place, bit, table)``
+        with ``bit`` its place value in the factor's index (built once)."""
+        if not hasattr(self, "_completion"):
+            by_last: dict[int, list] = {}
+            for scope, table in zip(self.scopes, self.log_tables, strict=True):
+                if not scope:
+                    continue
+                last = max(scope)
+                k = len(scope)
+                place = 2 ** torch.arange(k - 1, -1, -1, dtype=torch.long)
+                bit = 2 ** (k - 1 - scope.index(last))
+                entry = (torch.tensor(scope, dtype=torch.long), place, bit, table)
+                by_last.setdefault(last, []).append(entry)
+            self._completion = sorted(by_last.items())
+        return self._completion
+
+    def _repair(self, x: torch.Tensor, generator: torch.Generator, flips: int) -> torch.Tensor:
+        """Up to ``flips`` min-conflict flips of every chain at zero mass (see ``start``)."""
+        n_chains = len(x)
+        chains = torch.arange(n_chains, device=x.device)
+        for _ in range(flips):
+            _, zeros, _, d_zeros = self._flip_scores(x)
+            stuck = zeros > 0
+            if not bool(stuck.any()):
+                break
+            noise = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+            best = (d_zeros + 0.5 * noise).argmin(1)  # fewest zero-mass factors, random ties
+            violated = self._violated_counts(x)
+            weights = torch.where(stuck.unsqueeze(1), violated, torch.ones_like(violated))
+            walk = torch.multinomial(weights, 1, generator=generator).squeeze(1)
+            coin = torch.rand(n_chains, generator=generator, dtype=x.dtype, device=x.device)
+            site = torch.where(coin < START_NOISE, walk, best)
+            flipped = x.clone()
+            flipped[chains, site] = -flipped[chains, site]
+            x = torch.where(stuck.unsqueeze(1), flipped, x)
+        return x
 
     def _violated_counts(self, flat: torch.Tensor) -> torch.Tensor:
         """Per variable, the number of zero-mass factors it belongs to ``[B, n]``."""
@@ -247,6 +295,12 @@ class FactorGraph(Target):
                 1, g.scopes.reshape(1, -1).expand(len(flat), -1), at_zero.reshape(len(flat), -1)
             )
         return counts
+
+
+def _uniform(n_chains: int, n: int, generator: torch.Generator) -> torch.Tensor:
+    """Uniform states ``[n_chains, n]`` of +-1 on the generator's device."""
+    bits = torch.randint(0, 2, (n_chains, n), generator=generator, device=generator.device)
+    return (2 * bits - 1).to(torch.float64)
 
 
 def _log_ratio(d_finite: torch.Tensor, zeros: torch.Tensor, zeros_new: torch.Tensor):
