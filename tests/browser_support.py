@@ -10,8 +10,8 @@
 
 Test modules import the fixture functions (``server_fixture``, ``browser_fixture``,
 ``page_fixture``); pytest knows them by their names ``server``, ``browser`` and ``page``.
-The browser-driving helpers themselves live in ``tools.loadtest`` (shared with the load test and
-``tools.screenshots``) and are re-exported here.
+The browser-driving helpers themselves live in ``tools.browser_kit`` (shared with the load test
+and ``tools.screenshots``) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.loadtest import (  # noqa: F401  (re-exported for the test modules)
+from tools.browser_kit import (  # noqa: F401  (re-exported for the test modules)
     CHROMIUM,
     MISSING_CHROMIUM,
     TIMEOUT_MS,

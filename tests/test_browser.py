@@ -47,7 +47,7 @@ from PIL import Image
 from playwright.sync_api import expect
 
 from app import config, pin_store, state
-from tools.loadtest import sampler_tags, status_text, steps_shown
+from tools.browser_kit import sampler_tags, status_text, steps_shown
 
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=TIMEOUT_MS)

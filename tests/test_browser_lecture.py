@@ -32,7 +32,7 @@ from playwright.sync_api import expect
 from app import config
 from app.view_links import VIEW_GROUPS
 from lsbcore import CSV_COLUMNS
-from tools.loadtest import steps_shown
+from tools.browser_kit import steps_shown
 
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=TIMEOUT_MS)

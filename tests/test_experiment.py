@@ -457,7 +457,7 @@ def test_the_report_draws_every_figure_in_a_browser(run1):
     """The report unpacks its plotly.js and draws each figure from its JSON, offline."""
     from playwright.sync_api import sync_playwright
 
-    from tools.loadtest import launch_chromium
+    from tools.browser_kit import launch_chromium
 
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright)

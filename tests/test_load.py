@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import loadtest
+from tools import browser_kit, loadtest
 
 pytestmark = pytest.mark.browser
 
@@ -22,8 +22,8 @@ MAX_RSS_MB = 2000  # measured about 450 MB; this catches a leak or a runaway, no
 
 
 def test_four_sessions_keep_updating_with_their_own_configurations():
-    if not Path(loadtest.CHROMIUM).exists():
-        pytest.fail(loadtest.MISSING_CHROMIUM)
+    if not Path(browser_kit.CHROMIUM).exists():
+        pytest.fail(browser_kit.MISSING_CHROMIUM)
     result = loadtest.run_load(SESSIONS, SECONDS, shots=ARTIFACTS, log=lambda *_: None)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "load-summary.txt").write_text(result.summary() + "\n")

@@ -28,7 +28,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from tools import loadtest
+from tools import browser_kit
 
 MIXING_STEPS = 150_000  # traces at every step still fit the session's bound (12 M values)
 POLL_S = 0.25
@@ -38,7 +38,7 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     """CPU seconds (user and system) ``pid`` and its descendants have used so far."""
     total = 0.0
-    for proc in [pid, *loadtest._children(pid)]:
+    for proc in [pid, *browser_kit.descendants(pid)]:
         try:
             fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -149,19 +149,19 @@ def app_rate(
     compile_kernels(root)
     seen: list[tuple[float, int, str]] = []  # (time, step, status line)
     cpu: dict[int, float] = {}  # step -> the server's CPU seconds when the page showed it
-    with loadtest.StreamlitServer(root=root) as server, sync_playwright() as playwright:
-        browser = loadtest.launch_chromium(playwright)
+    with browser_kit.StreamlitServer(root=root) as server, sync_playwright() as playwright:
+        browser = browser_kit.launch_chromium(playwright)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            loadtest.open_app(page, loadtest.app_url(server.url, query))
+            browser_kit.open_app(page, browser_kit.app_url(server.url, query))
             page.wait_for_timeout(1000 * settle_s)  # the server loads its kernels meanwhile
-            loadtest.button(page, "run").click()
+            browser_kit.button(page, "run").click()
             pressed, pressed_epoch = time.perf_counter(), time.time()
-            page.evaluate(loadtest._COUNTER)  # the chain images' changes, timed in the page
+            page.evaluate(browser_kit.REDRAW_COUNTER)  # the chain images' changes, timed there
             mixing_since = None
             while time.perf_counter() - pressed < seconds + 120:
-                text = loadtest.status_text(page)
-                match = loadtest.STATUS_LINE.search(text)
+                text = browser_kit.status_text(page)
+                match = browser_kit.STATUS_LINE.search(text)
                 step = int(match.group(1).replace(",", "")) if match else -1
                 now = time.perf_counter() - pressed
                 if step >= 0 and (not seen or step != seen[-1][1]):
@@ -204,7 +204,7 @@ def _print_library(library: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.live_speed", description=__doc__)
-    parser.add_argument("--root", type=Path, default=loadtest.ROOT, help="the app to serve")
+    parser.add_argument("--root", type=Path, default=browser_kit.ROOT, help="the app to serve")
     parser.add_argument("--samplers", default=None, help="comma-separated (default: the app's)")
     parser.add_argument("--seconds", type=float, default=20.0, help="of mixing, in the app")
     parser.add_argument("--library-seconds", type=float, default=4.0, help="per phase")

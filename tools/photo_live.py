@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from tools.loadtest import (
-    _COUNTER,
+from tools.browser_kit import (
+    REDRAW_COUNTER,
     StreamlitServer,
     app_url,
     button,
@@ -48,7 +48,7 @@ def _rate(times: list[float], start: float, elapsed: float) -> tuple[float, floa
 
 def measure(page, seconds: float) -> dict:
     page.evaluate("() => { delete window.__lsbRedraws; }")
-    page.evaluate(_COUNTER)
+    page.evaluate(REDRAW_COUNTER)
     page.evaluate(_STATUS_COUNTER)
     steps0, start = steps_shown(page), time.time()
     time.sleep(seconds)

@@ -1,7 +1,7 @@
 """Screenshots of the main views for the README.
 
 ``python -m tools.screenshots --out docs/screenshots`` starts a server
-(``tools.loadtest.StreamlitServer``), drives Debian's headless Chromium through Playwright and
+(``tools.browser_kit.StreamlitServer``), drives Debian's headless Chromium through Playwright and
 saves six PNGs, each cropped to the part of the page worth looking at:
 
 - ``chains.png``: the default configuration (paper case 3) after burn-in and some mixing: the
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.loadtest import (
+from tools.browser_kit import (
     TIMEOUT_MS,
     ServerError,
     StreamlitServer,
