@@ -14,7 +14,8 @@ downloaded here; the test suite never needs it). Get one with
 6441499c (2021-05-27), the latest.
 
 What runs is theirs: ``rbm.BernoulliRBM`` (float32, as there) with the weights of the "random"
-setting, and the samplers exactly as ``rbm_sample.py`` builds them, ``gwg``:
+setting (drawn by ``lsbcore``'s ``RBM.random``, so that both codes sample one target), and the
+samplers exactly as ``rbm_sample.py`` builds them, ``gwg``:
 ``samplers.DiffSampler(n, 1, fixed_proposal=False, approx=True, multi_hop=False, temp=2.)``,
 ``bg-2``: ``block_samplers.BlockGibbsSampler(n, 2)``, ``hb-10-1``:
 ``block_samplers.HammingBallSampler(n, 10, 1)``, stepped as its timed loop does:
@@ -51,6 +52,7 @@ import numpy as np
 import torch
 
 from lsbcore.samplers.registry import make_sampler
+from lsbcore.targets.rbm import RBM
 
 #: Packages their modules import at the top but the timed code never calls.
 UNUSED_IMPORTS = ("tqdm", "igraph", "torchvision", "matplotlib", "sklearn")
@@ -143,22 +145,12 @@ def load_public_code(
     return modules, sorted({name.split(".")[0] for name in stand_ins.served})
 
 
-def random_rbm(n_visible: int, n_hidden: int, seed: int):
-    """The "random" setting of ``rbm_sample.py`` (W ~ N(0, 0.05), both biases ~ N(0, 1)),
-    float64, drawn from a seeded generator so that both codes get the same weights."""
-    generator = torch.Generator().manual_seed(seed)
-    w = torch.randn(n_hidden, n_visible, generator=generator, dtype=torch.float64) * 0.05**0.5
-    b_visible = torch.randn(n_visible, generator=generator, dtype=torch.float64)
-    b_hidden = torch.randn(n_hidden, generator=generator, dtype=torch.float64)
-    return w, b_visible, b_hidden
-
-
-def public_model(code, w, b_visible, b_hidden, device):
-    """Their ``BernoulliRBM`` holding these weights (in its own float32)."""
-    model = code["rbm"].BernoulliRBM(w.shape[1], w.shape[0])
-    model.W.data = w.float()
-    model.b_v.data = b_visible.float()
-    model.b_h.data = b_hidden.float()
+def public_model(code, target: RBM, device):
+    """Their ``BernoulliRBM`` holding ``target``'s weights (in its own float32)."""
+    model = code["rbm"].BernoulliRBM(target.n_visible, target.n_hidden)
+    model.W.data = target.W.float()
+    model.b_v.data = target.b_visible.float()
+    model.b_h.data = target.b_hidden.float()
     return model.to(device)
 
 
@@ -224,19 +216,16 @@ def measure(args) -> dict:
     torch.manual_seed(args.seed)  # their samplers draw from the global generators
     np.random.seed(args.seed)  # noqa: NPY002 (their block samplers draw from numpy's global)
     code, stand_ins = load_public_code(args.gwg_release)
-    w, b_visible, b_hidden = random_rbm(args.visible, args.hidden, args.seed)
-    model = public_model(code, w, b_visible, b_hidden, device)
-    target = None
-    if args.compare:
-        from lsbcore.targets.rbm import RBM  # only for --compare: theirs alone needs no lsbcore
-
-        target = RBM(w, b_visible, b_hidden)
+    # the "random" setting of rbm_sample.py (W ~ N(0, 0.05), both biases ~ N(0, 1)), drawn once
+    # for both codes
+    target = RBM.random(args.visible, args.hidden, args.seed)
+    model = public_model(code, target, device)
     load_before = os.getloadavg()[0]
     figures = {}
     for name in args.samplers:
         advances = {"public": (public_stepper(code, name, model, args.chains, device), args.steps)}
         row = {}
-        if target is not None:
+        if args.compare:
             ours = our_stepper(name, target, args.chains, device, args.seed)
             if isinstance(ours, str):
                 row["ours refused"] = ours
