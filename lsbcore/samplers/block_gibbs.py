@@ -1,0 +1,224 @@
+"""Block Gibbs on any target: a block of ``k`` sites resampled exactly from its conditional.
+
+A step picks a block ``S`` of ``k`` sites and scores every one of the ``2^k`` states that agree
+with ``x`` off ``S``; the new state is drawn from
+
+    p(y_S | x_-S) = p~(y) / sum_{y'_S} p~(y'),        y = (y_S, x_-S),
+
+which leaves ``p`` invariant and is reversible for a fixed block. The paper's Gibbs-2/4/10
+(Table 4: 4, 16 and 1024 evaluations per step) are this step with ``k = 2, 4, 10``.
+
+Blocks (``blocks=``):
+
+- ``"random"``: ``k`` distinct sites drawn uniformly, afresh for each chain and step. A mixture
+  of reversible block updates, so the step is reversible.
+- ``"sweep"``: fixed consecutive blocks ``{jk, ..., jk + k - 1}`` (mod ``n``) taken in order,
+  ``ceil(n / k)`` of them per sweep; when ``k`` does not divide ``n`` the last block wraps round
+  to the first sites, so every step scores exactly ``2^k`` states. Each step leaves ``p``
+  invariant; a whole sweep does too, but is not reversible.
+
+The public Gibbs-with-Gradients code (reused by the LSB paper for its RBM runs) instead walks a
+random permutation of the sites in consecutive blocks, one permutation shared by all chains and
+drawn anew after each sweep; both choices here leave the same ``p`` invariant.
+
+The candidates' ``log p~`` come from one ``target.log_prob`` call on ``[B * M, n]`` states,
+chunked so that no more than ``MAX_CANDIDATE_VALUES`` numbers are built at once (``k = 12``
+on 800 sites with 100 chains is 3.3e8 of them). ``HammingBallSampler`` reuses these functions:
+its step is a block update restricted to a Hamming ball.
+
+Evaluations (``docs/method.md``): a step scores ``2^k`` states, the current one included.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from lsbcore.checks import integer
+from lsbcore.samplers.batched import BatchedSampler
+
+#: Largest block: 2^12 = 4096 states scored per chain and step.
+MAX_BLOCK = 12
+#: Candidate states' numbers built at once (2^22 float64: 32 MiB), before ``log_prob`` sees them.
+MAX_CANDIDATE_VALUES = 1 << 22
+#: How blocks are chosen (the module docstring).
+BLOCK_CHOICES = ("random", "sweep")
+#: Enumerated transition probabilities: at most this many sites (2^12 states).
+MAX_EXACT_SITES = 12
+
+
+# ----------------------------------------------------------------- the block update
+def flip_patterns(k: int) -> torch.Tensor:
+    """Every multiplier of a ``k``-site block, ``[2^k, k]`` of +-1: bit ``j`` of row ``m`` set
+    means site ``j`` flipped (-1). Row 0 flips nothing, so candidate 0 is the current state."""
+    bits = (torch.arange(2**k).unsqueeze(1) >> torch.arange(k)) & 1
+    return (1 - 2 * bits).to(torch.float64)
+
+
+def block_states(x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor) -> torch.Tensor:
+    """``x`` (``[B, n]``) with ``sites[b]`` (``[B, k]``) multiplied by each of ``flips``
+    (``[M, k]``): the candidates ``[B, M, n]``."""
+    b, m = x.shape[0], flips.shape[0]
+    new = x.gather(1, sites).unsqueeze(1) * flips.unsqueeze(0)  # [B, M, k]
+    states = x.unsqueeze(1).repeat(1, m, 1)
+    return states.scatter_(2, sites.unsqueeze(1).expand(b, m, -1), new)
+
+
+def block_log_probs(target, x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor):
+    """``log p~`` of every candidate of ``block_states``, ``[B, M]``, scored in chunks of at
+    most ``MAX_CANDIDATE_VALUES`` numbers (one ``log_prob`` call per chunk)."""
+    b, n = x.shape
+    m = flips.shape[0]
+    group = max(1, MAX_CANDIDATE_VALUES // (b * n))  # candidates per chain in one chunk
+    out = torch.empty(b, m, dtype=torch.float64, device=x.device)
+    for first in range(0, m, group):
+        chunk = flips[first : first + group]
+        states = block_states(x, sites, chunk)  # [B, G, n]
+        g = chunk.shape[0]
+        if target.batch == 1:
+            out[:, first : first + g] = target.log_prob(states.reshape(b * g, n)).view(b, g)
+        else:  # one parameter set per chain: score each candidate's [B, n] in turn
+            for j in range(g):
+                out[:, first + j] = target.log_prob(states[:, j])
+    return out
+
+
+def with_block(x: torch.Tensor, sites: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """``x`` (``[B, n]``) with ``sites`` (``[B, k]``) multiplied by ``flip`` (``[B, k]``)."""
+    return x.scatter(1, sites, x.gather(1, sites) * flip)
+
+
+def draw_index(log_w: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """One index per row of ``log_w`` (``[B, M]``, unnormalised, ``-inf`` allowed, at least one
+    finite per row) with probability ``softmax(log_w)``, by inverse CDF on ``u`` (``[B]``,
+    ``[0, BELOW_ONE)``). A zero-weight index is never drawn: its CDF equals its predecessor's,
+    and the last positive one is always a candidate."""
+    w = torch.exp(log_w - log_w.max(1, keepdim=True).values)  # the largest weight is 1
+    cdf = w.cumsum(1)
+    threshold = u.unsqueeze(1) * cdf[:, -1:]
+    index = torch.arange(w.shape[1], device=w.device)
+    last = ((w > 0) * (index + 1)).argmax(1, keepdim=True)  # the last positive weight
+    above = (cdf > threshold) | (index == last)
+    return above.to(torch.int8).argmax(1)  # the first True (argmax returns the first maximum)
+
+
+def state_codes_of(states: torch.Tensor) -> torch.Tensor:
+    """The state code (``lsbcore.exact.states``: bit ``i`` set where site ``i`` is +1) of every
+    state ``[..., n]``, on its device."""
+    n = states.shape[-1]
+    powers = 2 ** torch.arange(n, device=states.device)
+    return ((states > 0).long() * powers).sum(-1)
+
+
+def add_block_law(rows, target, x, sites, flips, weight: float) -> None:
+    """Add ``weight`` times the law of one block update (the step's conditional over the
+    candidates ``flips`` on ``sites``) to ``rows`` (``[B, 2^n]``, columns state codes)."""
+    q = torch.softmax(block_log_probs(target, x, sites, flips), 1)  # [B, M]
+    codes = state_codes_of(block_states(x, sites, flips))  # [B, M]
+    rows.scatter_add_(1, codes, weight * q)
+
+
+def check_block_size(block_size, n_sites: int) -> int:
+    k = integer(block_size, "block_size", 1, MAX_BLOCK)
+    if k > n_sites:
+        raise ValueError(f"block_size must be at most the number of sites ({n_sites}), got {k}.")
+    return k
+
+
+def check_exact_size(n_sites: int) -> None:
+    if n_sites > MAX_EXACT_SITES:
+        raise ValueError(
+            "transition_probabilities enumerates all 2^n states: at most "
+            f"{MAX_EXACT_SITES} sites, got {n_sites}."
+        )
+
+
+class BlockGibbsSampler(BatchedSampler):
+    """Block Gibbs with blocks of ``block_size`` sites (see the module docstring).
+
+    State beyond the base's ``x`` and ``log p~``: for ``"sweep"``, the position of the next
+    block in the sweep. ``log p~`` of the new state is the score of the drawn candidate.
+    """
+
+    name = "block-gibbs"
+    uses_ratios = False
+
+    def __init__(
+        self, target, n_chains: int, block_size: int = 2, blocks: str = "random", **common
+    ):
+        if blocks not in BLOCK_CHOICES:
+            raise ValueError(f"blocks must be one of {BLOCK_CHOICES}, got {blocks!r}.")
+        k = integer(block_size, "block_size", 1, MAX_BLOCK)
+        super().__init__(target, n_chains, **common)
+        self.block_size = check_block_size(k, self.n_sites)
+        self.blocks = blocks
+        self.sites_per_step = self.block_size
+        self._flips = flip_patterns(self.block_size).to(self.device)  # [2^k, k]
+        starts = range(0, self.n_sites, self.block_size)
+        self.sweep_blocks = tuple(
+            torch.arange(j, j + self.block_size, device=self.device) % self.n_sites for j in starts
+        )  # ceil(n / k) blocks of k sites; the last wraps round
+        self._position = 0  # the next sweep block
+        self._no_flip = torch.zeros(self.n_chains, dtype=torch.long, device=self.device)
+
+    @property
+    def evals_per_step(self) -> int:
+        """``2^k``: every state of the block is scored (the paper's Table 4 counts the same)."""
+        return 2**self.block_size
+
+    def _next_sites(self) -> torch.Tensor:
+        """The block of every chain for this step, ``[B, k]`` (advances the sweep)."""
+        if self.blocks == "sweep":
+            sites = self.sweep_blocks[self._position]
+            self._position = (self._position + 1) % len(self.sweep_blocks)
+            return sites.expand(self.n_chains, -1)
+        # the k largest of n uniforms: a uniformly random k-subset per chain
+        u = self._uniforms(self.n_chains, self.n_sites)
+        return torch.topk(u, self.block_size, dim=1, sorted=False).indices
+
+    def _step(self) -> None:
+        sites = self._next_sites()
+        log_w = block_log_probs(self.target, self._x, sites, self._flips)  # [B, 2^k]
+        self._update_block(self._x, sites, self._flips, log_w, self._no_flip)
+
+    def _update_block(self, base, sites, flips, log_w, current) -> None:
+        """Move to ``base`` with ``sites`` multiplied by ``flips[m]``, ``m`` drawn from
+        ``softmax(log_w)`` (``[B, M]``: the candidates' ``log p~``); ``current [B]`` is the index
+        of the current ``x`` among the candidates."""
+        choice = draw_index(log_w, self._uniforms(self.n_chains))  # [B]
+        x_new = with_block(base, sites, flips[choice])
+        moved = choice != current
+        log_ratio = log_w.gather(1, choice.unsqueeze(1)).squeeze(1) - self._log_p
+        stay = torch.softmax(log_w, 1).gather(1, current.unsqueeze(1)).squeeze(1)
+        self._move(x_new, moved, log_ratio)
+        self._last = {"sites": sites, "accept_prob": 1.0 - stay, "accepted": moved}
+
+    # ----------------------------------------------------------------- the exact law
+    def transition_probabilities(self, block: int | None = None) -> torch.Tensor:
+        """The law of every chain's next state, ``[B, 2^n]`` float64 (columns: state codes of
+        ``lsbcore.exact.states``), from the functions the step uses.
+
+        ``"random"``: the average of the block updates over all ``C(n, k)`` blocks.
+        ``"sweep"``: the update of sweep block ``block`` (default: the next step's).
+        """
+        check_exact_size(self.n_sites)
+        if self.blocks == "sweep":
+            last = len(self.sweep_blocks) - 1
+            j = self._position if block is None else integer(block, "block", 0, last)
+            blocks, weight = [self.sweep_blocks[j]], 1.0
+        else:
+            if block is not None:
+                raise ValueError("block= picks a sweep block; these blocks are drawn at random.")
+            every = itertools.combinations(range(self.n_sites), self.block_size)
+            blocks = [torch.tensor(c, device=self.device) for c in every]
+            weight = 1.0 / len(blocks)
+        rows = torch.zeros(self.n_chains, 2**self.n_sites, dtype=torch.float64, device=self.device)
+        with torch.no_grad():
+            for sites in blocks:
+                self._add_law(rows, sites.expand(self.n_chains, -1), weight)
+        return rows
+
+    def _add_law(self, rows: torch.Tensor, sites: torch.Tensor, weight: float) -> None:
+        """Add ``weight`` times the law of this sampler's update of the block ``sites``."""
+        add_block_law(rows, self.target, self._x, sites, self._flips, weight)
