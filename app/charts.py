@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app import presentation
+from app.file_names import export_stem
 from app.widgets import ensure
 
 FORMATS = ("png", "svg")
@@ -65,8 +67,5 @@ def config(stem: str, name: str) -> dict:
 def show(fig, run, name: str, where=None, width="stretch") -> None:
     """Draw ``fig`` in ``where`` (the page by default) with its download button; ``width``
     "content" keeps the figure's own width."""
-    from app import presentation
-    from app.views.export import export_stem  # the views import this module
-
     fig = presentation.figure(fig)
     (where or st).plotly_chart(fig, width=width, config=config(export_stem(run), name))

@@ -1,20 +1,23 @@
 """Names made from text the user gave (a photo's file name) or the app chose (a problem's
 name): safe characters only, and never cut in the middle of a word.
 
-``file_stem`` is for download names (lower case, letters, digits and dashes); ``photo_title``
+``file_stem`` is for download names (lower case, letters, digits and dashes) and
+``export_stem`` the start of every file a run saves (its problem, seed and date); ``photo_title``
 turns an uploaded file's name into the problem's name, so that a photo's outputs carry the
 photo's own name instead of "uploaded image" for every photo.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from pathlib import PurePosixPath, PureWindowsPath
 
-__all__ = ["UPLOAD_TITLE", "cut_at_word", "file_stem", "photo_title"]
+__all__ = ["UPLOAD_TITLE", "cut_at_word", "export_stem", "file_stem", "photo_title"]
 
 UPLOAD_TITLE = "uploaded image"
 PHOTO_CHARS = 40  # a photo's name in the problem's name, at most
+STEM_CHARS = 48  # the problem's part of a file name, at most (cut at a word boundary)
 
 
 def cut_at_word(words: str, limit: int, sep: str = "-") -> str:
@@ -32,6 +35,15 @@ def file_stem(text: str, limit: int) -> str:
     cut between words; empty when nothing usable is left."""
     words = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
     return cut_at_word(words, limit)
+
+
+def export_stem(run, day: datetime.date | None = None) -> str:
+    """``lsb-<problem>-seed<seed>-<date>``: the problem's name in lower-case letters, digits and
+    dashes, cut between words (a photo's own file name included, so nothing odd reaches a file
+    name)."""
+    problem = file_stem(run.problem.name, STEM_CHARS) or "run"
+    day = day or datetime.date.today()
+    return f"lsb-{problem}-seed{run.config.seed}-{day.isoformat()}"
 
 
 def photo_title(file_name: str | None) -> str:

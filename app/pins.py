@@ -28,7 +28,7 @@ import numpy as np
 
 import lsbcore
 from app import config as cfgmod
-from app import sources
+from app import mixing_diagnostics, sources
 from app.config import Config
 from lsbcore import REGISTRY, bounded_json, figures
 
@@ -131,13 +131,10 @@ def _rounded(values) -> list[float | None]:
 
 def capture(run, name: str, now: float | None = None) -> Pin:
     """Pin ``run`` (an ``app.state.Run``) as it is now, under ``name``."""
-    from app.views import balancing as balancing_view  # the views import app modules
-    from app.views import mixing as mixing_view
-
     name = clean_name(name)
     shared = run.problem.target.batch == 1
     with run.lock:  # the worker updates samplers and traces in place
-        series = mixing_view.snapshot(run)
+        series = mixing_diagnostics.snapshot(run)
         _, mixing_seconds = run.phase_seconds()
         samplers = run.comparison.samplers
         summaries = {
@@ -151,7 +148,7 @@ def capture(run, name: str, now: float | None = None) -> Pin:
         for n, site in step.sites.items() if step is not None else ():
             if n in summaries:
                 summaries[n]["move_prob"] = site.move_prob
-        balancings = balancing_view.balanced(samplers)
+        balancings = figures.balancings_of(samplers)
         _, g, _ = figures.balancing_curves(balancings, T_GRID)
         learned = {
             n: lsbcore.balancing_to_dict(s.balancing)
@@ -160,7 +157,7 @@ def capture(run, name: str, now: float | None = None) -> Pin:
         }
         weights = samplers["lsb1"].balancing.weights() if "lsb1" in samplers else None
         steps, phase = run.n_steps, run.phase
-    view = mixing_view.mixing_view(series, MAX_LAG, shared) if phase == "mixing" else None
+    view = mixing_diagnostics.mixing_view(series, MAX_LAG, shared) if phase == "mixing" else None
     acf = {}
     if view is not None:
         with warnings.catch_warnings():  # a lag no chain defines is a gap, not a warning

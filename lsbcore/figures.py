@@ -270,6 +270,12 @@ def band_figure(
 
 
 # ----------------------------------------------------------------------------- balancing
+def balancings_of(samplers: Mapping) -> dict:
+    """The balancing function of every locally balanced sampler among ``samplers`` (names to
+    samplers): what ``balancing_curves`` draws."""
+    return {n: s.balancing for n, s in samplers.items() if REGISTRY[n].balanced}
+
+
 def balancing_curves(balancings: dict, t=None) -> tuple[np.ndarray, dict, dict]:
     """``(t, g, reflected)`` for plotting: ``g[name] = g(t)`` and ``reflected[name] = t g(1/t)``.
 

@@ -53,15 +53,10 @@ def max_log_ratio(target) -> float:
     return 2.0 * (target.alpha.abs().max().item() + 4.0 * target.lam)
 
 
-def balanced(samplers: dict) -> dict:
-    """The balancing function of every locally balanced sampler among ``samplers``."""
-    return {n: s.balancing for n, s in samplers.items() if REGISTRY[n].balanced}
-
-
 def figures_now(run, overlay: bool = False) -> tuple[go.Figure | None, dict]:
     """The g(t) figure of the samplers' current functions, and the learners' histories."""
     comparison = run.comparison
-    balancings = balanced(comparison.samplers)
+    balancings = figures.balancings_of(comparison.samplers)
     t = t_grid(max_log_ratio(run.problem.target))
     with run.lock:  # the worker updates learned parameters in place
         curves = figures.balancing_curves(balancings, t) if balancings else None
@@ -81,7 +76,7 @@ def _figures(run, overlay: bool):
 
 def render(run) -> None:
     comparison = run.comparison
-    balancings = balanced(comparison.samplers)
+    balancings = figures.balancings_of(comparison.samplers)
     others = [figures.sampler_label(n) for n in comparison.names if n not in balancings]
     note = f"{', '.join(others)}: not locally balanced, so no balancing function g to draw."
     if not balancings:

@@ -2,18 +2,17 @@
 traces (gzip-compressed CSV), learned balancing functions (JSON, importable again as the
 "learned" sampler), the figures' format, and a link that reopens this configuration.
 
-File names carry the problem, the seed and the date (``export_stem``), so two runs' files do
-not overwrite each other. Files are built when a button is clicked (Streamlit runs the callable
-on another thread), under the run's lock, so a live run is not slowed by exports nobody asked
-for. Traces are gzip CSV rather than Parquet: the standard library writes it, every tool reads
-it, and it needs no columnar-format dependency; the CSV of a default run (46-50 MB) shrinks
-about sixfold. They are prepared on request so that the page can show their size before the
-download.
+File names carry the problem, the seed and the date (``file_names.export_stem``), so two runs'
+files do not overwrite each other. Files are built when a button is clicked (Streamlit runs the
+callable on another thread), under the run's lock, so a live run is not slowed by exports nobody
+asked for. Traces are gzip CSV rather than Parquet: the standard library writes it, every tool
+reads it, and it needs no columnar-format dependency; the CSV of a default run (46-50 MB)
+shrinks about sixfold. They are prepared on request so that the page can show their size before
+the download.
 """
 
 from __future__ import annotations
 
-import datetime
 import gzip
 import io
 import shlex
@@ -24,24 +23,14 @@ import streamlit as st
 import lsbcore
 from app import charts
 from app.config import Config, to_query_params
-from app.file_names import file_stem
+from app.file_names import export_stem
 from lsbcore import REGISTRY
 from lsbcore.cases import PAPER_CASES
 from lsbcore.experiment.comparison_report import comparison_report
 from lsbcore.figures import sampler_label as label
 from lsbcore.results import comparison_results, results_to_json
 
-STEM_CHARS = 48  # the problem's part of a file name, at most (cut at a word boundary)
 TRACES_KEY = "export_traces_gz"  # (run id, step, gzip bytes): one prepared snapshot per session
-
-
-def export_stem(run, day: datetime.date | None = None) -> str:
-    """``lsb-<problem>-seed<seed>-<date>``: the problem's name in lower-case letters, digits and
-    dashes, cut between words (a photo's own file name included, so nothing odd reaches a file
-    name)."""
-    problem = file_stem(run.problem.name, STEM_CHARS) or "run"
-    day = day or datetime.date.today()
-    return f"lsb-{problem}-seed{run.config.seed}-{day.isoformat()}"
 
 
 def traces_gzip(traces: dict) -> bytes:
