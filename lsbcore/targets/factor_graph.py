@@ -18,8 +18,9 @@ finite part of the sum:
   neither state is preferred), so a Gibbs update there leaves zero mass where it can;
 - ``"gradient"`` is provided where every table is finite: the multilinear extension of each
   log-table over its scope (exact at the corners of ``[-1, 1]^k``), differentiated by autograd;
-- ``start()`` finds states of positive probability by greedy repair with random restarts, or
-  says in a sentence that it found none.
+- ``start()`` finds states of positive probability (draws in index order from the factors each
+  variable completes, exact ancestral sampling for a Bayesian network numbered parents first,
+  then greedy repair with random restarts), or says in a sentence that it found none.
 
 Factors are grouped by arity and scored for all chains and all factors of a group at once.
 ``from_uai`` reads the competition's ``MARKOV`` and ``BAYES`` files (``lsbcore.targets.uai``).
@@ -37,8 +38,8 @@ from lsbcore.checks import integer
 from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_SITES, MAX_VALUES, Target
 from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, read_uai
 
-# The repair search of start(): restarts from fresh uniform states, each of this many flips per
-# variable (plus a few), and the share of its flips that go to a random variable of a violated
+# The search of start(): restarts from fresh draws, each followed by this many repairing flips
+# per variable (plus a few), and the share of its flips that go to a random variable of a violated
 # factor instead of the best one (the random walk that leaves a local minimum)
 START_RESTARTS = 20
 START_FLIPS_PER_VARIABLE = 4

@@ -2,9 +2,10 @@
 
 The competition's files are not shipped, so this module generates networks of the same kind:
 ``side x side`` binary variables in row-major order, each conditioned on its upper and left
-neighbours (the corner has no parent, the first row and column one), the kind of grid network
-that Sang, Beame and Kautz (2005) built for the 2006 evaluation and that the paper describes as
-"100 variables, near-deterministic dependencies".
+neighbours (the corner has no parent, the first row and column one). As we read them, the
+2006 evaluation's grids (from Sang, Beame and Kautz, 2005, named by their share of deterministic
+nodes, e.g. ``90-10-1``) are built this way; the paper says only "100 variables,
+near-deterministic dependencies".
 
 Our choices, since the paper names only that much:
 
