@@ -1,5 +1,6 @@
-"""lsbcore: exact, fast locally balanced MCMC samplers for binary targets (the Ising
-segmentation posterior, any pairwise binary network)."""
+"""lsbcore: exact, fast MCMC samplers for binary targets: the Ising segmentation posterior, any
+pairwise binary network, restricted Boltzmann machines and factor graphs
+(``docs/architecture.md``)."""
 
 from lsbcore.backends import BACKENDS
 from lsbcore.cases import PAPER_CASES, Problem, image_problem, paper_case, square_truth
@@ -56,15 +57,23 @@ from lsbcore.segmentation import (
     upsample,
 )
 from lsbcore.targets.base import Target
+from lsbcore.targets.factor_graph import FactorGraph
+from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.pairwise import PairwiseMRF
 from lsbcore.targets.pairwise_target import PairwiseTarget
+from lsbcore.targets.rbm import RBM
+from lsbcore.targets.uai import read_uai
 
 __all__ = [
     "BACKENDS",
     "REGISTRY",
     "PairwiseMRF",
     "PairwiseTarget",
+    "RBM",
+    "FactorGraph",
+    "grid_network",
+    "read_uai",
     "Target",
     "CSV_COLUMNS",
     "DESCRIPTIONS",
