@@ -277,7 +277,7 @@ def advance(
     limit = max_steps if max_steps is not None else 10**9
     with run.lock:
         # until the compiled kernels are ready (streamlit_app compiles them in the background)
-        # the torch steps run: both backends give the same chains, so the switch is invisible
+        # the torch steps run: every backend gives the same chains, so the switch is invisible
         comparison.set_backend("auto" if warmup.ready() else "torch")
         while done < limit and not run.finished:
             _maybe_start_mixing(run)

@@ -15,8 +15,9 @@ outer loop and the chains the inner one.
   ``NetworkBalancing.pieces``) and the gradient in every piece's slope and intercept is a sum
   over the sites on that piece, chained to the weights by hand.
 
-The optimiser's state (Adam's moments, SGD's momentum) lives with the sampler (``KernelOptimizer``)
-and follows ``torch.optim`` step for step.
+The optimiser's state (Adam's moments, SGD's momentum) lives with the sampler (its
+``_optimizer_state``, ``[2, P + 1]``, shared by the compiled and device learning steps) and
+``optimizer_step`` follows ``torch.optim`` step for step.
 """
 
 from __future__ import annotations

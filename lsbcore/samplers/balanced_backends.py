@@ -233,7 +233,7 @@ class BalancedBackends:
         self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
 
     def _has_device_kernel(self) -> bool:
-        # the six functions of the paper comparison; learning steps stay on torch
+        # the six functions of the paper comparison (learning: ``_has_device_learning``)
         return isinstance(self.balancing, (FixedBalancing, MixtureBalancing, NetworkBalancing))
 
     def _device_function(self) -> Function:

@@ -295,7 +295,7 @@ class Sampler:
     def _draw_uniforms(self, m: int, width: int) -> torch.Tensor:
         """``[m, B, width]`` uniforms for ``m`` steps, below ``BELOW_ONE``, from the generator.
 
-        Both backends draw exactly these per chunk and read ``u[t, b, k]`` with the same
+        Every backend draws exactly these per chunk and read ``u[t, b, k]`` with the same
         meaning, so one seed gives the same chains on either.
         """
         u = torch.rand(

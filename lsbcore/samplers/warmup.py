@@ -1,13 +1,17 @@
-"""Compiling the CPU kernels: every registered sampler takes a few steps on a tiny target.
+"""Compiling the CPU kernels ahead of their first use, and measuring this machine's speed.
 
-numba compiles a kernel for the argument types it is first called with; running each sampler
-(frozen and, where it learns, learning) on a 3x3 lattice reaches every kernel with the types
-real runs use. Compiled code is cached on disk, so later processes load it in about 2 s. Then
-a short block Gibbs run measures this machine's speed (``site_update_rate``), from which the
-app picks a photo's working resolution.
-It drives the samplers, so it sits on top of them: nothing in ``lsbcore`` imports it (the
-app, the tests and the benchmark call it), and ``lsbcore.backends`` imports nothing of
-``lsbcore``.
+numba compiles a kernel for the argument types it is first called with (or loads it from its
+on-disk cache, about 2 s for all of them). ``compile_kernels`` builds every registered sampler
+that needs no loaded function on a 3x3 lattice with the compiled backend and takes two steps
+with statistics tracked and a trace, and two learning steps where it learns: the argument types
+real runs use. A sampler without a compiled kernel takes torch steps there, which compile
+nothing. Then ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``),
+from which the app picks a photo's working resolution.
+
+The app calls it in a background thread (``compile_in_background``; it steps with torch until
+``ready``); the tests and the photo and annealing benchmarks call it first. It drives the
+samplers through the registry, so it sits on top of them: no sampler, target or backend imports
+it.
 """
 
 from __future__ import annotations

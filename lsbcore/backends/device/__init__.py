@@ -4,9 +4,10 @@ Each kernel reads the uniforms the CPU kernels read (``Sampler._draw_uniforms``,
 ``[steps, chains, k]``) and writes the same cached state in place, so one seed gives the same
 chains on the ``"device"`` and ``"compiled"`` backends; the tests check it step by step under
 Triton's CPU interpreter (``TRITON_INTERPRET=1``). Modules: ``checkerboard`` (block Gibbs, one
-launch per colour) and ``balanced`` (frozen locally balanced steps, one launch per chunk, for all
-six samplers of the paper comparison: barker, sqrt, min, max, LSB 1 and LSB 2; learning steps
-run on torch).
+launch per colour), ``balanced`` (frozen locally balanced steps, one launch per chunk, for all
+six samplers of the paper comparison: barker, sqrt, min, max, LSB 1 and LSB 2), ``mixture`` and
+``network`` (LSB 1's and LSB 2's learning steps, one launch per chunk) with ``learning`` (the
+objective, optimiser, draw and flip they share), ``primitives`` and ``cross_compile``.
 
 Triton is imported lazily: the library works without it, and ``resolve_backend`` says why the
 ``"device"`` backend cannot run where it cannot.
