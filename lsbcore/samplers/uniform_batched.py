@@ -1,0 +1,85 @@
+"""Uninformed single-site baselines on any target (spec 3): pick a site ``i`` uniformly, then flip
+it with probability
+
+- ``gibbs``: ``t_i / (1 + t_i) = sigmoid(s_i)`` (random-scan heat bath: site ``i`` is drawn
+  from its conditional, which flips it with exactly this probability);
+- ``metropolis``: ``min(1, t_i) = exp(min(0, s_i))``.
+
+The step scores one state, the proposed one, through ``target.log_ratio`` (a target may answer
+it faster than two ``log p~``): one evaluation per step, and no flip log-ratios are kept
+(``uses_ratios`` is False). A flip into zero mass has ``s_i = -inf`` and is never taken.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.targets.base import Target
+
+RULES = ("gibbs", "metropolis")
+
+
+def log_flip_probability(rule: str, s: torch.Tensor) -> torch.Tensor:
+    """``log P(flip | site proposed)`` from its log-ratio ``s`` (``-inf`` where ``s`` is)."""
+    return F.logsigmoid(s) if rule == "gibbs" else s.clamp(max=0.0)
+
+
+class BatchedUniformSiteSampler(BatchedSampler):
+    """Random-scan ``gibbs`` or uniform-site ``metropolis`` on any ``Target``.
+
+    ``common``: ``seed``, ``device``, ``x0``, ``resync_every``, ``backend`` (``BatchedSampler``).
+    Cached: ``x`` and ``log p~(x)`` only.
+    """
+
+    uses_ratios = False
+    sites_per_step = 1
+
+    def __init__(self, target: Target, n_chains: int, rule: str = "gibbs", **common):
+        if rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {rule!r}.")
+        self.name = self.rule = rule
+        super().__init__(target, n_chains, **common)
+
+    @property
+    def evals_per_step(self) -> int:
+        return 1  # log p~ at the proposed state
+
+    def _step(self) -> None:
+        u = self._uniforms(2, self.n_chains)
+        i = (u[0] * self.n_sites).long().clamp_(max=self.n_sites - 1)  # [B]
+        x_new = self._flip_sites(i)
+        s_i = self.target.log_ratio(self._x, x_new)  # [B]
+        log_p_flip = log_flip_probability(self.rule, s_i)
+        # u < P(flip); a flip into zero mass (s_i = -inf, or NaN from a faulty target) never
+        accept = (torch.log(u[1]) < log_p_flip) & (s_i > -math.inf)
+        self._last = {"site": i, "accept_prob": torch.exp(log_p_flip), "accepted": accept}
+        self._move(x_new, accept, s_i)
+
+    # ----------------------------------------------------------------- the exact law
+    def flip_log_probs(self) -> torch.Tensor:
+        """``log P(flip | site i proposed)`` for every chain and site, ``[B, *shape]``."""
+        with torch.no_grad():
+            s = self.target.flip_log_ratios(self._x)  # [B, n], exact
+            return log_flip_probability(self.rule, s).view(self.x.shape)
+
+    def flip_probabilities(self) -> torch.Tensor:
+        """``T(x -> x with i flipped) = P(flip | i) / n`` for every chain and site,
+        ``[B, *shape]``: the numbers ``step`` uses (``n`` evaluations per chain)."""
+        return torch.exp(self.flip_log_probs()) / self.n_sites
+
+    def proposal_log_probs(self) -> torch.Tensor:
+        """``log Q(i | x) = -log n`` for every chain and site, ``[B, *shape]``."""
+        return torch.full_like(self.x, -math.log(self.n_sites))
+
+
+def uniform_builder(rule: str):
+    """The registry's ``build_any`` for ``gibbs`` or ``metropolis``."""
+
+    def build(target, n_chains, **common):
+        return BatchedUniformSiteSampler(target, n_chains, rule=rule, **common)
+
+    return build
