@@ -1,0 +1,179 @@
+"""Gibbs-with-Gradients (Grathwohl et al. 2021, "Oops I took a gradient"), and the state that
+every gradient-informed sampler keeps.
+
+The flip log-ratios ``s_i(x) = log p~(x with i flipped) - log p~(x)`` are approximated to first
+order by the gradient ``d = grad log p~(x)`` of a differentiable extension of ``log p~``: a flip
+moves ``x_i`` by ``-2 x_i``, so
+
+    s~_i(x) = -2 x_i d_i(x),          a_i(x) = s~_i(x) / 2 = -x_i d_i(x)
+
+(``a``: the "half ratios", the log-weights of the sqrt balancing function). Gibbs-with-Gradients
+proposes site ``i`` with ``q(i | x) = softmax(a(x))_i`` and accepts the flip ``x -> x'`` with
+
+    A = min(1, p~(x') q(i | x') / (p~(x) q(i | x))),
+
+the full Metropolis-Hastings ratio (the balancing shortcut ``Z(x) / Z(x')`` holds only for exact
+ratios), so the chain leaves ``p~`` invariant whatever the quality of the approximation. On a
+pairwise model ``log p~`` is multilinear, ``s~ = s`` exactly, and this is the locally balanced
+``sqrt`` sampler.
+
+``GradientSampler`` caches ``x``, ``log p~(x)`` and ``d(x)`` per chain (invariant: both equal a
+recompute at ``x``; ``invariant_error`` checks it). A step evaluates the target once, value and
+gradient together at the proposed state (the current state's are kept from the step before), so
+``evals_per_step`` is 1 (``docs/method.md``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.targets.base import Target
+
+# Enumeration for the exact one-step laws: 2^12 states, as in lsbcore.exact
+MAX_EXACT_SITES = 12
+# States scored at once when every neighbour of every chain is evaluated (flip_probabilities)
+STATES_PER_BATCH = 1 << 16
+
+
+def value_and_grad(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``log p~(x)`` ``[B]`` and its gradient ``[B, n]`` at flat states ``x [B, n]``: one pass
+    where the target takes its gradient by autograd through ``log_prob`` (the protocol's
+    default), else the target's own closed forms."""
+    if type(target).grad_log_prob is Target.grad_log_prob:
+        with torch.enable_grad():
+            real_x = x.detach().requires_grad_(True)
+            log_p = target.log_prob(real_x)
+            (grad,) = torch.autograd.grad(log_p.sum(), real_x)
+        return log_p.detach(), grad
+    return target.log_prob(x), target.grad_log_prob(x).reshape(x.shape)
+
+
+def half_ratios(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``a_i = s~_i / 2 = -x_i d_i``: half the first-order flip log-ratios, ``x``'s shape."""
+    return -x * grad
+
+
+def log_acceptance(
+    log_ratio: torch.Tensor, log_q_forward: torch.Tensor, log_q_reverse: torch.Tensor
+) -> torch.Tensor:
+    """``log A = min(0, log p~(x')/p~(x) + log q(x | x') - log q(x' | x))``; a move into zero
+    mass (``log_ratio = -inf``) or with an undefined reverse proposal (NaN) is never taken."""
+    log_a = (log_ratio + log_q_reverse - log_q_forward).clamp(max=0.0)
+    return torch.where(torch.isnan(log_a), -torch.inf, log_a)
+
+
+def draw_site(logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """One site per row from ``softmax(logits)`` (``[B, n]``) by inverse CDF with ``u [B]`` in
+    ``[0, 1)``: a site whose weight underflows to 0 is never drawn."""
+    weights = torch.exp(logits - logits.max(1, keepdim=True).values)
+    cdf = weights.cumsum(1)
+    i = torch.searchsorted(cdf, u.unsqueeze(1) * cdf[:, -1:], right=True).view(-1)
+    return i.clamp_(max=logits.shape[1] - 1)
+
+
+def enumerated_states(n: int, device=None) -> torch.Tensor:
+    """Every state ``[2^n, n]``, row ``k`` being state code ``k`` (bit ``i`` set: site ``i`` is
+    +1), the convention of ``lsbcore.exact.states``."""
+    codes = torch.arange(2**n, device=device)
+    return (2 * ((codes.unsqueeze(1) >> torch.arange(n, device=device)) & 1) - 1).double()
+
+
+def state_code(x: torch.Tensor) -> torch.Tensor:
+    """The code of every state in ``x [..., n]`` (``[...]`` int64)."""
+    bits = (x > 0).long()
+    return (bits << torch.arange(x.shape[-1], device=x.device)).sum(-1)
+
+
+class GradientSampler(BatchedSampler):
+    """Base of the gradient-informed samplers: caches ``d(x) = grad log p~(x)`` with ``x`` and
+    ``log p~(x)``, and makes one Metropolis-Hastings decision per chain and step."""
+
+    needs = frozenset({"gradient"})
+    uses_ratios = False  # proposals read the gradient, never the exact ratios
+
+    @property
+    def evals_per_step(self) -> int:
+        """One evaluation, value and gradient at the proposed state."""
+        return 1
+
+    def _after_resync(self) -> None:
+        self._grad = self.target.grad_log_prob(self._x).reshape(self._x.shape)
+
+    def _metropolis(self, x_new: torch.Tensor, log_q_forward: torch.Tensor, log_q_reverse):
+        """Score ``x_new`` (value and gradient), accept per chain with the full MH ratio and
+        move. ``log_q_reverse(x_new, grad_new)`` gives ``log q(x | x_new)`` ``[B]``. Returns
+        ``log A`` and the decisions, ``[B]`` each."""
+        log_p_new, grad_new = value_and_grad(self.target, x_new)
+        log_ratio = log_p_new - self._log_p
+        log_a = log_acceptance(log_ratio, log_q_forward, log_q_reverse(x_new, grad_new))
+        accept = torch.log(self._uniforms(self.n_chains)) < log_a
+        self._move(x_new, accept, log_ratio)
+        self._grad = torch.where(accept.unsqueeze(1), grad_new, self._grad)
+        return log_a, accept
+
+    def invariant_error(self) -> float:
+        """Largest relative gap between the cached ``log p~`` or gradient and a recompute."""
+        with torch.no_grad():
+            exact = self.target.grad_log_prob(self._x).reshape(self._x.shape)
+            gap = (self._grad - exact).abs().max() / exact.abs().max().clamp(min=1.0)
+        return max(super().invariant_error(), float(gap))
+
+    def _check_enumerable(self) -> None:
+        if self.n_sites > MAX_EXACT_SITES or self.target.batch != 1:
+            raise ValueError(
+                f"exact one-step laws enumerate all 2^n states of one target: at most "
+                f"{MAX_EXACT_SITES} sites and one parameter set, got {self.n_sites} sites and "
+                f"{self.target.batch} sets."
+            )
+
+
+class GibbsWithGradients(GradientSampler):
+    """Gibbs-with-Gradients: one site per step from ``softmax(s~(x) / 2)``, MH-corrected with
+    the reverse proposal at ``x'`` (see the module docstring). Registry name ``gwg``."""
+
+    name = "gwg"
+    sites_per_step = 1
+
+    def _log_proposal(self, x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """``log q(. | x) = log_softmax(a(x))`` over the sites, ``[..., n]``."""
+        return torch.log_softmax(half_ratios(x, grad), -1)
+
+    def proposal_log_probs(self) -> torch.Tensor:
+        """``log q(i | x)`` for every chain and site, ``[B, *shape]``."""
+        return self._log_proposal(self._x, self._grad).view(self.x.shape)
+
+    def _site_log_prob(self, x: torch.Tensor, grad: torch.Tensor, i: torch.Tensor):
+        """``log q(i | x)`` per row, ``[B]``: the proposal of flipping site ``i[b]``."""
+        return self._log_proposal(x, grad).gather(1, i.unsqueeze(1)).squeeze(1)
+
+    def _step(self) -> None:
+        log_q = self._log_proposal(self._x, self._grad)  # [B, n]
+        i = draw_site(log_q, self._uniforms(self.n_chains))
+
+        def reverse(x_new, grad_new):  # q(i | x'): flipping i back
+            return self._site_log_prob(x_new, grad_new, i)
+
+        log_q_forward = log_q.gather(1, i.unsqueeze(1)).squeeze(1)
+        log_a, accept = self._metropolis(self._flip_sites(i), log_q_forward, reverse)
+        self._last = {"site": i, "accept_prob": torch.exp(log_a), "accepted": accept}
+
+    def flip_probabilities(self) -> torch.Tensor:
+        """``T(x -> x with i flipped) = q(i | x) A_i`` for every chain and site, ``[B, *shape]``:
+        each neighbour scored exactly as ``step`` scores it (``n`` evaluations per chain)."""
+        with torch.no_grad():
+            b, n = self._x.shape
+            log_q = self._log_proposal(self._x, self._grad)  # [B, n]
+            log_t = torch.empty_like(log_q)
+            group = max(1, STATES_PER_BATCH // (b * n))
+            for first in range(0, n, group):  # the sites in groups: [B, G, n] neighbours at once
+                sites = torch.arange(first, min(n, first + group), device=self.device)
+                flip = 1.0 - 2.0 * torch.nn.functional.one_hot(sites, n).double()  # [G, n]
+                x_new = (self._x.unsqueeze(1) * flip).reshape(-1, n)  # [B * G, n]
+                log_p_new, grad_new = value_and_grad(self.target, x_new)
+                back = self._site_log_prob(x_new, grad_new, sites.repeat(b))
+                log_q_reverse = back.view(b, len(sites))  # [B, G]
+                log_ratio = log_p_new.view(b, -1) - self._log_p.unsqueeze(1)
+                log_a = log_acceptance(log_ratio, log_q[:, sites], log_q_reverse)
+                log_t[:, sites] = log_q[:, sites] + log_a
+            return torch.exp(log_t).view(self.x.shape)
