@@ -272,6 +272,58 @@ def test_a_run_reaches_the_exact_distribution(target_name, name, options):
     assert sampler.invariant_error() < 1e-12
 
 
+@pytest.mark.parametrize("target_name", TARGETS)
+def test_shuffled_blocks_reach_the_exact_distribution(target_name):
+    """As above; the law after 150 steps of shuffled sweeps is not a power of one matrix, so
+    the run is given the other runs' allowance (0.005) for its distance to the target."""
+    target = TARGETS[target_name]()
+    pi = exact_distribution(target)
+    sampler = BlockGibbsSampler(target, 10_000, seed=7, block_size=2, blocks="shuffled")
+    sampler.step(150)
+    run = empirical(state_codes(sampler.x), 2**target.n_sites)
+    assert tv(run, pi) < tv_tolerance(int(np.count_nonzero(pi)), 10_000) + 0.005
+
+
+def test_shuffled_blocks_start_as_random_blocks_and_then_draw_each_chains_own_block():
+    """At a sweep's start the next block is a uniform k-subset (the random blocks' matrix);
+    within a sweep each chain's next block is fixed, and one step from one state draws the
+    average of the chains' own block laws."""
+    target = TARGETS["table with zeros"]()
+    n, chains = target.n_sites, 20_000
+    shuffled = block_step_matrix(target, "block-gibbs", block_size=3, blocks="shuffled")
+    np.testing.assert_allclose(shuffled, block_step_matrix(target, "block-gibbs", block_size=3))
+    x0 = target.start(1, torch.Generator().manual_seed(1)).expand(chains, n)
+    sampler = BlockGibbsSampler(target, chains, seed=3, x0=x0, block_size=3, blocks="shuffled")
+    sampler.step(1)
+    x1 = sampler.x.clone()
+    code = int(state_codes(x1[:1])[0])
+    x1[:] = x1[0]  # every chain at chain 0's state, each with its own next block
+    sampler.set_state(x1)
+    rows = sampler.transition_probabilities()
+    assert torch.equal(rows.sum(1) > 0, torch.ones(chains, dtype=torch.bool))
+    assert rows[:, code].min() > 0  # a block update may always stay
+    sampler.step(1)
+    law = rows.mean(0).numpy()
+    run = empirical(state_codes(sampler.x), 2**n)
+    assert tv(run, law) < tv_tolerance(np.count_nonzero(law), chains)
+
+
+def test_shuffled_blocks_walk_a_fresh_permutation_per_chain_and_sweep():
+    sampler = BlockGibbsSampler(random_mrf(7, 0), 50, block_size=3, blocks="shuffled")
+    sweeps = []
+    for _ in range(2):
+        steps = []
+        for _ in range(3):  # blocks of 3 over 7 sites: the third wraps round
+            sampler.step(1)
+            steps.append(sampler.last_proposal["sites"])
+        sweeps.append(torch.cat(steps, 1))  # [B, 9]
+    for sites in sweeps:
+        assert all(sorted(row[:7].tolist()) == list(range(7)) for row in sites)
+        assert torch.equal(sites[:, 7:], sites[:, :2])
+        assert len({tuple(row.tolist()) for row in sites}) > 40  # chains shuffle apart
+    assert not torch.equal(sweeps[0], sweeps[1])
+
+
 def test_the_draw_never_picks_a_zero_weight_and_follows_the_weights():
     log_w = torch.tensor([[-math.inf, 0.0, -math.inf, math.log(3.0), -math.inf]] * 4)
     u = torch.tensor([0.0, 0.2499, 0.25, 1.0 - 2.0**-52])
@@ -279,7 +331,15 @@ def test_the_draw_never_picks_a_zero_weight_and_follows_the_weights():
 
 
 # ----------------------------------------------------------------- mechanics
-@pytest.mark.parametrize(("name", "options"), [REVERSIBLE[2], REVERSIBLE[4], SWEEPS[1]])
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        REVERSIBLE[2],
+        REVERSIBLE[4],
+        SWEEPS[1],
+        ("block-gibbs", dict(block_size=3, blocks="shuffled")),
+    ],
+)
 def test_one_seed_gives_the_same_chains(name, options):
     target = random_mrf(8, 1)
     runs = []
@@ -360,7 +420,10 @@ def test_hamming_ball_counts_the_ball_and_knows_the_papers_count(r, ball, paper)
         (dict(block_size=True), "block_size must be an integer between 1 and 12, got True"),
         (dict(block_size="2"), "block_size must be an integer between 1 and 12, got '2'"),
         (dict(block_size=7), r"block_size must be at most the number of sites \(6\), got 7"),
-        (dict(blocks="shuffle"), r"blocks must be one of \('random', 'sweep'\), got 'shuffle'"),
+        (
+            dict(blocks="shuffle"),
+            r"blocks must be one of \('random', 'sweep', 'shuffled'\), got 'shuffle'",
+        ),
     ],
 )
 def test_block_gibbs_refuses_bad_options_in_a_sentence(options, message):
@@ -386,7 +449,7 @@ def test_exact_helpers_refuse_what_they_cannot_enumerate():
     big = BlockGibbsSampler(random_mrf(13, 0), 2, block_size=2)
     with pytest.raises(ValueError, match="at most 12 sites, got 13"):
         big.transition_probabilities()
-    with pytest.raises(ValueError, match="block= picks a sweep block"):
+    with pytest.raises(ValueError, match='block= picks a block of blocks="sweep", not of'):
         BlockGibbsSampler(random_mrf(4, 0), 2).transition_probabilities(block=0)
     with pytest.raises(ValueError, match=r"block must be an integer between 0 and 1, got 2"):
         BlockGibbsSampler(random_mrf(4, 0), 2, blocks="sweep").transition_probabilities(2)

@@ -16,10 +16,11 @@ Blocks (``blocks=``):
   ``ceil(n / k)`` of them per sweep; when ``k`` does not divide ``n`` the last block wraps round
   to the first sites, so every step scores exactly ``2^k`` states. Each step leaves ``p``
   invariant; a whole sweep does too, but is not reversible.
-
-The public Gibbs-with-Gradients code (reused by the LSB paper for its RBM runs) instead walks a
-random permutation of the sites in consecutive blocks, one permutation shared by all chains and
-drawn anew after each sweep; both choices here leave the same ``p`` invariant.
+- ``"shuffled"``: the same consecutive blocks, of a random permutation of the sites that each
+  chain draws afresh at the start of every sweep: the choice of the public Gibbs-with-Gradients
+  code, whose block samplers the LSB paper ran for Gibbs-2/4/10 and HB-10-r (there one
+  permutation serves all chains). Every site is updated once a sweep, in a random order; and a
+  step costs one ``[B, n]`` sort per sweep instead of one per step.
 
 The candidates' ``log p~`` come from one ``target.log_prob`` call on ``[B * M, n]`` states,
 chunked so that no more than ``MAX_CANDIDATE_VALUES`` numbers are built at once (``k = 12``
@@ -43,7 +44,7 @@ MAX_BLOCK = 12
 #: Candidate states' numbers built at once (2^22 float64: 32 MiB), before ``log_prob`` sees them.
 MAX_CANDIDATE_VALUES = 1 << 22
 #: How blocks are chosen (the module docstring).
-BLOCK_CHOICES = ("random", "sweep")
+BLOCK_CHOICES = ("random", "sweep", "shuffled")
 #: Enumerated transition probabilities: at most this many sites (2^12 states).
 MAX_EXACT_SITES = 12
 
@@ -159,7 +160,8 @@ class BlockGibbsSampler(BatchedSampler):
         self.sweep_blocks = tuple(
             torch.arange(j, j + self.block_size, device=self.device) % self.n_sites for j in starts
         )  # ceil(n / k) blocks of k sites; the last wraps round
-        self._position = 0  # the next sweep block
+        self._position = 0  # the next block of the sweep
+        self._order = None  # "shuffled": each chain's permutation of the sites, [B, n]
         self._no_flip = torch.zeros(self.n_chains, dtype=torch.long, device=self.device)
 
     @property
@@ -169,13 +171,16 @@ class BlockGibbsSampler(BatchedSampler):
 
     def _next_sites(self) -> torch.Tensor:
         """The block of every chain for this step, ``[B, k]`` (advances the sweep)."""
+        if self.blocks == "random":  # the k largest of n uniforms: a uniform k-subset per chain
+            u = self._uniforms(self.n_chains, self.n_sites)
+            return torch.topk(u, self.block_size, dim=1, sorted=False).indices
+        if self.blocks == "shuffled" and self._position == 0:
+            self._order = self._uniforms(self.n_chains, self.n_sites).argsort(1)
+        slots = self.sweep_blocks[self._position]
+        self._position = (self._position + 1) % len(self.sweep_blocks)
         if self.blocks == "sweep":
-            sites = self.sweep_blocks[self._position]
-            self._position = (self._position + 1) % len(self.sweep_blocks)
-            return sites.expand(self.n_chains, -1)
-        # the k largest of n uniforms: a uniformly random k-subset per chain
-        u = self._uniforms(self.n_chains, self.n_sites)
-        return torch.topk(u, self.block_size, dim=1, sorted=False).indices
+            return slots.expand(self.n_chains, -1)
+        return self._order[:, slots]
 
     def _step(self) -> None:
         sites = self._next_sites()
@@ -199,24 +204,29 @@ class BlockGibbsSampler(BatchedSampler):
         """The law of every chain's next state, ``[B, 2^n]`` float64 (columns: state codes of
         ``lsbcore.exact.states``), from the functions the step uses.
 
-        ``"random"``: the average of the block updates over all ``C(n, k)`` blocks.
-        ``"sweep"``: the update of sweep block ``block`` (default: the next step's).
+        ``"random"``, and ``"shuffled"`` at the start of a sweep (a fresh permutation's first
+        ``k`` sites are a uniform ``k``-subset): the average of the block updates over all
+        ``C(n, k)`` blocks. ``"shuffled"`` within a sweep: the update of each chain's next
+        block. ``"sweep"``: the update of sweep block ``block`` (default: the next step's).
         """
         check_exact_size(self.n_sites)
+        if block is not None and self.blocks != "sweep":
+            raise ValueError(f'block= picks a block of blocks="sweep", not of {self.blocks!r}.')
+        b = self.n_chains
         if self.blocks == "sweep":
             last = len(self.sweep_blocks) - 1
             j = self._position if block is None else integer(block, "block", 0, last)
-            blocks, weight = [self.sweep_blocks[j]], 1.0
+            blocks, weight = [self.sweep_blocks[j].expand(b, -1)], 1.0
+        elif self.blocks == "shuffled" and self._position > 0:
+            blocks, weight = [self._order[:, self.sweep_blocks[self._position]]], 1.0
         else:
-            if block is not None:
-                raise ValueError("block= picks a sweep block; these blocks are drawn at random.")
             every = itertools.combinations(range(self.n_sites), self.block_size)
-            blocks = [torch.tensor(c, device=self.device) for c in every]
+            blocks = [torch.tensor(c, device=self.device).expand(b, -1) for c in every]
             weight = 1.0 / len(blocks)
-        rows = torch.zeros(self.n_chains, 2**self.n_sites, dtype=torch.float64, device=self.device)
+        rows = torch.zeros(b, 2**self.n_sites, dtype=torch.float64, device=self.device)
         with torch.no_grad():
             for sites in blocks:
-                self._add_law(rows, sites.expand(self.n_chains, -1), weight)
+                self._add_law(rows, sites, weight)
         return rows
 
     def _add_law(self, rows: torch.Tensor, sites: torch.Tensor, weight: float) -> None:
