@@ -25,7 +25,12 @@ from lsbcore.exact.block_moves import (
     block_sweep_matrix,
 )
 from lsbcore.samplers import block_gibbs
-from lsbcore.samplers.block_gibbs import BlockGibbsSampler, block_log_probs, draw_index
+from lsbcore.samplers.block_gibbs import (
+    BlockGibbsSampler,
+    block_log_probs,
+    draw_index,
+    weights_of,
+)
 from lsbcore.samplers.hamming_ball import HammingBallSampler, ball_patterns
 from lsbcore.targets.base import Target
 
@@ -326,8 +331,11 @@ def test_shuffled_blocks_walk_a_fresh_permutation_per_chain_and_sweep():
 
 def test_the_draw_never_picks_a_zero_weight_and_follows_the_weights():
     log_w = torch.tensor([[-math.inf, 0.0, -math.inf, math.log(3.0), -math.inf]] * 4)
-    u = torch.tensor([0.0, 0.2499, 0.25, 1.0 - 2.0**-52])
-    assert draw_index(log_w, u).tolist() == [1, 1, 3, 3]
+    u = torch.tensor([0.0, 0.25, 0.2501, 1.0])
+    assert draw_index(weights_of(log_w), u).tolist() == [1, 1, 3, 3]
+    # a CDF rounded unevenly (as a parallel scan may) still never reaches a zero weight
+    w = torch.tensor([[0.0, 0.5, 0.5, 0.0]] * 2)
+    assert draw_index(w, torch.tensor([0.0, 1.0])).tolist() == [1, 2]
 
 
 # ----------------------------------------------------------------- mechanics

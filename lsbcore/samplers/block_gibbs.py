@@ -90,17 +90,23 @@ def with_block(x: torch.Tensor, sites: torch.Tensor, flip: torch.Tensor) -> torc
     return x.scatter(1, sites, x.gather(1, sites) * flip)
 
 
-def draw_index(log_w: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """One index per row of ``log_w`` (``[B, M]``, unnormalised, ``-inf`` allowed, at least one
-    finite per row) with probability ``softmax(log_w)``, by inverse CDF on ``u`` (``[B]``,
-    ``[0, BELOW_ONE)``). A zero-weight index is never drawn: its CDF equals its predecessor's,
-    and the last positive one is always a candidate."""
-    w = torch.exp(log_w - log_w.max(1, keepdim=True).values)  # the largest weight is 1
+def weights_of(log_w: torch.Tensor) -> torch.Tensor:
+    """``p~`` of the candidates up to a factor per row, ``[B, M]``: ``exp(log_w - max)``, so the
+    largest is 1 and ``-inf`` (zero probability) gives 0."""
+    return torch.exp(log_w - log_w.max(1, keepdim=True).values)
+
+
+def draw_index(w: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """One index per row of the weights ``w`` (``[B, M]``, ``>= 0``, one positive per row) with
+    probability ``w / sum(w)``, by inverse CDF on ``u`` (``[B]``, in ``[0, 1]``).
+
+    The first positive-weight index whose CDF reaches ``u`` times the CDF at the last positive
+    weight: that one always qualifies, and a zero weight is never drawn, even where a parallel
+    scan rounds the CDF unevenly."""
     cdf = w.cumsum(1)
-    threshold = u.unsqueeze(1) * cdf[:, -1:]
-    index = torch.arange(w.shape[1], device=w.device)
-    last = ((w > 0) * (index + 1)).argmax(1, keepdim=True)  # the last positive weight
-    above = (cdf > threshold) | (index == last)
+    positive = w > 0
+    total = (cdf * positive).amax(1, keepdim=True)  # the CDF at the last positive weight
+    above = (cdf >= u.unsqueeze(1) * total) & positive
     return above.to(torch.int8).argmax(1)  # the first True (argmax returns the first maximum)
 
 
@@ -191,11 +197,12 @@ class BlockGibbsSampler(BatchedSampler):
         """Move to ``base`` with ``sites`` multiplied by ``flips[m]``, ``m`` drawn from
         ``softmax(log_w)`` (``[B, M]``: the candidates' ``log p~``); ``current [B]`` is the index
         of the current ``x`` among the candidates."""
-        choice = draw_index(log_w, self._uniforms(self.n_chains))  # [B]
+        w = weights_of(log_w)
+        choice = draw_index(w, self._uniforms(self.n_chains))  # [B]
         x_new = with_block(base, sites, flips[choice])
         moved = choice != current
         log_ratio = log_w.gather(1, choice.unsqueeze(1)).squeeze(1) - self._log_p
-        stay = torch.softmax(log_w, 1).gather(1, current.unsqueeze(1)).squeeze(1)
+        stay = w.gather(1, current.unsqueeze(1)).squeeze(1) / w.sum(1)
         self._move(x_new, moved, log_ratio)
         self._last = {"sites": sites, "accept_prob": 1.0 - stay, "accepted": moved}
 
