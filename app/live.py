@@ -32,6 +32,7 @@ from app.views import (
 from app.views import importance as importance_view
 from app.views import weights as weights_view
 from lsbcore.figures import sampler_label
+from lsbcore.samplers.interface import ChainSampler
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def _sweeps(value: float) -> str:
     return f"{value:,.0f}" if whole else f"{value:,.2f}"
 
 
-def sweeps_text(samplers: dict) -> str:
+def sweeps_text(samplers: dict[str, ChainSampler]) -> str:
     """Progress in sweeps (site updates per site): one figure when every sampler agrees, else
     one per group, since a block sampler sweeps once per step and a single-site one 1/D."""
     groups: dict[str, list[str]] = {}

@@ -23,6 +23,7 @@ from lsbcore.checks import integer
 from lsbcore.diagnostics.rao_blackwell import site_probabilities
 from lsbcore.diagnostics.trace import PHASES, MarginalEstimate, Trace
 from lsbcore.samplers.base import uniform_start
+from lsbcore.samplers.interface import ChainSampler
 from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
 
 TRACE_CHUNK = 1024  # steps each sampler takes per call while recording
@@ -69,7 +70,7 @@ class Comparison:
         if x0 is None:
             x0 = uniform_start(target.shape, n_chains, seed)
         self.target, self.n_chains, self.thin, self.truth = target, n_chains, thin, truth
-        self.samplers = {}
+        self.samplers: dict[str, ChainSampler] = {}
         for name in names:
             spec = REGISTRY[name]
             own = {o.name for o in spec.options} | {"resync_every"}
@@ -123,7 +124,7 @@ class Comparison:
                 sampler.step(n, learn=learn and sampler.learnable)
         self.n_steps += n
 
-    def _advance_recording(self, name: str, sampler, n: int, learn: bool) -> None:
+    def _advance_recording(self, name: str, sampler: ChainSampler, n: int, learn: bool) -> None:
         """``n`` steps of one sampler in chunks; every ``thin``-th step becomes a record."""
         trace = self.traces.get(name)
         chains, sites = sampler.n_chains, sampler.n_sites
@@ -170,7 +171,9 @@ class Comparison:
             )  # fmt: skip
             self._after_extend(name, int(steps[keep[-1]]))
 
-    def _step_adding_states(self, name: str, sampler, m: int, learn: bool, buffer) -> None:
+    def _step_adding_states(
+        self, name: str, sampler: ChainSampler, m: int, learn: bool, buffer
+    ) -> None:
         """``m`` steps of a sampler that moves many sites per step, adding the state after
         every kept step to the marginals (a step costs O(D) already: one call per kept step,
         and each kept state on its own, so the settled indicator's blocks stay fine-grained)."""

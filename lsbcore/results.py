@@ -51,6 +51,7 @@ from lsbcore.diagnostics.mixing import (
     summarise_mixing,
 )
 from lsbcore.diagnostics.trace import accuracy
+from lsbcore.samplers.interface import ChainSampler
 
 __all__ = [
     "SAMPLER_FIELDS",
@@ -158,7 +159,7 @@ def _mixing_length(trace) -> int:
     return int(np.count_nonzero(trace.arrays()["phase"] == 1))
 
 
-def _final_accuracy(sampler, truth) -> float | None:
+def _final_accuracy(sampler: ChainSampler, truth) -> float | None:
     if truth is None:
         return None
     with torch.no_grad():

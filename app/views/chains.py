@@ -16,6 +16,7 @@ from app.views import pixels
 from app.widgets import ensure_in_range
 from lsbcore import REGISTRY
 from lsbcore.figures import sampler_label as label
+from lsbcore.samplers.interface import ChainSampler
 
 ROW_WIDTH = 1000  # on-screen width of one sampler's row, pixels
 MAX_SIDE = 160  # on-screen side of one lattice at most
@@ -81,7 +82,7 @@ def _margin(tile: np.ndarray, width: int) -> np.ndarray:
     return np.pad(tile, pad, constant_values=255)
 
 
-def _note(name: str, sampler) -> str:
+def _note(name: str, sampler: ChainSampler) -> str:
     """Acceptance (for a sweep: the share of site updates that changed a site) and sweeps."""
     if not sampler.n_steps:
         return "not started"

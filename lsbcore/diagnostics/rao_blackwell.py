@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from lsbcore.samplers.interface import ChainSampler
+
 __all__ = ["conditional_probability", "site_probabilities"]
 
 
@@ -31,7 +33,7 @@ def conditional_probability(x: torch.Tensor, log_ratios: torch.Tensor) -> torch.
     return torch.sigmoid(-x.double() * log_ratios.double())
 
 
-def site_probabilities(sampler) -> torch.Tensor:
+def site_probabilities(sampler: ChainSampler) -> torch.Tensor:
     """``P(x_i = +1 | x_-i)`` ``[B, *shape]`` at a sampler's current states (on the CPU), from
     the log-ratios it keeps cached: O(sites), no target evaluation."""
     x = sampler.x.detach()

@@ -38,6 +38,7 @@ from lsbcore.experiment.report import build_report
 from lsbcore.experiment.seeds import aggregate_seeds
 from lsbcore.learning.balancing_io import balancing_to_json
 from lsbcore.results import comparison_results, effective_max_lag, results_to_json
+from lsbcore.samplers.interface import ChainSampler
 from lsbcore.samplers.registry import REGISTRY
 
 __all__ = [
@@ -171,7 +172,7 @@ class _Recorder:
     is exact, divided as ``Trace`` does).
     """
 
-    def __init__(self, sampler, trace: ArrayTrace, truth, block: int = RECORD_BLOCK):
+    def __init__(self, sampler: ChainSampler, trace: ArrayTrace, truth, block: int = RECORD_BLOCK):
         self.sampler, self.trace, self.block = sampler, trace, block
         b, d, device = sampler.n_chains, sampler.n_sites, sampler.device
         cols = [torch.ones(d, dtype=torch.float64)]

@@ -45,6 +45,8 @@ def uniform_start(shape: tuple[int, ...], n_chains: int, seed: int = 0) -> torch
 class Sampler:
     """Base class: ``B`` chains advanced together, on a ``PairwiseTarget``, with a chosen backend.
 
+    Its samplers offer ``interface.ChainSampler``; the single-site ones ``SingleSiteSampler``.
+
     Args:
         backend: ``"auto"`` (compiled loops on the CPU when numba is there, else torch),
             ``"compiled"``, ``"torch"`` or ``"device"`` (Triton kernels on CUDA, explicit
