@@ -4,7 +4,8 @@ matrices (``lsbcore.exact.block_moves``) are stochastic, leave the enumerated ta
 with the step's own draws; runs reach the target in TV; evaluations are counted by the rule.
 
 Targets: a random pairwise network and a ``Target`` whose ``log p~`` is an arbitrary table over
-all ``2^n`` states (not pairwise, no capabilities), one with states of zero probability.
+all ``2^n`` states (not pairwise, no capabilities), one with states of zero probability; the
+matrices also on a small RBM.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from lsbcore.samplers.block_gibbs import (
 )
 from lsbcore.samplers.hamming_ball import HammingBallSampler, ball_patterns
 from lsbcore.targets.base import Target
+from lsbcore.targets.rbm import RBM
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -79,6 +81,8 @@ TARGETS = {
     "table": lambda: table_target(6, 4),
     "table with zeros": lambda: table_target(6, 5, zero_fraction=0.3),
 }
+# the matrices are also checked on a real target that is not pairwise
+MATRIX_TARGETS = {**TARGETS, "rbm": lambda: RBM.random(6, 3, seed=2, scale=1.0)}
 # (sampler, options): reversible step by step
 REVERSIBLE = [
     ("block-gibbs", dict(block_size=1)),
@@ -115,10 +119,10 @@ def check_stochastic(p: np.ndarray, target) -> None:
 
 
 # ----------------------------------------------------------------- the exact matrices
-@pytest.mark.parametrize("target_name", TARGETS)
+@pytest.mark.parametrize("target_name", MATRIX_TARGETS)
 @pytest.mark.parametrize(("name", "options"), REVERSIBLE)
 def test_block_step_is_stochastic_and_reversible(target_name, name, options):
-    target = TARGETS[target_name]()
+    target = MATRIX_TARGETS[target_name]()
     pi = exact_distribution(target)
     p = block_step_matrix(target, name, **options)
     check_stochastic(p, target)
@@ -126,10 +130,10 @@ def test_block_step_is_stochastic_and_reversible(target_name, name, options):
     np.testing.assert_allclose(pi @ p, pi, atol=1e-15)
 
 
-@pytest.mark.parametrize("target_name", TARGETS)
+@pytest.mark.parametrize("target_name", MATRIX_TARGETS)
 @pytest.mark.parametrize(("name", "options"), SWEEPS)
 def test_a_sweep_leaves_the_target_invariant_but_is_not_reversible(target_name, name, options):
-    target = TARGETS[target_name]()
+    target = MATRIX_TARGETS[target_name]()
     pi = exact_distribution(target)
     sampler, _ = block_sampler_at_every_state(target, name, **options)
     for j in range(len(sampler.sweep_blocks)):  # each block's update is reversible
