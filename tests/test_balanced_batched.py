@@ -33,6 +33,7 @@ from lsbcore.samplers.uniform_batched import BatchedUniformSiteSampler, uniform_
 from lsbcore.targets.base import Target
 
 KINDS = (*FIXED, "lsb1", "lsb2")
+RATIO_KINDS = ("exact", "gradient")
 pytestmark = pytest.mark.usefixtures("single_thread")  # many tiny ops: one thread is faster
 
 
@@ -498,6 +499,31 @@ def test_the_exact_objective_is_the_mh_objective_under_the_balancing_property():
         values.append((loss.detach(), function.theta.grad.clone(), eta_raw.grad.clone()))
     for spec_value, mh_value in zip(*values, strict=True):
         torch.testing.assert_close(spec_value, mh_value)
+
+
+@pytest.mark.parametrize("kind", ["lsb1", "lsb2"])
+def test_on_a_pairwise_mrf_flsb_learns_exactly_as_lsb(kind):
+    """Where the gradient's estimates are exact, Algorithm 2 (full MH ratio, lsb_mh_loss by
+    autograd) and Algorithm 1 (lsb_loss_and_grads) are one algorithm: same seed, same chains,
+    same losses and parameters."""
+    runs = []
+    for ratios in RATIO_KINDS:
+        sampler = BatchedBalancedSampler(MRF, 12, make_balancing(kind, seed=0), ratios=ratios)
+        states = []
+        for _ in range(25):
+            sampler.step(1, learn=True)
+            states.append(sampler.x.clone())
+        runs.append((torch.stack(states), sampler.history.arrays(), sampler._parameter_vector()))
+    (x_exact, h_exact, p_exact), (x_fast, h_fast, p_fast) = runs
+    assert torch.equal(x_exact, x_fast)
+    np.testing.assert_allclose(h_fast["loss"], h_exact["loss"], rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(p_fast, p_exact, rtol=1e-9, atol=1e-12)
+    assert float((p_exact - make_balancing_vector(kind)).abs().max()) > 1e-4  # it learned
+
+
+def make_balancing_vector(kind) -> torch.Tensor:
+    params = [*make_balancing(kind, seed=0).parameters(), torch.zeros(1, dtype=torch.float64)]
+    return torch.nn.utils.parameters_to_vector(params).detach()
 
 
 @pytest.mark.parametrize(

@@ -267,13 +267,21 @@ class BatchedBalancedSampler(BatchedSampler):
         log_ratio = self.target.log_prob(x_new) - self._log_p
         return log_ratio, self._approximate_ratios(x_new), None
 
-    def _log_acceptance(self, i, log_ratio, log_g_new, log_z_new) -> torch.Tensor:
-        """``log A`` of the flips of ``i`` (``[B]``; NaN or ``-inf`` where undefined)."""
-        if self.ratios == "exact":  # the balancing property: A = min(1, Z(x) / Z(x'))
-            return (self._log_z - log_z_new).clamp(max=0.0)
-        log_q = self._log_g.gather(1, i.unsqueeze(1)).squeeze(1) - self._log_z
-        log_q_reverse = log_g_new.gather(1, i.unsqueeze(1)).squeeze(1) - log_z_new
+    def _log_acceptance(self, log_ratio, log_g_i, log_z, log_g_new_i, log_z_new):
+        """``log A`` of flipping site ``i``, from ``log p~(x') - log p~(x)``, ``log g(t_i)`` and
+        ``log Z`` at ``x`` and at ``x'`` (broadcast; NaN or ``-inf`` where undefined: see
+        ``_alive``). Exact ratios: ``min(1, Z(x)/Z(x'))`` (the balancing property); gradient
+        ratios: ``min(1, p~(x') Q~(x|x') / (p~(x) Q~(x'|x)))``."""
+        if self.ratios == "exact":
+            return (log_z - log_z_new).clamp(max=0.0)
+        log_q, log_q_reverse = log_g_i - log_z, log_g_new_i - log_z_new
         return (log_ratio + log_q_reverse - log_q).clamp(max=0.0)
+
+    @staticmethod
+    def _alive(log_ratio, log_z) -> torch.Tensor:
+        """Whether a flip may be taken: never into zero mass, nor from a chain with ``Z = 0``
+        (whose proposal is undefined), whatever the arithmetic on ``inf`` gives."""
+        return (log_ratio > -math.inf) & (log_z > -math.inf)
 
     def _step(self) -> None:
         if self._stale:  # the last learning step changed g everywhere
@@ -284,9 +292,15 @@ class BatchedBalancedSampler(BatchedSampler):
         log_ratio, s_new, cache = self._score(x_new, i)
         log_g_new = self.balancing.log_g(s_new)
         log_z_new = torch.logsumexp(log_g_new, 1)
-        log_a = self._log_acceptance(i, log_ratio, log_g_new, log_z_new)
-        # a move into zero mass (or from a chain with nothing to propose) is never taken
-        alive = (log_ratio > -math.inf) & (self._log_z > -math.inf)
+        at_i = i.unsqueeze(1)
+        log_a = self._log_acceptance(
+            log_ratio,
+            self._log_g.gather(1, at_i).squeeze(1),
+            self._log_z,
+            log_g_new.gather(1, at_i).squeeze(1),
+            log_z_new,
+        )
+        alive = self._alive(log_ratio, self._log_z)
         accept = alive & (torch.log(u[1]) < log_a)
         self._last = {
             "site": i,
@@ -358,12 +372,15 @@ class BatchedBalancedSampler(BatchedSampler):
                     s_new = self._approximate_ratios(flat)
                 log_g_new = self.balancing.log_g(s_new).view(b, g, n)
                 log_z_new = torch.logsumexp(log_g_new, 2)  # [B, G]
-                if self.ratios == "exact":
-                    log_a = (self._log_z.unsqueeze(1) - log_z_new).clamp(max=0.0)
-                else:
-                    log_q_reverse = log_g_new[:, torch.arange(g), sites] - log_z_new
-                    log_a = (log_ratio + log_q_reverse - log_q[:, sites]).clamp(max=0.0)
-                alive = (log_ratio > -math.inf) & (self._log_z > -math.inf).unsqueeze(1)
+                log_z = self._log_z.unsqueeze(1)
+                log_a = self._log_acceptance(
+                    log_ratio,
+                    self._log_g[:, sites],
+                    log_z,
+                    log_g_new[:, torch.arange(g), sites],
+                    log_z_new,
+                )
+                alive = self._alive(log_ratio, log_z)
                 probs[:, sites] = torch.where(alive, torch.exp(log_q[:, sites] + log_a), 0.0)
             return probs.view(self.x.shape)
 
