@@ -68,6 +68,10 @@ def pairwise_mrf(n: int = 4, seed: int = 1):
     return lsbcore.PairwiseMRF(0.4 * rng.normal(size=n), j + j.T)
 
 
+def small_rbm(n: int = 4, seed: int = 1):
+    return lsbcore.RBM.random(n, 3, seed=seed, scale=1.0)
+
+
 SAMPLERS = {
     "gwg": (GibbsWithGradients, {}),
     "pas": (PathAuxiliarySampler, {"path_length": 2}),
@@ -196,7 +200,7 @@ def test_one_step_from_a_state_follows_the_exact_one_step_law(name):
 
 
 # ----------------------------------------------------------------- the exact chains
-@pytest.mark.parametrize("make_target", [SoftplusCubic, pairwise_mrf])
+@pytest.mark.parametrize("make_target", [SoftplusCubic, pairwise_mrf, small_rbm])
 @pytest.mark.parametrize(
     ("name", "options"),
     [
@@ -242,12 +246,13 @@ def test_pas_with_paths_of_one_flip_is_gwg():
     assert np.abs(exact_chain("pas", target, path_length=1) - gwg).max() < 1e-14
 
 
+@pytest.mark.parametrize("make_target", [lambda: SoftplusCubic(4, seed=2), small_rbm])
 @pytest.mark.parametrize("name", list(SAMPLERS))
-def test_a_run_matches_the_enumerated_target_in_total_variation(name):
+def test_a_run_matches_the_enumerated_target_in_total_variation(name, make_target):
     """Independent chains from the target's uniform start: the empirical law of their states
     after T steps is within TV(v P^T, pi) + E TV(empirical, v P^T) + sqrt(log(1e6) / (2N)) of
     pi (McDiarmid: one chain moves the empirical TV by at most 1/N), with probability 1 - 1e-6."""
-    target, n_chains, steps = SoftplusCubic(4, seed=2), 6000, 60
+    target, n_chains, steps = make_target(), 6000, 60
     cls, options = SAMPLERS[name]
     sampler = cls(target, n_chains, seed=11, **options)
     sampler.step(steps)

@@ -63,13 +63,16 @@ def log_acceptance(
     return torch.where(torch.isnan(log_a), -torch.inf, log_a)
 
 
-def draw_site(logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+def draw_site(logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One site per row from ``softmax(logits)`` (``[B, n]``) by inverse CDF with ``u [B]`` in
-    ``[0, 1)``: a site whose weight underflows to 0 is never drawn."""
-    weights = torch.exp(logits - logits.max(1, keepdim=True).values)
-    cdf = weights.cumsum(1)
-    i = torch.searchsorted(cdf, u.unsqueeze(1) * cdf[:, -1:], right=True).view(-1)
-    return i.clamp_(max=logits.shape[1] - 1)
+    ``[0, 1)``, and its log-probability ``[B]`` (the normaliser comes with the CDF). A site
+    whose weight underflows to 0 is never drawn."""
+    top = logits.max(1, keepdim=True).values
+    cdf = torch.exp(logits - top).cumsum(1)
+    i = torch.searchsorted(cdf, u.unsqueeze(1) * cdf[:, -1:], right=True)
+    i = i.clamp_(max=logits.shape[1] - 1)
+    log_q = logits.gather(1, i) - top - torch.log(cdf[:, -1:])
+    return i.view(-1), log_q.view(-1)
 
 
 def enumerated_states(n: int, device=None) -> torch.Tensor:
@@ -148,13 +151,12 @@ class GibbsWithGradients(GradientSampler):
         return self._log_proposal(x, grad).gather(1, i.unsqueeze(1)).squeeze(1)
 
     def _step(self) -> None:
-        log_q = self._log_proposal(self._x, self._grad)  # [B, n]
-        i = draw_site(log_q, self._uniforms(self.n_chains))
+        a = half_ratios(self._x, self._grad)  # [B, n]: log q(. | x) up to its normaliser
+        i, log_q_forward = draw_site(a, self._uniforms(self.n_chains))
 
         def reverse(x_new, grad_new):  # q(i | x'): flipping i back
             return self._site_log_prob(x_new, grad_new, i)
 
-        log_q_forward = log_q.gather(1, i.unsqueeze(1)).squeeze(1)
         log_a, accept = self._metropolis(self._flip_sites(i), log_q_forward, reverse)
         self._last = {"site": i, "accept_prob": torch.exp(log_a), "accepted": accept}
 

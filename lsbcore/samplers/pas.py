@@ -57,9 +57,10 @@ def path_log_prob(a: torch.Tensor, sites: torch.Tensor, active: torch.Tensor) ->
     from ``softmax(sigma * a)`` with ``sigma`` -1 on the sites flipped an odd number of times so
     far. ``active [..., L]`` (a prefix of each row) marks the flips the path takes; ``[...]``."""
     n = a.shape[-1]
-    onehot = torch.nn.functional.one_hot(sites, n).to(a.dtype) * active.unsqueeze(-1)
-    flipped_before = onehot.cumsum(-2) - onehot  # [..., L, n]
-    sigma = 1.0 - 2.0 * torch.remainder(flipped_before, 2.0)
+    flip = torch.ones(*sites.shape, n, dtype=a.dtype, device=a.device)  # [..., L, n]
+    turn = torch.where(active, -1.0, 1.0).to(a).expand(sites.shape)
+    flip.scatter_(-1, sites.unsqueeze(-1), turn.unsqueeze(-1))
+    sigma = flip.cumprod(-2) / flip  # signs before each step (-1 at its site where taken)
     logits = a.unsqueeze(-2) * sigma
     log_q = logits.gather(-1, sites.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
     return torch.where(active, log_q, 0.0).sum(-1)
@@ -85,8 +86,10 @@ class PathAuxiliarySampler(GradientSampler):
         super().__init__(target, n_chains, **common)
 
     def _draw_path(self):
-        """Path lengths ``[B]``, sites ``[B, L_max]``, the flips taken ``[B, L_max]`` and the
-        end state ``[B, n]``; the loop runs over the path's steps, never over chains."""
+        """Path lengths ``[B]``, sites ``[B, L_max]``, the flips taken ``[B, L_max]``, the end
+        state ``[B, n]`` and ``log q(path | x)`` ``[B]`` (the sum of each flip's
+        ``draw_site`` log-probability: what ``path_log_prob`` gives, without a second pass).
+        The loop runs over the path's steps, never over chains."""
         b, n = self._x.shape
         u = self._uniforms(b, self.max_length + 1)  # column 0: the length, then one per flip
         length = (u[:, 0] * self.max_length).long().clamp_(max=self.max_length - 1) + 1
@@ -94,20 +97,23 @@ class PathAuxiliarySampler(GradientSampler):
         a = half_ratios(self._x, self._grad)
         sigma = torch.ones_like(a)  # x_i y_i along the path
         sites = torch.empty(b, self.max_length, dtype=torch.long, device=self.device)
+        log_q = torch.zeros(b, dtype=torch.float64, device=self.device)
         for step in range(self.max_length):
-            i = draw_site(sigma * a, u[:, step + 1])
+            i, log_q_i = draw_site(sigma * a, u[:, step + 1])
+            taken = active[:, step]
             sites[:, step] = i
-            sigma[self._chains, i] *= torch.where(active[:, step], -1.0, 1.0)
-        return length, sites, active, a, self._x * sigma
+            log_q += torch.where(taken, log_q_i, 0.0)
+            sigma[self._chains, i] *= torch.where(taken, -1.0, 1.0)
+        return length, sites, active, self._x * sigma, log_q
 
     def _step(self) -> None:
-        length, sites, active, a, y = self._draw_path()
+        length, sites, active, y, log_q_forward = self._draw_path()
         back = reversed_path(sites, length)
 
         def reverse(y, grad_y):  # the reversed path, drawn from y with y's own gradient
             return path_log_prob(half_ratios(y, grad_y), back, active)
 
-        log_a, accept = self._metropolis(y, path_log_prob(a, sites, active), reverse)
+        log_a, accept = self._metropolis(y, log_q_forward, reverse)
         self._last = {
             "accept_prob": torch.exp(log_a),
             "accepted": accept,
