@@ -19,8 +19,9 @@ Blocks (``blocks=``):
 - ``"shuffled"``: the same consecutive blocks, of a random permutation of the sites that each
   chain draws afresh at the start of every sweep: the choice of the public Gibbs-with-Gradients
   code, whose block samplers the LSB paper ran for Gibbs-2/4/10 and HB-10-r (there one
-  permutation serves all chains). Every site is updated once a sweep, in a random order; and a
-  step costs one ``[B, n]`` sort per sweep instead of one per step.
+  permutation serves all chains). Every site is updated at least once a sweep, in a random
+  order, and the sites are chosen by one ``[B, n]`` sort per sweep rather than a ``[B, n]``
+  selection per step.
 
 The candidates' ``log p~`` come from one ``target.log_prob`` call on ``[B * M, n]`` states,
 chunked so that no more than ``MAX_CANDIDATE_VALUES`` numbers are built at once (``k = 12``
@@ -144,8 +145,10 @@ def check_exact_size(n_sites: int) -> None:
 class BlockGibbsSampler(BatchedSampler):
     """Block Gibbs with blocks of ``block_size`` sites (see the module docstring).
 
-    State beyond the base's ``x`` and ``log p~``: for ``"sweep"``, the position of the next
-    block in the sweep. ``log p~`` of the new state is the score of the drawn candidate.
+    State beyond the base's ``x`` and ``log p~``: for ``"sweep"`` and ``"shuffled"``, the
+    position of the next block in the sweep, and for ``"shuffled"`` each chain's order of the
+    sites (``[B, n]``). ``log p~`` of the new state is the score of the drawn candidate, so the
+    cache is exact after every step.
     """
 
     name = "block-gibbs"
