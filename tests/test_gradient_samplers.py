@@ -58,6 +58,18 @@ class SoftplusCubic(Target):
         return grad
 
 
+class OneZeroState(SoftplusCubic):
+    """``SoftplusCubic`` with state code ``FORBIDDEN`` of probability zero (still differentiable
+    everywhere else)."""
+
+    FORBIDDEN = 5
+
+    def log_prob(self, x):
+        flat = self._flat(x)
+        code = ((flat > 0).long() << torch.arange(self.n_sites)).sum(1)
+        return torch.where(code == self.FORBIDDEN, -torch.inf, super().log_prob(flat))
+
+
 class NoGradient(SoftplusCubic):
     provides = frozenset()
 
@@ -228,6 +240,17 @@ def test_gwg_is_the_sqrt_locally_balanced_sampler_on_a_pairwise_model():
     assert np.abs(exact_chain("gwg", target) - exact_matrix(target, "sqrt")).max() < 1e-14
 
 
+def test_gwg_moves_like_sqrt_on_a_pairwise_model_with_one_field_per_chain():
+    rng = np.random.default_rng(8)
+    j = np.triu(0.5 * rng.normal(size=(6, 6)), 1)
+    target = lsbcore.PairwiseMRF(0.5 * rng.normal(size=(3, 6)), j + j.T)  # 3 fields
+    x0 = all_states(6)[[5, 40, 63]]
+    sqrt = lsbcore.make_sampler("sqrt", target, 3, x0=x0, backend="torch")
+    gwg = GibbsWithGradients(target, 3, x0=x0)
+    assert torch.allclose(gwg.flip_probabilities(), sqrt.flip_probabilities(), rtol=0, atol=1e-14)
+    assert torch.allclose(gwg.proposal_log_probs(), sqrt.proposal_log_probs(), atol=1e-13)
+
+
 def test_on_the_non_pairwise_target_the_first_order_proposal_is_not_the_exact_one():
     """The exactness checks above hold through the MH correction, not because s~ = s."""
     target = SoftplusCubic(4)
@@ -264,6 +287,24 @@ def test_a_run_matches_the_enumerated_target_in_total_variation(name, make_targe
     empirical = np.bincount(state_codes(sampler.x).numpy(), minlength=16) / n_chains
     assert mixing < 0.01  # the run is long enough that the bound is about sampling noise
     assert 0.5 * np.abs(empirical - pi).sum() < tolerance
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_a_state_of_zero_probability_is_never_entered(name):
+    target = OneZeroState(4)
+    allowed = [k for k in range(16) if k != OneZeroState.FORBIDDEN]
+    cls, options = SAMPLERS[name]
+    law = one_step_law(cls(target, len(allowed), x0=all_states(4)[allowed], **options))
+    assert law[:, OneZeroState.FORBIDDEN].max() == 0.0
+    assert np.abs(law.sum(1) - 1).max() < 1e-13 and law.min() >= -1e-15
+    pi = exact_distribution(target)[allowed]
+    flow = pi[:, None] * law[:, allowed]
+    assert np.abs(flow - flow.T).max() < 1e-14
+    sampler = cls(target, 500, x0=all_states(4)[allowed[3]], seed=1, **options)
+    sampler.track_statistics()
+    trace = torch.zeros(50, 500, 5, dtype=torch.float64)
+    sampler.step(50, trace=trace)
+    assert torch.isfinite(trace[:, :, 0]).all()  # log p~ of every visited state
 
 
 # ----------------------------------------------------------------- bookkeeping

@@ -167,15 +167,17 @@ class GibbsWithGradients(GradientSampler):
             b, n = self._x.shape
             log_q = self._log_proposal(self._x, self._grad)  # [B, n]
             log_t = torch.empty_like(log_q)
-            group = max(1, STATES_PER_BATCH // (b * n))
-            for first in range(0, n, group):  # the sites in groups: [B, G, n] neighbours at once
+            # sites in groups, [G * B, n] neighbours at once (site-major, so that a target with
+            # one parameter set per chain scores them one site at a time)
+            group = 1 if self.target.batch > 1 else max(1, STATES_PER_BATCH // (b * n))
+            for first in range(0, n, group):
                 sites = torch.arange(first, min(n, first + group), device=self.device)
                 flip = 1.0 - 2.0 * torch.nn.functional.one_hot(sites, n).double()  # [G, n]
-                x_new = (self._x.unsqueeze(1) * flip).reshape(-1, n)  # [B * G, n]
+                x_new = (flip.unsqueeze(1) * self._x).reshape(-1, n)  # [G * B, n]
                 log_p_new, grad_new = value_and_grad(self.target, x_new)
-                back = self._site_log_prob(x_new, grad_new, sites.repeat(b))
-                log_q_reverse = back.view(b, len(sites))  # [B, G]
-                log_ratio = log_p_new.view(b, -1) - self._log_p.unsqueeze(1)
+                back = self._site_log_prob(x_new, grad_new, sites.repeat_interleave(b))
+                log_q_reverse = back.view(len(sites), b).T  # [B, G]
+                log_ratio = log_p_new.view(len(sites), b).T - self._log_p.unsqueeze(1)
                 log_a = log_acceptance(log_ratio, log_q[:, sites], log_q_reverse)
                 log_t[:, sites] = log_q[:, sites] + log_a
             return torch.exp(log_t).view(self.x.shape)
