@@ -147,8 +147,8 @@ class BlockGibbsSampler(BatchedSampler):
 
     State beyond the base's ``x`` and ``log p~``: for ``"sweep"`` and ``"shuffled"``, the
     position of the next block in the sweep, and for ``"shuffled"`` each chain's order of the
-    sites (``[B, n]``). ``log p~`` of the new state is the score of the drawn candidate, so the
-    cache is exact after every step.
+    sites (``[B, n]``). ``log p~`` of the new state is taken from the drawn candidate's score, so
+    it is exact to rounding after every step.
     """
 
     name = "block-gibbs"
