@@ -188,6 +188,18 @@ def test_pas_ordered_paths_follow_their_path_probabilities():
     assert_frequencies(counts, p.numpy(), len(two))
 
 
+def test_pas_scores_its_drawn_paths_as_path_log_prob_does():
+    target = SoftplusCubic(7)
+    sampler = PathAuxiliarySampler(target, 200, path_length=4, seed=3)
+    x = sampler.x.clone()
+    a = -x * target.grad_log_prob(x)  # half the first-order ratios at the paths' start
+    sampler.step(1)
+    last = sampler.last_proposal
+    active = torch.arange(sampler.max_length) < last["path_length"].unsqueeze(1)
+    expected = path_log_prob(a, last["path_sites"], active)
+    assert torch.allclose(last["path_log_prob"], expected, rtol=0, atol=1e-12)
+
+
 def test_dmala_flips_each_site_with_the_langevin_probability():
     target, n_draws, alpha = SoftplusCubic(5), 40_000, 0.4
     x = all_states(5)[19]

@@ -49,6 +49,8 @@ from lsbcore.samplers.gwg import (
 MAX_PATH_LENGTH = 64
 #: Paths enumerated at most per chain by ``transition_probabilities`` (a check for tiny targets).
 MAX_ENUMERATED_PATHS = 200_000
+# numbers held at once by transition_probabilities ([chains, paths, flips, sites])
+PATH_NUMBERS_PER_BATCH = 1 << 24
 
 
 def path_log_prob(a: torch.Tensor, sites: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
@@ -119,14 +121,16 @@ class PathAuxiliarySampler(GradientSampler):
             "accepted": accept,
             "path_sites": sites,
             "path_length": length,
+            "path_log_prob": log_q_forward,
         }
 
     def transition_probabilities(self) -> torch.Tensor:
         """The law of the next state from each chain's current state, ``[B, 2^n]`` float64
         (columns: state codes of ``lsbcore.exact.states``), for targets of at most 12 sites.
 
-        Every ordered path of every length is enumerated and scored with ``path_log_prob`` and
-        ``log_acceptance``, the functions ``step`` uses; rejected mass stays on the diagonal.
+        Every ordered path of every length is enumerated and scored with ``path_log_prob`` (the
+        step's reverse path; its forward, summed draw by draw, agrees: tested) and
+        ``log_acceptance``, as ``step`` scores it; rejected mass stays on the diagonal.
         """
         self._check_enumerable()
         n = self.n_sites
@@ -148,15 +152,19 @@ class PathAuxiliarySampler(GradientSampler):
                 )  # [P, L]
                 active = torch.ones_like(seqs, dtype=torch.bool)
                 odd = torch.nn.functional.one_hot(seqs, n).sum(1) % 2  # [P, n]
-                end = self._x.unsqueeze(1) * (1.0 - 2.0 * odd)  # [B, P, n]
-                code = state_code(end)  # [B, P]
-                forward = seqs.expand(self.n_chains, -1, -1)  # [B, P, L]
-                log_fwd = path_log_prob(a_x.unsqueeze(1), forward, active)
-                back = reversed_path(forward, torch.full_like(code, length))
-                log_rev = path_log_prob(a_all[code], back, active)
-                log_ratio = log_p_all[code] - self._log_p.unsqueeze(1)
-                log_a = log_acceptance(log_ratio, log_fwd, log_rev)
-                probs.scatter_add_(1, code, torch.exp(log_fwd + log_a) / self.max_length)
+                group = max(1, PATH_NUMBERS_PER_BATCH // (len(seqs) * length * n))
+                for first in range(0, self.n_chains, group):  # chains in groups: [G, P, L, n]
+                    rows = slice(first, first + group)
+                    end = self._x[rows].unsqueeze(1) * (1.0 - 2.0 * odd)  # [G, P, n]
+                    code = state_code(end)  # [G, P]
+                    forward = seqs.expand(len(code), -1, -1)  # [G, P, L]
+                    log_fwd = path_log_prob(a_x[rows].unsqueeze(1), forward, active)
+                    back = reversed_path(forward, torch.full_like(code, length))
+                    log_rev = path_log_prob(a_all[code], back, active)
+                    log_ratio = log_p_all[code] - self._log_p[rows].unsqueeze(1)
+                    log_a = log_acceptance(log_ratio, log_fwd, log_rev)
+                    weight = torch.exp(log_fwd + log_a) / self.max_length
+                    probs[rows].scatter_add_(1, code, weight)
             here = state_code(self._x).unsqueeze(1)
             probs.scatter_(1, here, 0.0)
             return probs.scatter_(1, here, 1.0 - probs.sum(1, keepdim=True))
