@@ -177,9 +177,10 @@ class BatchedBalancedSampler(BatchedSampler):
         super().__init__(target, n_chains, **common)
         if objective == "authors":
             raise ValueError(
-                "the 'authors' objective is defined through a pairwise field (the authors' "
-                f"log-ratio on an Ising posterior); on {target.describe()} the {self.name!r} "
-                "sampler learns with objective='exact'."
+                "the 'authors' objective is defined through a pairwise field (their code's "
+                "log-ratio on an Ising posterior) and only the pairwise samplers compute it; "
+                f"the batched {self.name!r} sampler on {target.describe()} learns with "
+                "objective='exact'."
             )
         k = int(target.neighbourhood.shape[1]) if target.offers("pairwise") else self.n_sites
         self._exact_cost = k  # ratios rescored per scored state (module docstring)
