@@ -2,11 +2,12 @@
 
 numba compiles a kernel for the argument types it is first called with (or loads it from its
 on-disk cache, about 2 s for all of them). ``compile_kernels`` builds every registered sampler
-that needs no loaded function on a 3x3 lattice with the compiled backend and takes two steps
-with statistics tracked and a trace, and two learning steps where it learns: the argument types
-real runs use. A sampler without a compiled kernel takes torch steps there, which compile
-nothing. Then ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``),
-from which the app picks a photo's working resolution.
+that needs no loaded function on a 3x3 lattice with the backend ``"auto"`` picks on the CPU
+(the compiled loops where numba is installed) and takes two steps with statistics tracked and a
+trace, and two learning steps where it learns: the argument types real runs use. A sampler
+without a compiled kernel takes torch steps there, which compile nothing. Then
+``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
+picks a photo's working resolution.
 
 The app calls it in a background thread (``compile_in_background``; it steps with torch until
 ``ready``); the tests and the photo and annealing benchmarks call it first. It drives the
@@ -70,7 +71,9 @@ def _warm_up() -> None:
     for name, spec in REGISTRY.items():
         if spec.needs_balancing:
             continue
-        sampler = make_sampler(name, target, 2, device="cpu", backend="compiled")
+        # "auto" on the CPU: the compiled loops where the sampler has them (all pairwise
+        # samplers), torch steps for the samplers on any target, which refuse "compiled"
+        sampler = make_sampler(name, target, 2, device="cpu", backend="auto")
         sampler.track_statistics()
         if sampler.learnable:
             sampler.step(2, learn=True, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
