@@ -21,10 +21,13 @@ from scipy import sparse
 
 from lsbcore.exact.states import all_states, check_target
 from lsbcore.learning.balancing import Balancing
+from lsbcore.samplers.balanced_batched import balanced_builder
 from lsbcore.samplers.registry import REGISTRY, make_sampler, refusal
 
 #: Samplers whose balancing function is learned: their matrix is that of a frozen ``g``.
-LEARNED_NAMES = ("lsb1", "lsb2", "learned")
+LEARNED_NAMES = ("lsb1", "lsb2", "learned", "flsb1", "flsb2")
+#: Learned samplers on gradient-approximated ratios: frozen, they stay on those ratios.
+GRADIENT_RATIOS = ("flsb1", "flsb2")
 
 
 def flip_matrix(flip_probs: torch.Tensor) -> np.ndarray:
@@ -72,7 +75,11 @@ def transition_matrix(
     common = dict(seed=0, device="cpu", x0=x0, backend="torch", **options)
     if balancing is not None:
         frozen = copy.deepcopy(balancing).cpu()
-        sampler = make_sampler("learned", target, len(x0), balancing=frozen, **common)
+        if name in GRADIENT_RATIOS:
+            build = balanced_builder("learned", "gradient")
+            sampler = build(target, len(x0), balancing=frozen, **common)
+        else:
+            sampler = make_sampler("learned", target, len(x0), balancing=frozen, **common)
     else:
         sampler = make_sampler(name, target, len(x0), **common)
     p = np.eye(len(states))  # a state of zero mass is never left (never entered either)

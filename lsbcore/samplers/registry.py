@@ -19,9 +19,16 @@ import numpy as np
 
 from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
 from lsbcore.learning.objective import OBJECTIVES
+from lsbcore.samplers.balanced_batched import balanced_builder
 from lsbcore.samplers.batched import refusal as _missing_sentence
+from lsbcore.samplers.block_gibbs import BLOCK_CHOICES, MAX_BLOCK, BlockGibbsSampler
 from lsbcore.samplers.checkerboard import CheckerboardGibbsSampler
+from lsbcore.samplers.dmala import MAX_STEP_SIZE, MIN_STEP_SIZE, DiscreteLangevin
+from lsbcore.samplers.gwg import GibbsWithGradients
+from lsbcore.samplers.hamming_ball import HammingBallSampler
 from lsbcore.samplers.locally_balanced import OPTIMIZERS, LocallyBalancedSampler
+from lsbcore.samplers.pas import MAX_PATH_LENGTH, PathAuxiliarySampler
+from lsbcore.samplers.uniform_batched import uniform_builder
 from lsbcore.samplers.uniform_site import UniformSiteSampler
 from lsbcore.targets.base import Target
 from lsbcore.targets.pairwise_target import PairwiseTarget
@@ -82,6 +89,12 @@ class SamplerSpec:
     needs: frozenset = frozenset()
     build_any: Callable | None = None
     app: bool = True
+
+    @property
+    def batched_only(self) -> bool:
+        """Whether pairwise targets get the same batched sampler as any other: no compiled or
+        device kernels, nothing to warm up."""
+        return self.build is self.build_any
 
     @property
     def balanced(self) -> bool:
@@ -169,11 +182,16 @@ _FIXED_TEXT = {
 }
 for _name in FIXED:
     _label, _colour, _text = _FIXED_TEXT[_name]
-    register(SamplerSpec(_name, _label, _text, _colour, _balanced(_name)))
+    register(
+        SamplerSpec(
+            _name, _label, _text, _colour, _balanced(_name), build_any=balanced_builder(_name)
+        )
+    )
 register(
     SamplerSpec(
         "lsb1", "LSB 1", "LSB 1: learned softmax mixture of the four fixed functions",
         "#B07AA1", _balanced("lsb1"), LEARN_OPTIONS, learnable=True, family="learned",
+        build_any=balanced_builder("lsb1"),
     )
 )  # fmt: skip
 register(
@@ -181,25 +199,27 @@ register(
         "lsb2", "LSB 2",
         "LSB 2: learned function g(t) = (h(t) + t h(1/t)) / 2, h a small network",
         "#76B7B2", _balanced("lsb2"), (*LEARN_OPTIONS, HIDDEN), learnable=True,
-        family="learned",
+        family="learned", build_any=balanced_builder("lsb2"),
     )
 )  # fmt: skip
 register(
     SamplerSpec(
         "gibbs", "Gibbs", "Random-scan Gibbs (uninformed baseline)", "#9C755F",
-        _uniform_site("gibbs"), family="uninformed",
+        _uniform_site("gibbs"), family="uninformed", build_any=uniform_builder("gibbs"),
     )
 )  # fmt: skip
 register(
     SamplerSpec(
         "metropolis", "Metropolis", "Uniform-site Metropolis (uninformed baseline)", "#BAB0AC",
         _uniform_site("metropolis"), family="uninformed",
+        build_any=uniform_builder("metropolis"),
     )
 )  # fmt: skip
 register(
     SamplerSpec(
         "learned", "Imported", "A frozen learned balancing function loaded from JSON", "#FF9DA7",
         _balanced("learned"), family="learned", needs_balancing=True,
+        build_any=balanced_builder("learned"),
     )
 )  # fmt: skip
 register(
@@ -209,6 +229,91 @@ register(
         "lattice) resampled at once from its conditional; one step is one sweep",
         "#EDC948", CheckerboardGibbsSampler, sites_per_step="all", family="block",
         needs=frozenset({"pairwise"}),
+    )
+)  # fmt: skip
+
+# Samplers on any target (batched torch operations): the block and gradient samplers the LSB
+# paper and the field compare against. Not in the dashboard yet (app=False).
+BLOCKS = Option(
+    "blocks", "random", choices=BLOCK_CHOICES,
+    help="random: k sites drawn afresh each step; sweep: consecutive blocks in order; "
+    "shuffled: consecutive blocks of a fresh random order each sweep (the public GWG code's)",
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "block-gibbs", "Block Gibbs",
+        "Block Gibbs: a block of k sites resampled exactly from its conditional, all 2^k of its "
+        "states scored (the paper's Gibbs-2/4/10)",
+        "#8CD17D", BlockGibbsSampler,
+        (Option("block_size", 2, 1, MAX_BLOCK, help="k, sites per block: a step scores 2^k states"),
+         BLOCKS),
+        family="block", build_any=BlockGibbsSampler, app=False,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "hamming-ball", "Hamming ball",
+        "Titsias and Yau's Hamming ball sampler: an auxiliary state within radius r of x on a "
+        "block of k sites, then x drawn from p within radius r of it (the paper's HB-k-r)",
+        "#499894", HammingBallSampler,
+        (Option("block_size", 10, 1, MAX_BLOCK, help="k, sites per block"),
+         Option("radius", 1, 1, MAX_BLOCK, help="r <= k: the ball holds sum_{j<=r} C(k, j) states"),
+         BLOCKS),
+        family="block", build_any=HammingBallSampler, app=False,
+    )
+)  # fmt: skip
+GRADIENT = frozenset({"gradient"})
+# FLSB (the LSB paper's section 3.3): LSB on gradient-approximated flip log-ratios, one
+# evaluation per step, Metropolis-Hastings corrected with the reverse proposal
+_FLSB1, _FLSB2 = balanced_builder("lsb1", "gradient"), balanced_builder("lsb2", "gradient")
+register(
+    SamplerSpec(
+        "flsb1", "FLSB 1",
+        "Fast LSB 1: the learned mixture on gradient-approximated flip log-ratios, "
+        "MH-corrected with the reverse proposal (one evaluation per step)",
+        "#FABFD2", _FLSB1, LEARN_OPTIONS, learnable=True, family="learned", needs=GRADIENT,
+        build_any=_FLSB1, app=False,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "flsb2", "FLSB 2",
+        "Fast LSB 2: the learned network function on gradient-approximated flip log-ratios, "
+        "MH-corrected with the reverse proposal (one evaluation per step)",
+        "#A0CBE8", _FLSB2, (*LEARN_OPTIONS, HIDDEN), learnable=True, family="learned",
+        needs=GRADIENT, build_any=_FLSB2, app=False,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "gwg", "GWG",
+        "Gibbs-with-Gradients: one flip drawn from softmax(s~/2), s~ the gradient's first-order "
+        "flip log-ratios, Metropolis-Hastings corrected (Grathwohl et al. 2021)",
+        "#D37295", GibbsWithGradients, family="gradient", needs=GRADIENT,
+        build_any=GibbsWithGradients, app=False,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "pas", "PAS",
+        "Path auxiliary proposals: a path of 1 to 2R - 1 gradient-informed flips, one "
+        "Metropolis-Hastings test for the whole path (Sun et al. 2022)",
+        "#79706E", PathAuxiliarySampler,
+        (Option("path_length", 3, 1, MAX_PATH_LENGTH,
+                help="R: each path has 1 to 2R - 1 flips, R on average"),),
+        family="gradient", needs=GRADIENT, build_any=PathAuxiliarySampler, app=False,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "dmala", "DMALA",
+        "Discrete Langevin: every site flips independently with sigmoid(s~/2 - 1/(2 alpha)), "
+        "one Metropolis-Hastings test (Zhang et al. 2022)",
+        "#B6992D", DiscreteLangevin,
+        (Option("step_size", 0.2, MIN_STEP_SIZE, MAX_STEP_SIZE,
+                help="alpha, the Langevin step size (the paper's, on {0, 1} coordinates)"),),
+        sites_per_step="all", family="gradient", needs=GRADIENT, build_any=DiscreteLangevin,
+        app=False,
     )
 )  # fmt: skip
 

@@ -1,11 +1,11 @@
 """Compiling the CPU kernels ahead of their first use, and measuring this machine's speed.
 
 numba compiles a kernel for the argument types it is first called with (or loads it from its
-on-disk cache, about 2 s for all of them). ``compile_kernels`` builds every registered sampler
-that needs no loaded function on a 3x3 lattice with the backend ``"auto"`` picks on the CPU
-(the compiled loops where numba is installed) and takes two steps with statistics tracked and a
-trace, and two learning steps where it learns: the argument types real runs use. A sampler
-without a compiled kernel takes torch steps there, which compile nothing. Then
+on-disk cache, about 2 s for all of them). ``compile_kernels`` builds every registered pairwise
+sampler that needs no loaded function on a 3x3 lattice with the backend ``"auto"`` picks on the
+CPU (the compiled loops where numba is installed) and takes two steps with statistics tracked
+and a trace, and two learning steps where it learns: the argument types real runs use. The
+samplers on any target (``SamplerSpec.batched_only``) run torch steps only and are skipped. Then
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
 
@@ -69,10 +69,9 @@ def site_update_rate() -> float | None:
 def _warm_up() -> None:
     target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
     for name, spec in REGISTRY.items():
-        if spec.needs_balancing:
+        if spec.needs_balancing or spec.batched_only:  # torch steps only: nothing to compile
             continue
-        # "auto" on the CPU: the compiled loops where the sampler has them (all pairwise
-        # samplers), torch steps for the samplers on any target, which refuse "compiled"
+        # "auto" on the CPU: the compiled loops where numba is installed, else torch
         sampler = make_sampler(name, target, 2, device="cpu", backend="auto")
         sampler.track_statistics()
         if sampler.learnable:
