@@ -86,6 +86,16 @@ def test_a_stand_in_workload_gives_a_figure_per_sampler_and_a_sentence_for_an_un
     assert "barker" in text and "unknown sampler 'no-such-sampler'" in text
 
 
+def test_slow_workloads_and_samplers_take_their_share_of_the_steps(monkeypatch):
+    timed = []
+    monkeypatch.setattr(
+        bench_targets, "steps_per_second", lambda sampler, steps, repeats: timed.append(steps) or 1
+    )
+    runs = (Run("barker"), Run("gibbs", steps_share=0.1), Run("sqrt", steps_share=1e-6))
+    measure(Workload("shares", small_mrf, 2, runs, steps_share=0.5), "cpu", 100, 1)
+    assert timed == [50, 5, 2]  # never fewer than 2
+
+
 def test_a_sampler_refused_for_the_target_shows_the_registrys_sentence():
     target = IndependentBits(5)
     workload = Workload("not pairwise", lambda: target, 3, (Run("checkerboard"),))
