@@ -273,8 +273,13 @@ def test_without_annealing_every_sampler_samples_the_target(name, exact):
     20,000 independent chains end as 20,000 draws of the posterior of a 2 x 3 lattice."""
     target = ising((2, 3), 0.5, 0.6, 4)
     options = {"balancing": make_balancing("lsb1", seed=3)} if name == "learned" else {}
+    if name == "hamming-ball":
+        options["block_size"] = 3  # a block within the 6 sites
     sweeps = 12 if REGISTRY[name].sites_per_step == "all" else 30
-    schedule = Schedule.constant(1.0, 3, steps_for(name, sweeps, target) // 3)
+    steps = steps_for(name, sweeps, target)
+    if REGISTRY[name].batched_only:  # one MH proposal per step, however many sites it moves
+        steps = 30 * target.n_sites
+    schedule = Schedule.constant(1.0, 3, steps // 3)
     n = 20_000
     result = anneal(target, name, schedule, n_chains=n, seed=5, record_every=10**6, **options)
     counts = np.bincount(exact_chain.state_codes(result.state).numpy(), minlength=64)

@@ -265,8 +265,8 @@ class BatchedBalancedSampler(BatchedSampler):
         if self.ratios == "exact":
             s_new, cache = self.target.flip_log_ratios_after(self._x, x_new, self._s, self._cache)
             return self._s.gather(1, i.unsqueeze(1)).squeeze(1), s_new, cache
-        log_ratio = self.target.log_prob(x_new) - self._log_p
-        return log_ratio, self._approximate_ratios(x_new), None
+        log_p_new, grad_new = self.target.log_prob_and_grad(x_new)  # one pass where it can
+        return log_p_new - self._log_p, -2.0 * x_new * grad_new, None
 
     def _log_acceptance(self, log_ratio, log_g_i, log_z, log_g_new_i, log_z_new):
         """``log A`` of flipping site ``i``, from ``log p~(x') - log p~(x)``, ``log g(t_i)`` and

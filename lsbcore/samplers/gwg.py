@@ -37,16 +37,10 @@ STATES_PER_BATCH = 1 << 16
 
 
 def value_and_grad(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``log p~(x)`` ``[B]`` and its gradient ``[B, n]`` at flat states ``x [B, n]``: one pass
-    where the target takes its gradient by autograd through ``log_prob`` (the protocol's
-    default), else the target's own closed forms."""
-    if type(target).grad_log_prob is Target.grad_log_prob:
-        with torch.enable_grad():
-            real_x = x.detach().requires_grad_(True)
-            log_p = target.log_prob(real_x)
-            (grad,) = torch.autograd.grad(log_p.sum(), real_x)
-        return log_p.detach(), grad
-    return target.log_prob(x), target.grad_log_prob(x).reshape(x.shape)
+    """``log p~(x)`` ``[B]`` and its gradient ``[B, n]`` at flat states ``x [B, n]``, in one
+    pass where the target can (``Target.log_prob_and_grad``)."""
+    log_p, grad = target.log_prob_and_grad(x)
+    return log_p, grad.reshape(x.shape)
 
 
 def half_ratios(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:

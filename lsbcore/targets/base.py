@@ -163,6 +163,21 @@ class Target:
             s[:, sites] = log_p_flipped - log_p.unsqueeze(1)
         return s.view_as(x)
 
+    def log_prob_and_grad(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``log p~(x)`` ``[B]`` and ``grad_log_prob(x)`` (flat ``[B, n]``) together: one
+        autograd pass by default, or the target's closed forms where it has them (a target that
+        shares work between the two overrides this)."""
+        flat = self._flat(x)
+        if type(self).grad_log_prob is not Target.grad_log_prob:
+            return self.log_prob(flat), self.grad_log_prob(flat)
+        if not self.offers("gradient"):
+            raise ValueError(f"{self.describe()} has no differentiable log p~ to take a gradient.")
+        with torch.enable_grad():
+            real_x = flat.detach().requires_grad_(True)
+            log_p = self.log_prob(real_x)
+            (grad,) = torch.autograd.grad(log_p.sum(), real_x)
+        return log_p.detach(), grad
+
     def conditional_log_odds(self, x: torch.Tensor) -> torch.Tensor:
         """``log p(x_i = +1 | x_-i) - log p(x_i = -1 | x_-i) = -x_i s_i(x)``, in ``x``'s layout."""
         return -x.to(torch.float64) * self.flip_log_ratios(x)
