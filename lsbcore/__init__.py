@@ -33,7 +33,13 @@ from lsbcore.learning.balancing_io import (
     save_balancing,
 )
 from lsbcore.samplers.base import resolve_device, uniform_start
-from lsbcore.samplers.registry import DESCRIPTIONS, REGISTRY, SAMPLERS, make_sampler
+from lsbcore.samplers.registry import (
+    DESCRIPTIONS,
+    REGISTRY,
+    SAMPLERS,
+    make_sampler,
+    samplers_for,
+)
 from lsbcore.segmentation import (
     DataTerm,
     Prompt,
@@ -125,6 +131,7 @@ __all__ = [
     "magnetisation",
     "make_balancing",
     "make_sampler",
+    "samplers_for",
     "paper_case",
     "resolve_device",
     "image_problem",

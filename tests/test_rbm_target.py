@@ -10,6 +10,7 @@ import torch
 
 from lsbcore.exact.states import all_states
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.targets import rbm as rbm_module
 from lsbcore.targets.rbm import RANDOM_WEIGHT_STD, RBM, softplus
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -276,3 +277,21 @@ def test_rbm_refuses_bad_parameters_in_a_sentence(args, message):
 def test_rbm_refuses_bad_arguments_in_a_sentence(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_block_candidates_from_the_pre_activations_equal_whole_states(monkeypatch):
+    """The RBM scores block moves from its hidden pre-activations; each candidate equals
+    ``log_prob`` of the whole state, chunked or not."""
+    from lsbcore.samplers.block_gibbs import flip_patterns
+
+    rbm = RBM.random(20, 6, seed=1, scale=0.7)
+    g = torch.Generator().manual_seed(0)
+    x = rbm.start(7, g)
+    sites = torch.stack([torch.randperm(20, generator=g)[:4] for _ in range(7)])
+    flips = flip_patterns(4)
+    whole = torch.stack(
+        [rbm.log_prob(x.scatter(1, sites, x.gather(1, sites) * flip)) for flip in flips], 1
+    )
+    torch.testing.assert_close(rbm.block_log_probs(x, sites, flips), whole, rtol=0, atol=1e-12)
+    monkeypatch.setattr(rbm_module, "FLIP_BLOCK", 3 * 7 * 6)  # three candidates per chunk
+    torch.testing.assert_close(rbm.block_log_probs(x, sites, flips), whole, rtol=0, atol=1e-12)

@@ -39,6 +39,7 @@ import torch
 
 from lsbcore.checks import integer
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.targets.base import Target
 
 #: Largest block: 2^12 = 4096 states scored per chain and step.
 MAX_BLOCK = 12
@@ -70,6 +71,8 @@ def block_states(x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor) -> t
 def block_log_probs(target, x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor):
     """``log p~`` of every candidate of ``block_states``, ``[B, M]``, scored in chunks of at
     most ``MAX_CANDIDATE_VALUES`` numbers (one ``log_prob`` call per chunk)."""
+    if type(target).block_log_probs is not Target.block_log_probs:  # the target's own scoring
+        return target.block_log_probs(x, sites, flips)
     b, n = x.shape
     m = flips.shape[0]
     group = max(1, MAX_CANDIDATE_VALUES // (b * n))  # candidates per chain in one chunk

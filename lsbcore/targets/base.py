@@ -193,6 +193,14 @@ class Target:
             (grad,) = torch.autograd.grad(self.log_prob(real_x).sum(), real_x)
         return grad.view_as(x)
 
+    def block_log_probs(self, x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor):
+        """``log p~`` of every candidate of a block move, ``[B, M]``: flat ``x [B, n]`` with the
+        sites ``sites[b]`` (``[B, k]``) multiplied by each row of ``flips`` (``[M, k]`` of +-1).
+        A target that scores such moves faster than whole states (from what it keeps per chain)
+        overrides this; by default the block samplers build the candidate states and score them
+        through ``log_prob`` (``samplers.block_gibbs.block_log_probs``)."""
+        raise NotImplementedError
+
     # ----------------------------------------------------------------- incremental ratios
     def ratio_cache(self, x: torch.Tensor):
         """What the target keeps per chain to update its log-ratios fast (flat ``x [B, n]``);
