@@ -23,10 +23,13 @@ from lsbcore import (
     uniform_start,
 )
 from lsbcore.learning.balancing_io import balancing_to_dict
+from lsbcore.samplers.registry import APP_SAMPLERS, REGISTRY
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-RUNNABLE = [name for name in SAMPLERS if name != "learned"]
+# the dashboard's samplers (pairwise kernels); the samplers on any target: test_every_pair.py
+KERNEL_SAMPLERS = tuple(name for name in SAMPLERS if not REGISTRY[name].batched_only)
+RUNNABLE = [name for name in KERNEL_SAMPLERS if name != "learned"]
 
 
 def small_target(shape=(4, 4), boundary="free", lam=0.5, seed=0):
@@ -60,14 +63,22 @@ def test_every_sampler_is_listed_and_described():
         "metropolis",
         "learned",
         "checkerboard",
+        "block-gibbs",
+        "hamming-ball",
+        "flsb1",
+        "flsb2",
+        "gwg",
+        "pas",
+        "dmala",
     )
+    assert KERNEL_SAMPLERS == SAMPLERS[:10] == APP_SAMPLERS
     assert set(DESCRIPTIONS) == set(SAMPLERS)
     assert "Gibbs-with-Gradients" in DESCRIPTIONS["sqrt"]  # spec 2: say so, do not duplicate
 
 
 def test_unknown_sampler_is_refused_listing_the_choices():
-    with pytest.raises(ValueError, match="unknown sampler 'gwg'") as info:
-        make_sampler("gwg", small_target(), 2)
+    with pytest.raises(ValueError, match="unknown sampler 'mala'") as info:
+        make_sampler("mala", small_target(), 2)
     for name in SAMPLERS:
         assert name in str(info.value)
 
@@ -113,7 +124,7 @@ def test_unknown_devices_are_refused(device):
         make_sampler("gibbs", small_target(), 2, device=device)
 
 
-@pytest.mark.parametrize("name", SAMPLERS)
+@pytest.mark.parametrize("name", KERNEL_SAMPLERS)
 def test_start_state_is_validated(name):
     target = small_target((3, 4))
     with pytest.raises(ValueError, match=r"x0 must have shape \[2, 3, 4\] or \[3, 4\]"):
@@ -188,7 +199,7 @@ def test_target_must_be_an_lsbcore_target():
 
 
 # ------------------------------------------------------------------------------ interface
-@pytest.mark.parametrize("name", SAMPLERS)
+@pytest.mark.parametrize("name", KERNEL_SAMPLERS)
 def test_samplers_share_one_interface(name):
     target = small_target((3, 5), "periodic")
     sampler = build(name, target, 6, seed=1)
@@ -220,7 +231,7 @@ def test_samplers_share_one_interface(name):
             sampler.step(bad)
 
 
-@pytest.mark.parametrize("name", SAMPLERS)
+@pytest.mark.parametrize("name", KERNEL_SAMPLERS)
 @pytest.mark.parametrize(
     ("shape", "boundary", "k"),
     [((4, 4), "free", 5), ((4, 4), "periodic", 5), ((2, 3), "free", 4), ((2, 2), "periodic", 3)],

@@ -16,7 +16,7 @@ from lsbcore import IsingPosterior, PairwiseMRF, make_sampler
 from lsbcore import exact as exact_chain
 from lsbcore.samplers.registry import REGISTRY
 
-NAMES = [name for name in REGISTRY if not REGISTRY[name].needs_balancing]
+NAMES = [name for name, spec in REGISTRY.items() if not (spec.needs_balancing or spec.batched_only)]
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
