@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from lsbcore.exact.states import all_states
-from lsbcore.samplers.batched import BatchedSampler
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.grid_network import grid_network
+from tests.batched_support import UniformMetropolis
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -140,19 +140,6 @@ def test_a_constant_factor_adds_its_value_and_a_sampler_sees_no_change_from_it()
     assert torch.allclose(graph.flip_log_ratios(x)[:, 0], torch.zeros(4, dtype=torch.float64))
 
 
-class _UniformMetropolis(BatchedSampler):
-    """The smallest sampler on the batched base: a uniform site, flipped with min(1, t)."""
-
-    name = "test-metropolis"
-
-    def _step(self):
-        i = (self._uniforms(self.n_chains) * self.n_sites).long()
-        s_i = self._s[self._chains, i]
-        accept = torch.log(self._uniforms(self.n_chains)) < s_i
-        self._last = {"site": i, "accepted": accept}
-        self._move(self._flip_sites(i), accept, s_i)
-
-
 def support_is_connected_by_single_flips(log_p: torch.Tensor, n: int) -> bool:
     positive = set(torch.isfinite(log_p).nonzero().flatten().tolist())
     seen, frontier = set(), [min(positive)]
@@ -176,7 +163,7 @@ def test_a_sampler_never_enters_zero_mass_and_matches_the_exact_distribution():
     assert support_is_connected_by_single_flips(log_p, 6)
     p = torch.softmax(log_p, 0)
     assert 0 < int((p == 0).sum()) < 40  # zeros that matter
-    sampler = _UniformMetropolis(graph, n_chains=400, seed=0)
+    sampler = UniformMetropolis(graph, n_chains=400, seed=0)
     sampler.step(500)
     counts = torch.zeros(64, dtype=torch.float64)
     for _ in range(40):

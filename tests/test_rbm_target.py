@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from lsbcore.exact.states import all_states
-from lsbcore.samplers.batched import BatchedSampler
 from lsbcore.targets import rbm as rbm_module
 from lsbcore.targets.rbm import RANDOM_WEIGHT_STD, RBM, softplus
+from tests.batched_support import UniformMetropolis
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -128,22 +128,9 @@ def test_cached_pre_activations_follow_any_moves_to_1e_12():
         assert (s - exact_s).abs().max() <= 1e-12 * max(1.0, exact_s.abs().max())
 
 
-class _UniformMetropolis(BatchedSampler):
-    """The smallest sampler on the batched base: a uniform site, flipped with min(1, t)."""
-
-    name = "test-metropolis"
-
-    def _step(self):
-        i = (self._uniforms(self.n_chains) * self.n_sites).long()
-        s_i = self._s[self._chains, i]
-        accept = torch.log(self._uniforms(self.n_chains)) < s_i
-        self._last = {"site": i, "accepted": accept}
-        self._move(self._flip_sites(i), accept, s_i)
-
-
 def test_a_sampler_keeps_the_rbm_cache_exact_over_thousands_of_steps():
     rbm = tiny_rbm(12, 6, seed=5, scale=0.5)
-    sampler = _UniformMetropolis(rbm, n_chains=64, seed=0, resync_every=10**6)
+    sampler = UniformMetropolis(rbm, n_chains=64, seed=0, resync_every=10**6)
     sampler.step(3000)
     assert sampler.n_accepted > 1000  # the chains moved
     assert sampler.invariant_error() < 1e-11

@@ -7,9 +7,9 @@ import torch
 
 from lsbcore import PairwiseMRF, make_sampler
 from lsbcore.exact.states import all_states
-from lsbcore.samplers.batched import BatchedSampler
 from lsbcore.samplers.registry import REGISTRY, refusal, samplers_for
 from lsbcore.targets.base import Target
+from tests.batched_support import UniformMetropolis
 
 
 class TableTarget(Target):
@@ -41,19 +41,6 @@ class SmoothTarget(Target):
     def log_prob(self, x):
         x = self._flat(x)
         return x @ self.a + torch.einsum("bi,bj,bk,ijk->b", x, x, x, self.c)
-
-
-class UniformMetropolis(BatchedSampler):
-    """The smallest sampler on the base: a uniform site, flipped with min(1, t)."""
-
-    name = "test-metropolis"
-
-    def _step(self):
-        i = (self._uniforms(self.n_chains) * self.n_sites).long()
-        s_i = self._s[self._chains, i]
-        accept = torch.log(self._uniforms(self.n_chains)) < s_i
-        self._last = {"site": i, "accepted": accept}
-        self._move(self._flip_sites(i), accept, s_i)
 
 
 def random_table(n: int, seed: int, zeros: int = 0) -> torch.Tensor:

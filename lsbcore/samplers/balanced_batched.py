@@ -54,6 +54,7 @@ from lsbcore.checks import real
 from lsbcore.learning.balancing import Balancing, make_balancing
 from lsbcore.learning.history import LearningHistory
 from lsbcore.learning.objective import OBJECTIVES, lsb_loss_and_grads
+from lsbcore.learning.restarts import restarting_chains
 from lsbcore.numerics import SGD_MOMENTUM
 from lsbcore.samplers.batched import BatchedSampler
 from lsbcore.targets.base import Target
@@ -586,16 +587,8 @@ class BatchedBalancedSampler(BatchedSampler):
         """Restart chains, given that at least one does: the first, ``J``, has
         ``P(J = j) ~ (1 - pi)^j pi`` on ``0..B-1``, every later one restarts with ``pi``. A
         restarted chain draws the target's start (uniform where every state has mass)."""
-        pi, b = self.restart_prob, self.n_chains
-        u = self._uniforms(b + 1)
-        if pi >= 1:
-            first = 0
-        else:
-            none = math.exp(b * math.log1p(-pi))  # (1 - pi)^B
-            first = min(b - 1, math.floor(math.log1p(-float(u[0]) * (1 - none)) / math.log1p(-pi)))
-        restart = torch.zeros(b, dtype=torch.bool, device=self.device)
-        restart[first] = True
-        restart[first + 1 :] = u[first + 2 :] < pi
+        b = self.n_chains
+        restart = restarting_chains(self.restart_prob, self._uniforms(b + 1))
         fresh = self.target.start(b, self.generator).to(self.device, torch.float64)
         self._x = torch.where(restart.unsqueeze(1), fresh.reshape(b, -1), self._x)
         self.resync()

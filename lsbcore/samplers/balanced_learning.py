@@ -23,6 +23,7 @@ import torch
 
 from lsbcore.learning.balancing import MixtureBalancing
 from lsbcore.learning.objective import OBJECTIVES, authors_log_ratio, lsb_loss_and_grads
+from lsbcore.learning.restarts import restarting_chains
 from lsbcore.numerics import SGD_MOMENTUM
 
 OPTIMIZERS = ("adam", "sgd")
@@ -142,16 +143,10 @@ class BalancedLearning:
         Exact: the first restarting chain ``J`` has ``P(J = j | J <= B) ~ (1 - pi)^j pi`` (a
         truncated geometric), and every chain after it restarts independently with ``pi``.
         """
-        pi, b = self.restart_prob, self.n_chains
-        u = torch.rand(b + 1, generator=self.generator, dtype=torch.float64, device=self.device)
-        if pi >= 1:
-            first = 0
-        else:
-            none = math.exp(b * math.log1p(-pi))  # (1 - pi)^B
-            first = min(b - 1, math.floor(math.log1p(-float(u[0]) * (1 - none)) / math.log1p(-pi)))
-        restart = torch.zeros(b, dtype=torch.bool, device=self.device)
-        restart[first] = True
-        restart[first + 1 :] = u[first + 2 :] < pi
+        u = torch.rand(
+            self.n_chains + 1, generator=self.generator, dtype=torch.float64, device=self.device
+        )
+        restart = restarting_chains(self.restart_prob, u)
         bits = torch.randint(0, 2, self._x.shape, generator=self.generator, device=self.device)
         self._x = torch.where(restart.unsqueeze(1), (2 * bits - 1).to(torch.float64), self._x)
         self.resync()

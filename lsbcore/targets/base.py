@@ -28,10 +28,12 @@ answers ``log_prob`` (and, where cheaper than the defaults, the rest). States ma
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
-from lsbcore.checks import real
+from lsbcore.checks import integer, real
 
 # Sizes: about 2048 x 2048 sites (the flip tables then take about 0.7 GB), and the fields of
 # every chain together at most 512 MB of float64
@@ -66,6 +68,22 @@ def as_real_tensor(value, name: str, max_values: int = MAX_VALUES) -> torch.Tens
     if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64)):
         raise ValueError(f"{name} must hold real numbers, got dtype {value.dtype}.")
     return value.to(torch.float64)
+
+
+def check_layout(shape, n: int, what: str = "sites") -> tuple[int, ...]:
+    """A drawing layout for ``n`` sites: ``(n,)`` for ``None``, else positive sizes whose product
+    is ``n`` (``what`` names the sites in the message)."""
+    if shape is None:
+        return (n,)
+    try:
+        sizes = tuple(integer(v, "shape", 1, n) for v in shape)
+    except TypeError as err:
+        raise ValueError(f"shape must be a tuple of positive integers, got {shape!r}.") from err
+    if not sizes or math.prod(sizes) != n:
+        raise ValueError(
+            f"shape must be positive sizes whose product is the {n} {what}, got {shape!r}."
+        )
+    return sizes
 
 
 def check_beta(beta) -> float:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer
-from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_SITES, MAX_VALUES, Target
+from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_SITES, MAX_VALUES, Target, check_layout
 from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, read_uai
 
 # The search of start(): restarts from fresh draws, each followed by this many repairing flips
@@ -76,7 +76,7 @@ class FactorGraph(Target):
         n = integer(n_variables, "n_variables", 1, MAX_SITES)
         scopes, tables = _check_factors(n, scopes, log_tables)
         self.n_sites = self.n_variables = n
-        self.shape = _layout(shape, n)
+        self.shape = check_layout(shape, n, "variables")
         self.scopes = tuple(tuple(int(v) for v in scope) for scope in scopes)
         self.log_tables = tuple(tables)
         self.provides = frozenset(
@@ -418,20 +418,6 @@ def _group(scopes, tables) -> list[_Arity]:
             )
         )
     return groups
-
-
-def _layout(shape, n: int) -> tuple[int, ...]:
-    if shape is None:
-        return (n,)
-    try:
-        sizes = tuple(integer(v, "shape", 1, n) for v in shape)
-    except TypeError as err:
-        raise ValueError(f"shape must be a tuple of positive integers, got {shape!r}.") from err
-    if not sizes or math.prod(sizes) != n:
-        raise ValueError(
-            f"shape must be positive sizes whose product is the {n} variables, got {shape!r}."
-        )
-    return sizes
 
 
 __all__ = ["FactorGraph"]

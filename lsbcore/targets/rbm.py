@@ -23,12 +23,16 @@ conditional factorises), the ground truth the other samplers are compared agains
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from lsbcore.checks import integer, real
-from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_VALUES, Target, as_real_tensor
+from lsbcore.targets.base import (
+    MAX_LOCAL_FIELD,
+    MAX_VALUES,
+    Target,
+    as_real_tensor,
+    check_layout,
+)
 
 # The public Gibbs-with-Gradients code's "random" RBM (``rbm_sample.py --data random``): weights
 # drawn from N(0, 0.05), both biases from N(0, 1)
@@ -81,7 +85,7 @@ class RBM(Target):
                 raise ValueError(
                     f"every entry of {name} must be at most {MAX_LOCAL_FIELD:g} in magnitude."
                 )
-        self.shape = _layout(shape, n)
+        self.shape = check_layout(shape, n, "visible units")
         self.n_sites = n
         self.n_visible, self.n_hidden = n, m
         self.W = W.detach().clone()
@@ -233,21 +237,6 @@ class RBM(Target):
             h = torch.bernoulli(torch.sigmoid(torch.addmm(c, v, W.T)), generator=generator)
             v = torch.bernoulli(torch.sigmoid(torch.addmm(b, h, W)), generator=generator)
         return 2.0 * v - 1.0
-
-
-def _layout(shape, n: int) -> tuple[int, ...]:
-    """The drawing layout: ``(n,)`` by default, else positive sizes whose product is ``n``."""
-    if shape is None:
-        return (n,)
-    try:
-        sizes = tuple(integer(v, "shape", 1, n) for v in shape)
-    except TypeError as err:
-        raise ValueError(f"shape must be a tuple of positive integers, got {shape!r}.") from err
-    if not sizes or math.prod(sizes) != n:
-        raise ValueError(
-            f"shape must be positive sizes whose product is the {n} visible units, got {shape!r}."
-        )
-    return sizes
 
 
 __all__ = ["RBM", "softplus", "RANDOM_WEIGHT_STD"]
