@@ -22,6 +22,7 @@ from scipy import sparse
 from lsbcore.exact.states import all_states, check_target
 from lsbcore.learning.balancing import Balancing
 from lsbcore.samplers.balanced_batched import balanced_builder
+from lsbcore.samplers.interface import MultiSiteSampler
 from lsbcore.samplers.registry import REGISTRY, make_sampler, refusal
 
 #: Samplers whose balancing function is learned: their matrix is that of a frozen ``g``.
@@ -84,7 +85,7 @@ def transition_matrix(
         sampler = make_sampler(name, target, len(x0), **common)
     p = np.eye(len(states))  # a state of zero mass is never left (never entered either)
     rows = alive.numpy()
-    if hasattr(sampler, "transition_probabilities"):
+    if isinstance(sampler, MultiSiteSampler):
         p[rows] = sampler.transition_probabilities().double().cpu().numpy()
         return p
     fp = torch.zeros(len(states), n, dtype=torch.float64)

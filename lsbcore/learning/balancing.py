@@ -273,3 +273,16 @@ def make_balancing(name: str, hidden: int = 10, seed: int = 0) -> Balancing:
     raise ValueError(
         f"unknown balancing function {name!r}; choose one of {FIXED + ('lsb1', 'lsb2')}."
     )
+
+
+def sampler_balancing(kind: str, hidden: int = 10, seed: int = 0, balancing=None) -> Balancing:
+    """The balancing function a sampler of registry kind ``kind`` starts with: a fixed
+    function's or LSB 1's or 2's (``make_balancing``), or for ``"learned"`` the loaded
+    ``balancing``, frozen."""
+    if kind != "learned":
+        return make_balancing(kind, hidden=hidden, seed=seed)
+    if not isinstance(balancing, Balancing):
+        raise ValueError(
+            "the 'learned' sampler needs balancing=lsbcore.load_balancing(path_or_dict)."
+        )
+    return balancing.frozen()

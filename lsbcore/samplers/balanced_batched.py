@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from lsbcore.checks import real
-from lsbcore.learning.balancing import Balancing, make_balancing
+from lsbcore.learning.balancing import Balancing, sampler_balancing
 from lsbcore.learning.history import LearningHistory
 from lsbcore.learning.objective import OBJECTIVES, lsb_loss_and_grads
 from lsbcore.learning.restarts import restarting_chains
@@ -611,14 +611,7 @@ def balanced_builder(kind: str, ratios: str = "exact"):
     ``"lsb1"``, ``"lsb2"`` or ``"learned"`` (a loaded function, ``balancing=``, frozen)."""
 
     def build(target, n_chains, hidden=10, balancing=None, name=None, **common):
-        if kind == "learned":
-            if not isinstance(balancing, Balancing):
-                raise ValueError(
-                    "the 'learned' sampler needs balancing=lsbcore.load_balancing(path_or_dict)."
-                )
-            balancing.frozen()
-        else:
-            balancing = make_balancing(kind, hidden=hidden, seed=common.get("seed", 0))
+        balancing = sampler_balancing(kind, hidden, common.get("seed", 0), balancing)
         default = kind if ratios == "exact" else f"f{kind}"
         return BatchedBalancedSampler(
             target, n_chains, balancing, ratios=ratios, name=name or default, **common

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
+from lsbcore.learning.balancing import FIXED, sampler_balancing
 from lsbcore.learning.objective import OBJECTIVES
 from lsbcore.samplers.balanced_batched import balanced_builder
 from lsbcore.samplers.batched import refusal as _missing_sentence
@@ -150,14 +150,7 @@ HIDDEN = Option("hidden", 10, 1, 256, help="LSB 2's hidden width")
 
 def _balanced(kind: str):
     def build(target, n_chains, hidden=10, balancing=None, **common):
-        if kind == "learned":
-            if not isinstance(balancing, Balancing):
-                raise ValueError(
-                    "the 'learned' sampler needs balancing=lsbcore.load_balancing(path_or_dict)."
-                )
-            balancing.frozen()
-        else:
-            balancing = make_balancing(kind, hidden=hidden, seed=common["seed"])
+        balancing = sampler_balancing(kind, hidden, common["seed"], balancing)
         return LocallyBalancedSampler(target, n_chains, balancing, name=kind, **common)
 
     return build
