@@ -547,7 +547,7 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
                 sb.error(f"This learned function cannot be used: {plain(error)}")
             else:
                 learned_json, learned_id = file.getvalue(), file.file_id
-    learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.learnable)
+    learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.app and s.learnable)
     with sb.expander(f"Learning ({learners})"):
         _number(
             st,

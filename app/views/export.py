@@ -209,7 +209,7 @@ def render(run) -> None:
     st.markdown("**Learned balancing functions**")
     learned = [n for n in comparison.names if REGISTRY[n].learnable]
     if not learned:
-        learners = " or ".join(s.label for s in REGISTRY.values() if s.learnable)
+        learners = " or ".join(s.label for s in REGISTRY.values() if s.app and s.learnable)
         st.caption(f"Select {learners} to export a learned function.")
     else:
         importer = next((s.label for s in REGISTRY.values() if s.needs_balancing), "Imported")
