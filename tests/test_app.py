@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 import lsbcore
 from app import config as cfgmod
-from app import pin_store, presentation, sources, state
+from app import pin_store, presentation, sidebar, sources, state
 from app.text import counted
 from app.views import annealing, export, why
 from lsbcore.segmentation.segment import overlay_at_size
@@ -115,6 +115,19 @@ def test_run_samples_in_the_background_until_paused():
     time.sleep(0.2)
     assert run.n_steps == steps
     assert not at.button(key="run").disabled
+
+
+def test_the_sidebar_offers_the_dashboards_samplers_only():
+    """The samplers on any target (block Gibbs, Hamming ball, the gradient samplers, FLSB) run
+    from the library; the sidebar neither lists them nor names them among its learners."""
+    at = open_app()
+    assert_healthy(at)
+    offered = set(at.multiselect(key="samplers").options)
+    labels = {name: sidebar.SAMPLER_LABELS[name] for name in lsbcore.REGISTRY}
+    assert offered == {labels[name] for name in lsbcore.REGISTRY if lsbcore.REGISTRY[name].app}
+    assert not offered & {labels[n] for n in lsbcore.REGISTRY if not lsbcore.REGISTRY[n].app}
+    learning = [e.label for e in at.expander if e.label.startswith("Learning")]
+    assert learning == ["Learning (LSB 1, LSB 2)"]
 
 
 def test_step_takes_one_step_in_slow_motion_on_the_proposal_tab():
