@@ -26,7 +26,6 @@ import argparse
 import json
 import platform
 import sys
-import time
 
 import torch
 
@@ -36,19 +35,9 @@ from lsbcore.cases import paper_case
 from lsbcore.comparison import Comparison
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.ising import IsingPosterior
+from lsbcore.timing import per_second
 
 PAPER_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
-
-
-def per_second(advance, steps: int, repeats: int) -> float:
-    """``steps / seconds`` of ``advance(steps)``, best of ``repeats`` after a warm-up."""
-    advance(max(1, steps // 10))
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        advance(steps)
-        best = min(best, time.perf_counter() - start)
-    return steps / best
 
 
 def image_target(size: int) -> IsingPosterior:

@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from lsbcore.targets.base import Target
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.rbm import RBM
+from lsbcore.timing import per_second
 
 #: The grid network of the factor-graph figures: like the paper's MN 1 (100 variables with
 #: near-deterministic conditional tables); half the variables' tables near-deterministic, as
@@ -134,15 +134,8 @@ TARGETS = tuple(WORKLOADS)
 
 
 def steps_per_second(sampler, steps: int, repeats: int) -> float:
-    """``steps`` over the best of ``repeats`` timed ``sampler.step(steps)``, after a warm-up of a
-    tenth as many (the rule of ``lsbcore.bench.per_second``)."""
-    sampler.step(max(1, steps // 10))
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        sampler.step(steps)
-        best = min(best, time.perf_counter() - start)
-    return steps / best
+    """``sampler.step`` timed by the benchmarks' rule (``lsbcore.timing.per_second``)."""
+    return per_second(sampler.step, steps, repeats)
 
 
 def measure(workload: Workload, device, steps: int, repeats: int) -> dict[str, dict]:
