@@ -284,7 +284,12 @@ def parse_samplers(raw, warnings: list[str]) -> tuple[str, ...] | None:
             name = part.strip().lower()
             if not name:
                 continue
-            if name not in APP_SAMPLERS:
+            if name in REGISTRY and name not in APP_SAMPLERS:
+                warnings.append(
+                    f"samplers: {quote(name)} runs from the library (lsbcore), not in the "
+                    "dashboard; ignored."
+                )
+            elif name not in APP_SAMPLERS:
                 warnings.append(f"samplers: unknown sampler {quote(name)} ignored.")
             elif name not in names:
                 names.append(name)

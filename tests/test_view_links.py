@@ -121,3 +121,14 @@ def test_the_group_chooser_opens_one_view_and_the_link_follows(monkeypatch):
         assert drawn[-1] == "Proposal" and not at.exception
     finally:
         state._pause_all_runs()
+
+
+def test_a_link_naming_a_library_sampler_says_where_it_runs():
+    from app.config import parse_samplers
+
+    warnings: list[str] = []
+    assert parse_samplers(["gwg,sqrt", "nonsense"], warnings) == ("sqrt",)
+    assert warnings == [
+        "samplers: “gwg” runs from the library (lsbcore), not in the dashboard; ignored.",
+        "samplers: unknown sampler “nonsense” ignored.",
+    ]
