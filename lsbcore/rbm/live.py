@@ -1,0 +1,153 @@
+"""Several RBM samplers from one shared start, with the MMD to the ground truth as they go.
+
+``RBMComparison`` is what the dashboard and the experiment command drive on an RBM: each
+variant (``variants.VARIANTS``) is a registry sampler built on the same RBM, the same chains'
+start and the same seed. ``step`` only advances the samplers (no host reads), so the app can
+call it as often as it redraws; ``record`` reads the chains and appends one checkpoint per
+variant: steps, target evaluations (per chain, ``docs/method.md`` section 9), the sampler's own
+wall time and ``log10 MMD`` of its chains against the ground truth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lsbcore.backends import resolve_device
+from lsbcore.checks import integer
+from lsbcore.rbm.ground_truth import ground_truth, noise_floor
+from lsbcore.rbm.mmd import as_spins, log_mmd
+from lsbcore.rbm.variants import LABELS, variant
+from lsbcore.samplers.base import uniform_start
+from lsbcore.samplers.interface import ChainSampler
+from lsbcore.samplers.registry import REGISTRY, make_sampler
+from lsbcore.targets.rbm import RBM
+
+__all__ = ["CURVE_FIELDS", "RBMComparison"]
+
+CURVE_FIELDS = ("step", "evals", "seconds", "log_mmd")
+
+
+class RBMComparison:
+    """``labels`` (from ``variants.LABELS``) on ``rbm``, ``n_chains`` chains each, all from one
+    uniform random start drawn from ``seed``.
+
+    Args:
+        truth: ground-truth samples ``[N, n]`` (0/1 or +-1) for the MMD; default
+            ``ground_truth(rbm)``.
+        x0: the shared start ``[n_chains, n]`` of +-1 (default: uniform from ``seed``).
+        options: each goes to the samplers whose registry entry lists it (``lr``,
+            ``optimizer``, ``hidden``, ...), as ``lsbcore.Comparison`` does; a variant's own
+            options (a block size) win.
+    """
+
+    def __init__(
+        self, rbm, labels, n_chains: int, seed: int = 0, device=None, truth=None, x0=None,
+        **options,
+    ):  # fmt: skip
+        if not isinstance(rbm, RBM):
+            raise ValueError(f"rbm must be an lsbcore RBM, got {type(rbm).__name__}.")
+        labels = list(labels)
+        if not labels:
+            raise ValueError("labels must list at least one sampler.")
+        unknown = [label for label in labels if label not in LABELS]
+        if unknown:
+            raise ValueError(f"unknown RBM sampler(s) {unknown}; choose from: {', '.join(LABELS)}.")
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"each sampler may appear once, got {labels}.")
+        n_chains = integer(n_chains, "n_chains", 1, 100_000)
+        seed = integer(seed, "seed", 0, 2**62)
+        self.rbm, self.labels, self.n_chains, self.seed = rbm, labels, n_chains, seed
+        self.device = resolve_device(device)
+        self.truth = ground_truth(rbm) if truth is None else as_spins(truth, "truth")
+        if self.truth.shape[1] != rbm.n_visible:
+            raise ValueError(
+                f"truth must have one column per visible unit ({rbm.n_visible}), got "
+                f"{self.truth.shape[1]}."
+            )
+        if x0 is None:
+            x0 = uniform_start(rbm.shape, n_chains, seed)
+        else:
+            x0 = as_spins(torch.as_tensor(x0).reshape(n_chains, -1), "x0").view(
+                n_chains, *rbm.shape
+            )
+        self.x0 = x0
+        self.samplers: dict[str, ChainSampler] = {}
+        for label in labels:
+            name, own = variant(label)
+            allowed = {o.name for o in REGISTRY[name].options}
+            opts = {k: v for k, v in options.items() if k in allowed}
+            opts.update(own)
+            self.samplers[label] = make_sampler(
+                name, rbm, n_chains, seed=seed, device=self.device, x0=x0, **opts
+            )
+        self.phase = "burnin"
+        self.n_steps = 0
+        self._floor: float | None = None
+        self._curves = {label: {f: [] for f in CURVE_FIELDS} for label in labels}
+        self._burnin_end: int | None = None
+
+    # ----------------------------------------------------------------- running
+    def step(self, n: int = 1, learn: bool = False) -> None:
+        """Advance every sampler ``n`` steps; ``learn`` adapts the learnable ones (burn-in only)."""
+        n = integer(n, "n", 0)
+        if learn and self.phase == "mixing":
+            raise ValueError("learning is for burn-in; the balancing functions are frozen now.")
+        for sampler in self.samplers.values():
+            sampler.step(n, learn=learn and sampler.learnable)
+        self.n_steps += n
+
+    def start_mixing(self) -> None:
+        """End burn-in: freeze every learned balancing function."""
+        if self.phase == "mixing":
+            return
+        self.phase = "mixing"
+        self._burnin_end = self.n_steps
+        for sampler in self.samplers.values():
+            if sampler.learnable:
+                sampler.balancing.frozen()
+
+    @property
+    def burnin_steps(self) -> int | None:
+        """Steps taken before ``start_mixing`` (None while in burn-in)."""
+        return self._burnin_end
+
+    # ----------------------------------------------------------------- measuring
+    def states(self, label: str) -> torch.Tensor:
+        """``[n_chains, n]`` float64 +-1 on the CPU: the chains of ``label`` now (a copy)."""
+        return self.samplers[label].x.detach().reshape(self.n_chains, -1).to("cpu").clone()
+
+    def log_mmd(self, label: str) -> float:
+        """``log10 MMD`` of ``label``'s chains now against the ground truth."""
+        return log_mmd(self.states(label), self.truth)
+
+    def record(self) -> None:
+        """Append a checkpoint (step, evaluations, seconds, log-MMD) for every label."""
+        for label, sampler in self.samplers.items():
+            curve = self._curves[label]
+            curve["step"].append(int(sampler.n_steps))
+            curve["evals"].append(int(sampler.n_target_evals))
+            curve["seconds"].append(float(sampler.wall_seconds))
+            curve["log_mmd"].append(self.log_mmd(label))
+
+    def curve(self, label: str) -> dict[str, list]:
+        """The checkpoints of ``label`` so far: lists ``step``, ``evals`` (per chain),
+        ``seconds`` (the sampler's own wall time), ``log_mmd`` (log10)."""
+        if label not in self._curves:
+            raise ValueError(f"{label!r} is not in this comparison; it has: {self.labels}.")
+        return {k: list(v) for k, v in self._curves[label].items()}
+
+    def hop_distance(self, label: str) -> float:
+        """Mean Hamming distance a chain moved per step so far (NaN before any step)."""
+        sampler = self.samplers[label]
+        steps = sampler.n_steps * sampler.n_chains
+        return float(sampler.n_accepted) / steps if steps else math.nan
+
+    @property
+    def noise_floor(self) -> float:
+        """``log10 MMD`` of ``n_chains`` exact samples against the truth (the mean of 8
+        independent draws; computed once)."""
+        if self._floor is None:
+            self._floor = noise_floor(self.rbm, self.n_chains, draws=8, truth=self.truth)
+        return self._floor
