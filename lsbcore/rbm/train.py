@@ -1,0 +1,285 @@
+"""Train a Bernoulli RBM on binary data by persistent contrastive divergence (PCD).
+
+The log-likelihood gradient is ``E_data[v h^T] - E_model[v h^T]`` (and the same for the
+biases). PCD (Tieleman, 2008) takes the first term from a minibatch, with ``h`` summed out
+(``p(h = 1 | v) = sigmoid(c + W v)``), and the second from ``n_persistent`` chains that are
+never restarted: each update advances them ``k`` steps of exact block Gibbs on ``(v, h)``, so
+they track the slowly changing model instead of starting again from the data (CD's bias).
+The learning rate falls linearly to zero over the epochs, which lets the chains catch up with
+the final weights. Everything is seeded by one ``torch.Generator``: same seed, same model.
+
+    python -m lsbcore.rbm.train --data digits-8x8 --hidden 50 --epochs 300 --out model.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from lsbcore.checks import integer, real
+from lsbcore.rbm.data import MAX_ROWS, MAX_VISIBLE
+from lsbcore.rbm.likelihood import (
+    MAX_EXACT_UNITS,
+    as_visible,
+    exact_log_likelihood,
+    pseudo_log_likelihood,
+)
+from lsbcore.targets.base import check_layout
+from lsbcore.targets.rbm import RBM
+
+MAX_HIDDEN = 2_000
+MAX_EPOCHS = 100_000
+# The longest training the library accepts (the app passes its own, smaller cap)
+MAX_TRAINING_SECONDS = 3_600.0
+# The per-epoch figures: the pseudo-log-likelihood on at most this many fixed rows, and the
+# exact log-likelihood when the smaller layer has at most this many units (2^12 states)
+MONITOR_ROWS = 500
+MONITOR_EXACT_UNITS = 12
+INITIAL_WEIGHT_STD = 0.01
+MOMENTUM = 0.5
+
+Progress = Callable[[float, str], "bool | None"]
+
+
+@dataclass
+class Training:
+    """What ``train`` returns: the model, one record per epoch finished
+    (``epoch``, ``seconds``, ``pseudo_log_likelihood``, ``log_likelihood`` (exact; None when
+    the model is too large to enumerate)) and why training stopped early (None: it did not)."""
+
+    model: RBM
+    history: list[dict] = field(default_factory=list)
+    stopped: str | None = None
+
+
+def _check_data(data) -> torch.Tensor:
+    size = data.numel() if isinstance(data, torch.Tensor) else np.size(data)
+    if size > MAX_ROWS * MAX_VISIBLE:
+        raise ValueError(
+            f"data holds {size:,} values; at most {MAX_ROWS * MAX_VISIBLE:,} are used."
+        )
+    rows = as_visible(data)
+    n_rows, n = rows.shape
+    if n_rows > MAX_ROWS:
+        raise ValueError(f"data has {n_rows:,} rows; at most {MAX_ROWS:,} can be trained on.")
+    if n > MAX_VISIBLE:
+        raise ValueError(f"data rows have {n:,} values; at most {MAX_VISIBLE:,} visible units.")
+    return rows
+
+
+def train(
+    data,
+    n_hidden: int,
+    *,
+    epochs: int = 100,
+    batch_size: int = 100,
+    lr: float = 0.05,
+    k: int = 1,
+    n_persistent: int | None = None,
+    weight_decay: float = 1e-4,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    progress: Progress | None = None,
+    shape=None,
+) -> Training:
+    """An RBM with ``n_hidden`` hidden units fitted to the rows of ``data`` (``[N, n]`` of 0/1,
+    or +-1) by PCD: ``epochs`` passes over the shuffled rows in minibatches of ``batch_size``,
+    learning rate ``lr`` (falling linearly to 0) with momentum 0.5 and L2 ``weight_decay`` on
+    ``W``, ``k`` block Gibbs steps per update on ``n_persistent`` chains (default: the batch
+    size). ``progress(done_fraction, message)`` is called after every update; returning False
+    stops training (``Training.stopped`` says so), as does ``max_seconds``. ``shape`` lays the
+    visible units out for drawing."""
+    visible = _check_data(data)
+    n_rows, n = visible.shape
+    n_hidden = integer(n_hidden, "n_hidden", 1, MAX_HIDDEN)
+    epochs = integer(epochs, "epochs", 1, MAX_EPOCHS)
+    batch_size = integer(batch_size, "batch_size", 1, MAX_ROWS)
+    lr = real(lr, "lr", 0.0, 10.0)
+    if lr == 0.0:
+        raise ValueError("lr must be a positive real number up to 10, got 0.")
+    k = integer(k, "k", 1, 1_000)
+    n_persistent = integer(
+        batch_size if n_persistent is None else n_persistent, "n_persistent", 1, MAX_ROWS
+    )
+    weight_decay = real(weight_decay, "weight_decay", 0.0, 1.0)
+    seed = integer(seed, "seed", 0, 2**63 - 1)
+    if max_seconds is not None:
+        max_seconds = real(max_seconds, "max_seconds", 0.0, MAX_TRAINING_SECONDS)
+    if progress is not None and not callable(progress):
+        raise ValueError("progress must be a function (done_fraction, message) or None.")
+    shape = check_layout(shape, n, "visible units")
+
+    generator = torch.Generator().manual_seed(seed)
+    W = torch.randn(n_hidden, n, generator=generator, dtype=torch.float64) * INITIAL_WEIGHT_STD
+    mean = visible.mean(0).clamp(1e-3, 1 - 1e-3)
+    b = torch.log(mean / (1 - mean))  # the factorised model's biases: a good start
+    c = torch.zeros(n_hidden, dtype=torch.float64)
+    velocity = [torch.zeros_like(t) for t in (W, b, c)]
+    # persistent chains start from the factorised model
+    chains = torch.bernoulli(mean.expand(n_persistent, n).contiguous(), generator=generator)
+    monitor = visible[torch.randperm(n_rows, generator=generator)[:MONITOR_ROWS]]
+
+    batches = math.ceil(n_rows / batch_size)
+    total = epochs * batches
+    result = Training(model=RBM(W, b, c, shape=shape))
+    started = time.perf_counter()
+    done = 0
+    for epoch in range(1, epochs + 1):
+        order = torch.randperm(n_rows, generator=generator)
+        for first in range(0, n_rows, batch_size):
+            batch = visible[order[first : first + batch_size]]
+            rate = lr * (1.0 - done / total)
+            # positive phase: p(h | v) of the data; negative phase: k steps of the chains
+            positive = torch.sigmoid(torch.addmm(c, batch, W.T))
+            for _ in range(k):
+                hidden = torch.bernoulli(
+                    torch.sigmoid(torch.addmm(c, chains, W.T)), generator=generator
+                )
+                chains = torch.bernoulli(
+                    torch.sigmoid(torch.addmm(b, hidden, W)), generator=generator
+                )
+            negative = torch.sigmoid(torch.addmm(c, chains, W.T))
+            gradients = (
+                positive.T @ batch / len(batch)
+                - negative.T @ chains / n_persistent
+                - weight_decay * W,
+                batch.mean(0) - chains.mean(0),
+                positive.mean(0) - negative.mean(0),
+            )
+            for parameter, speed, gradient in zip((W, b, c), velocity, gradients, strict=True):
+                speed.mul_(MOMENTUM).add_(gradient, alpha=rate)
+                parameter.add_(speed)
+            done += 1
+            elapsed = time.perf_counter() - started
+            if progress is not None and progress(done / total, f"epoch {epoch}/{epochs}") is False:
+                result.stopped = f"stopped by the user after {done:,} of {total:,} updates"
+            elif max_seconds is not None and elapsed >= max_seconds:
+                result.stopped = (
+                    f"stopped at the time limit of {max_seconds:g} s after {done:,} of "
+                    f"{total:,} updates"
+                )
+            if result.stopped:
+                break
+        if not bool(
+            torch.isfinite(W).all() and torch.isfinite(b).all() and torch.isfinite(c).all()
+        ):
+            raise ValueError(
+                f"training diverged in epoch {epoch} (weights became infinite); use a smaller lr."
+            )
+        model = RBM(W, b, c, shape=shape)
+        result.model = model
+        if done % batches == 0:  # a whole epoch: record it
+            exact = (
+                exact_log_likelihood(model, monitor)
+                if min(n, n_hidden) <= min(MONITOR_EXACT_UNITS, MAX_EXACT_UNITS)
+                else None
+            )
+            result.history.append(
+                {
+                    "epoch": epoch,
+                    "seconds": time.perf_counter() - started,
+                    "pseudo_log_likelihood": pseudo_log_likelihood(model, monitor),
+                    "log_likelihood": exact,
+                }
+            )
+        if result.stopped:
+            break
+    return result
+
+
+def progress_bar(label: str = "training", width: int = 30, stream=None) -> Progress:
+    """A text progress bar on stderr (redrawn in place), as a ``progress`` callback."""
+    stream = sys.stderr if stream is None else stream
+    started = time.perf_counter()
+    last = [-1]
+
+    def show(fraction: float, message: str) -> None:
+        filled = int(width * fraction)
+        if filled == last[0] and fraction < 1.0:
+            return
+        last[0] = filled
+        elapsed = time.perf_counter() - started
+        bar = "#" * filled + "-" * (width - filled)
+        stream.write(f"\r{label} [{bar}] {100 * fraction:5.1f}% {message} {elapsed:5.1f} s")
+        if fraction >= 1.0:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lsbcore.rbm.data import digits, load_binary_data
+    from lsbcore.rbm.models import save_model
+
+    parser = argparse.ArgumentParser(
+        prog="python -m lsbcore.rbm.train",
+        description="Train an RBM on binary data by persistent contrastive divergence.",
+    )
+    parser.add_argument(
+        "--data", required=True, help="digits-8x8, digits-16x16, or a .npy / .zip file"
+    )
+    parser.add_argument("--hidden", type=int, default=50, help="hidden units (default 50)")
+    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--k", type=int, default=1, help="Gibbs steps per update")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=None)
+    parser.add_argument("--out", required=True, help="the .npz to write")
+    args = parser.parse_args(argv)
+    try:
+        if args.data in ("digits-8x8", "digits-16x16"):
+            size = 8 if args.data == "digits-8x8" else 16
+            rows, shape = digits(size)[0], (size, size)
+        else:
+            with open(args.data, "rb") as handle:
+                rows, shape = load_binary_data(handle.read(), args.data)
+        result = train(
+            rows,
+            args.hidden,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            k=args.k,
+            seed=args.seed,
+            max_seconds=args.max_seconds,
+            progress=progress_bar(),
+            shape=shape,
+        )
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if result.stopped:
+        print(f"\n{result.stopped}", file=sys.stderr)
+    save_model(
+        result.model,
+        args.out,
+        data=args.data,
+        hidden=args.hidden,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        k=args.k,
+        seed=args.seed,
+        stopped=result.stopped,
+    )
+    if result.history:
+        last = result.history[-1]
+        print(
+            f"epoch {last['epoch']}: pseudo-log-likelihood {last['pseudo_log_likelihood']:.3f} "
+            f"per row, {last['seconds']:.1f} s; wrote {args.out}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
