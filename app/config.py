@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from app import link_values, view_links
+from app import link_values, rbm_targets, view_links
 from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY
 from lsbcore.samplers.registry import APP_SAMPLERS
@@ -70,8 +70,10 @@ MAX_TRACE_VALUES = 12_000_000
 @dataclass(frozen=True)
 class Config:
     """Everything the sidebar sets. Defaults: paper case 3, the paper's six samplers, ready
-    to run."""
+    to run. ``target`` picks the Ising segmentation posterior (then ``source`` says which) or
+    an RBM (app/rbm_targets.py), whose samplers are the RBM comparison's variant labels."""
 
+    target: str = "ising"
     source: str = "paper"
     case: int = 3
     sample: str = DEFAULT_SAMPLE
@@ -125,6 +127,7 @@ BOUNDS: dict[str, tuple[type, float, float]] = {
     "hidden": (int, 1, 64),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
+    "target": rbm_targets.TARGETS,
     "source": SOURCES,
     "boundary": BOUNDARIES,
     "optimizer": OPTIMIZERS,
@@ -140,6 +143,7 @@ LEGACY_INVERT = "invert"
 FLAGS = ("until_settled", "shared_alpha")
 # Fields that define the posterior: changing one builds a new target.
 TARGET_FIELDS = (
+    "target",
     "source",
     "case",
     "sample",
@@ -161,6 +165,7 @@ SAMPLER_FIELDS = ("samplers", "chains", "start", "thin", "lr", "optimizer", "hid
 # it only once the run has passed it (see session.py).
 
 LABELS = {
+    "target": "target",
     "source": "source",
     "case": "paper case",
     "sample": "sample image",
@@ -246,9 +251,30 @@ def pick_size(rate: float, shape: tuple[int, int] | None, budget_s: float = 5.0)
     return int(min(max(side, BOUNDS["size"][1]), MAX_SIZE, own))
 
 
-def defaults_for(source: str = "paper", case: int = 3, sample: str = DEFAULT_SAMPLE) -> Config:
+def target_defaults(target: str) -> dict:
+    """The run settings an RBM target starts from (its samplers, chains, burn-in and mixing
+    lengths); nothing for the Ising posterior, whose source sets them."""
+    if target == "ising":
+        return {}
+    return {
+        "samplers": rbm_targets.DEFAULT_SAMPLERS,
+        "chains": rbm_targets.DEFAULT_CHAINS,
+        "burn_in": rbm_targets.DEFAULT_BURN_IN,
+        "steps": rbm_targets.DEFAULT_STEPS,
+        "thin": 1,
+    }
+
+
+def defaults_for(
+    source: str = "paper", case: int = 3, sample: str = DEFAULT_SAMPLE, target: str = "ising"
+) -> Config:
     return replace(
-        Config(), source=source, case=case, sample=sample, **source_defaults(source, case, sample)
+        Config(),
+        target=target,
+        source=source,
+        case=case,
+        sample=sample,
+        **{**source_defaults(source, case, sample), **target_defaults(target)},
     )
 
 
@@ -275,16 +301,27 @@ def _boolean(name: str, raw, warnings: list[str]):
     return value
 
 
-def parse_samplers(raw, warnings: list[str]) -> tuple[str, ...] | None:
-    """A comma-separated (or repeated) list of sampler names; unknown names are dropped."""
+def parse_samplers(raw, warnings: list[str], target: str = "ising") -> tuple[str, ...] | None:
+    """A comma-separated (or repeated) list of sampler names (an RBM target: variant labels);
+    unknown names are dropped."""
     items = raw if isinstance(raw, (list, tuple)) else [raw]
     names: list[str] = []
+    rbm = target != "ising"
+    offered = rbm_targets.labels() if rbm else APP_SAMPLERS
     for item in items:
         for part in str(item).split(","):
             name = part.strip().lower()
             if not name:
                 continue
-            if name in REGISTRY and name not in APP_SAMPLERS:
+            if rbm:
+                if name not in offered:
+                    warnings.append(
+                        f"samplers: {quote(name)} is not one of the RBM comparison's samplers; "
+                        "ignored."
+                    )
+                elif name not in names:
+                    names.append(name)
+            elif name in REGISTRY and name not in APP_SAMPLERS:
                 warnings.append(
                     f"samplers: {quote(name)} runs from the library (lsbcore), not in the "
                     "dashboard; ignored."
@@ -296,7 +333,7 @@ def parse_samplers(raw, warnings: list[str]) -> tuple[str, ...] | None:
     if not names:
         warnings.append("samplers: none of the names is known; using the default samplers.")
         return None
-    return tuple(n for n in SAMPLER_ORDER if n in names)
+    return tuple(n for n in (offered if rbm else SAMPLER_ORDER) if n in names)
 
 
 def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, list[str]]:
@@ -317,6 +354,10 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
             raw = raw[-1] if raw else None
         return raw
 
+    target = None
+    if "target" in values:
+        target = _choice("target", first("target"), rbm_targets.TARGETS, warnings)
+    target = target or "ising"
     source = _choice("source", first("source"), SOURCES, warnings) if "source" in values else None
     source = source or "paper"
     case = _number("case", first("case"), warnings) if "case" in values else None
@@ -330,15 +371,15 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
             warnings.append(
                 f"sample image: {quote(raw)} is not a shipped sample; using the default."
             )
-    base = defaults_for(source, case, sample)
+    base = defaults_for(source, case, sample, target)
     out: dict = {}
     for f in fields(Config):
         name = f.name
-        if name in ("source", "case", "sample") or name not in values:
+        if name in ("target", "source", "case", "sample") or name not in values:
             continue
         raw = first(name)
         if name == "samplers":
-            value = parse_samplers(values.get(name), warnings)
+            value = parse_samplers(values.get(name), warnings, target)
         elif name in BOUNDS:
             value = _number(name, raw, warnings)
         elif name in CHOICES:
@@ -364,10 +405,13 @@ def from_query_params(
 
 
 def to_query_params(cfg: Config) -> dict[str, str]:
-    """Every field as a string: a link that reopens exactly this configuration."""
+    """Every field as a string: a link that reopens exactly this configuration (the target
+    only when it is an RBM: a link without one opens the Ising posterior)."""
     out: dict[str, str] = {}
     for f in fields(Config):
         value = getattr(cfg, f.name)
+        if f.name == "target" and value == "ising":
+            continue
         if f.name == "samplers":
             out[f.name] = ",".join(value)
         elif isinstance(value, bool):
@@ -404,6 +448,8 @@ def cap_workload(cfg: Config) -> tuple[Config, list[str]]:
     The sidebar applies the same bounds to its widgets before drawing them (so they show the
     values in use); this catches whatever reaches a run another way."""
     notes: list[str] = []
+    if cfg.target != "ising":  # an RBM's chains carry no traces; rbm_targets bounds its work
+        return cfg, notes
     n_samplers = max(1, len(cfg.samplers))
     chains = cfg.chains
     if chains > max_chains(cfg.size, n_samplers):

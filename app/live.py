@@ -13,7 +13,16 @@ import time
 
 import streamlit as st
 
-from app import pin_controls, presentation, scheduler, session, state, view_links
+from app import (
+    pin_controls,
+    presentation,
+    rbm_panel,
+    rbm_run,
+    scheduler,
+    session,
+    state,
+    view_links,
+)
 from app.pace import speed_text
 from app.views import (
     annealing,
@@ -87,7 +96,9 @@ def controls(run: state.Run) -> None:
             key="step",
             on_click=session.on_step,
             disabled=run.finished,
-            help="One step in slow motion: see the Proposal tab. Key: S.",
+            help="One step of every sampler"
+            + ("." if rbm_run.is_rbm_run(run) else " in slow motion: see the Proposal tab.")
+            + " Key: S.",
             shortcut=STEP_KEY,
         )
         st.button(
@@ -221,6 +232,9 @@ def _live() -> None:
         st.session_state[LIVE_KEY] = False
         st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
     _status(run)
+    if rbm_run.is_rbm_run(run):
+        rbm_panel.tabs()
+        return
     group, tabs = view_tabs()
     for tab, name in zip(tabs, view_links.VIEW_GROUPS[group], strict=True):
         if tab.open is False:

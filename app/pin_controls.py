@@ -12,7 +12,7 @@ import logging
 
 import streamlit as st
 
-from app import pin_store, pins
+from app import pin_store, pins, rbm_targets
 from app.pin_store import PinStore
 from app.pins import PinError
 from app.text import plain, quote
@@ -60,6 +60,9 @@ def publish() -> None:
 
 def default_name(run) -> str:
     cfg = run.config
+    if rbm_targets.is_rbm(cfg.target):
+        name = run.problem.name[:24]
+        return f"{name} · {cfg.chains} chains · seed {cfg.seed} · step {run.n_steps:,}"
     source = {"paper": f"case {cfg.case}", "sample": cfg.sample}.get(cfg.source, "upload")
     return f"{source[:24]} · λ {cfg.lam:g} · seed {cfg.seed} · step {run.n_steps:,}"
 

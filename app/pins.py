@@ -12,6 +12,12 @@ LSB 1's softmax weights. Never the raw traces: a pin is a few tens of kB.
 learned functions that ``lsbcore.load_balancing`` accepts) and each refusal is a ``PinError``
 whose message is one plain sentence (show it with ``app.text.plain``: it may quote the file).
 
+A pin of an RBM run (``config.target`` an RBM) holds its samplers by their variant labels, no
+autocorrelation, and its MMD curves instead (``mmd``: per sampler, target evaluations per chain
+and log10 MMD at each checkpoint, at most ``MAX_RECORDS`` points) with the run's noise floor.
+A pin written before the target picker existed has no ``target`` in its configuration: the
+Ising posterior.
+
 No Streamlit here.
 """
 
@@ -28,7 +34,7 @@ import numpy as np
 
 import lsbcore
 from app import config as cfgmod
-from app import mixing_diagnostics, sources
+from app import mixing_diagnostics, rbm_run, rbm_targets, sources
 from app.config import Config
 from lsbcore import REGISTRY, bounded_json, figures
 
@@ -63,6 +69,8 @@ SUMMARY_LABELS = {
     "wall_seconds": "sampling seconds",
 }
 PHASES = ("burnin", "mixing")
+MAX_RECORDS = rbm_run.MAX_RECORDS  # an MMD curve's points at most
+LOG_MMD_RANGE = (-60.0, 1.0)  # log10 of a squared MMD in [0, 2] (a kernel in [e^-1, 1])
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # app.text.escape's backslashes
 
@@ -86,6 +94,8 @@ class Pin:
     g: dict[str, list[float | None]] = field(default_factory=dict)  # name -> g(T_GRID)
     learned: dict[str, dict] = field(default_factory=dict)  # name -> balancing_to_dict
     weights: list[float] | None = None  # LSB 1's softmax weights (barker, sqrt, min, max)
+    mmd: dict[str, dict[str, list]] = field(default_factory=dict)  # RBM: evals, log_mmd
+    noise_floor: float | None = None  # RBM: log10 MMD of exact samples at this chain count
 
     def to_dict(self) -> dict:
         out = {"format": FORMAT, "version": VERSION}
@@ -129,9 +139,65 @@ def _rounded(values) -> list[float | None]:
     return [None if v is None else float(f"{v:.6g}") for v in map(_finite, values)]
 
 
+def _registry_name(cfg: Config, name: str) -> str:
+    """The registry sampler behind a pin's sampler name (an RBM's variant label, or itself)."""
+    return rbm_targets.registry_name(name) if rbm_targets.is_rbm(cfg.target) else name
+
+
+def _capture_rbm(run, name: str, now: float | None) -> Pin:
+    comparison = run.comparison
+    with run.lock:
+        samplers = comparison.samplers
+        summaries = {
+            n: {"accept_rate": s.accept_rate, "wall_seconds": s.wall_seconds}
+            for n, s in samplers.items()
+        }
+        balanced = {
+            n: s.balancing
+            for n, s in samplers.items()
+            if REGISTRY[rbm_targets.registry_name(n)].balanced
+        }
+        _, g, _ = figures.balancing_curves(balanced, T_GRID)
+        learned = {
+            n: lsbcore.balancing_to_dict(s.balancing) for n, s in samplers.items() if s.learnable
+        }
+        weights = samplers["lsb1"].balancing.weights() if "lsb1" in samplers else None
+        curves = {n: comparison.curve(n) for n in comparison.labels}
+        steps, phase = run.n_steps, run.phase
+    floor = run.cache.get("rbm_floor")
+    mmd = {
+        n: {
+            "evals": [int(v) for v in c["evals"][-MAX_RECORDS:]],
+            "log_mmd": _rounded(c["log_mmd"][-MAX_RECORDS:]),
+        }
+        for n, c in curves.items()
+    }
+    return Pin(
+        name=name,
+        created=time.time() if now is None else now,
+        problem=_CONTROL.sub(" ", str(run.problem.name))[:PROBLEM_CHARS],
+        config=run.config,
+        steps=int(steps),
+        phase=phase,
+        shared=True,
+        max_lag=None,
+        samplers={
+            n: dict(zip(SUMMARY_FIELDS, _rounded(d.get(k) for k in SUMMARY_FIELDS), strict=True))
+            for n, d in summaries.items()
+        },
+        g={n: _rounded(v) for n, v in g.items()},
+        learned=learned,
+        weights=None if weights is None else _rounded(weights),
+        mmd=mmd,
+        noise_floor=_finite(floor),
+    )
+
+
 def capture(run, name: str, now: float | None = None) -> Pin:
     """Pin ``run`` (an ``app.state.Run``) as it is now, under ``name``."""
     name = clean_name(name)
+    if rbm_run.is_rbm_run(run):
+        return _capture_rbm(run, name, now)
     shared = run.problem.target.batch == 1
     with run.lock:  # the worker updates samplers and traces in place
         series = mixing_diagnostics.snapshot(run)
@@ -258,6 +324,8 @@ def _config(value) -> Config:
     if not isinstance(value, dict):
         raise PinError("'config' must be an object.")
     expected = {f.name for f in fields(Config)}
+    if "target" not in value:  # a pin from before the target picker: the Ising posterior
+        value = {**value, "target": "ising"}
     if set(value) != expected:
         odd = sorted(set(value) ^ expected)
         raise PinError(f"'config' must hold exactly the app's settings; {odd[0]!r:.40} is amiss.")
@@ -269,7 +337,7 @@ def _config(value) -> Config:
     cfg, warnings = cfgmod.validate(value, sources.sample_names())
     if warnings:  # the sidebar's own sentence, its Markdown escapes removed (shown via plain)
         raise PinError("'config': " + _ESCAPED.sub(r"\1", warnings[0]))
-    for name in ("source", "case"):  # validate falls back to the default quietly on these
+    for name in ("target", "source", "case"):  # validate falls back quietly on these
         if getattr(cfg, name) != value[name]:
             raise PinError(f"'config': {name} {value[name]!r:.40} is not one the app knows.")
     if len(cfg.samplers) != len(samplers):
@@ -317,7 +385,7 @@ def from_dict(data) -> Pin:
     }
     learned = {}
     for n, params in _per_sampler(data.get("learned", {}), "learned", names).items():
-        if not REGISTRY[n].learnable:
+        if not REGISTRY[_registry_name(cfg, n)].learnable:
             raise PinError(f"{n} does not learn its balancing function.")
         try:
             lsbcore.load_balancing(params)  # its own checks: kind, sizes, finite g
@@ -329,6 +397,11 @@ def from_dict(data) -> Pin:
         weights = _numbers(weights, "'weights'", 0.0, 1.0, (4,))
         if abs(sum(weights) - 1.0) > 1e-3:
             raise PinError("'weights' must sum to 1.")
+    mmd = {n: _mmd_curve(v, n) for n, v in _per_sampler(data.get("mmd", {}), "mmd", names).items()}
+    if mmd and not rbm_targets.is_rbm(cfg.target):
+        raise PinError("'mmd' curves belong to a pin of an RBM run.")
+    floor = data.get("noise_floor")
+    floor = None if floor is None else _number(floor, "'noise_floor'", *LOG_MMD_RANGE)
     max_lag = data.get("max_lag")
     shared = data.get("shared", True)
     if not isinstance(shared, bool):
@@ -347,7 +420,30 @@ def from_dict(data) -> Pin:
         g=g,
         learned=learned,
         weights=weights,
+        mmd=mmd,
+        noise_floor=floor,
     )
+
+
+def _mmd_curve(value, name: str) -> dict[str, list]:
+    """An MMD curve of a pin: ``evals`` (whole, non-decreasing) and ``log_mmd`` alike long."""
+    if not isinstance(value, dict) or set(value) != {"evals", "log_mmd"}:
+        raise PinError(f"'mmd' of {name} must be an object of evals and log_mmd.")
+    evals, log_mmd = value["evals"], value["log_mmd"]
+    if not isinstance(evals, list) or not isinstance(log_mmd, list):
+        raise PinError(f"'mmd' of {name}: evals and log_mmd must be lists.")
+    if len(evals) != len(log_mmd) or len(evals) > MAX_RECORDS:
+        raise PinError(
+            f"'mmd' of {name}: evals and log_mmd must be equally long, at most {MAX_RECORDS:,}."
+        )
+    evals = [_integer(v, f"{name}'s evaluations", 0, int(MAX_NUMBER)) for v in evals]
+    if any(b < a for a, b in zip(evals, evals[1:], strict=False)):
+        raise PinError(f"'mmd' of {name}: evaluations must not decrease.")
+    low, high = LOG_MMD_RANGE
+    return {
+        "evals": evals,
+        "log_mmd": _numbers(log_mmd, f"{name}'s log10 MMD", low, high, optional=True),
+    }
 
 
 def from_json(raw) -> Pin:

@@ -52,6 +52,17 @@ SEEING = {
     "Export": "Everything to keep: the report, the traces, the learned functions and a link "
     "that reopens this page.",
 }
+# An RBM run's own views (app/rbm_panel.py); its balancing and weights views use SEEING's.
+RBM_SEEING = {
+    "Digits": "Each row is one sampler's chains drawn as images, now: all started from the same "
+    "random noise, and a sampler that mixes well draws recognisable handwritten digits.",
+    "MMD": "How far each sampler's chains are from exact samples of the model, against the "
+    "target evaluations spent; the dashed line is where exact sampling itself would sit.",
+    "Acceptance and hops": "How often each sampler's proposals are accepted, and how many "
+    "pixels a chain changes per step.",
+    "Pinned runs": "The MMD curves of earlier runs of this model, pinned, under this run's: "
+    "which settings reach the exact samples' level sooner.",
+}
 
 # Always: a tab keeps the focus after a click, and a later key press (Space runs, S steps and
 # opens Proposal) turns on its focus ring, which then stayed on a tab no longer open. Arrow keys
@@ -163,8 +174,9 @@ def apply() -> None:
 
 def seeing(view: str) -> None:
     """The view's sentence, in presentation mode only."""
-    if is_on() and view in SEEING:
-        text = SEEING[view].replace("&", "&amp;").replace("<", "&lt;")
+    sentence = SEEING.get(view) or RBM_SEEING.get(view)
+    if is_on() and sentence:
+        text = sentence.replace("&", "&amp;").replace("<", "&lt;")
         st.html(f'<div class="lsb-seeing"><b>What you are seeing.</b> {text}</div>')
 
 

@@ -21,7 +21,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 import lsbcore
 from app import config as cfgmod
 from app import prompt as prompts
-from app import sources, state
+from app import rbm_run, rbm_targets, sources, state
 from app.config import Config
 from app.sidebar import Inputs
 from app.text import plain
@@ -33,6 +33,8 @@ RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are wid
 
 def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run | None:
     """A new run for ``cfg`` (with the user's ``prompt``), or of ``problem`` when given."""
+    if rbm_targets.is_rbm(cfg.target):
+        return _build_rbm(cfg, inputs)
     try:
         if problem is None:
             problem = sources.build_problem(
@@ -50,12 +52,26 @@ def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run 
     return run
 
 
+def _build_rbm(cfg: Config, inputs: Inputs) -> state.Run | None:
+    """A new run of ``cfg``'s samplers on the sidebar's RBM."""
+    name = rbm_targets.TARGET_LABELS[cfg.target].removeprefix("RBM: ")
+    try:
+        with st.spinner("Drawing the ground truth and building the samplers…"):
+            run, messages = state.build_rbm_run(cfg, inputs.rbm, name)
+    except ValueError as err:
+        st.error(f"This configuration cannot be sampled: {plain(err)}")
+        return None
+    for message in messages:
+        st.warning(message)
+    return run
+
+
 def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
     """None when ``run`` can carry on under ``cfg``, else a sentence saying what changed."""
     old, old_key = run.config, st.session_state.get("_run_inputs", key)
     target = cfgmod.changed(old, cfg, cfgmod.TARGET_FIELDS)
     if old_key[0] != key[0]:
-        target.append("image")
+        target.append("model" if rbm_targets.is_rbm(cfg.target) else "image")
     elif len(old_key) < 3 or old_key[2] != key[2]:
         target.append("object prompt")
     if target:
@@ -74,7 +90,8 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     """The run for ``cfg``: the current one when it still fits, else a new one."""
     session = st.session_state
     run: state.Run | None = session.get(RUN_KEY)
-    prompt = prompts.current(inputs.image_id) if cfg.source != "paper" else None
+    ising_image = cfg.source != "paper" and not rbm_targets.is_rbm(cfg.target)
+    prompt = prompts.current(inputs.image_id) if ising_image else None
     key = (inputs.image_id, inputs.learned_id, prompt)
     reset = session.pop("_pending_reset", False)
     if run is not None and run.released:  # its page was gone for a while: start afresh
@@ -129,6 +146,8 @@ def _carry_marginal(old: state.Run, new: state.Run) -> None:
     """Give ``new`` the old run's sampled marginal when its posterior is the same or the
     mirror image (alpha negated, as flipping the object class does; the Ising prior is
     symmetric under x -> -x, so P_new(x_i = +1) = 1 - P_old(x_i = +1) exactly)."""
+    if rbm_run.is_rbm_run(old) or rbm_run.is_rbm_run(new):
+        return  # an RBM run has no segmentation marginal to carry
     marginal = recorded_marginal(old)
     a, b = old.problem.target, new.problem.target
     if marginal is None or a.batch != 1 or b.batch != 1 or a.shape != b.shape:
@@ -220,4 +239,7 @@ def on_reset() -> None:
 def pending_step(run: state.Run) -> None:
     """Take the slow-motion step the Step button asked for."""
     if st.session_state.pop("_pending_step", False):
+        if rbm_run.is_rbm_run(run):  # no slow-motion view on an RBM: one plain step
+            state.advance(run, 0.0, max_steps=1)
+            return
         state.slow_step(run, int(st.session_state.get("proposal_chain", 1)) - 1)

@@ -22,7 +22,7 @@ import torch
 
 import lsbcore
 from app import config as cfgmod
-from app import sources, view_links
+from app import rbm_sidebar, rbm_targets, sources, view_links
 from app.config import BOUNDS, Config
 from app.text import counted, plain, quote
 from app.widgets import ensure, ensure_in_range
@@ -75,6 +75,7 @@ class Inputs:
     name: str | None = None  # the uploaded file's name: the run and its downloads carry it
     learned_json: bytes | None = None
     learned_id: str | None = None
+    rbm: object = None  # an RBM target's model (lsbcore.targets.rbm.RBM), once there is one
 
 
 # ----------------------------------------------------------------------------- state model
@@ -124,6 +125,23 @@ def _apply_defaults(values: dict) -> None:
         st.session_state[key] = list(value) if key == "samplers" else value
 
 
+def _on_target() -> None:
+    """A new target: its samplers and run lengths (an RBM's own, or the Ising source's)."""
+    state = st.session_state
+    target = state["target"]
+    if rbm_targets.is_rbm(target):
+        _apply_defaults(cfgmod.target_defaults(target))
+        return
+    source = state["source"]
+    _apply_defaults(
+        {
+            **cfgmod.source_defaults(source, state["case"], state["sample"]),
+            "chains": Config().chains if source == "paper" else cfgmod.IMAGE_CHAINS,
+            "thin": 1,
+        }
+    )
+
+
 def _on_source() -> None:
     state = st.session_state
     source = state["source"]
@@ -162,6 +180,7 @@ def _on_upload() -> None:
 
 
 _CHANGES = {
+    "target": _on_target,
     "source": _on_source,
     "case": _on_case,
     "sample": _on_sample,
@@ -186,6 +205,8 @@ def _changed(what: str) -> None:
 def _least_chains() -> int:
     """Whether a photo has settled is judged across its chains: stopping when settled needs 2."""
     state = st.session_state
+    if rbm_targets.is_rbm(state["target"]):
+        return 1
     return 2 if state["source"] != "paper" and state["until_settled"] else 1
 
 
@@ -197,6 +218,8 @@ def _fit_workload() -> dict[str, str]:
     ensure_in_range("chains", Config().chains, *BOUNDS["chains"][1:])
     ensure_in_range("size", Config().size, *BOUNDS["size"][1:])
     ensure_in_range("thin", 1, *BOUNDS["thin"][1:])
+    if rbm_targets.is_rbm(state["target"]):  # no lattice and no traces: the bounds hold
+        return notes
     n_samplers = max(1, len(state["samplers"]))
     least = _least_chains()
     if state["chains"] < least:
@@ -318,11 +341,28 @@ def _number(container, label: str, key: str, help: str, step, fmt: str | None = 
     )
 
 
+def _target(sb) -> str:
+    """The target picker: the Ising segmentation posterior or an RBM."""
+    state = st.session_state
+    if state.get("_change_error"):
+        sb.error(state.pop("_change_error"))
+    ensure("target", "ising", lambda v: v in rbm_targets.TARGETS)
+    return sb.selectbox(
+        "Target",
+        rbm_targets.TARGETS,
+        format_func=rbm_targets.TARGET_LABELS.get,
+        key="target",
+        on_change=_changed,
+        args=("target",),
+        help="What the samplers sample: the Ising posterior of an image segmentation (the "
+        "paper's section 5.1), or a restricted Boltzmann machine trained on handwritten digits "
+        "(section 5.2), shipped at 8 × 8 and 16 × 16 pixels, or trained here on your own data.",
+    )
+
+
 def _posterior(sb, samples: tuple[str, ...], notes: dict[str, str]) -> Inputs:
     state = st.session_state
     sb.header("Configure the posterior")
-    if state.get("_change_error"):
-        sb.error(state.pop("_change_error"))
     ensure("source", "paper", lambda v: v in cfgmod.SOURCES)
     source = sb.radio(
         "Source",
@@ -513,13 +553,25 @@ def _posterior(sb, samples: tuple[str, ...], notes: dict[str, str]) -> Inputs:
     return inputs
 
 
+def _offered() -> tuple[str, ...]:
+    """The samplers the chosen target offers, in the multiselect's order."""
+    if rbm_targets.is_rbm(st.session_state.get("target", "ising")):
+        return rbm_targets.labels()
+    return cfgmod.SAMPLER_ORDER
+
+
 def _known_samplers(value) -> bool:
-    return isinstance(value, list) and all(n in cfgmod.SAMPLER_ORDER for n in value)
+    offered = _offered()
+    return isinstance(value, list) and all(n in offered for n in value)
 
 
 def _samplers(sb) -> tuple[bytes | None, str | None]:
     state = st.session_state
     sb.header("Samplers")
+    if rbm_targets.is_rbm(state["target"]):
+        rbm_sidebar.samplers(sb)
+        _learning()
+        return None, None
     sb.multiselect(
         "Samplers to compare",
         cfgmod.SAMPLER_ORDER,
@@ -547,7 +599,17 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
                 sb.error(f"This learned function cannot be used: {plain(error)}")
             else:
                 learned_json, learned_id = file.getvalue(), file.file_id
-    learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.app and s.learnable)
+    _learning()
+    return learned_json, learned_id
+
+
+def _learning() -> None:
+    """The learning rate, optimiser and LSB 2 width of the learned samplers."""
+    sb = st.sidebar
+    if rbm_targets.is_rbm(st.session_state["target"]):
+        learners = rbm_sidebar.LEARNERS
+    else:
+        learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.app and s.learnable)
     with sb.expander(f"Learning ({learners})"):
         _number(
             st,
@@ -573,14 +635,18 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
             "Hidden ReLU units of LSB 2's network h (paper: 10).",
             1,
         )
-    return learned_json, learned_id
 
 
 def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
     sb.header("Run")
     state = st.session_state
+    rbm = rbm_targets.is_rbm(state["target"])
     least = _least_chains()
-    most = cfgmod.max_chains(int(state["size"]), len(state["samplers"]))
+    if rbm:
+        most = BOUNDS["chains"][2]
+        notes = {}
+    else:
+        most = cfgmod.max_chains(int(state["size"]), len(state["samplers"]))
     if "chains" in notes:
         sb.caption(notes["chains"])
     sb.slider(
@@ -593,7 +659,7 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         "paper uses 30). Judging whether a photo's result has settled needs at least 2. At most "
         f"{most} here: resolution² × chains × samplers stays within {cfgmod.MAX_WORKLOAD:,}.",
     )
-    if source != "paper":
+    if source != "paper" and not rbm:
         ensure("start", "mixed", lambda v: v in cfgmod.STARTS)
         sb.radio(
             "Chains start",
@@ -610,7 +676,11 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
             + ": chains that start apart are what lets the settled indicator see a run that "
             "has not settled.",
         )
-    step_note = " For block Gibbs a step is one sweep (every site updated once)."
+    step_note = (
+        " A block Gibbs step updates one block of sites."
+        if rbm
+        else " For block Gibbs a step is one sweep (every site updated once)."
+    )
     _number(
         sb,
         "Burn-in steps",
@@ -626,7 +696,7 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         "Steps after burn-in (paper: 30 000)." + step_note,
         1000 if source == "paper" else 100,
     )
-    if source != "paper":
+    if source != "paper" and not rbm:
         ensure("until_settled", True, lambda v: isinstance(v, bool))
         sb.checkbox(
             "Stop when settled",
@@ -637,13 +707,14 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         )
     if "thin" in notes:
         sb.caption(notes["thin"])
-    _number(
-        sb,
-        "Record every (steps)",
-        "thin",
-        "Trace thinning. 1 reproduces the paper's ESS, which counts lags in recorded draws.",
-        1,
-    )
+    if not rbm:  # an RBM run keeps no traces, only its MMD checkpoints
+        _number(
+            sb,
+            "Record every (steps)",
+            "thin",
+            "Trace thinning. 1 reproduces the paper's ESS, which counts lags in recorded draws.",
+            1,
+        )
     ensure("device", "auto", lambda v: v in cfgmod.DEVICES)
     sb.radio(
         "Device",
@@ -676,11 +747,19 @@ def device_note() -> str:
 def render(samples: tuple[str, ...]) -> Inputs:
     """Draw the sidebar and return the configuration and data it describes."""
     _complete()
-    ensure("samplers", list(Config().samplers), _known_samplers)
+    ensure("target", "ising", lambda v: v in rbm_targets.TARGETS)
+    rbm = rbm_targets.is_rbm(st.session_state["target"])
+    default_samplers = rbm_targets.DEFAULT_SAMPLERS if rbm else Config().samplers
+    ensure("samplers", list(default_samplers), _known_samplers)
     notes = _fit_workload()
     _restate()
     sb = st.sidebar
-    inputs = _posterior(sb, samples, notes)
+    target = _target(sb)
+    if rbm_targets.is_rbm(target):
+        inputs = Inputs(config=Config())
+        rbm_sidebar.model(sb, inputs)
+    else:
+        inputs = _posterior(sb, samples, notes)
     inputs.learned_json, inputs.learned_id = _samplers(sb)
     _run_settings(sb, st.session_state["source"], notes)
     state = st.session_state
@@ -688,7 +767,7 @@ def render(samples: tuple[str, ...]) -> Inputs:
     cfg, problems = cfgmod.validate(values, samples)
     for problem in problems:  # widgets keep values in range; this catches the unexpected
         sb.warning(problem)
-    chosen = [n for n in cfgmod.SAMPLER_ORDER if n in state["samplers"]]
+    chosen = [n for n in _offered() if n in state["samplers"]]
     state["_saved"] = replace(cfg, samplers=tuple(chosen)).as_dict()
     if inputs.learned_json is None:
         chosen = [n for n in chosen if n not in NEEDS_FILE]

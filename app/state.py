@@ -31,7 +31,7 @@ import torch
 from streamlit.runtime import Runtime
 
 import lsbcore
-from app import scheduler
+from app import rbm_run, scheduler
 from app.config import Config, steps_per_refresh
 from app.pace import Pace
 from lsbcore.backends import resolve_device
@@ -106,6 +106,7 @@ class Run:
     settled_at: int | None = None  # the step at which every sampler had settled
     notices: list[str] = field(default_factory=list)  # learning divergence and the like
     cache: dict = field(default_factory=dict)  # views' derived results, keyed by view
+    next_record: int = 0  # an RBM run: the step of its next MMD checkpoint (rbm_run.py)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     worker: threading.Thread | None = field(default=None, repr=False)
 
@@ -225,6 +226,41 @@ def build_run(
     return run, messages
 
 
+def build_rbm_run(cfg: Config, rbm, name: str) -> tuple[Run, list[str]]:
+    """A fresh run of ``cfg``'s samplers (RBM variant labels) on the RBM ``rbm``, falling back
+    from CUDA to the CPU as ``build_run`` does. Its first MMD checkpoint is the shared start."""
+    from lsbcore.rbm.live import RBMComparison
+
+    messages: list[str] = []
+    device = None if cfg.device == "auto" else cfg.device
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        messages.append("No CUDA GPU is available here; running on the CPU instead.")
+        device = "cpu"
+    options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
+
+    def make(dev):
+        return RBMComparison(
+            rbm, list(cfg.samplers), cfg.chains, seed=cfg.seed, device=dev, **options
+        )
+
+    try:
+        comparison = make(device)
+    except RuntimeError as err:  # CUDA out of memory, driver errors, ...
+        if resolve_device(device).type == "cpu":
+            raise
+        messages.append(f"The GPU failed ({str(err)[:120]}); running on the CPU instead.")
+        comparison = make("cpu")
+    run = Run(
+        config=cfg,
+        problem=rbm_run.RBMProblem(name=name, target=rbm),
+        comparison=comparison,
+        device_label=device_label(comparison.device),
+    )
+    rbm_run.checkpoint(run)
+    _LIVE_RUNS[id(run)] = run
+    return run, messages
+
+
 # ----------------------------------------------------------------------------- stepping
 def _maybe_start_mixing(run: Run) -> None:
     comparison = run.comparison
@@ -275,10 +311,12 @@ def advance(
     start = clock()
     done = 0
     limit = max_steps if max_steps is not None else 10**9
+    rbm = rbm_run.is_rbm_run(run)
     with run.lock:
         # until the compiled kernels are ready (streamlit_app compiles them in the background)
         # the torch steps run: every backend gives the same chains, so the switch is invisible
-        comparison.set_backend("auto" if warmup.ready() else "torch")
+        if not rbm:
+            comparison.set_backend("auto" if warmup.ready() else "torch")
         while done < limit and not run.finished:
             _maybe_start_mixing(run)
             burnin = comparison.phase == "burnin"
@@ -294,10 +332,14 @@ def advance(
             rate = run.chunk_rate.get(key, math.nan)
             chunk = 1 if math.isnan(rate) else max(1, int(rate * left))
             chunk = min(chunk, end - comparison.n_steps, limit - done)
+            if rbm:  # end the chunk at the next MMD checkpoint
+                chunk = min(chunk, rbm_run.steps_to_checkpoint(run))
             t0 = clock()
             comparison.step(chunk, learn=burnin)
             run.chunk_rate[key] = chunk / max(clock() - t0, 1e-9)
             done += chunk
+            if rbm:
+                rbm_run.checkpoint(run, force=run.finished)
         _maybe_start_mixing(run)
         _note_failed_learning(run)
     return done
@@ -307,6 +349,8 @@ def judges_settling(run: Run) -> bool:
     """Whether split R-hat across chains means something here: every chain samples the same
     posterior (one field for all; the paper cases give each chain its own) and there are at
     least two chains."""
+    if rbm_run.is_rbm_run(run):  # no marginal to judge: the MMD chart shows convergence
+        return False
     return run.problem.target.batch == 1 and run.config.chains >= 2
 
 

@@ -23,9 +23,11 @@ from app import (  # noqa: E402
     pin_controls,
     presentation,
     prompt,
+    rbm_targets,
     session,
     sidebar,
     sources,
+    state,
     view_links,
 )
 from app.text import plain  # noqa: E402
@@ -65,11 +67,16 @@ def main() -> None:
     title.title("LSB Explorer")
     with switch:
         presentation.switch()
+    rbm = rbm_targets.is_rbm(inputs.config.target)
     if not present:
         st.caption(
-            "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), segmenting an "
-            "image under an Ising prior. Configure in the sidebar, press Run (or Space), watch "
-            "the tabs."
+            "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), "
+            + (
+                "sampling a restricted Boltzmann machine trained on handwritten digits. "
+                if rbm
+                else "segmenting an image under an Ising prior. "
+            )
+            + "Configure in the sidebar, press Run (or Space), watch the tabs."
         )
         about.render()
     for warning in link_warnings:
@@ -81,7 +88,13 @@ def main() -> None:
     if not cfg.samplers:
         st.info("Select at least one sampler in the sidebar.")
         return
-    if cfg.source != "paper" and inputs.image is None:
+    if rbm and inputs.rbm is None:
+        st.info("Upload binary data and train a model in the sidebar (or pick a digits RBM).")
+        old = st.session_state.get(session.RUN_KEY)
+        if old is not None:  # no model yet: the previous target's run does not sample on
+            state.pause(old, wait=False)
+        return
+    if not rbm and cfg.source != "paper" and inputs.image is None:
         st.info("Upload an image in the sidebar (or choose a paper case or a sample image).")
         return
     run = session.ensure_run(cfg, inputs)
@@ -96,6 +109,15 @@ def main() -> None:
     )
 
     session.pending_step(run)
+    if rbm:  # no posterior image and no prompt: the controls, then the RBM's views
+        with controls if controls is not None else st.container():
+            if controls is None:
+                st.caption(
+                    f"{rbm_targets.TARGET_LABELS[cfg.target]}: {run.problem.target.describe()}"
+                )
+            live.controls(run)
+        live.panel(run)
+        return
     if controls is not None:  # presentation mode: the views first, the posterior folded below
         with controls:
             live.controls(run)

@@ -12,6 +12,11 @@ chains each on a 64 x 64 image (the synthetic sample), traces recorded every ste
    ``REFRESH_S`` seconds, as the page's fragment does; the sampling rate as a share of headless.
 
 The numbers are also written to ``out/app_measure.json`` (``--json`` to choose the file).
+
+``--target digits-16x16`` (or ``digits-8x8``) measures the RBM page instead: the dashboard's six
+default RBM samplers (Barker, LSB 1, FLSB 1, FLSB 2, GWG, Gibbs-2) with eight chains each on the
+shipped digits RBM, its views the digit grid, the MMD chart, the balancing functions and the
+acceptance table (issue 24: five redraws a second with six samplers on the 16 x 16 model).
 """
 
 from __future__ import annotations
@@ -26,18 +31,23 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import plotly.io as pio
 import torch
 from PIL import Image
 
-from app import sources, state
-from app.config import Config
+from app import rbm_targets, sources, state
+from app.config import Config, defaults_for
 from app.views import (
     balancing,
     chains,
     convergence,
+    digits,
     mixing,
     proposal,
+    rbm_balancing,
+    rbm_mmd,
+    rbm_moves,
     segmentation,
     weights,
 )
@@ -51,7 +61,9 @@ def _serialise(payload) -> int:
     for item in payload:
         if item is None:
             continue
-        if isinstance(item, np.ndarray):
+        if isinstance(item, pd.DataFrame):  # st.dataframe sends Arrow; JSON is close in size
+            size += len(item.to_json())
+        elif isinstance(item, np.ndarray):
             buffer = io.BytesIO()
             Image.fromarray(item).save(buffer, format="PNG")
             size += buffer.tell()
@@ -111,9 +123,37 @@ VIEWS = {
 }
 
 
+# The RBM page's views (app/rbm_panel.py), built as the page builds them
+def build_digits(run) -> list:
+    shape = tuple(run.problem.target.shape)
+    return [digits.digit_strip(x, shape) for x in digits.snapshot(run).values()]
+
+
+def build_mmd(run) -> list:
+    if "rbm_floor" not in run.cache:
+        run.cache["rbm_floor"] = run.comparison.noise_floor
+    return [rbm_mmd.mmd_figure(rbm_mmd.curves_now(run), run.cache["rbm_floor"])]
+
+
+def build_rbm_balancing(run) -> list:
+    return list(rbm_balancing.figures_now(run))
+
+
+def build_moves(run) -> list:
+    return [rbm_moves.move_table(run)]
+
+
+RBM_VIEWS = {
+    "Digits": (build_digits, None),
+    "MMD": (build_mmd, None),
+    "Balancing functions": (build_rbm_balancing, None),
+    "Acceptance and hops": (build_moves, None),
+}
+
+
 def redraw(run, name: str, live: bool = False) -> int:
     """One redraw of view ``name``: build (throttled as on the page when ``live``), serialise."""
-    build, max_age = VIEWS[name]
+    build, max_age = (RBM_VIEWS if rbm_targets.is_rbm(run.config.target) else VIEWS)[name]
     if live and max_age is not None:
         payload = run.throttled(name, lambda: build(run), max_age_s=max_age)
     else:
@@ -142,6 +182,14 @@ def make_run(size: int, chains_: int, burn_in: int) -> state.Run:
     return run
 
 
+def make_rbm_run(target: str, chains_: int, burn_in: int) -> state.Run:
+    """A run of the dashboard's default RBM samplers on the shipped RBM ``target``."""
+    cfg = replace(defaults_for(target=target), chains=chains_, burn_in=burn_in, steps=10**7)
+    rbm = rbm_targets.load_shipped(target)
+    run, _ = state.build_rbm_run(cfg, rbm, target)
+    return run
+
+
 def headless(run: state.Run, seconds: float) -> float:
     """Steps per second of the app's own stepping (``state.advance`` in its chunks) in the run's
     current phase, with nothing drawn."""
@@ -156,7 +204,7 @@ def headless(run: state.Run, seconds: float) -> float:
 def redraw_times(run: state.Run, repeats: int) -> dict[str, float]:
     """Median seconds to build and serialise each view from scratch (no sampling meanwhile)."""
     out = {}
-    for name in VIEWS:
+    for name in RBM_VIEWS if rbm_targets.is_rbm(run.config.target) else VIEWS:
         redraw(run, name)  # warm-up (imports, caches)
         times = []
         for _ in range(repeats):
@@ -192,15 +240,21 @@ def live(run: state.Run, view: str, seconds: float) -> dict[str, float]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=64, help="longer side of the image (64)")
-    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--chains", type=int, default=None, help="per sampler (4; an RBM: 8)")
     parser.add_argument("--seconds", type=float, default=2.0, help="per round and figure")
     parser.add_argument("--rounds", type=int, default=3, help="headless/live rounds")
     parser.add_argument(
+        "--target",
+        default="ising",
+        choices=("ising", *rbm_targets.SHIPPED),
+        help="ising (the image workload) or a shipped RBM (its page's workload)",
+    )
+    parser.add_argument(
         "--live",
         nargs="*",
-        default=["Chains", "Convergence"],
-        choices=list(VIEWS),
-        help="views to redraw while sampling (default: Chains, Convergence)",
+        default=None,
+        choices=list(dict.fromkeys([*VIEWS, *RBM_VIEWS])),
+        help="views to redraw while sampling (default: Chains, Convergence; an RBM: Digits, MMD)",
     )
     parser.add_argument("--repeats", type=int, default=7, help="redraws timed per view")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the app: 1)")
@@ -209,15 +263,33 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    rbm = rbm_targets.is_rbm(args.target)
+    if args.live is None:
+        args.live = ["Digits", "MMD"] if rbm else ["Chains", "Convergence"]
+    wrong = [v for v in args.live if v not in (RBM_VIEWS if rbm else VIEWS)]
+    if wrong:
+        parser.error(f"--live {wrong[0]} is not a view of the {args.target} page.")
+    if rbm:
+        chains_ = args.chains or rbm_targets.DEFAULT_CHAINS
+        workload = (
+            f"{len(rbm_targets.DEFAULT_SAMPLERS)} samplers "
+            f"({', '.join(rbm_targets.DEFAULT_SAMPLERS)}) x {chains_} chains, RBM {args.target}"
+        )
+    else:
+        args.chains = args.chains or 4
+        workload = f"{len(SAMPLERS)} samplers x {args.chains} chains, {args.size}x{args.size}"
 
     results: dict = {
-        "workload": f"{len(SAMPLERS)} samplers x {args.chains} chains, {args.size}x{args.size}",
+        "workload": workload,
         "machine": f"{platform.machine()}, torch {torch.__version__}, {args.threads} thread(s)",
         "refresh_s": state.REFRESH_S,
     }
     print(f"LSB Explorer live-view benchmark: {results['workload']} ({results['machine']})")
     for phase, burn_in in (("burn-in (learning)", 10**6), ("mixing", 300)):
-        run = make_run(args.size, args.chains, burn_in)
+        if rbm:
+            run = make_rbm_run(args.target, chains_, burn_in)
+        else:
+            run = make_run(args.size, args.chains, burn_in)
         if burn_in < 10**6:  # get into the mixing phase with some history to draw
             state.advance(run, 120.0, burn_in + 600)
         draw = redraw_times(run, args.repeats)

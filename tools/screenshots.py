@@ -14,7 +14,11 @@ saves six PNGs, each cropped to the part of the page worth looking at:
   whole screen as a room sees it: the Chains view after a run by keyboard, then the Proposal
   view after one step with S;
 - ``narrow-800.png``: the page at 800 px with the sidebar open, the Mixing tab's charts
-  stacked.
+  stacked;
+- ``rbm-digits.png``: the RBM target, digits 16 x 16, after burn-in and some mixing: each of the
+  six default samplers' eight chains drawn as digits.
+
+``--only rbm`` (or chains, segmentation, lecture, narrow) takes one group of them.
 
 Every wait is on something the page shows (a progress text, a caption); nothing is taken of a
 spinner. The run takes about two minutes on two cores.
@@ -180,7 +184,30 @@ def narrow_shot(page, url: str, out: Path, log) -> Path:
     return save(page, out / "narrow-800.png", clip)
 
 
-def take(out: Path, port: int | None = None, log=print) -> list[Path]:
+def rbm_shot(page, url: str, out: Path, log) -> Path:
+    """The digit grid of the 16 x 16 digits RBM after its burn-in and 2,000 mixing steps."""
+    open_app(page, app_url(url, {"target": "digits-16x16"}))
+    button(page, "run").click()
+    log("running the 16 x 16 digits RBM…")
+    wait_for_mixing(page, 2000)
+    button(page, "pause").click()
+    page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
+    rows = page.locator(f'{PANEL} [class*="st-key-digitrow_"]')
+    rows.last.locator("img").first.wait_for(timeout=TIMEOUT_MS)
+    tabs = page.locator('[role="tablist"]').first
+    return save(page, out / "rbm-digits.png", clip_around(page, tabs, rows.last))
+
+
+SHOTS = {
+    "chains": (paper_case_shots, VIEWPORT),
+    "segmentation": (segmentation_shot, VIEWPORT),
+    "lecture": (lecture_shots, LECTURE),
+    "narrow": (narrow_shot, NARROW),
+    "rbm": (rbm_shot, VIEWPORT),
+}
+
+
+def take(out: Path, port: int | None = None, log=print, only=None) -> list[Path]:
     """Start a server and a browser, take the screenshots into ``out``; return their paths."""
     from playwright.sync_api import sync_playwright
 
@@ -189,12 +216,7 @@ def take(out: Path, port: int | None = None, log=print) -> list[Path]:
         browser = launch_chromium(playwright)
         try:
             paths = []
-            shots = (
-                (paper_case_shots, VIEWPORT),
-                (segmentation_shot, VIEWPORT),
-                (lecture_shots, LECTURE),
-                (narrow_shot, NARROW),
-            )
+            shots = [SHOTS[name] for name in only] if only else list(SHOTS.values())
             for shoot, viewport in shots:
                 context = browser.new_context(viewport=viewport, device_scale_factor=SCALE)
                 context.set_default_timeout(TIMEOUT_MS)
@@ -215,10 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
     parser.add_argument("--port", type=int, default=None, help="default: a free port")
+    parser.add_argument("--only", nargs="*", choices=list(SHOTS), help="default: every group")
     args = parser.parse_args(argv)
     start = time.time()
     try:
-        paths = take(args.out, args.port)
+        paths = take(args.out, args.port, only=args.only)
     except (FileNotFoundError, ServerError, RuntimeError) as err:
         print(err, file=sys.stderr)
         return 1

@@ -1,0 +1,59 @@
+"""The live views of a run on an RBM, in place of the Ising page's tabs.
+
+An RBM has no image to segment and no lattice: the segmentation, pixels, posterior, proposal
+maps, exact chain, tempering, annealing, importance sampling and export views are about the
+Ising posterior, so they are not offered (one sentence says so). What is offered: the digit
+grid, the MMD chart, the balancing functions and LSB 1's softmax weights (the Ising page's own
+views), the acceptance and hop distance per sampler, and the pinned RBM runs' MMD curves.
+Only the open tab is drawn.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from app import presentation
+from app.views import digits, rbm_balancing, rbm_mmd, rbm_moves, rbm_pins
+from app.views import weights as weights_view
+
+log = logging.getLogger(__name__)
+
+VIEWS = (
+    ("Digits", digits.render),
+    ("MMD", rbm_mmd.render),
+    ("Balancing functions", rbm_balancing.render),
+    ("Softmax weights", weights_view.render),
+    ("Acceptance and hops", rbm_moves.render),
+    ("Pinned runs", rbm_pins.render),
+)
+TAB_LABELS = tuple(name for name, _ in VIEWS)
+RENDER = dict(VIEWS)
+TABS_KEY = "rbm_view"
+NOT_OFFERED = (
+    "The segmentation, posterior, proposal-map, exact-chain, tempering, annealing, "
+    "importance-sampling and export views are about the Ising posterior of an image, so an "
+    "RBM run does not offer them."
+)
+
+
+def tabs() -> None:
+    """The RBM views of the session's run (its open tab only)."""
+    from app import session
+
+    run = st.session_state.get(session.RUN_KEY)
+    if st.session_state.get(TABS_KEY) not in TAB_LABELS:
+        st.session_state[TABS_KEY] = TAB_LABELS[0]
+    containers = st.tabs(list(TAB_LABELS), key=TABS_KEY, on_change="rerun")
+    for tab, name in zip(containers, TAB_LABELS, strict=True):
+        if tab.open is False:
+            continue
+        with tab:
+            try:
+                presentation.seeing(name)
+                RENDER[name](run)
+            except Exception as err:  # one failing view must not take the page down
+                log.exception("RBM view %s failed", name)
+                st.error(f"The {name} view could not be drawn: {err}")
+    st.caption(NOT_OFFERED)

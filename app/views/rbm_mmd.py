@@ -1,0 +1,100 @@
+"""The RBM's convergence view: log10 MMD to the ground truth against target evaluations.
+
+One line per sampler (its checkpoints, ``RBMComparison.curve``), the x axis logarithmic in the
+target evaluations per chain (``docs/method.md`` section 9), and the noise floor: the MMD of as
+many exact samples as there are chains against the same ground truth. A sampler on the floor
+cannot be told from exact sampling at this chain count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app import charts
+from lsbcore import figures
+
+FLOOR_COLOUR = "#555555"
+AXES = {"evals": "target evaluations per chain", "seconds": "sampling seconds"}
+
+
+def mmd_figure(curves: dict[str, dict], floor: float | None, x: str = "evals") -> go.Figure:
+    """``log_mmd`` of every curve against ``x`` ("evals" or "seconds"), log x axis, with the
+    noise floor as a dashed line named in the legend."""
+    from lsbcore.rbm.variants import display_name
+
+    fig = go.Figure()
+    for label, curve in curves.items():
+        xs = np.asarray(curve[x], dtype=np.float64)
+        ys = np.asarray(curve["log_mmd"], dtype=np.float64)
+        keep = (xs > 0) & np.isfinite(ys)  # a log axis has no room for the start at 0
+        fig.add_trace(
+            go.Scatter(
+                x=xs[keep],
+                y=ys[keep],
+                mode="lines",
+                name=display_name(label),
+                line={"color": figures.sampler_colour(label), "width": 2.5},
+                hovertemplate="%{y:.2f}",
+            )
+        )
+    if floor is not None and math.isfinite(floor):
+        fig.add_hline(y=floor, line={"color": FLOOR_COLOUR, "dash": "dash", "width": 2})
+        fig.add_trace(  # the legend entry of the floor line
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                name=f"noise floor ({floor:.2f})",
+                line={"color": FLOOR_COLOUR, "dash": "dash", "width": 2},
+            )
+        )
+    fig.update_layout(
+        template="plotly_white",
+        title={"text": "log10 MMD to the ground truth", "x": 0.01, "xanchor": "left"},
+        height=420,
+        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "xanchor": "left"},
+        hovermode="x unified",
+        font={"size": 13},
+    )
+    fig.update_xaxes(type="log", title_text=AXES[x])
+    fig.update_yaxes(title_text="log10 MMD")
+    return fig
+
+
+def curves_now(run) -> dict[str, dict]:
+    comparison = run.comparison
+    with run.lock:
+        return {label: comparison.curve(label) for label in comparison.labels}
+
+
+def floor_of(run) -> float:
+    """The noise floor for this run's chain count (a Gibbs run of its own: computed once)."""
+    if "rbm_floor" not in run.cache:
+        with st.spinner("Drawing exact samples for the noise floor…"):
+            run.cache["rbm_floor"] = run.comparison.noise_floor
+    return run.cache["rbm_floor"]
+
+
+def render(run) -> None:
+    floor = floor_of(run)
+    x = st.radio(
+        "Against",
+        list(AXES),
+        format_func=AXES.get,
+        key="rbm_mmd_axis",
+        horizontal=True,
+        label_visibility="collapsed",
+    )
+    fig = run.throttled("rbm_mmd", lambda: mmd_figure(curves_now(run), floor, x), (x,))
+    charts.show(fig, run, "rbm-mmd")
+    st.caption(
+        f"MMD with the exponentiated average Hamming kernel between each sampler's "
+        f"{run.config.chains} chains and the ground truth (long exact block Gibbs). The dashed "
+        f"line is the noise floor ({floor:.2f}): {run.config.chains} exact samples against the "
+        "same truth. Checkpoints are spaced geometrically in steps."
+    )

@@ -1,0 +1,230 @@
+"""The RBM in the dashboard: the target picker, its links, the RBM page and its pins.
+
+AppTest runs the real script on the shipped digits RBMs. The ground truth and noise floor of
+a run are drawn by shorter Gibbs runs here (``short_truth``): what is tested is the page, not
+the truth (tests/test_rbm_*.py test that against enumeration).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
+
+import lsbcore.rbm.live as rbm_live
+from app import config as cfgmod
+from app import pins, rbm_run, rbm_targets, rbm_training, sources, state
+from app.text import quote
+from app.views import digits
+from lsbcore.rbm.ground_truth import noise_floor
+from lsbcore.targets.rbm import RBM
+
+SIX = list(rbm_targets.DEFAULT_SAMPLERS)
+SAMPLES = sources.sample_names()
+
+
+@pytest.fixture(autouse=True)
+def short_truth(monkeypatch):
+    """Ground truth by 300 exact Gibbs steps of 200 chains, the floor alike (seconds, not
+    minutes, on a busy machine)."""
+    monkeypatch.setattr(rbm_live, "ground_truth", lambda rbm: rbm.gibbs(200, 300, 0))
+    monkeypatch.setattr(
+        rbm_live,
+        "noise_floor",
+        lambda rbm, n, draws=1, truth=None: noise_floor(rbm, n, 2, steps=300, truth=truth),
+    )
+
+
+def healthy(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def wait_for_steps(run, n: int, timeout: float = 30.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while run.n_steps < n and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert run.n_steps >= n, f"only {run.n_steps} steps after {timeout} s"
+
+
+# ----------------------------------------------------------------------------- configuration
+def test_target_link_round_trip_and_defaults():
+    cfg = cfgmod.defaults_for(target="digits-16x16")
+    assert (cfg.target, cfg.samplers, cfg.chains) == ("digits-16x16", tuple(SIX), 8)
+    cfg = replace(cfg, samplers=("gwg", "hb-10-2", "barker"), chains=16, seed=7)
+    back, warnings = cfgmod.from_query_params(cfgmod.to_query_params(cfg), SAMPLES)
+    assert warnings == []
+    assert back == replace(cfg, samplers=("barker", "gwg", "hb-10-2"))  # the variants' order
+    assert cfgmod.validate({})[0].target == "ising"
+
+
+def test_bad_target_and_samplers_in_a_link_say_so():
+    cfg, warnings = cfgmod.validate({"target": "mnist"})
+    assert cfg.target == "ising"
+    assert warnings == [
+        f"target: {quote('mnist')} is not one of ising, digits-8x8, digits-16x16, own; using "
+        "the default."
+    ]
+    cfg, warnings = cfgmod.validate({"target": "digits-8x8", "samplers": "gwg,checkerboard"})
+    assert cfg.samplers == ("gwg",)
+    assert warnings == [
+        f"samplers: {quote('checkerboard')} is not one of the RBM comparison's samplers; ignored."
+    ]
+    cfg, warnings = cfgmod.validate({"samplers": "gibbs-2"})  # an RBM variant on the Ising page
+    assert cfg.samplers == cfgmod.PAPER_SAMPLERS and warnings
+
+
+def test_digit_strip_draws_on_units_dark_tile_by_tile():
+    states = np.array([[1, -1, -1, 1], [-1, -1, -1, 1]], dtype=np.float64)
+    strip = digits.digit_strip(states, (2, 2), tile_px=4)  # 2 screen pixels per unit
+    ink, paper = digits.INK, digits.PAPER
+    first = np.array([[ink, paper], [paper, ink]]).repeat(2, 0).repeat(2, 1)
+    second = np.array([[paper, paper], [paper, ink]]).repeat(2, 0).repeat(2, 1)
+    gap = np.full((4, digits.GAP_PX), digits.GAP)
+    assert np.array_equal(strip, np.concatenate([first, gap, second], axis=1))
+    with pytest.raises(ValueError, match="states must be"):
+        digits.digit_strip(states, (3, 3))
+
+
+def test_checkpoints_are_spaced_geometrically():
+    steps = [0]
+    while steps[-1] < 100:
+        steps.append(rbm_run.next_record(steps[-1]))
+    # one step apart while 8% of the steps is at most one (n <= 12.5), then ceil(1.08 n)
+    assert steps[:15] == [*range(14), 15]
+    gaps = np.diff(steps)
+    assert all(b >= a for a, b in zip(gaps, gaps[1:], strict=False))
+    assert rbm_run.next_record(1000) == 1080
+
+
+# ----------------------------------------------------------------------------- the page
+def test_a_link_opens_the_rbm_page_and_runs_it():
+    at = open_app(target="digits-8x8", chains="4", burn_in="30")
+    healthy(at)
+    run = at.session_state["_run"]
+    assert rbm_run.is_rbm_run(run) and run.comparison.labels == SIX
+    assert run.config.chains == 4 and run.problem.target.shape == (8, 8)
+    assert len(at.image) == len(SIX)  # one row of digits per sampler
+    before = {label: run.comparison.states(label).clone() for label in SIX}
+    at.button(key="run").click().run()
+    wait_for_steps(run, 60)
+    at.button(key="pause").click().run()
+    healthy(at)
+    assert run.phase == "mixing"  # burn-in ended: the learned functions froze
+    moved = [label for label in SIX if not run.comparison.states(label).equal(before[label])]
+    assert moved == SIX
+    curve = run.comparison.curve("lsb1")
+    assert curve["step"][0] == 0 and curve["step"][-1] == run.n_steps  # a final checkpoint
+    for tab in ("MMD", "Balancing functions", "Softmax weights", "Acceptance and hops"):
+        at.session_state["rbm_view"] = tab
+        at.run()
+        healthy(at)
+        if tab == "Acceptance and hops":
+            assert at.dataframe[0].value.shape[0] == len(SIX)
+        else:
+            assert at.get("plotly_chart"), tab
+    assert any("Ising posterior" in str(c.value) for c in at.caption)  # what is not offered
+    assert at.query_params["target"] == "digits-8x8"
+
+
+def test_walking_the_targets_never_fails():
+    at = open_app()
+    healthy(at)
+    assert not rbm_run.is_rbm_run(at.session_state["_run"])
+    for target in ("digits-8x8", "ising", "digits-16x16", "ising", "own", "digits-8x8"):
+        at.sidebar.selectbox(key="target").set_value(target).run()
+        healthy(at)
+        run = at.session_state["_run"]
+        if target == "own":  # no model in this session yet: the page says what to do
+            assert any("train a model" in str(i.value) for i in at.info)
+            assert not run.running
+        elif target == "ising":
+            assert run.config.samplers == cfgmod.PAPER_SAMPLERS and run.config.chains == 4
+        else:
+            assert run.comparison.labels == SIX and run.config.target == target
+            at.button(key="step").click().run()  # Step: one plain step of every sampler
+            healthy(at)
+            assert at.session_state["_run"].n_steps == 1
+
+
+def test_a_bad_target_link_gets_the_link_warning():
+    at = open_app(target="mnist")
+    healthy(at)
+    assert any(
+        str(w.value).startswith(f"Link: target: {quote('mnist')} is not one of") for w in at.warning
+    )
+    assert not rbm_run.is_rbm_run(at.session_state["_run"])
+
+
+# ----------------------------------------------------------------------------- pins
+def small_run(labels=("barker", "lsb1", "flsb1", "gibbs-2")) -> state.Run:
+    rbm = RBM.random(16, 6, seed=3)
+    cfg = replace(cfgmod.defaults_for(target="digits-8x8"), samplers=labels, chains=4, burn_in=5)
+    run, _ = state.build_rbm_run(cfg, RBM(rbm.W, rbm.b_visible, rbm.b_hidden, (4, 4)), "tiny")
+    state.advance(run, 10.0, max_steps=40)
+    return run
+
+
+def test_a_pin_of_an_rbm_run_keeps_its_mmd_curves_and_reads_back():
+    run = small_run()
+    pin = pins.capture(run, "tiny RBM", now=1.0e9)
+    assert set(pin.mmd) == set(run.config.samplers) and pin.acf == {}
+    curve = run.comparison.curve("gibbs-2")
+    assert pin.mmd["gibbs-2"]["evals"] == curve["evals"]
+    assert set(pin.learned) == {"lsb1", "flsb1"} and pin.weights is not None
+    back = pins.from_json(pin.to_json())
+    assert back == pin
+    data = json.loads(pin.to_json())
+    data["mmd"]["barker"]["log_mmd"].pop()  # curves of unequal length
+    with pytest.raises(pins.PinError, match="equally long"):
+        pins.from_dict(data)
+    data = json.loads(pin.to_json())
+    data["mmd"]["barker"]["evals"][1] = -5
+    with pytest.raises(pins.PinError, match="evaluations must be a whole number"):
+        pins.from_dict(data)
+    data = json.loads(pin.to_json())
+    data["config"]["target"] = "ising"  # MMD curves on an Ising pin, with RBM samplers
+    with pytest.raises(pins.PinError):
+        pins.from_dict(data)
+
+
+def test_a_pin_from_before_the_target_picker_is_an_ising_pin():
+    data = {
+        "format": pins.FORMAT,
+        "version": pins.VERSION,
+        "name": "old",
+        "created": 1.0e9,
+        "problem": "case 3",
+        "config": {k: v for k, v in cfgmod.Config().as_dict().items() if k != "target"},
+        "steps": 10,
+        "samplers": {},
+    }
+    assert pins.from_dict(data).config.target == "ising"
+
+
+# ----------------------------------------------------------------------------- own model
+def test_training_runs_in_the_background_and_stops_when_asked():
+    rng = np.random.default_rng(0)
+    rows = (rng.random((60, 9)) < 0.3).astype(np.uint8)
+    job = rbm_training.start(rows, (3, 3), "abc", hidden=4, epochs=3)
+    job.thread.join(60)
+    assert job.error is None and job.stopped is None and job.fraction == pytest.approx(1.0)
+    assert (job.model.n_visible, job.model.n_hidden, job.model.shape) == (9, 4, (3, 3))
+    stopped = rbm_training.Job("abc", rows, (3, 3), 4, 500, stop=True)
+    rbm_training._train(stopped)  # Stop pressed: the first update's progress call ends it
+    assert stopped.stopped and stopped.model is not None
+    bad = rbm_training.Job("abc", rows, (3, 3), 0, 3)  # no hidden units: A's sentence
+    rbm_training._train(bad)
+    assert bad.model is None and "n_hidden" in bad.error
+
+
+def test_every_rbm_view_has_its_presentation_sentence():
+    from app import presentation, rbm_panel
+
+    sentences = {**presentation.SEEING, **presentation.RBM_SEEING}
+    assert set(rbm_panel.TAB_LABELS) <= set(sentences)
+    assert not set(presentation.RBM_SEEING) & set(presentation.SEEING)
