@@ -31,7 +31,7 @@ from lsbcore.rbm.likelihood import (
     exact_log_likelihood,
     pseudo_log_likelihood,
 )
-from lsbcore.targets.base import check_layout
+from lsbcore.targets.base import MAX_LOCAL_FIELD, check_layout
 from lsbcore.targets.rbm import RBM
 
 MAX_HIDDEN = 2_000
@@ -167,11 +167,10 @@ def train(
                 )
             if result.stopped:
                 break
-        if not bool(
-            torch.isfinite(W).all() and torch.isfinite(b).all() and torch.isfinite(c).all()
-        ):
+        if not all(bool((t.abs() <= MAX_LOCAL_FIELD).all()) for t in (W, b, c)):  # NaN too
             raise ValueError(
-                f"training diverged in epoch {epoch} (weights became infinite); use a smaller lr."
+                f"training diverged in epoch {epoch} (weights grew beyond "
+                f"{MAX_LOCAL_FIELD:g} or became NaN); use a smaller lr."
             )
         model = RBM(W, b, c, shape=shape)
         result.model = model
