@@ -3,7 +3,11 @@
 ``BatchedSampler`` asks its target only through the protocol (``lsbcore.targets.base``), so it
 samples an RBM, a factor graph or a pairwise network alike, on any device, and reads nothing on
 the host inside a chunk of steps. The compiled and device kernels (``samplers.base.Sampler``)
-serve pairwise targets only; the registry sends every other target here.
+serve pairwise targets only; the registry sends every other target here. On an ``RBM`` on the
+CPU, ``gwg``, ``gibbs``, ``metropolis``, ``block-gibbs`` and ``hamming-ball`` (random blocks)
+also have compiled steps (``lsbcore.backends.rbm_kernels``, backend ``"compiled"``, the one
+``"auto"`` picks there): ``_compiled_steps`` runs a chunk of steps in one call, from uniforms of
+the same generator; the single-site ones give the torch steps' chains, the block ones their law.
 
 Cached per chain: ``x [B, n]`` (+-1), ``log p~(x)`` ``[B]`` and, for samplers that read them
 (``uses_ratios``), the flip log-ratios ``s [B, n]`` with the target's ``ratio_cache``. Moves go
@@ -26,8 +30,12 @@ from lsbcore.numerics import BELOW_ONE
 from lsbcore.samplers.base import resolve_device
 from lsbcore.targets.base import Target
 
-#: Backends a batched sampler accepts: its steps are torch operations on the chosen device.
-BATCHED_BACKENDS = ("auto", "torch")
+#: Backends a batched sampler accepts: torch operations on the chosen device, or, where the
+#: sampler has one for its target (``compiled_refusal``), compiled CPU loops; ``"auto"`` picks
+#: the compiled loops where they serve.
+BATCHED_BACKENDS = ("auto", "torch", "compiled")
+#: Uniforms drawn at once for a chunk of compiled steps (2^20 float64: 8 MiB).
+COMPILED_UNIFORMS = 1 << 20
 
 
 class BatchedSampler:
@@ -69,6 +77,7 @@ class BatchedSampler:
         self.target = target
         self.n_sites = target.n_sites
         self.device = resolve_device(device)
+        self._backend_asked = backend
         self.backend = self._check_backend(backend)
         self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
         self._chains = torch.arange(self.n_chains, device=self.device)
@@ -95,16 +104,33 @@ class BatchedSampler:
 
     # ----------------------------------------------------------------- checks
     def _check_backend(self, backend: str) -> str:
-        if backend in BATCHED_BACKENDS:
+        if backend == "torch":
             return "torch"
-        if backend in ("compiled", "device"):
+        if backend in ("auto", "compiled"):
+            why = self.compiled_refusal()
+            if why is None:
+                return "compiled"
+            if backend == "auto":
+                return "torch"
+            raise ValueError(why)
+        if backend == "device":
             raise ValueError(
                 f"the {self.name!r} sampler runs on batched torch operations on any device; the "
-                f"{backend} backend serves the pairwise samplers only. Use backend='torch'."
+                "device backend serves the pairwise samplers only. Use backend='torch'."
             )
         raise ValueError(f"backend must be one of {BATCHED_BACKENDS}, got {backend!r}.")
 
+    def compiled_refusal(self) -> str | None:
+        """None where this sampler has compiled steps for its target and device, else the
+        sentence that says why not (subclasses with compiled steps override it)."""
+        return (
+            f"the {self.name!r} sampler runs on batched torch operations on any device; the "
+            "compiled backend serves the pairwise samplers only (and, on an RBM on the CPU, gwg, "
+            "gibbs, metropolis, block-gibbs and hamming-ball). Use backend='torch'."
+        )
+
     def set_backend(self, backend: str) -> None:
+        self._backend_asked = backend
         self.backend = self._check_backend(backend)
 
     def _check_start(self, x0) -> torch.Tensor:
@@ -169,6 +195,7 @@ class BatchedSampler:
                 f"{target.describe() if isinstance(target, Target) else type(target).__name__}."
             )
         self.target = target
+        self.backend = self._check_backend(self._backend_asked)
         self.resync()
 
     # ----------------------------------------------------------------- moves
@@ -218,6 +245,9 @@ class BatchedSampler:
             if tuple(trace.shape) != (n, self.n_chains, 5) or trace.dtype != torch.float64:
                 raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 5].")
         start = time.perf_counter()
+        if self.backend == "compiled" and trace is None and not learn:
+            self._run_compiled(n)
+            n = 0
         for t in range(n):
             before = self._x if trace is not None else None
             if learn:
@@ -239,6 +269,28 @@ class BatchedSampler:
 
     def _step(self) -> None:
         """One step of every chain."""
+        raise NotImplementedError
+
+    def _run_compiled(self, n: int) -> None:
+        """``n`` steps by ``_compiled_steps`` in chunks that end where a resync is due (as the
+        torch loop resyncs) and whose uniforms fit in ``COMPILED_UNIFORMS``."""
+        most = max(1, COMPILED_UNIFORMS // (self.n_chains * self.compiled_uniforms_per_step))
+        while n > 0:
+            chunk = min(n, self.resync_every - self._since_resync, most)
+            self._compiled_steps(chunk)
+            self.n_steps += chunk
+            self.n_site_updates += chunk * self.sites_per_step
+            self.n_target_evals += chunk * self.evals_per_step
+            self._since_resync += chunk
+            if self._since_resync >= self.resync_every:
+                self.resync()
+            n -= chunk
+
+    #: Uniforms one compiled step draws per chain (subclasses with compiled steps set it).
+    compiled_uniforms_per_step = 1
+
+    def _compiled_steps(self, n: int) -> None:
+        """``n`` steps of every chain by compiled loops (where ``compiled_refusal`` is None)."""
         raise NotImplementedError
 
     def _learn_step(self) -> None:
@@ -317,6 +369,29 @@ def refusal(sampler: str, target: Target, missing) -> str:
     }
     needed = " and ".join(what.get(m, m) for m in missing)
     return f"the {sampler!r} sampler needs {needed}, which {target.describe()} does not provide."
+
+
+def rbm_compiled_refusal(sampler: BatchedSampler, block: int = 1) -> str | None:
+    """None where ``lsbcore.backends.rbm_kernels`` can run ``sampler`` (its target an ``RBM``,
+    on the CPU, numba installed, moves of ``block`` sites whose shifts stay finite), else why
+    not, in a sentence."""
+    from lsbcore.backends import compiled_available
+    from lsbcore.targets.rbm import RBM
+
+    if not isinstance(sampler.target, RBM):
+        return BatchedSampler.compiled_refusal(sampler)
+    if sampler.device.type != "cpu":
+        return "the compiled backend runs on the CPU only; use backend='torch' on a GPU."
+    if not compiled_available():
+        return "the compiled backend needs numba; install it or use backend='torch'."
+    from lsbcore.backends.rbm_kernels import MAX_SHIFT
+
+    if block * sampler.target.max_abs_weight > MAX_SHIFT:
+        return (
+            f"the compiled RBM steps need block size times the largest |W| to be at most "
+            f"{MAX_SHIFT:g}, got {block * sampler.target.max_abs_weight:g}; use backend='torch'."
+        )
+    return None
 
 
 def _relative_gap(cached: torch.Tensor, exact: torch.Tensor) -> float:

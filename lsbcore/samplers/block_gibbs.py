@@ -38,7 +38,7 @@ import itertools
 import torch
 
 from lsbcore.checks import integer
-from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
 from lsbcore.targets.base import Target
 
 #: Largest block: 2^12 = 4096 states scored per chain and step.
@@ -175,6 +175,7 @@ class BlockGibbsSampler(BatchedSampler):
         self._position = 0  # the next block of the sweep
         self._order = None  # "shuffled": each chain's permutation of the sites, [B, n]
         self._no_flip = torch.zeros(self.n_chains, dtype=torch.long, device=self.device)
+        self.set_backend(self._backend_asked)  # the compiled steps depend on the block
 
     @property
     def evals_per_step(self) -> int:
@@ -211,6 +212,49 @@ class BlockGibbsSampler(BatchedSampler):
         stay = w.gather(1, current.unsqueeze(1)).squeeze(1) / w.sum(1)
         self._move(x_new, moved, log_ratio)
         self._last = {"sites": sites, "accept_prob": 1.0 - stay, "accepted": moved}
+
+    # ----------------------------------------------------------------- compiled steps
+    _aux = False  # the Hamming ball's auxiliary draw
+
+    @property
+    def compiled_uniforms_per_step(self) -> int:
+        """``k`` to pick the block, one for the auxiliary state (Hamming ball), one to draw."""
+        return self.block_size + 1 + self._aux
+
+    def _candidates(self) -> torch.Tensor:
+        """The multipliers a step chooses among (``[M, k]``, row 0 the identity)."""
+        return self._flips
+
+    def compiled_refusal(self) -> str | None:
+        if getattr(self, "blocks", "random") != "random":
+            return (
+                f'the compiled RBM steps pick blocks="random" only, not {self.blocks!r}; use '
+                "backend='torch'."
+            )
+        return rbm_compiled_refusal(self, self._most_flips())
+
+    def _most_flips(self) -> int:
+        """Sites one move flips at most (1 until the block size is set)."""
+        return getattr(self, "block_size", 1)
+
+    def _compiled_steps(self, n: int) -> None:
+        """``n`` steps on an RBM by ``rbm_kernels.block_steps``: each block is ``k`` uniforms
+        by sequential selection (``rbm_kernels.pick_block``), the same law as the torch step's
+        ``topk`` of ``n`` uniforms, other draws."""
+        from lsbcore.backends.rbm_kernels import block_steps
+
+        arrays = self.target.kernel_arrays()
+        u = self._uniforms(n, self.n_chains, self.compiled_uniforms_per_step)
+        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
+        sites = torch.empty(self.n_chains, self.block_size, dtype=torch.int64)
+        last = torch.empty(2, self.n_chains, dtype=torch.float64)
+        block_steps(
+            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), self._candidates().numpy(),
+            self._aux, arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
+            arrays["exp_neg_w"], sites.numpy(), last.numpy(),
+        )  # fmt: skip
+        self._x, self._log_p, self._n_accepted = x, log_p, accepted
+        self._last = {"sites": sites, "accept_prob": last[0], "accepted": last[1] > 0}
 
     # ----------------------------------------------------------------- the exact law
     def transition_probabilities(self, block: int | None = None) -> torch.Tensor:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
 from lsbcore.targets.base import Target
 
 # Enumeration for the exact one-step laws: 2^12 states, as in lsbcore.exact
@@ -153,6 +153,30 @@ class GibbsWithGradients(GradientSampler):
 
         log_a, accept = self._metropolis(self._flip_sites(i), log_q_forward, reverse)
         self._last = {"site": i, "accept_prob": torch.exp(log_a), "accepted": accept}
+
+    # ----------------------------------------------------------------- compiled steps
+    compiled_uniforms_per_step = 2  # as _step draws them: the site, then the acceptance
+
+    def compiled_refusal(self) -> str | None:
+        return rbm_compiled_refusal(self, 1)
+
+    def _compiled_steps(self, n: int) -> None:
+        """``n`` steps on an RBM by ``rbm_kernels.gwg_steps``: the torch step's uniforms, read
+        as it reads them, so the same chains."""
+        from lsbcore.backends.rbm_kernels import gwg_steps
+
+        arrays = self.target.kernel_arrays()
+        u = self._uniforms(n, 2, self.n_chains)
+        x, log_p, grad = self._x.clone(), self._log_p.clone(), self._grad.clone()
+        accepted = self._n_accepted.clone()
+        last = torch.empty(3, self.n_chains, dtype=torch.float64)
+        gwg_steps(
+            x.numpy(), log_p.numpy(), grad.numpy(), accepted.numpy(), u.numpy(),
+            arrays["w"], arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
+            arrays["exp_neg_w"], last.numpy(),
+        )  # fmt: skip
+        self._x, self._log_p, self._grad, self._n_accepted = x, log_p, grad, accepted
+        self._last = {"site": last[0].long(), "accept_prob": last[1], "accepted": last[2] > 0}
 
     def flip_probabilities(self) -> torch.Tensor:
         """``T(x -> x with i flipped) = q(i | x) A_i`` for every chain and site, ``[B, *shape]``:

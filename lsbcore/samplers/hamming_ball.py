@@ -71,6 +71,7 @@ class HammingBallSampler(BlockGibbsSampler):
             )
         self.radius = r
         self._ball = ball_patterns(self.block_size, r).to(self.device)  # [M, k]
+        self.set_backend(self._backend_asked)
 
     @property
     def ball_size(self) -> int:
@@ -95,6 +96,15 @@ class HammingBallSampler(BlockGibbsSampler):
         log_w = block_log_probs(self.target, u, sites, self._ball)  # [B, M] over H_r(u)
         # x = u with ball[a] applied again (a flip undoes itself): candidate a is x
         self._update_block(u, sites, self._ball, log_w, a)
+
+    _aux = True  # compiled steps: the auxiliary state first
+
+    def _candidates(self) -> torch.Tensor:
+        return self._ball
+
+    def _most_flips(self) -> int:
+        """The auxiliary state and every candidate lie within ``radius`` flips of their base."""
+        return getattr(self, "radius", 1)
 
     def _add_law(self, rows: torch.Tensor, sites: torch.Tensor, weight: float) -> None:
         """The block's law: the average over the ``M`` values of ``u`` of the update in

@@ -17,7 +17,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
 from lsbcore.targets.base import Target
 
 RULES = ("gibbs", "metropolis")
@@ -58,6 +58,31 @@ class BatchedUniformSiteSampler(BatchedSampler):
         accept = (torch.log(u[1]) < log_p_flip) & (s_i > -math.inf)
         self._last = {"site": i, "accept_prob": torch.exp(log_p_flip), "accepted": accept}
         self._move(x_new, accept, s_i)
+
+    # ----------------------------------------------------------------- compiled steps
+    compiled_uniforms_per_step = 2  # as _step draws them: the site, then the acceptance
+
+    def compiled_refusal(self) -> str | None:
+        return rbm_compiled_refusal(self, 1)
+
+    def _compiled_steps(self, n: int) -> None:
+        """``n`` steps on an RBM by ``rbm_kernels.uniform_site_steps``: the torch step's
+        uniforms, read as it reads them, so the same chains."""
+        from lsbcore.backends.rbm_kernels import uniform_site_steps
+
+        arrays = self.target.kernel_arrays()
+        u = self._uniforms(n, 2, self.n_chains)
+        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
+        site = torch.empty(self.n_chains, dtype=torch.int64)
+        prob = torch.empty(self.n_chains, dtype=torch.float64)
+        flipped = torch.empty(self.n_chains, dtype=torch.bool)
+        uniform_site_steps(
+            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), RULES.index(self.rule),
+            arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
+            site.numpy(), prob.numpy(), flipped.numpy(),
+        )  # fmt: skip
+        self._x, self._log_p, self._n_accepted = x, log_p, accepted
+        self._last = {"site": site, "accept_prob": prob, "accepted": flipped}
 
     # ----------------------------------------------------------------- the exact law
     def flip_log_probs(self) -> torch.Tensor:

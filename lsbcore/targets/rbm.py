@@ -23,6 +23,7 @@ conditional factorises), the ground truth the other samplers are compared agains
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from lsbcore.checks import integer, real
@@ -92,6 +93,7 @@ class RBM(Target):
         self.b_visible = b_visible.detach().clone()
         self.b_hidden = b_hidden.detach().clone()
         self._copies: dict[torch.device, tuple[torch.Tensor, ...]] = {}
+        self._kernel_arrays: dict[str, np.ndarray] | None = None
 
     @classmethod
     def random(
@@ -213,6 +215,29 @@ class RBM(Target):
             visible = base + (dv @ b_s).squeeze(2)
             out[:, first : first + dv.shape[1]] = visible + softplus(a_new).sum(2)
         return out
+
+    # ----------------------------------------------------------------- compiled steps
+    @property
+    def max_abs_weight(self) -> float:
+        """``max |W|``: bounds the shift of the hidden pre-activations one flip makes."""
+        return float(self.W.abs().max())
+
+    def kernel_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays ``lsbcore.backends.rbm_kernels`` reads (float64, contiguous, built
+        once): ``w`` ``[m, n]``, ``w_t`` ``[n, m]``, the shift tables ``exp_w = e^(W^T)`` and
+        ``exp_neg_w = e^(-W^T)`` ``[n, m]``, ``b_vis`` ``[n]`` and ``c`` ``[m]``."""
+        if self._kernel_arrays is None:
+            w = np.ascontiguousarray(self.W.numpy())
+            w_t = np.ascontiguousarray(w.T)
+            self._kernel_arrays = {
+                "w": w,
+                "w_t": w_t,
+                "exp_w": np.exp(w_t),
+                "exp_neg_w": np.exp(-w_t),
+                "b_vis": np.ascontiguousarray(self.b_visible.numpy()),
+                "c": np.ascontiguousarray(self.b_hidden.numpy()),
+            }
+        return self._kernel_arrays
 
     # ----------------------------------------------------------------- ground truth
     def gibbs(self, n_chains: int, steps: int, seed: int = 0) -> torch.Tensor:

@@ -1,0 +1,386 @@
+"""Compiled RBM steps: many steps of ``gwg``, ``gibbs``/``metropolis``, block Gibbs and the
+Hamming ball sampler on an ``RBM`` in one call (numba, CPU).
+
+An eager torch step on the 100 x 25 RBM is 30 to 50 small operations of a few microseconds
+each; here a chain's step is a loop over its ``m`` hidden units, and each chain runs all its
+steps in turn (its arrays stay in cache). What makes the loops short:
+
+- the hidden pre-activations ``a = c + W v`` are kept per chain and moved by ``O(m)`` per
+  flipped site, with ``t_j = exp(-|a_j|)``;
+- a move's change of ``sum_j softplus(a_j)`` is one logarithm, of a product of ratios
+
+      (1 + e^(a_j + delta_j)) / (1 + e^(a_j)) = (1 + t_j F_j) / (1 + t_j)   (a_j <= 0)
+                                              = (t_j + F_j) / (t_j + 1)     (a_j > 0),
+
+  with ``F_j = e^(delta_j)`` a product of the tables ``e^(+-W)`` (no overflow for any ``a``;
+  ``F_j`` stays finite while ``k max|W| <= MAX_SHIFT``, which ``serves`` checks), the product
+  folded into a running logarithm before it leaves ``[1e-30, 1e30]``;
+- ``sigmoid(a_j)`` for the gradient is ``1 / (1 + t_j)`` or ``t_j / (1 + t_j)``.
+
+Uniforms come from the sampler's seeded ``torch.Generator``, drawn for a whole chunk of steps at
+once (the generator's stream does not depend on how a draw is split). ``gwg`` and
+``gibbs``/``metropolis`` read them exactly as their torch steps do (same draws, same inverse-CDF
+and acceptance rules), so a seed gives the same chains on both paths (up to rounding: a decision
+could differ only where a uniform falls within ~1e-13 of a threshold). The block samplers'
+torch step picks each chain's block from ``n`` uniforms by ``topk``, whose order of the picked
+sites is torch's own; here a block is ``k`` uniforms by sequential selection without
+replacement (``pick_block``), an ordered uniform ``k``-subset: the same law, other chains
+(``tests/test_rbm_kernels.py`` checks both laws against enumeration).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+#: Largest ``|delta_j|`` a move's ``F_j = e^(delta_j)`` may need: ``k max|W| <= MAX_SHIFT``
+#: keeps every ``F_j`` and ``t_j F_j`` finite in float64.
+MAX_SHIFT = 600.0
+# The running product of ratios is folded into its logarithm outside [1e-30, 1e30]: a factor is
+# at most e^600 (1e260), so the product never overflows
+_FOLD = 1e30
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ratio(a_j, t_j, f):
+    """``(1 + e^(a_j) f) / (1 + e^(a_j))`` from ``t_j = exp(-|a_j|)``."""
+    if a_j <= 0.0:
+        return (1.0 + t_j * f) / (1.0 + t_j)
+    return (t_j + f) / (t_j + 1.0)
+
+
+@njit(cache=True, nogil=True)
+def _log_prod_single(a, t, table_i):
+    """``sum_j softplus(a_j + delta_j) - softplus(a_j)`` for ``F = table_i`` (one flip)."""
+    total = 0.0
+    prod = 1.0
+    for j in range(a.shape[0]):
+        prod *= _ratio(a[j], t[j], table_i[j])
+        if prod > _FOLD or prod < 1.0 / _FOLD:
+            total += math.log(prod)
+            prod = 1.0
+    return total + math.log(prod)
+
+
+@njit(cache=True, nogil=True)
+def _shift_table(x_i, i, exp_w, exp_neg_w):
+    """``e^(delta)`` rows for flipping site ``i`` at ``x_i``: ``v_i`` changes by ``-x_i``."""
+    return exp_neg_w[i] if x_i > 0.0 else exp_w[i]
+
+
+@njit(cache=True, nogil=True)
+def _refresh_t(a, t):
+    for j in range(a.shape[0]):
+        t[j] = math.exp(-abs(a[j]))
+
+
+@njit(cache=True, nogil=True)
+def _add_flip(a, w_t, i, x_i):
+    """``a += dv_i W[:, i]`` for flipping site ``i`` at ``x_i`` (``dv_i = -x_i``)."""
+    d = -x_i
+    row = w_t[i]
+    for j in range(a.shape[0]):
+        a[j] += d * row[j]
+
+
+@njit(cache=True, nogil=True)
+def pre_activations(x, w_t, c, a):
+    """``a[b] = c + W v[b]`` for every chain, ``v = (1 + x) / 2``."""
+    chains, n = x.shape
+    m = c.shape[0]
+    for b in range(chains):
+        for j in range(m):
+            a[b, j] = c[j]
+        for i in range(n):
+            if x[b, i] > 0.0:
+                row = w_t[i]
+                for j in range(m):
+                    a[b, j] += row[j]
+
+
+# ----------------------------------------------------------------- gibbs / metropolis
+@njit(cache=True, nogil=True)
+def uniform_site_steps(
+    x, log_p, n_accepted, u, rule, w_t, b_vis, c, exp_w, exp_neg_w, last_site, last_prob, last_acc
+):
+    """``T = u.shape[0]`` random-scan steps (``rule`` 0: gibbs, 1: metropolis) of every chain,
+    ``u [T, 2, B]`` as the torch step reads it: ``u[t, 0]`` picks the site, ``u[t, 1]``
+    accepts."""
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = c.shape[0]
+    a = np.empty((chains, m))
+    pre_activations(x, w_t, c, a)
+    t = np.empty(m)
+    for b in range(chains):
+        xb, ab = x[b], a[b]
+        _refresh_t(ab, t)
+        for step in range(steps):
+            i = min(int(u[step, 0, b] * n), n - 1)
+            x_i = xb[i]
+            s = -x_i * b_vis[i] + _log_prod_single(ab, t, _shift_table(x_i, i, exp_w, exp_neg_w))
+            if rule == 0:  # log sigmoid(s)
+                log_flip = -math.log1p(math.exp(-s)) if s >= 0.0 else s - math.log1p(math.exp(s))
+            else:
+                log_flip = min(0.0, s)
+            accept = math.log(u[step, 1, b]) < log_flip and s > -math.inf
+            if step == steps - 1:
+                last_site[b], last_prob[b], last_acc[b] = i, math.exp(log_flip), accept
+            if accept:
+                _add_flip(ab, w_t, i, x_i)
+                _refresh_t(ab, t)
+                xb[i] = -x_i
+                log_p[b] += s
+                n_accepted[b] += 1
+
+
+# ----------------------------------------------------------------- gibbs with gradients
+@njit(cache=True, nogil=True)
+def _gradient(a, t, w, b_vis, g):
+    """``g = (b + W^T sigmoid(a)) / 2``."""
+    n = g.shape[0]
+    for k in range(n):
+        g[k] = b_vis[k]
+    for j in range(a.shape[0]):
+        sig = 1.0 / (1.0 + t[j]) if a[j] >= 0.0 else t[j] / (1.0 + t[j])
+        row = w[j]
+        for k in range(n):
+            g[k] += row[k] * sig
+    for k in range(n):
+        g[k] *= 0.5
+
+
+@njit(cache=True, nogil=True)
+def _proposal_cdf(x, g, logits, cdf):
+    """``logits = -x g`` (half the first-order ratios), ``cdf = cumsum(exp(logits - top))``;
+    returns ``top + log(cdf[-1])``, the log-normaliser (as ``draw_site`` computes it)."""
+    n = x.shape[0]
+    top = -math.inf
+    for k in range(n):
+        logits[k] = -x[k] * g[k]
+        top = max(top, logits[k])
+    total = 0.0
+    for k in range(n):
+        total += math.exp(logits[k] - top)
+        cdf[k] = total
+    return top + math.log(total)
+
+
+@njit(cache=True, nogil=True)
+def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w, last):
+    """``T = u.shape[0]`` Gibbs-with-Gradients steps of every chain, ``u [T, 2, B]`` as the
+    torch step reads it (``u[t, 0]`` draws the site by inverse CDF, ``u[t, 1]`` accepts).
+    ``grad`` is the cached gradient (kept); ``last [3, B]``: the last step's site, acceptance
+    probability and decision."""
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = c.shape[0]
+    a = np.empty((chains, m))
+    pre_activations(x, w_t, c, a)
+    t, a_new, t_new = np.empty(m), np.empty(m), np.empty(m)
+    logits, cdf = np.empty(n), np.empty(n)
+    logits_new, cdf_new, g_new = np.empty(n), np.empty(n), np.empty(n)
+    for b in range(chains):
+        xb, ab, gb = x[b], a[b], grad[b]
+        _refresh_t(ab, t)
+        log_z = _proposal_cdf(xb, gb, logits, cdf)
+        for step in range(steps):
+            # forward: inverse CDF, the first site whose CDF exceeds u * total
+            target = u[step, 0, b] * cdf[n - 1]
+            lo, hi = 0, n  # searchsorted(right=True)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cdf[mid] <= target:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            i = min(lo, n - 1)
+            log_q_forward = logits[i] - log_z
+            x_i = xb[i]
+            table = _shift_table(x_i, i, exp_w, exp_neg_w)
+            log_ratio = -x_i * b_vis[i] + _log_prod_single(ab, t, table)
+            for j in range(m):
+                a_new[j] = ab[j]
+            _add_flip(a_new, w_t, i, x_i)
+            _refresh_t(a_new, t_new)
+            _gradient(a_new, t_new, w, b_vis, g_new)
+            xb[i] = -x_i  # the proposed state, undone below if rejected
+            log_z_new = _proposal_cdf(xb, g_new, logits_new, cdf_new)
+            log_q_reverse = logits_new[i] - log_z_new
+            log_a = min(0.0, log_ratio + log_q_reverse - log_q_forward)
+            if math.isnan(log_a):
+                log_a = -math.inf
+            accept = math.log(u[step, 1, b]) < log_a
+            if step == steps - 1:
+                last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), accept
+            if accept:
+                log_p[b] += log_ratio
+                n_accepted[b] += 1
+                log_z = log_z_new
+                for j in range(m):
+                    ab[j], t[j] = a_new[j], t_new[j]
+                for k in range(n):
+                    gb[k], logits[k], cdf[k] = g_new[k], logits_new[k], cdf_new[k]
+            else:
+                xb[i] = x_i
+
+
+# ----------------------------------------------------------------- block moves
+@njit(cache=True, nogil=True)
+def pick_block(u_row, n, k, sites, chosen):
+    """``k`` distinct sites from ``k`` uniforms: site ``j`` is the ``r``-th of the ``n - j``
+    not yet picked, ``r = floor(u_j (n - j))``; an ordered uniform ``k``-subset. ``chosen``
+    (scratch, ``k``) holds the picks sorted."""
+    for j in range(k):
+        r = min(int(u_row[j] * (n - j)), n - j - 1)
+        pos = 0
+        while pos < j and chosen[pos] <= r:  # skip the picked sites at or below r
+            r += 1
+            pos += 1
+        for q in range(j, pos, -1):
+            chosen[q] = chosen[q - 1]
+        chosen[pos] = r
+        sites[j] = r
+
+
+@njit(cache=True, nogil=True)
+def _candidate_log_weights(xb, ab, t, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w):
+    """``log p~`` of every candidate (``xb`` with ``sites`` multiplied by ``flips[q]``) minus
+    that of ``xb``, into ``log_w [M]``; ``f`` scratch ``[m]``."""
+    count, k = flips.shape
+    m = ab.shape[0]
+    for q in range(count):
+        visible = 0.0
+        for j in range(m):
+            f[j] = 1.0
+        any_flip = False
+        for s in range(k):
+            if flips[q, s] < 0.0:
+                any_flip = True
+                i = sites[s]
+                visible -= xb[i] * b_vis[i]
+                table = _shift_table(xb[i], i, exp_w, exp_neg_w)
+                for j in range(m):
+                    f[j] *= table[j]
+        if not any_flip:
+            log_w[q] = 0.0
+            continue
+        total, prod = 0.0, 1.0
+        for j in range(m):
+            prod *= _ratio(ab[j], t[j], f[j])
+            if prod > _FOLD or prod < 1.0 / _FOLD:
+                total += math.log(prod)
+                prod = 1.0
+        log_w[q] = visible + total + math.log(prod)
+
+
+@njit(cache=True, nogil=True)
+def _draw_index(log_w, w, u):
+    """As ``block_gibbs.draw_index`` on ``weights_of(log_w)``: the first positive weight whose
+    CDF reaches ``u`` times the CDF at the last positive weight; fills ``w``, returns the
+    index and ``sum(w)``."""
+    count = log_w.shape[0]
+    top = -math.inf
+    for q in range(count):
+        top = max(top, log_w[q])
+    total, last_positive = 0.0, 0.0
+    for q in range(count):
+        w[q] = math.exp(log_w[q] - top)
+        total += w[q]
+        if w[q] > 0.0:
+            last_positive = total
+    target = u * last_positive
+    cum = 0.0
+    for q in range(count):
+        cum += w[q]
+        if w[q] > 0.0 and cum >= target:
+            return q, total
+    return count - 1, total
+
+
+@njit(cache=True, nogil=True)
+def _apply(xb, ab, w_t, sites, flips, q):
+    """Multiply ``sites`` of ``xb`` by ``flips[q]``, moving ``ab`` with them."""
+    for s in range(sites.shape[0]):
+        if flips[q, s] < 0.0:
+            i = sites[s]
+            _add_flip(ab, w_t, i, xb[i])
+            xb[i] = -xb[i]
+
+
+@njit(cache=True, nogil=True)
+def block_steps(
+    x, log_p, n_accepted, u, flips, aux, w_t, b_vis, c, exp_w, exp_neg_w, last_sites, last
+):
+    """``T = u.shape[0]`` block steps of every chain on random blocks of ``k = flips.shape[1]``
+    sites: block Gibbs over the candidates ``flips [M, k]`` (``aux`` False), or the Hamming
+    ball sampler with the ball ``flips`` (``aux`` True: first ``u`` uniform in the ball around
+    ``x``, then the draw in the ball around ``u``). ``u [T, B, k + 1 + aux]``: ``k`` pick the
+    block, then the auxiliary index (``aux``), then the candidate. ``last_sites [B, k]`` and
+    ``last [2, B]`` (probability of moving, moved) describe the last step."""
+    steps, chains = u.shape[0], x.shape[0]
+    n = x.shape[1]
+    count, k = flips.shape
+    m = c.shape[0]
+    a = np.empty((chains, m))
+    pre_activations(x, w_t, c, a)
+    t = np.empty(m)
+    f, log_w, w = np.empty(m), np.empty(count), np.empty(count)
+    sites, chosen = np.empty(k, np.int64), np.empty(k, np.int64)
+    a_base, t_base = np.empty(m), np.empty(m)
+    before = np.empty(k)
+    for b in range(chains):
+        xb, ab = x[b], a[b]
+        _refresh_t(ab, t)
+        for step in range(steps):
+            ub = u[step, b]
+            pick_block(ub, n, k, sites, chosen)
+            for s in range(k):
+                before[s] = xb[sites[s]]
+            current = 0
+            log_base = 0.0  # log p~ of the base state minus that of x
+            for j in range(m):
+                a_base[j], t_base[j] = ab[j], t[j]
+            if aux:
+                current = min(int(ub[k] * count), count - 1)
+                if current > 0:  # the base u: x with flips[current] applied
+                    _candidate_log_weights(
+                        xb, ab, t, sites, flips[current : current + 1], b_vis, exp_w,
+                        exp_neg_w, f, log_w[:1],
+                    )  # fmt: skip
+                    log_base = log_w[0]
+                    _apply(xb, a_base, w_t, sites, flips, current)
+                    _refresh_t(a_base, t_base)
+            _candidate_log_weights(
+                xb, a_base, t_base, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w
+            )
+            q, total = _draw_index(log_w, w, ub[k + aux])
+            moved = q != current
+            if step == steps - 1:
+                for s in range(k):
+                    last_sites[b, s] = sites[s]
+                last[0, b], last[1, b] = 1.0 - w[current] / total, moved
+            if moved:
+                log_p[b] += log_base + log_w[q]
+                _apply(xb, a_base, w_t, sites, flips, q)
+                for j in range(m):
+                    ab[j] = a_base[j]
+                _refresh_t(ab, t)
+                for s in range(k):
+                    if xb[sites[s]] != before[s]:
+                        n_accepted[b] += 1
+            elif current > 0:  # back to x: undo the auxiliary flips on the states
+                for s in range(k):
+                    xb[sites[s]] = before[s]
+
+
+__all__ = [
+    "MAX_SHIFT",
+    "block_steps",
+    "gwg_steps",
+    "pick_block",
+    "pre_activations",
+    "uniform_site_steps",
+]
