@@ -1,0 +1,222 @@
+"""RBM training data: the shipped digits are scikit-learn's, binarised as documented, and a
+user's .npy or zip of images is read, binarised like the photo pipeline, or refused in a
+sentence (wrong values, dimensions, sizes, zip bombs) before anything large is unpacked."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from lsbcore.rbm import data as data_module
+from lsbcore.rbm.data import (
+    IMAGE_SIDE,
+    MAX_ROWS,
+    MAX_VISIBLE,
+    digits,
+    load_binary_data,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_digits_script():
+    spec = importlib.util.spec_from_file_location("make_digits", ROOT / "assets/make_digits.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- the digits
+def test_shipped_digits_are_scikit_learns_thresholded_at_half_intensity():
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images, labels = digits(8)
+    assert images.shape == (1797, 64) and images.dtype == np.uint8
+    assert np.array_equal(images, (bunch.data > 8).astype(np.uint8))
+    assert np.array_equal(labels, bunch.target)
+    large, large_labels = digits(16)
+    assert large.shape == (1797, 256) and set(np.unique(large)) == {0, 1}
+    upsample = make_digits_script().upsample
+    for i in (0, 5, 1796):
+        expected = upsample(bunch.images[i], 16) > 8
+        assert np.array_equal(large[i].reshape(16, 16), expected)
+    assert np.array_equal(large_labels, labels)
+    # the upsampled strokes cover about what the 8 x 8 ones do, not a blur of everything
+    assert abs(large.mean() - images.mean()) < 0.05
+
+
+def test_digits_are_read_only_and_refuse_other_sizes():
+    images, _ = digits(8)
+    with pytest.raises(ValueError):
+        images[0, 0] = 1
+    for size in (4, 12, True, "8"):
+        with pytest.raises(ValueError, match="size must be 8 or 16"):
+            digits(size)
+
+
+# ----------------------------------------------------------------------------- .npy files
+def npy(array, **options) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, **options)
+    return buffer.getvalue()
+
+
+def test_npy_rows_and_images_are_read_as_0_1_rows():
+    rows = np.array([[0, 1, 1], [1, 0, 0]])
+    for array in (rows, rows.astype(bool), rows.astype(np.float32), 2 * rows - 1):
+        got, shape = load_binary_data(npy(array), "data.npy")
+        assert got.dtype == np.uint8 and np.array_equal(got, rows) and shape is None
+    pictures = np.arange(24).reshape(2, 3, 4) % 2
+    got, shape = load_binary_data(npy(pictures), "Pictures.NPY")
+    assert shape == (3, 4) and np.array_equal(got, pictures.reshape(2, 12))
+
+
+@pytest.mark.parametrize(
+    "array, words",
+    [
+        (np.array([[0, 1, 2]]), "values other than 0 and 1"),
+        (np.array([[0.0, 0.5]]), "values other than 0 and 1"),
+        (np.array([[0.0, np.nan]]), "NaN or infinite"),
+        (np.array([[0.0, np.inf]]), "NaN or infinite"),
+        (np.array([0, 1, 1]), "1 dimensions"),
+        (np.zeros((2, 2, 2, 2)), "4 dimensions"),
+        (np.zeros((0, 5)), "no data"),
+        (np.zeros((3, 0)), "no data"),
+        (np.zeros((MAX_ROWS + 1, 1), dtype=np.uint8), f"at most {MAX_ROWS:,}"),
+        (np.zeros((1, MAX_VISIBLE + 1), dtype=np.uint8), f"at most {MAX_VISIBLE:,}"),
+        (np.array([["0", "1"]]), "type <U1"),
+        (np.array([[1 + 0j, 0]]), "type complex128"),
+    ],
+)
+def test_bad_npy_files_are_refused_in_a_sentence(array, words):
+    with pytest.raises(ValueError, match=words):
+        load_binary_data(npy(array), "rows.npy")
+
+
+def test_damaged_empty_and_unknown_files_are_refused(monkeypatch):
+    whole = npy(np.zeros((50, 4), dtype=np.uint8))
+    with pytest.raises(ValueError, match="cut short"):
+        load_binary_data(whole[:-20], "rows.npy")
+    with pytest.raises(ValueError, match="header is damaged"):
+        load_binary_data(b"\x93NUMPY garbage", "rows.npy")
+    with pytest.raises(ValueError, match="type object"):
+        load_binary_data(npy(np.array([[None, 1]], dtype=object), allow_pickle=True), "rows.npy")
+    with pytest.raises(ValueError, match="The file is empty"):
+        load_binary_data(b"", "rows.npy")
+    with pytest.raises(ValueError, match="neither an .npy"):
+        load_binary_data(whole, "rows.csv")
+    with pytest.raises(ValueError, match="bytes of a file"):
+        load_binary_data("rows.npy", "rows.npy")
+    monkeypatch.setattr(data_module, "MAX_FILE_BYTES", len(whole) - 1)
+    with pytest.raises(ValueError, match="files up to"):
+        load_binary_data(whole, "rows.npy")
+
+
+# ----------------------------------------------------------------------------- zips of images
+CROSS = np.zeros((8, 8), dtype=np.uint8)
+CROSS[3:5, 1:7] = CROSS[1:7, 3:5] = 1
+
+
+def png(mask: np.ndarray, ink: int = 20, paper: int = 235, size: int | None = None) -> bytes:
+    """A picture of ``mask`` (1 = ink), optionally scaled up by whole pixels."""
+    picture = Image.fromarray(np.where(mask == 1, ink, paper).astype(np.uint8), mode="L")
+    if size:
+        picture = picture.resize((size, size), Image.Resampling.NEAREST)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def zipped(files: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def test_zip_images_are_binarised_with_the_object_the_class_off_the_border():
+    """Dark ink on light paper and light ink on dark paper give the same rows."""
+    other = np.zeros((8, 8), dtype=np.uint8)
+    other[2:6, 2:6] = 1
+    archive = zipped(
+        {
+            "b.png": png(other, ink=250, paper=10),  # light on dark: still the square
+            "a.png": png(CROSS),
+            "c.png": png(np.zeros((8, 8), dtype=np.uint8)),  # blank: all off
+            "notes.txt": b"ignored",
+            "__MACOSX/._a.png": b"ignored",
+            "folder/": b"",
+        }
+    )
+    rows, shape = load_binary_data(archive, "mine.zip")
+    assert shape == (8, 8) and rows.dtype == np.uint8
+    assert np.array_equal(rows, np.stack([CROSS, other, np.zeros((8, 8))]).reshape(3, 64))
+
+
+def test_large_images_in_a_zip_are_scaled_like_photos():
+    rows, shape = load_binary_data(zipped({"big.png": png(CROSS, size=8 * 16)}), "x.zip")
+    assert shape == (IMAGE_SIDE, IMAGE_SIDE)
+    expected = np.kron(CROSS, np.ones((8, 8), dtype=np.uint8))
+    assert np.array_equal(rows[0].reshape(IMAGE_SIDE, IMAGE_SIDE), expected)
+
+
+def test_bad_zips_are_refused_in_a_sentence():
+    cases = [
+        (b"PK\x03\x04 not really", "not a readable zip"),
+        (zipped({"readme.txt": b"hello"}), "holds no images"),
+        (zipped({"a.png": png(CROSS), "b.png": png(CROSS, size=16)}), "one size: 'b.png'"),
+        (zipped({"a.png": b"not an image"}), "'a.png' in the zip:"),
+    ]
+    for archive, words in cases:
+        with pytest.raises(ValueError, match=words):
+            load_binary_data(archive, "x.zip")
+
+
+def test_zip_bombs_are_refused_from_their_headers_before_unpacking(monkeypatch):
+    # 6 MB of zeros packs to a few kB: refused by its declared size and its ratio
+    bomb = zipped({"a.png": bytes(6_000_000)})
+    dense = zipped({"a.png": bytes(1_000_000)})
+    assert len(bomb) < 50_000
+    unpacked = []  # members opened (after the archives above were written)
+    original = zipfile.ZipFile.open
+    monkeypatch.setattr(
+        zipfile.ZipFile, "open", lambda self, *a, **k: unpacked.append(a) or original(self, *a, **k)
+    )
+    with pytest.raises(ValueError, match="'a.png' in the zip unpacks to 6.0 MB"):
+        load_binary_data(bomb, "x.zip")
+    # under the per-image size but packed more than 200 to 1
+    with pytest.raises(ValueError, match="packed at most 200 to 1"):
+        load_binary_data(dense, "x.zip")
+    assert unpacked == []
+    monkeypatch.undo()
+    # together too large
+    images = {f"{i}.png": png(CROSS, size=64) for i in range(5)}
+    monkeypatch.setattr(data_module, "MAX_UNPACKED_BYTES", sum(map(len, images.values())) - 1)
+    with pytest.raises(ValueError, match="The zip's images unpack to .* MB are accepted"):
+        load_binary_data(zipped(images, zipfile.ZIP_STORED), "x.zip")
+
+
+def test_a_zip_member_larger_than_its_header_is_refused(monkeypatch):
+    archive = zipped({"a.png": png(CROSS)}, zipfile.ZIP_STORED)
+    # claim a smaller size in both headers: the read is capped at the claim plus one byte
+    real = len(png(CROSS))
+    claimed = (real - 10).to_bytes(4, "little")
+    patched = archive.replace(real.to_bytes(4, "little") * 2, claimed * 2)
+    assert patched != archive
+    with pytest.raises(ValueError, match="'a.png' in the zip (is larger than|cannot be)"):
+        load_binary_data(patched, "x.zip")
+
+
+def test_too_many_images_are_refused_before_any_is_decoded(monkeypatch):
+    monkeypatch.setattr(data_module, "MAX_ROWS", 2)
+    archive = zipped({f"{i}.png": b"never decoded" for i in range(3)})
+    with pytest.raises(ValueError, match="3 rows; at most 2"):
+        load_binary_data(archive, "x.zip")
