@@ -16,13 +16,17 @@ if not ON_GPU:
 DEVICE = "cuda" if ON_GPU else "cpu"
 
 
-def cpu_uniforms(sampler) -> None:
+def cpu_uniforms(sampler, twin=None) -> None:
     """Give a CUDA sampler the uniforms a CPU sampler with its seed draws (a CUDA generator
     draws other numbers from one seed), so that its chains can be compared with the compiled
-    kernel's. Nothing to do on the CPU."""
+    kernel's. ``twin``, the CPU sampler it is compared with: the draws continue from the twin's
+    generator as it stands now (a sampler may draw while it is built, a restart countdown for
+    one). Nothing to do on the CPU."""
     if sampler.device.type == "cpu":
         return
     generator = torch.Generator().manual_seed(sampler.seed)
+    if twin is not None:
+        generator.set_state(twin.generator.get_state())
 
     def draw(m: int, width: int) -> torch.Tensor:
         u = torch.rand(m, sampler.n_chains, width, generator=generator, dtype=torch.float64)

@@ -63,7 +63,7 @@ def pair(name, target, n_chains=3, **options):
     device = make_sampler(
         name, target, n_chains, seed=5, backend="device", device=DEVICE, **options
     )
-    cpu_uniforms(device)
+    cpu_uniforms(device, twin=compiled)
     for sampler in (compiled, device):
         if name in LEARNED:
             learned_parameters(sampler)

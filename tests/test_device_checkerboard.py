@@ -38,7 +38,7 @@ def pair(target, n_chains: int, **options):
     device = make_sampler(
         "checkerboard", target, n_chains, backend="device", device=DEVICE, **options
     )
-    cpu_uniforms(device)
+    cpu_uniforms(device, twin=compiled)
     return compiled, device
 
 

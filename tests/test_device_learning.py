@@ -38,7 +38,7 @@ def pair(name, target, n_chains=3, **options):
     device = make_sampler(
         name, target, n_chains, seed=7, backend="device", device=DEVICE, **options
     )
-    cpu_uniforms(device)
+    cpu_uniforms(device, twin=compiled)
     for sampler in (compiled, device):
         sampler.track_statistics(torch.ones(target.shape))
     return compiled, device

@@ -54,7 +54,7 @@ def learning_variants(exact: dict):
     common = {
         name: DOUBLE for name in ("x", "s", "stats", "truth", "trace", "sign", "coupling", "unique")
     }
-    common.update({n: DOUBLE for n in ("params", "opt_state", "log_p_learn", "field", "u")})
+    common.update({n: DOUBLE for n in ("theta", "opt_state", "log_p_learn", "field", "u")})
     common.update({n: DOUBLE for n in ("losses", "weights", "last")})
     common.update(n_accepted="*i64", neighbours="*i64", halt="*i64", lr="fp64")
     common.update({n: "i32" for n in ("field_rows", "m", "n_chains", "n_sites", "width")})
@@ -80,7 +80,7 @@ def learning_variants(exact: dict):
                 signature, {**constants, "HP": 16, "PP": 32, "OPT": opt, "SPLIT": split},
                 {**exact, "num_warps": learning.WARPS},
             )  # fmt: skip
-    lattice = {name: DOUBLE for name in ("s", "u_cache", "scale", "small", "g_buf", "params")}
+    lattice = {name: DOUBLE for name in ("s", "u_cache", "scale", "small", "g_buf", "theta")}
     lattice.update(partial=DOUBLE, halt="*i64", HP="constexpr", TILE="constexpr")
     lattice.update({n: "i32" for n in ("t", "n_chains", "n_sites", "width", "hidden", "span")})
     yield (

@@ -128,13 +128,13 @@ def mixture_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,
     comps, shift, sums,
-    params, opt_state, log_p_learn, field, field_rows,
+    theta, opt_state, log_p_learn, field, field_rows,
     u, losses, weights, last, halt,
     m, lr, n_chains, n_sites, width, fresh, low, high,
     K: tl.constexpr, KP: tl.constexpr, OPT: tl.constexpr, TRACE: tl.constexpr,
     BLOCK_B: tl.constexpr, TILE: tl.constexpr,
 ):  # fmt: skip
-    """``m`` LSB 1 learning steps of every chain (lanes), one program. ``params [5]`` (theta,
+    """``m`` LSB 1 learning steps of every chain (lanes), one program. ``theta [5]`` (the four logits,
     eta_raw), ``opt_state [2, 6]``, ``log_p_learn [B]``, ``field [R, D]`` (R rows: 0 for the
     exact objective); out: ``losses [m]``, ``weights [m, 5]``, ``last [B, 4]``, ``halt [2]``."""
     rows = tl.arange(0, BLOCK_B).to(tl.int64)
@@ -157,7 +157,7 @@ def mixture_kernel(
     for t in range(m):
         if t < taken:
             u_at = u + (t * n_chains + rows) * 4
-            lw0, lw1, lw2, lw3 = _log_weights(params)
+            lw0, lw1, lw2, lw3 = _log_weights(theta)
             # log Z_theta and the components' shares; a component by its share, then a site
             v0 = lw0 + tl.load(shift + rows * 4, mask=ok, other=0.0)
             v1 = lw1 + tl.load(shift + rows * 4 + 1, mask=ok, other=0.0)
@@ -195,7 +195,7 @@ def mixture_kernel(
             s_objective = objective_log_ratio(
                 slot(s_old_i, kk, 0), x_i, field, field_rows, rows, i, n_sites, ok
             )
-            eta_raw = tl.load(params + 4)
+            eta_raw = tl.load(theta + 4)
             loss, grad_log_z, g0, g1, g2, g3, grad_eta, dz = loss_and_grads(
                 log_z, lg0, lg1, lg2, lg3, mask_i, mask_j, log_p, s_objective, log_q0, eta_raw,
                 ok, kk, n_chains,
@@ -216,9 +216,9 @@ def mixture_kernel(
             grads = tl.where(idx == 2, gw2 - tl.exp(lw2) * gw, grads)
             grads = tl.where(idx == 3, gw3 - tl.exp(lw3) * gw, grads)
             grads = tl.where(idx == 4, grad_eta, grads)
-            _, failed = take_step(params, grads, inside, opt_state, 5, lr, loss, OPT)
+            _, failed = take_step(theta, grads, inside, opt_state, 5, lr, loss, OPT)
             tl.store(losses + t, loss)
-            nw0, nw1, nw2, nw3 = _log_weights(params)
+            nw0, nw1, nw2, nw3 = _log_weights(theta)
             tl.store(
                 weights + t * 5 + idx,
                 tl.exp(
@@ -226,7 +226,7 @@ def mixture_kernel(
                 ),
                 mask=idx < 4,
             )
-            tl.store(weights + t * 5 + 4, softplus(tl.load(params + 4)))
+            tl.store(weights + t * 5 + 4, softplus(tl.load(theta + 4)))
             if failed:
                 taken = t + 1
                 status = 1

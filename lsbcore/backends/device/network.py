@@ -202,7 +202,7 @@ def _flip_units(grad, coef1, coef2, w, params, hidden, s_units, i_units, b2_grad
 
 @triton.jit
 def lattice_kernel(
-    s, u_cache, scale, small, g_buf, params, partial, halt,
+    s, u_cache, scale, small, g_buf, theta, partial, halt,
     t, n_chains, n_sites, width, hidden, span,
     HP: tl.constexpr, TILE: tl.constexpr,
 ):  # fmt: skip
@@ -217,7 +217,7 @@ def lattice_kernel(
         last = tl.minimum(first + span, n_sites)
         zeros = tl.zeros([1, HP], tl.float64)
         total, acc_s, acc_i, acc_t = _lattice(
-            lanes, s, rows * width, u_cache, scale, small, g_buf, params, hidden, rows, n_sites,
+            lanes, s, rows * width, u_cache, scale, small, g_buf, theta, hidden, rows, n_sites,
             first, last, zeros, zeros, tl.zeros([1], tl.float64), HP, TILE,
         )  # fmt: skip
         hh = tl.arange(0, HP)
@@ -288,13 +288,13 @@ def network_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,
     u_cache, scale, small, top_cache, g_buf, unit_buf, partial,
-    params, opt_state, log_p_learn, field, field_rows,
+    theta, opt_state, log_p_learn, field, field_rows,
     u, losses, weights, last, halt,
     t0, m, lr, n_chains, n_sites, width, hidden, n_blocks, span, fresh, low, high,
     K: tl.constexpr, KP: tl.constexpr, HP: tl.constexpr, PP: tl.constexpr, OPT: tl.constexpr,
     TRACE: tl.constexpr, BLOCK_B: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
 ):  # fmt: skip
-    """``m`` LSB 2 learning steps of every chain (lanes), one program. ``params [3H + 2]``
+    """``m`` LSB 2 learning steps of every chain (lanes), one program. ``theta [3H + 2]``
     (``w1, b1, w2`` per unit, ``b2``, ``eta_raw``), ``opt_state [2, 3H + 3]``; cache ``u_cache,
     scale, small [B, D]``, ``top_cache [B]``; scratch ``g_buf [B, D]``, ``unit_buf [2, HP]``;
     out as ``mixture_kernel``. Steps ``t0 .. t0 + m - 1`` of the chunk; with ``SPLIT`` the
@@ -342,7 +342,7 @@ def network_kernel(
                                        n_sites, TILE)  # fmt: skip
                         tl.debug_barrier()
                     part, acc_s, acc_i, acc_t = _lattice(
-                        lanes, s, x_row, u_cache, scale, small, g_buf, params, hidden, rows,
+                        lanes, s, x_row, u_cache, scale, small, g_buf, theta, hidden, rows,
                         n_sites, 0, n_sites, acc_s, acc_i, acc_t, HP, TILE,
                     )  # fmt: skip
                     total = tl.where(lanes, part, total)
@@ -366,10 +366,10 @@ def network_kernel(
             _, mask_j, s_old_j, s_new_j, _, _ = flip(
                 j, x, s, x_row, neighbours, sign, coupling, unique, kk, K, slots_ok
             )
-            lg0, c01, c02, w0 = _flip_log_g(s_old_i, params, hidden)
-            lg1, c11, c12, w1 = _flip_log_g(s_new_i, params, hidden)
-            lg2, c21, c22, w2 = _flip_log_g(s_old_j, params, hidden)
-            lg3, c31, c32, w3 = _flip_log_g(s_new_j, params, hidden)
+            lg0, c01, c02, w0 = _flip_log_g(s_old_i, theta, hidden)
+            lg1, c11, c12, w1 = _flip_log_g(s_new_i, theta, hidden)
+            lg2, c21, c22, w2 = _flip_log_g(s_old_j, theta, hidden)
+            lg3, c31, c32, w3 = _flip_log_g(s_new_j, theta, hidden)
             log_q0 = slot(lg0, kk, 0) - log_z
             s_objective = objective_log_ratio(
                 slot(s_old_i, kk, 0), x_i, field, field_rows, rows, i, n_sites, ok
@@ -378,7 +378,7 @@ def network_kernel(
                 taken = t  # log Z is not finite: nothing done, learning stops
                 status = 2
             else:
-                eta_raw = tl.load(params + 3 * hidden + 1)
+                eta_raw = tl.load(theta + 3 * hidden + 1)
                 loss, grad_log_z, g0, g1, g2, g3, grad_eta, dz = loss_and_grads(
                     log_z, lg0, lg1, lg2, lg3, mask_i, mask_j, log_p, s_objective, log_q0,
                     eta_raw, ok, kk, n_chains,
@@ -389,16 +389,16 @@ def network_kernel(
                 i_units = tl.sum(weight[:, None] * acc_i, 0)
                 b2_grad = tl.sum(weight * acc_t, 0)
                 s_units, i_units, b2_grad = _flip_units(
-                    g0, c01, c02, w0, params, hidden, s_units, i_units, b2_grad, hh
+                    g0, c01, c02, w0, theta, hidden, s_units, i_units, b2_grad, hh
                 )
                 s_units, i_units, b2_grad = _flip_units(
-                    g1, c11, c12, w1, params, hidden, s_units, i_units, b2_grad, hh
+                    g1, c11, c12, w1, theta, hidden, s_units, i_units, b2_grad, hh
                 )
                 s_units, i_units, b2_grad = _flip_units(
-                    g2, c21, c22, w2, params, hidden, s_units, i_units, b2_grad, hh
+                    g2, c21, c22, w2, theta, hidden, s_units, i_units, b2_grad, hh
                 )
                 s_units, i_units, b2_grad = _flip_units(
-                    g3, c31, c32, w3, params, hidden, s_units, i_units, b2_grad, hh
+                    g3, c31, c32, w3, theta, hidden, s_units, i_units, b2_grad, hh
                 )
                 # chained to the weights: d z / d w1_h = w2_h w, / d b1_h = w2_h, / d w2_h =
                 # w1_h w + b1_h, on the unit's side of its breakpoint
@@ -410,15 +410,15 @@ def network_kernel(
                 in_units = idx < 3 * hidden
                 s_at = tl.load(unit_buf + unit, mask=in_units, other=0.0)
                 i_at = tl.load(unit_buf + HP + unit, mask=in_units, other=0.0)
-                w1_at = tl.load(params + unit, mask=in_units, other=0.0)
-                b1_at = tl.load(params + hidden + unit, mask=in_units, other=0.0)
-                w2_at = tl.load(params + 2 * hidden + unit, mask=in_units, other=0.0)
+                w1_at = tl.load(theta + unit, mask=in_units, other=0.0)
+                b1_at = tl.load(theta + hidden + unit, mask=in_units, other=0.0)
+                w2_at = tl.load(theta + 2 * hidden + unit, mask=in_units, other=0.0)
                 grads = tl.where(part == 0, w2_at * s_at, w1_at * s_at + b1_at * i_at)
                 grads = tl.where(part == 1, w2_at * i_at, grads)
                 grads = tl.where(idx == 3 * hidden, b2_grad, grads)
                 grads = tl.where(idx == 3 * hidden + 1, grad_eta, grads)
                 grads = tl.where(inside, grads, 0.0)
-                new, failed = take_step(params, grads, inside, opt_state, n_params, lr, loss, OPT)
+                new, failed = take_step(theta, grads, inside, opt_state, n_params, lr, loss, OPT)
                 tl.store(losses + t, loss)
                 tl.store(
                     weights + t * 5 + 4,
