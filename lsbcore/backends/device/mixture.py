@@ -135,8 +135,7 @@ def mixture_kernel(
     BLOCK_B: tl.constexpr, TILE: tl.constexpr,
 ):  # fmt: skip
     """``m`` LSB 1 learning steps of every chain (lanes), one program. ``theta [5]`` (four
-    logits,
-    eta_raw), ``opt_state [2, 6]``, ``log_p_learn [B]``, ``field [R, D]`` (R rows: 0 for the
+    logits, eta_raw), ``opt_state [2, 6]``, ``log_p_learn [B]``, ``field [R, D]`` (R rows: 0 for the
     exact objective); out: ``losses [m]``, ``weights [m, 5]``, ``last [B, 4]``, ``halt [2]``."""
     rows = tl.arange(0, BLOCK_B).to(tl.int64)
     ok = rows < n_chains
