@@ -3,7 +3,9 @@
 Also ``python -m lsbcore.bench_targets --target rbm [--samplers gwg,pas]``. Every figure is the
 steps per second of one sampler (a step advances every chain once), the best of ``--repeats``
 timed runs after a warm-up, with what one step costs in target evaluations (``docs/method.md``).
-The samplers run as batched torch operations (``backend="torch"``), on the CPU or on CUDA.
+The samplers run with ``--backend`` (default ``auto``: on an RBM on the CPU, the compiled steps
+of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch operations;
+``torch``: torch operations only, on the CPU or on CUDA); each row names the steps that ran.
 
 - ``rbm``: an RBM with 100 visible and 25 hidden units in the public Gibbs-with-Gradients
   code's "random" setting, 100 chains: ``gwg``, ``block-gibbs`` (k = 2) and ``hamming-ball``
@@ -96,11 +98,13 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
                 Run("gwg"),
                 Run("block-gibbs", (("block_size", 2),)),
                 Run("hamming-ball", (("block_size", 10), ("radius", 1))),
+                Run("flsb1"),
                 Run("flsb2"),
                 Run("pas"),
                 Run("dmala"),
                 Run("sqrt", steps_share=0.1),  # exact ratios: n evaluations a step
                 Run("gibbs"),
+                Run("metropolis"),
             ),
         ),
         Workload(
@@ -138,15 +142,18 @@ def steps_per_second(sampler, steps: int, repeats: int) -> float:
     return per_second(sampler.step, steps, repeats)
 
 
-def measure(workload: Workload, device, steps: int, repeats: int) -> dict[str, dict]:
-    """``{label: {"steps_per_second", "evals_per_step"}}`` for each run of ``workload``, or
-    ``{label: {"refused": sentence}}`` where the sampler or the target cannot run."""
+def measure(
+    workload: Workload, device, steps: int, repeats: int, backend: str = "auto"
+) -> dict[str, dict]:
+    """``{label: {"steps_per_second", "evals_per_step", "backend"}}`` for each run of
+    ``workload``, or ``{label: {"refused": sentence}}`` where the sampler or the target cannot
+    run (or cannot run on ``backend``)."""
     target = workload.build()
     out = {}
     for run in workload.runs:
         try:
             sampler = make_sampler(
-                run.sampler, target, workload.n_chains, seed=0, device=device, backend="torch",
+                run.sampler, target, workload.n_chains, seed=0, device=device, backend=backend,
                 **dict(run.options),
             )  # fmt: skip
         except ValueError as err:  # not registered, refused for this target, or a bad option
@@ -156,12 +163,13 @@ def measure(workload: Workload, device, steps: int, repeats: int) -> dict[str, d
         out[run.label] = {
             "steps_per_second": steps_per_second(sampler, run_steps, repeats),
             "evals_per_step": sampler.evals_per_step,
+            "backend": sampler.backend,
         }
     return out
 
 
 def run(
-    kind: str, device=None, repeats: int = 5, steps: int = 2000, samplers=None
+    kind: str, device=None, repeats: int = 5, steps: int = 2000, samplers=None, backend="auto"
 ) -> dict[str, dict]:
     """The figures of one target kind (``TARGETS``), ``{workload title: measure(...)}``;
     ``samplers``: only these sampler names (all when None)."""
@@ -177,16 +185,16 @@ def run(
             workload = Workload(
                 workload.title, workload.build, workload.n_chains, runs, workload.steps_share
             )
-        out[workload.title] = measure(workload, device, steps, repeats)
+        out[workload.title] = measure(workload, device, steps, repeats, backend)
     return out
 
 
-def machine(device) -> dict:
+def machine(device, backend: str = "auto") -> dict:
     """What the figures were measured on."""
     device = resolve_device(device)
     return {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-        "steps": "torch",
+        "backend": backend,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "machine": f"{platform.machine()}, {platform.processor() or 'unknown CPU'}",
@@ -198,29 +206,36 @@ def table(results: dict[str, dict]) -> str:
     """The figures as text: per workload, one row per sampler."""
     lines = []
     for title, rows in results.items():
-        lines.append(f"{title:58s} {'steps/s':>10s} {'evals/step':>11s}")
+        lines.append(f"{title:58s} {'steps/s':>10s} {'evals/step':>11s} {'steps':>9s}")
         for label, row in rows.items():
             if "refused" in row:
                 lines.append(f"  {label:56s} {row['refused']}")
             else:
                 lines.append(
-                    f"  {label:56s} {row['steps_per_second']:10.0f} {row['evals_per_step']:11,d}"
+                    f"  {label:56s} {row['steps_per_second']:10.0f} "
+                    f"{row['evals_per_step']:11,d} {row['backend']:>9s}"
                 )
     return "\n".join(lines)
 
 
 def report(
-    kind: str, device=None, repeats: int = 5, steps: int = 2000, as_json=False, samplers=None
+    kind: str,
+    device=None,
+    repeats: int = 5,
+    steps: int = 2000,
+    as_json=False,
+    samplers=None,
+    backend: str = "auto",
 ) -> int:
     """Measure and print (a table, or one JSON object with ``info``); the command's body."""
-    results = run(kind, device, repeats, steps, samplers)
-    info = machine(device)
+    results = run(kind, device, repeats, steps, samplers, backend)
+    info = machine(device, backend)
     if as_json:
         json.dump({"info": info, **results}, sys.stdout, indent=2)
         print()
     else:
         print(
-            f"device {info['device']}, torch steps, torch {info['torch']}, "
+            f"device {info['device']}, backend {info['backend']}, torch {info['torch']}, "
             f"{info['threads']} thread(s), load {info['load average (1 min)']:.2f}"
         )
         print(table(results))
@@ -236,6 +251,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--samplers", default=None, help="comma-separated names (default: all)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "torch", "compiled"))
     args = parser.parse_args(argv)
     try:
         device = resolve_device(args.device)
@@ -245,7 +261,7 @@ def main(argv=None) -> int:
         parser.error("--repeats and --threads must be at least 1 and --steps at least 10.")
     torch.set_num_threads(args.threads)
     samplers = None if args.samplers is None else tuple(args.samplers.split(","))
-    return report(args.target, device, args.repeats, args.steps, args.json, samplers)
+    return report(args.target, device, args.repeats, args.steps, args.json, samplers, args.backend)
 
 
 if __name__ == "__main__":

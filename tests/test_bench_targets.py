@@ -8,6 +8,7 @@ itself is not needed: the tool's import machinery runs on a fake checkout.
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import pytest
@@ -116,6 +117,7 @@ def test_the_rbm_command_prints_the_issues_rows_as_figures_or_sentences(capsys, 
     )  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert out["info"]["threads"] == 1 and out["info"]["device"] == "CPU"
+    assert out["info"]["backend"] == "auto"
     small = out["RBM 100 x 25, random weights, 100 chains"]
     large = out["RBM 784 x 500, random weights, 100 chains"]
     assert list(small) == list(TABLE_4) and list(large) == ["gwg"]
@@ -125,17 +127,40 @@ def test_the_rbm_command_prints_the_issues_rows_as_figures_or_sentences(capsys, 
         else:
             assert row["steps_per_second"] > 0 and row["evals_per_step"] >= 1
             assert TABLE_4[label] in (None, row["evals_per_step"])
+            assert row["backend"] == "compiled"  # an RBM on the CPU: the compiled steps
 
 
 def test_the_factor_graph_table_names_every_sampler_of_the_workload(capsys, threads):
     bench_targets.main(["--target", "factor-graph", "--steps", "10", "--repeats", "1"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("device CPU, torch steps")
+    assert lines[0].startswith("device CPU, backend auto, torch")
     (workload,) = bench_targets.WORKLOADS["factor-graph"]
     assert lines[1].startswith(workload.title)
     assert len(lines) == 2 + len(workload.runs)
     for line, run in zip(lines[2:], workload.runs, strict=True):
         assert line.startswith(f"  {run.label} ")
+        assert line.endswith(" torch")  # no compiled steps for a factor graph
+
+
+def test_the_torch_backend_times_torch_steps_only(capsys, threads):
+    bench_targets.main(
+        ["--target", "rbm", "--steps", "10", "--repeats", "1", "--json", "--samplers", "gwg",
+         "--backend", "torch"]
+    )  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert out["info"]["backend"] == "torch"
+    rows = [row for title, rows in out.items() if title != "info" for row in rows.values()]
+    assert rows and all(row["backend"] == "torch" for row in rows)
+
+
+def test_the_log_mmd_summary_of_the_comparison_tool():
+    curves = [[-1.0, -2.0, -3.0, -5.0], [-1.0, -2.0, -4.0, -6.0]]
+    summary = gwg_reference.summarise(curves)
+    assert summary["final"] == pytest.approx(-5.5)
+    assert summary["final sd"] == pytest.approx(2**-0.5)  # (-5, -6): sd 0.707
+    assert summary["second half"] == pytest.approx(-4.5)  # means -4 and -5
+    assert summary["second half sd"] == pytest.approx(2**-0.5)
+    assert math.isnan(gwg_reference.summarise(curves[:1])["final sd"])
 
 
 def test_bench_sends_other_targets_to_bench_targets_and_refuses_unknown_ones(monkeypatch, threads):

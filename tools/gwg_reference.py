@@ -23,8 +23,16 @@ samplers exactly as ``rbm_sample.py`` builds them, ``gwg``:
 Each figure is the best of ``--repeats`` timed runs of ``--steps`` steps after a warm-up.
 
 ``--compare`` also times our samplers on the same weights (``lsbcore.targets.rbm.RBM``,
-float64, ``backend="torch"``), theirs and ours alternating within each repeat so both see the
-same load, and prints the ratio.
+float64, ``--backend``: ``auto``, the compiled RBM steps of ``lsbcore.backends.rbm_kernels`` on
+the CPU, or ``torch``), theirs and ours alternating within each repeat so both see the same load,
+and prints the ratio. It then runs both codes through ``rbm_sample.py``'s protocol for the
+log-MMD: ``--mmd-steps`` steps (there 5,000) of ``--chains`` chains (there ``--n_test_samples``
+100) from uniform starts, the log10 MMD (``lsbcore.rbm.mmd``: the exponentiated average Hamming
+kernel, V-statistic, as there) against 500 ground-truth samples of 10,000 Gibbs sweeps
+(``lsbcore.rbm.ground_truth``; there ``--n_samples`` 500, ``--gt_steps`` 10,000) every
+``--mmd-every`` steps, for ``--mmd-seeds`` seeds, and prints each code's final log-MMD and its
+mean over the second half of the run (the chains' stationary level), mean and spread over
+seeds, with the floor of exact samples (``noise_floor``).
 
 Compatibility shims, all from here, none in their files: their modules import packages that
 the timed code never calls (``tqdm``, ``igraph`` in ``rbm.py``; ``torchvision``,
@@ -51,6 +59,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lsbcore.rbm.ground_truth import ground_truth, noise_floor
+from lsbcore.rbm.mmd import log_mmd
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 
@@ -181,6 +191,7 @@ def public_stepper(code, name: str, model, n_chains: int, device):
             torch.cuda.synchronize(device)
         state["x"] = x
 
+    advance.state = state  # the chains, 0/1, for the log-MMD
     return advance
 
 
@@ -198,17 +209,62 @@ def best_rates(advances: dict[str, tuple], repeats: int) -> dict[str, float]:
     return {key: advances[key][1] / best[key] for key in advances}
 
 
-def our_stepper(name: str, target, n_chains: int, device, seed: int):
-    """Our counterpart of their sampler ``name`` on ``target``: ``sampler.step``, or the
-    sentence that refuses it (not registered yet, or refused for the target)."""
+def our_sampler(name: str, target, n_chains: int, device, seed: int, backend: str = "auto"):
+    """Our counterpart of their sampler ``name`` on ``target``, or the sentence that refuses
+    it (not registered yet, or refused for the target or backend)."""
     sampler_name, options = OURS[name]
     try:
-        sampler = make_sampler(
-            sampler_name, target, n_chains, seed=seed, device=device, backend="torch", **options
+        return make_sampler(
+            sampler_name, target, n_chains, seed=seed, device=device, backend=backend, **options
         )
     except ValueError as err:
         return str(err)
-    return sampler.step
+
+
+def log_mmd_runs(args, code, target, model, device) -> dict:
+    """``rbm_sample.py``'s log-MMD protocol for both codes (the module docstring): per
+    sampler, ``{"public": [...], "ours": [...]}``, one curve per seed of ``(step, log10 MMD)``
+    every ``--mmd-every`` steps, step 0 included."""
+    truth = ground_truth(target, n_samples=500, steps=10_000, seed=args.seed)
+    checkpoints = range(0, args.mmd_steps + 1, args.mmd_every)
+    runs = {}
+    for name in args.samplers:
+        curves = {"public": [], "ours": []}
+        for seed in range(args.seed, args.seed + args.mmd_seeds):
+            torch.manual_seed(seed)
+            np.random.seed(seed)  # noqa: NPY002 (their block samplers draw from numpy's global)
+            theirs = public_stepper(code, name, model, args.chains, device)
+            ours = our_sampler(name, target, args.chains, device, seed, args.backend)
+            if isinstance(ours, str):
+                raise SystemExit(ours)
+            for key in curves:
+                curves[key].append([])
+            for step in checkpoints:
+                if step > 0:
+                    theirs(args.mmd_every)
+                    ours.step(args.mmd_every)
+                curves["public"][-1].append(log_mmd(theirs.state["x"].cpu(), truth))
+                curves["ours"][-1].append(log_mmd(ours.x, truth))
+        runs[name] = curves
+    floor = noise_floor(target, args.chains, draws=max(2, args.mmd_seeds), seed=args.seed)
+    return {"steps": list(checkpoints), "curves": runs, "noise floor": floor}
+
+
+def summarise(curves: list[list[float]]) -> dict[str, float]:
+    """Over seeds: the mean and standard deviation of the final log-MMD and of its mean over
+    the second half of the run."""
+    final = np.array([c[-1] for c in curves])
+    level = np.array([np.mean(c[len(c) // 2 :]) for c in curves])
+
+    def spread(values: np.ndarray) -> float:
+        return float(values.std(ddof=1)) if len(values) > 1 else float("nan")
+
+    return {
+        "final": float(final.mean()),
+        "final sd": spread(final),
+        "second half": float(level.mean()),
+        "second half sd": spread(level),
+    }
 
 
 def measure(args) -> dict:
@@ -226,17 +282,23 @@ def measure(args) -> dict:
         advances = {"public": (public_stepper(code, name, model, args.chains, device), args.steps)}
         row = {}
         if args.compare:
-            ours = our_stepper(name, target, args.chains, device, args.seed)
+            ours = our_sampler(name, target, args.chains, device, args.seed, args.backend)
             if isinstance(ours, str):
                 row["ours refused"] = ours
             else:
-                advances["ours"] = (ours, args.steps * args.our_steps_factor)
+                advances["ours"] = (ours.step, args.steps * args.our_steps_factor)
+                row["ours backend"] = ours.backend
         rates = best_rates(advances, args.repeats)
         row["public steps/s"] = rates["public"]
         if "ours" in rates:
             row["ours steps/s"] = rates["ours"]
             row["ratio"] = rates["ours"] / rates["public"]
         figures[name] = row
+    mmd_runs = None
+    if args.compare and args.mmd_steps > 0:
+        mmd_runs = log_mmd_runs(args, code, target, model, device)
+        for name, curves in mmd_runs["curves"].items():
+            figures[name]["log-MMD"] = {key: summarise(c) for key, c in curves.items()}
     info = {
         "workload": f"RBM {args.visible} x {args.hidden}, random weights, {args.chains} chains",
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
@@ -250,7 +312,13 @@ def measure(args) -> dict:
         "stand-ins for unused imports": stand_ins,
         "public code": str(Path(args.gwg_release).resolve()),
     }
-    return {"info": info, "figures": figures}
+    if mmd_runs is not None:
+        info["log-MMD protocol"] = (
+            f"{args.mmd_steps} steps, every {args.mmd_every}, {args.mmd_seeds} seeds, against "
+            "500 samples of 10,000 Gibbs sweeps"
+        )
+        info["log-MMD noise floor"] = mmd_runs["noise floor"]
+    return {"info": info, "figures": figures, "log-MMD curves": mmd_runs}
 
 
 def main(argv=None) -> int:
@@ -268,6 +336,14 @@ def main(argv=None) -> int:
         "--our-steps-factor", type=int, default=10, help="ours take this many times more steps"
     )
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--backend", default="auto", choices=("auto", "torch", "compiled"), help="of ours"
+    )
+    parser.add_argument(
+        "--mmd-steps", type=int, default=5000, help="log-MMD run (with --compare); 0: none"
+    )
+    parser.add_argument("--mmd-every", type=int, default=100, help="log-MMD checkpoints")
+    parser.add_argument("--mmd-seeds", type=int, default=3, help="log-MMD runs per sampler")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -279,6 +355,10 @@ def main(argv=None) -> int:
         parser.error("--threads, --chains, --visible, --hidden and --repeats must be >= 1.")
     if args.steps < 10 or args.our_steps_factor < 1:
         parser.error("--steps must be at least 10 and --our-steps-factor at least 1.")
+    if args.mmd_steps < 0 or args.mmd_every < 1 or args.mmd_seeds < 1:
+        parser.error("--mmd-steps must be >= 0, --mmd-every and --mmd-seeds >= 1.")
+    if args.mmd_steps % args.mmd_every:
+        parser.error("--mmd-steps must be a multiple of --mmd-every.")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda was asked for but no CUDA GPU is available.")
     torch.set_num_threads(args.threads)
@@ -298,9 +378,21 @@ def main(argv=None) -> int:
         text = f"  {name:8s} public {row['public steps/s']:9.1f} steps/s"
         if "ours steps/s" in row:
             text += f"   ours {row['ours steps/s']:9.1f} steps/s   ratio {row['ratio']:6.1f}x"
+            text += f"   ({row['ours backend']})"
         elif "ours refused" in row:
             text += f"   ours: {row['ours refused']}"
         print(text)
+    if result["log-MMD curves"] is not None:
+        print(
+            f"log10 MMD, {info['log-MMD protocol']}; floor of exact samples "
+            f"{info['log-MMD noise floor']:.3f}; mean (sd) over seeds:"
+        )
+        for name, row in result["figures"].items():
+            for key, fig in row["log-MMD"].items():
+                print(
+                    f"  {name:8s} {key:6s}  final {fig['final']:7.3f} ({fig['final sd']:.3f})"
+                    f"   second half {fig['second half']:7.3f} ({fig['second half sd']:.3f})"
+                )
     return 0
 
 
