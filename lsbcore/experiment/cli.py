@@ -429,6 +429,11 @@ def _print_summary(results: dict, quiet: bool) -> None:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--target" or a.startswith("--target=") for a in argv):
+        # the RBM experiment (lsbcore.rbm.experiment) has its own arguments and outputs
+        from lsbcore.rbm.experiment import main as rbm_experiment
+
+        return rbm_experiment(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     spec, config, label = _validate(parser, args, argv)
