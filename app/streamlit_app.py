@@ -72,7 +72,8 @@ def main() -> None:
         st.caption(
             "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), "
             + (
-                "sampling a restricted Boltzmann machine trained on handwritten digits. "
+                "sampling a restricted Boltzmann machine (the paper's handwritten digits, or "
+                "your own data). "
                 if rbm
                 else "segmenting an image under an Ising prior. "
             )

@@ -228,3 +228,27 @@ def test_every_rbm_view_has_its_presentation_sentence():
     sentences = {**presentation.SEEING, **presentation.RBM_SEEING}
     assert set(rbm_panel.TAB_LABELS) <= set(sentences)
     assert not set(presentation.RBM_SEEING) & set(presentation.SEEING)
+
+
+def test_pinning_on_the_rbm_page_in_presentation_mode(tmp_path, monkeypatch):
+    from app import pin_store
+
+    monkeypatch.setattr(pin_store, "ROOT", tmp_path)
+    at = open_app(target="digits-8x8", chains="2", burn_in="5", present="1")
+    healthy(at)
+    html = " ".join(str(h.proto.body) for h in at.get("html"))
+    assert "What you are seeing." in html and "recognisable handwritten digits" in html
+    state.advance(at.session_state["_run"], 30.0, 20)
+    at.text_input(key="pin_name").input("eight by eight")
+    at.button(key="pin_save").click().run()
+    healthy(at)
+    assert any("Pinned" in str(s.value) for s in at.success)
+    at.session_state["rbm_view"] = "Pinned runs"
+    at.run()
+    healthy(at)
+    rows = at.dataframe[0].value
+    assert list(rows["run"].unique()) == ["1. eight by eight"] and len(rows) == len(SIX)
+    at.sidebar.selectbox(key="target").set_value("ising").run()  # its pin on the Ising page
+    at.session_state["view"] = "Compare"
+    at.run()
+    healthy(at)

@@ -143,10 +143,10 @@ def build_moves(run) -> list:
     return [rbm_moves.move_table(run)]
 
 
-RBM_VIEWS = {
+RBM_VIEWS = {  # the page rebuilds its figures at most once a second while running
     "Digits": (build_digits, None),
-    "MMD": (build_mmd, None),
-    "Balancing functions": (build_rbm_balancing, None),
+    "MMD": (build_mmd, 1.0),
+    "Balancing functions": (build_rbm_balancing, 1.0),
     "Acceptance and hops": (build_moves, None),
 }
 

@@ -186,7 +186,7 @@ def narrow_shot(page, url: str, out: Path, log) -> Path:
 
 def rbm_shot(page, url: str, out: Path, log) -> Path:
     """The digit grid of the 16 x 16 digits RBM after its burn-in and 2,000 mixing steps."""
-    open_app(page, app_url(url, {"target": "digits-16x16"}))
+    open_app(page, app_url(url, {"target": "digits-16x16"}), RUN_TIMEOUT_MS)  # draws its truth
     button(page, "run").click()
     log("running the 16 x 16 digits RBM…")
     wait_for_mixing(page, 2000)
