@@ -75,7 +75,8 @@ def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
     elif len(old_key) < 3 or old_key[2] != key[2]:
         target.append("object prompt")
     if target:
-        return f"The posterior changed ({', '.join(target)})"
+        what = "target" if rbm_targets.is_rbm(cfg.target) else "posterior"
+        return f"The {what} changed ({', '.join(target)})"
     samplers = cfgmod.changed(old, cfg, cfgmod.SAMPLER_FIELDS)
     if old_key[1] != key[1]:
         samplers.append("imported learned function")
