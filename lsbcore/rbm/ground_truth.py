@@ -5,7 +5,8 @@ alternating block Gibbs sampler (``RBM.gibbs``), each run ``steps`` sweeps from 
 (its defaults: 500 samples, 10,000 sweeps). It is cached in memory per model (keyed by a hash of
 the weights and the arguments), and for the shipped models it may be read from
 ``assets/<model>_truth.npz`` (packed bits, written by ``write_truth``) instead of minutes of
-Gibbs in the app.
+Gibbs in the app: ``python -m lsbcore.rbm.ground_truth --model digits-8x8 --out
+assets/rbm_digits_8x8_truth.npz`` (likewise ``digits-16x16``).
 
 The noise floor is ``log10 MMD`` between the truth and an independent draw of ``n`` samples by
 the same procedure (another seed): what a perfect sampler with ``n`` chains scores.
@@ -157,3 +158,30 @@ def _shipped_truth(key: tuple) -> torch.Tensor | None:
         if stored == key:
             return truth
     return None
+
+
+def main(argv=None) -> int:
+    """``python -m lsbcore.rbm.ground_truth --model digits-8x8 --out assets/...``: write the
+    truth file of a model (what ships in ``assets/`` for the shipped models)."""
+    import argparse
+
+    from lsbcore.rbm.models import load_model
+
+    parser = argparse.ArgumentParser(prog="python -m lsbcore.rbm.ground_truth")
+    parser.add_argument("--model", required=True, help="a shipped model's name or an .npz")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--samples", type=int, default=TRUTH_SAMPLES)
+    parser.add_argument("--steps", type=int, default=TRUTH_STEPS)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        rbm = load_model(args.model)
+        write_truth(rbm, args.out, args.samples, args.steps, args.seed)
+    except (ValueError, OSError) as err:
+        parser.error(str(err))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
