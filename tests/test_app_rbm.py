@@ -18,7 +18,7 @@ from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 import lsbcore.rbm.live as rbm_live
 from app import config as cfgmod
 from app import pins, rbm_run, rbm_targets, rbm_training, sources, state
-from app.text import quote
+from app.text import plain, quote
 from app.views import digits
 from lsbcore.rbm.ground_truth import noise_floor
 from lsbcore.targets.rbm import RBM
@@ -252,3 +252,37 @@ def test_pinning_on_the_rbm_page_in_presentation_mode(tmp_path, monkeypatch):
     at.session_state["view"] = "Compare"
     at.run()
     healthy(at)
+
+
+def test_your_own_data_is_trained_on_and_then_sampled_like_a_shipped_model():
+    import io
+
+    at = open_app(target="own", chains="2", burn_in="5")
+    healthy(at)
+    at.sidebar.file_uploader(key="rbm_upload").upload("notes.npy", b"not an array", "x/y")
+    at.run()
+    assert not at.exception
+    sentence = "The file is not a readable .npy array (its header is damaged)."  # A's words
+    assert [str(e.value) for e in at.sidebar.error] == [
+        f"This file cannot be trained on: {plain(sentence)}"
+    ]
+    assert at.button(key="rbm_train").disabled
+    rows = (np.random.default_rng(1).random((80, 4, 4)) < 0.4).astype(np.uint8)
+    buffer = io.BytesIO()
+    np.save(buffer, rows)
+    at.sidebar.file_uploader(key="rbm_upload").upload("mine.npy", buffer.getvalue(), "x/y")
+    at.run()
+    healthy(at)
+    assert any("80 rows of 16 values, images 4 × 4" in str(c.value) for c in at.sidebar.caption)
+    at.number_input(key="rbm_hidden").set_value(6)
+    at.number_input(key="rbm_epochs").set_value(3)
+    at.button(key="rbm_train").click().run()
+    job = at.session_state[rbm_training.KEY]
+    job.thread.join(60)
+    at.run()
+    healthy(at)
+    run = at.session_state["_run"]
+    assert run.problem.target is job.model and run.comparison.labels == SIX
+    assert (job.model.n_hidden, job.model.shape) == (6, (4, 4))
+    state.advance(run, 30.0, 10)
+    assert run.n_steps == 10 and len(at.image) == len(SIX)
