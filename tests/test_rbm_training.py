@@ -8,6 +8,9 @@ import importlib
 import io
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -289,6 +292,22 @@ def test_the_training_command_writes_a_model_with_a_progress_bar(tmp_path, capsy
     np.save(bad, np.full((3, 4), 2))
     assert main(["--data", str(bad), "--out", str(out)]) == 2
     assert "other than 0 and 1" in capsys.readouterr().err
+
+
+def test_the_command_runs_as_a_module_without_warnings(tmp_path):
+    """``python -m lsbcore.rbm.train`` in a fresh process: the model file, the bar, no warning
+    (runpy's note that the package imported the module first is silenced, nothing else)."""
+    data = tmp_path / "rows.npy"
+    np.save(data, np.eye(4, dtype=np.uint8))
+    out = tmp_path / "model.npz"
+    command = [sys.executable, "-W", "default", "-m", "lsbcore.rbm.train", "--data", str(data)]
+    command += ["--hidden", "2", "--epochs", "1", "--persistent", "3", "--out", str(out)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr and "100.0% epoch 1/1" in done.stderr
+    assert read_meta(out)["n_persistent"] == 3 and load_model(out).n_hidden == 2
 
 
 def test_progress_bar_draws_in_place():

@@ -1,6 +1,8 @@
 """The paper's RBM experiment: digit data, trained RBMs, their likelihoods (and, from the
 comparison modules, ground truth, MMD and the live comparison)."""
 
+import warnings
+
 from lsbcore.rbm.data import (
     MAX_FILE_BYTES,
     MAX_ROWS,
@@ -8,6 +10,7 @@ from lsbcore.rbm.data import (
     digits,
     load_binary_data,
 )
+from lsbcore.rbm.experiment import PAPER, PAPER_LABELS, QUICK, gwg_ess, reach_floor
 from lsbcore.rbm.ground_truth import ground_truth, noise_floor
 from lsbcore.rbm.likelihood import (
     ais_log_partition,
@@ -22,12 +25,24 @@ from lsbcore.rbm.models import MODELS, load_model, read_meta, save_model
 from lsbcore.rbm.train import MAX_TRAINING_SECONDS, Training, progress_bar, train
 from lsbcore.rbm.variants import LABELS, VARIANTS, describe
 
+# ``python -m lsbcore.rbm.train`` imports this package, which imports the training module, before
+# runpy runs that module again as ``__main__``; runpy warns about it. The second copy only runs
+# the command (its own train and Training), so the warning says nothing: silence exactly it.
+warnings.filterwarnings(
+    "ignore",
+    message=r"'lsbcore\.rbm\.train' found in sys\.modules after import of package 'lsbcore\.rbm'",
+    category=RuntimeWarning,
+)
+
 __all__ = [
     "MAX_FILE_BYTES",
     "MAX_ROWS",
     "MAX_VISIBLE",
     "MAX_TRAINING_SECONDS",
     "MODELS",
+    "PAPER",
+    "PAPER_LABELS",
+    "QUICK",
     "LABELS",
     "VARIANTS",
     "RBMComparison",
@@ -39,6 +54,7 @@ __all__ = [
     "exact_log_likelihood",
     "exact_log_partition",
     "ground_truth",
+    "gwg_ess",
     "load_binary_data",
     "load_model",
     "log_mmd",
@@ -46,6 +62,7 @@ __all__ = [
     "noise_floor",
     "progress_bar",
     "pseudo_log_likelihood",
+    "reach_floor",
     "read_meta",
     "save_model",
     "train",

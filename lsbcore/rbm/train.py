@@ -230,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--k", type=int, default=1, help="Gibbs steps per update")
+    parser.add_argument(
+        "--persistent", type=int, default=None, help="persistent chains (default: the batch size)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-seconds", type=float, default=None)
     parser.add_argument("--out", required=True, help="the .npz to write")
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size,
             lr=args.lr,
             k=args.k,
+            n_persistent=args.persistent,
             seed=args.seed,
             max_seconds=args.max_seconds,
             progress=progress_bar(),
@@ -270,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         k=args.k,
+        n_persistent=args.persistent,
         seed=args.seed,
         stopped=result.stopped,
     )
