@@ -230,7 +230,8 @@ def on_step() -> None:
     if run is not None:
         state.pause(run)
         st.session_state["_pending_step"] = True
-        st.session_state["view"] = PROPOSAL_TAB
+        if not rbm_run.is_rbm_run(run):  # an RBM's step is a plain one: no Proposal view
+            st.session_state["view"] = PROPOSAL_TAB
 
 
 def on_reset() -> None:

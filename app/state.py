@@ -9,6 +9,9 @@
 - ``slow_step`` takes one step in slow motion for the Proposal view (a single-site sampler shows
   its proposal; a block sampler, which updates every site at once, its state and flip count).
 
+An RBM run (``build_rbm_run``) drives an ``lsbcore.rbm.live.RBMComparison`` the same way, and
+``advance`` records its MMD checkpoints as it goes (``app/rbm_run.py``).
+
 Every access to the comparison holds ``run.lock``: the worker steps in chunks of about
 ``CHUNK_S`` and releases it in between, so views and downloads (built on other threads) read
 a consistent state and wait at most one chunk.
