@@ -1,7 +1,8 @@
 """The compiled RBM steps (``lsbcore.backends.rbm_kernels``): ``gwg``, ``gibbs`` and
-``metropolis`` give the torch steps' chains from a seed; block Gibbs and the Hamming ball
-sampler, which pick their blocks from other uniforms, give the torch steps' one-step law, checked
-against enumeration by quadrature over their uniforms with a proven error bound."""
+``metropolis``, and block Gibbs and the Hamming ball sampler on sweeps, give the torch steps'
+chains from a seed; on random blocks, which they pick from other uniforms, the block samplers
+give the torch steps' one-step law, checked against enumeration by quadrature over their
+uniforms with a proven error bound."""
 
 from __future__ import annotations
 
@@ -65,6 +66,33 @@ def test_single_site_compiled_steps_give_the_torch_chains(name, target):
         assert compiled.invariant_error() < 1e-10
 
 
+@pytest.mark.parametrize("name", BLOCKS)
+@pytest.mark.parametrize("blocks", ["sweep", "shuffled"])
+def test_block_steps_on_sweeps_give_the_torch_chains(name, blocks):
+    """Sweep blocks (and "shuffled": each chain's order the argsort of the torch step's
+    uniforms) read the torch step's uniforms: the same chains, also when the backends take
+    turns within a sweep."""
+    target = RBM.random(30, 8, seed=2, scale=1.0)
+    options = dict(BLOCKS[name], block_size=4, blocks=blocks, resync_every=23)
+    torch_run = make_sampler(name, target, 12, seed=3, backend="torch", **options)
+    compiled = make_sampler(name, target, 12, seed=3, backend="compiled", **options)
+    torch_run.step(100)
+    compiled.step(5)
+    compiled.set_backend("torch")
+    compiled.step(4)  # the torch step goes on from the compiled steps' position and order
+    compiled.set_backend("compiled")
+    compiled.step(91)
+    assert torch.equal(compiled.x, torch_run.x)
+    assert torch.allclose(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
+    assert compiled.n_accepted == torch_run.n_accepted > 0
+    assert compiled._position == torch_run._position == 100 % len(torch_run.sweep_blocks)
+    if blocks == "shuffled":
+        assert torch.equal(compiled._order, torch_run._order)
+    assert torch.equal(compiled.last_proposal["sites"], torch_run.last_proposal["sites"])
+    assert torch.equal(compiled.last_proposal["accepted"], torch_run.last_proposal["accepted"])
+    assert compiled.invariant_error() < 1e-10
+
+
 def test_chunks_of_uniforms_do_not_change_the_chains(monkeypatch):
     target = RBM.random(30, 6, seed=1, scale=1.0)
     whole = make_sampler("gwg", target, 10, seed=4, backend="compiled")
@@ -110,15 +138,21 @@ def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
         block = [(r + 0.5) / (n - j) for j, r in enumerate(cells)]
         for extra in [[a] for a in aux] or [[]]:
             rows.append(block + extra)
-    head = np.repeat(np.array(rows), grid, axis=0)
-    draw = np.tile((np.arange(grid) + 0.5) / grid, len(rows))[:, None]
-    u = np.ascontiguousarray(np.concatenate([head, draw], 1)[None])  # [1, B, uniforms]
-    chains = u.shape[1]
+    head = np.repeat(np.array(rows), grid, axis=0)  # [B, k + aux]
+    draw = np.tile((np.arange(grid) + 0.5) / grid, len(rows))  # [B]
+    chains = head.shape[0]
+    # one step's uniforms as block_layout lays them out: blocks, auxiliary indices, draws
+    layout, count, _ = rbm_kernels.block_layout(1, chains, n, k, 0, sampler._aux, 0, 1)
+    u = np.concatenate([head[:, :k].reshape(-1), head[:, k:].T.reshape(-1), draw])
+    assert u.shape == (count,) and list(layout[0, :3]) == (
+        [0, chains * k, chains * (k + 1)] if sampler._aux else [0, -1, chains * k]
+    )
     states = np.repeat(x.numpy()[None], chains, axis=0)
     log_p = np.zeros(chains)
     rbm_kernels.block_steps(
-        states, log_p, np.zeros(chains, np.int64), u, candidates, sampler._aux,
-        arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
+        states, log_p, np.zeros(chains, np.int64), u, layout, 0, np.zeros((1, k), np.int64),
+        np.zeros((chains, n), np.int64), candidates, sampler._aux, arrays["w_t"],
+        arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
         np.empty((chains, k), np.int64), np.empty((2, chains)),
     )  # fmt: skip
     codes = ((torch.from_numpy(states) > 0).long() << torch.arange(n)).sum(1)
@@ -180,9 +214,7 @@ def test_backends_resolve_where_the_compiled_steps_serve():
     with pytest.raises(ValueError, match="serves the pairwise samplers only"):
         UniformMetropolis(TableTarget(random_table(4, 3)), 1, backend="compiled")
     sweep = make_sampler("block-gibbs", rbm, 2, block_size=2, blocks="sweep")
-    assert sweep.backend == "torch"
-    with pytest.raises(ValueError, match='blocks="random" only'):
-        make_sampler("block-gibbs", rbm, 2, block_size=2, blocks="sweep", backend="compiled")
+    assert sweep.backend == "compiled"
     steep = RBM(torch.full((2, 12), 250.0), torch.zeros(12), torch.zeros(2))
     assert make_sampler("gwg", steep, 2).backend == "compiled"  # 250 <= MAX_SHIFT
     assert make_sampler("block-gibbs", steep, 2, block_size=3).backend == "torch"

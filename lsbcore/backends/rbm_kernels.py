@@ -22,10 +22,13 @@ once (the generator's stream does not depend on how a draw is split). ``gwg`` an
 ``gibbs``/``metropolis`` read them exactly as their torch steps do (same draws, same inverse-CDF
 and acceptance rules), so a seed gives the same chains on both paths (up to rounding: a decision
 could differ only where a uniform falls within ~1e-13 of a threshold). The block samplers'
-torch step picks each chain's block from ``n`` uniforms by ``topk``, whose order of the picked
-sites is torch's own; here a block is ``k`` uniforms by sequential selection without
-replacement (``pick_block``), an ordered uniform ``k``-subset: the same law, other chains
-(``tests/test_rbm_kernels.py`` checks both laws against enumeration).
+torch step with ``blocks="random"`` picks each chain's block from ``n`` uniforms by ``topk``,
+whose order of the picked sites is torch's own; here a random block is ``k`` uniforms by
+sequential selection without replacement (``pick_block``), an ordered uniform ``k``-subset: the
+same law, other chains (``tests/test_rbm_kernels.py`` checks both laws against enumeration).
+With ``blocks="sweep"`` or ``"shuffled"`` (the public GWG code's choice: each chain's order
+is the argsort of ``n`` uniforms at the start of a sweep, as in the torch step) the block
+samplers read the torch step's uniforms too, and give its chains.
 """
 
 from __future__ import annotations
@@ -310,17 +313,28 @@ def _apply(xb, ab, w_t, sites, flips, q):
             xb[i] = -xb[i]
 
 
+#: How ``block_steps`` picks blocks (``blocks=`` of the block samplers).
+BLOCK_MODES = ("random", "sweep", "shuffled")
+
+
 @njit(cache=True, nogil=True)
 def block_steps(
-    x, log_p, n_accepted, u, flips, aux, w_t, b_vis, c, exp_w, exp_neg_w, last_sites, last
-):
-    """``T = u.shape[0]`` block steps of every chain on random blocks of ``k = flips.shape[1]``
+    x, log_p, n_accepted, u, layout, mode, sweep_blocks, order, flips, aux, w_t, b_vis, c,
+    exp_w, exp_neg_w, last_sites, last,
+):  # fmt: skip
+    """``T = layout.shape[0]`` block steps of every chain on blocks of ``k = flips.shape[1]``
     sites: block Gibbs over the candidates ``flips [M, k]`` (``aux`` False), or the Hamming
     ball sampler with the ball ``flips`` (``aux`` True: first ``u`` uniform in the ball around
-    ``x``, then the draw in the ball around ``u``). ``u [T, B, k + 1 + aux]``: ``k`` pick the
-    block, then the auxiliary index (``aux``), then the candidate. ``last_sites [B, k]`` and
-    ``last [2, B]`` (probability of moving, moved) describe the last step."""
-    steps, chains = u.shape[0], x.shape[0]
+    ``x``, then the draw in the ball around ``u``).
+
+    ``u`` is flat; ``layout [T, 4]`` gives per step the offsets of its uniforms (-1: none) and
+    the sweep position: the block's (``mode`` 0 "random": ``k`` per chain for ``pick_block``;
+    2 "shuffled", at the start of a sweep: ``n`` per chain, whose argsort is the chain's new
+    ``order [B, n]``), the auxiliary index's and the candidate's (one per chain each), and the
+    block of ``sweep_blocks [nb, k]`` (modes 1 "sweep": those sites; 2: those slots of
+    ``order``). ``last_sites [B, k]`` and ``last [2, B]`` (probability of moving, moved)
+    describe the last step."""
+    steps, chains = layout.shape[0], x.shape[0]
     n = x.shape[1]
     count, k = flips.shape
     m = c.shape[0]
@@ -335,8 +349,15 @@ def block_steps(
         xb, ab = x[b], a[b]
         _refresh_t(ab, t)
         for step in range(steps):
-            ub = u[step, b]
-            pick_block(ub, n, k, sites, chosen)
+            block_at, aux_at, choice_at, position = layout[step]
+            if mode == 0:
+                pick_block(u[block_at + b * k : block_at + (b + 1) * k], n, k, sites, chosen)
+            else:
+                if block_at >= 0:  # a new sweep: this chain's order of the sites
+                    order[b] = np.argsort(u[block_at + b * n : block_at + (b + 1) * n])
+                for s in range(k):
+                    slot = sweep_blocks[position, s]
+                    sites[s] = slot if mode == 1 else order[b, slot]
             for s in range(k):
                 before[s] = xb[sites[s]]
             current = 0
@@ -344,7 +365,7 @@ def block_steps(
             for j in range(m):
                 a_base[j], t_base[j] = ab[j], t[j]
             if aux:
-                current = min(int(ub[k] * count), count - 1)
+                current = min(int(u[aux_at + b] * count), count - 1)
                 if current > 0:  # the base u: x with flips[current] applied
                     _candidate_log_weights(
                         xb, ab, t, sites, flips[current : current + 1], b_vis, exp_w,
@@ -356,7 +377,7 @@ def block_steps(
             _candidate_log_weights(
                 xb, a_base, t_base, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w
             )
-            q, total = _draw_index(log_w, w, ub[k + aux])
+            q, total = _draw_index(log_w, w, u[choice_at + b])
             moved = q != current
             if step == steps - 1:
                 for s in range(k):
@@ -376,8 +397,32 @@ def block_steps(
                     xb[sites[s]] = before[s]
 
 
+def block_layout(
+    steps: int, chains: int, n: int, k: int, mode: int, aux: bool, position: int, n_blocks: int
+) -> tuple[np.ndarray, int, int]:
+    """``block_steps``' ``layout [steps, 4]`` for uniforms drawn in the torch steps' order
+    (per step: the block's, the auxiliary index's, the candidate's), the number of uniforms and
+    the sweep position after the steps."""
+    layout = np.full((steps, 4), -1, dtype=np.int64)
+    total = 0
+    for step in range(steps):
+        if mode == 0:
+            layout[step, 0], total = total, total + chains * k
+        elif mode == 2 and position == 0:
+            layout[step, 0], total = total, total + chains * n
+        if aux:
+            layout[step, 1], total = total, total + chains
+        layout[step, 2], total = total, total + chains
+        layout[step, 3] = position
+        if mode != 0:
+            position = (position + 1) % n_blocks
+    return layout, total, position
+
+
 __all__ = [
+    "BLOCK_MODES",
     "MAX_SHIFT",
+    "block_layout",
     "block_steps",
     "gwg_steps",
     "pick_block",

@@ -4,10 +4,11 @@
 samples an RBM, a factor graph or a pairwise network alike, on any device, and reads nothing on
 the host inside a chunk of steps. The compiled and device kernels (``samplers.base.Sampler``)
 serve pairwise targets only; the registry sends every other target here. On an ``RBM`` on the
-CPU, ``gwg``, ``gibbs``, ``metropolis``, ``block-gibbs`` and ``hamming-ball`` (random blocks)
-also have compiled steps (``lsbcore.backends.rbm_kernels``, backend ``"compiled"``, the one
-``"auto"`` picks there): ``_compiled_steps`` runs a chunk of steps in one call, from uniforms of
-the same generator; the single-site ones give the torch steps' chains, the block ones their law.
+CPU, ``gwg``, ``gibbs``, ``metropolis``, ``block-gibbs`` and ``hamming-ball`` also have
+compiled steps (``lsbcore.backends.rbm_kernels``, backend ``"compiled"``, the one ``"auto"``
+picks there): ``_compiled_steps`` runs a chunk of steps in one call, from uniforms of the same
+generator. They give the torch steps' chains, except the block samplers on random blocks, which
+pick blocks from other uniforms and give the torch steps' law.
 
 Cached per chain: ``x [B, n]`` (+-1), ``log p~(x)`` ``[B]`` and, for samplers that read them
 (``uses_ratios``), the flip log-ratios ``s [B, n]`` with the target's ``ratio_cache``. Moves go

@@ -218,19 +218,19 @@ class BlockGibbsSampler(BatchedSampler):
 
     @property
     def compiled_uniforms_per_step(self) -> int:
-        """``k`` to pick the block, one for the auxiliary state (Hamming ball), one to draw."""
-        return self.block_size + 1 + self._aux
+        """Per chain: the block's (``k``; ``n`` a sweep for "shuffled"), one for the auxiliary
+        state (Hamming ball), one for the draw."""
+        if self.blocks == "random":
+            picks = self.block_size
+        else:
+            picks = 0 if self.blocks == "sweep" else -(-self.n_sites // len(self.sweep_blocks))
+        return picks + 1 + self._aux
 
     def _candidates(self) -> torch.Tensor:
         """The multipliers a step chooses among (``[M, k]``, row 0 the identity)."""
         return self._flips
 
     def compiled_refusal(self) -> str | None:
-        if getattr(self, "blocks", "random") != "random":
-            return (
-                f'the compiled RBM steps pick blocks="random" only, not {self.blocks!r}; use '
-                "backend='torch'."
-            )
         return rbm_compiled_refusal(self, self._most_flips())
 
     def _most_flips(self) -> int:
@@ -238,22 +238,36 @@ class BlockGibbsSampler(BatchedSampler):
         return getattr(self, "block_size", 1)
 
     def _compiled_steps(self, n: int) -> None:
-        """``n`` steps on an RBM by ``rbm_kernels.block_steps``: each block is ``k`` uniforms
-        by sequential selection (``rbm_kernels.pick_block``), the same law as the torch step's
-        ``topk`` of ``n`` uniforms, other draws."""
-        from lsbcore.backends.rbm_kernels import block_steps
+        """``n`` steps on an RBM by ``rbm_kernels.block_steps``. "sweep" and "shuffled" read
+        the torch step's uniforms as it reads them (the same chains); "random" picks each
+        block from ``k`` uniforms (``rbm_kernels.pick_block``): the torch step's law, other
+        draws."""
+        from lsbcore.backends.rbm_kernels import BLOCK_MODES, block_layout, block_steps
 
         arrays = self.target.kernel_arrays()
-        u = self._uniforms(n, self.n_chains, self.compiled_uniforms_per_step)
+        mode = BLOCK_MODES.index(self.blocks)
+        layout, count, position = block_layout(
+            n, self.n_chains, self.n_sites, self.block_size, mode, self._aux, self._position,
+            len(self.sweep_blocks),
+        )  # fmt: skip
+        u = self._uniforms(count)
         x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
+        if self._order is None:
+            order = torch.zeros(self.n_chains, self.n_sites, dtype=torch.int64)
+        else:
+            order = self._order.clone()
         sites = torch.empty(self.n_chains, self.block_size, dtype=torch.int64)
         last = torch.empty(2, self.n_chains, dtype=torch.float64)
         block_steps(
-            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), self._candidates().numpy(),
+            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
+            torch.stack(self.sweep_blocks).numpy(), order.numpy(), self._candidates().numpy(),
             self._aux, arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
             arrays["exp_neg_w"], sites.numpy(), last.numpy(),
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
+        self._position = position
+        if self.blocks == "shuffled":  # drawn at the first step of a sweep, here or before
+            self._order = order
         self._last = {"sites": sites, "accept_prob": last[0], "accepted": last[1] > 0}
 
     # ----------------------------------------------------------------- the exact law
