@@ -171,6 +171,7 @@ def run_seed(rbm, labels, seed, *, burn_in, steps, chains, truth, checkpoints, o
             "ess_per_second": ess / seconds if seconds > 0 else None,
             "evals_per_step_mixing": evals / steps if steps else None,
             "accept_rate": float(sampler.accept_rate),
+            "backend": sampler.backend,
             "hop_distance": comparison.hop_distance(label),
         }
     return {"thin": thin, "samplers": out}
