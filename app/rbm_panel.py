@@ -14,7 +14,7 @@ import logging
 
 import streamlit as st
 
-from app import presentation
+from app import presentation, view_links
 from app.views import digits, rbm_balancing, rbm_mmd, rbm_moves, rbm_pins
 from app.views import weights as weights_view
 
@@ -30,7 +30,8 @@ VIEWS = (
 )
 TAB_LABELS = tuple(name for name, _ in VIEWS)
 RENDER = dict(VIEWS)
-TABS_KEY = "rbm_view"
+TABS_KEY = view_links.RBM_VIEW  # the open tab, carried in links
+assert TAB_LABELS == view_links.RBM_VIEW_NAMES, "the link parameter names every RBM view"
 NOT_OFFERED = (
     "The segmentation, posterior, proposal-map, exact-chain, tempering, annealing, "
     "importance-sampling and export views are about the Ising posterior of an image, so an "
@@ -43,9 +44,13 @@ def tabs() -> None:
     from app import session
 
     run = st.session_state.get(session.RUN_KEY)
-    if st.session_state.get(TABS_KEY) not in TAB_LABELS:
-        st.session_state[TABS_KEY] = TAB_LABELS[0]
+    state = st.session_state
+    view_links.restore(state, (TABS_KEY,))
+    if state[TABS_KEY] not in TAB_LABELS:
+        state[TABS_KEY] = TAB_LABELS[0]
     containers = st.tabs(list(TAB_LABELS), key=TABS_KEY, on_change="rerun")
+    view_links.remember(state, (TABS_KEY,))
+    view_links.publish(st.query_params, state)  # the fragment does not rewrite the link
     for tab, name in zip(containers, TAB_LABELS, strict=True):
         if tab.open is False:
             continue

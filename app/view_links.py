@@ -172,6 +172,18 @@ def group_of(view: str) -> str:
 
 register(ViewParam(VIEW, VIEW_NAMES[0], "view", choices=VIEW_NAMES))
 
+# The open view of an RBM run (app/rbm_panel.py draws these tabs): ``rbm_view=MMD``
+RBM_VIEW = "rbm_view"
+RBM_VIEW_NAMES = (
+    "Digits",
+    "MMD",
+    "Balancing functions",
+    "Softmax weights",
+    "Acceptance and hops",
+    "Pinned runs",
+)
+register(ViewParam(RBM_VIEW, RBM_VIEW_NAMES[0], "RBM view", choices=RBM_VIEW_NAMES))
+
 # the Exact chain tab: the window of the posterior that is enumerated
 register(
     ViewParam(

@@ -286,3 +286,13 @@ def test_your_own_data_is_trained_on_and_then_sampled_like_a_shipped_model():
     assert (job.model.n_hidden, job.model.shape) == (6, (4, 4))
     state.advance(run, 30.0, 10)
     assert run.n_steps == 10 and len(at.image) == len(SIX)
+
+
+def test_a_link_opens_an_rbm_view_and_a_bad_one_says_so():
+    at = open_app(target="digits-8x8", chains="2", rbm_view="MMD")
+    healthy(at)
+    assert at.get("plotly_chart") and not at.image  # the MMD chart, not the digit grid
+    assert at.query_params["rbm_view"] == "MMD"
+    at = open_app(target="digits-8x8", chains="2", rbm_view="Segmentation")
+    healthy(at)
+    assert any("RBM view" in str(w.value) for w in at.warning) and len(at.image) == len(SIX)
