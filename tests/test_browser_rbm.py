@@ -60,7 +60,11 @@ def test_the_digits_rbm_runs_live_and_the_targets_switch_back_and_forth(page, se
     pick_target(page, "Ising segmentation")
     page.get_by_text("Burn-in (learning): 0").first.wait_for(timeout=TIMEOUT_MS)
     assert_healthy(page)
-    pick_target(page, "RBM: digits 16 × 16")
+    pick_target(page, "RBM: digits 16 × 16")  # the RBM page reopens on its MMD tab
+    page.locator('[role="tabpanel"] .js-plotly-plot .main-svg').first.wait_for(
+        timeout=RUN_TIMEOUT_MS
+    )
+    page.get_by_role("tab", name="Digits", exact=True).click()
     digit_rows(page, 6)
     assert_healthy(page)
     shot(page, "rbm-digits-16x16")
