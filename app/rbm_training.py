@@ -135,6 +135,8 @@ def _progress() -> None:
 
 def sidebar(sb) -> tuple[object, str] | None:
     """The upload and training controls; the trained model and its id once there is one."""
+    from lsbcore.rbm.data import MAX_FILE_BYTES, MAX_ROWS, MAX_VISIBLE
+
     state = st.session_state
     with sb:
         st.file_uploader(
@@ -142,8 +144,9 @@ def sidebar(sb) -> tuple[object, str] | None:
             type=DATA_TYPES,
             key="rbm_upload",
             help="An .npy array of 0/1 rows (2-D) or images (3-D), or a .zip of images of one "
-            "size (binarised as the photo pipeline does: ink against paper). Up to 25 MB, "
-            "20,000 rows and 4,096 values a row.",
+            "size (binarised as the photo pipeline does: ink against paper). Up to "
+            f"{MAX_FILE_BYTES // 10**6} MB, {MAX_ROWS:,} rows and {MAX_VISIBLE:,} values a "
+            "row.",
         )
         upload = state.get("rbm_upload")
         job = state.get(KEY)

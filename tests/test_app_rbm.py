@@ -129,6 +129,11 @@ def test_a_link_opens_the_rbm_page_and_runs_it():
             assert at.get("plotly_chart"), tab
     assert any("Ising posterior" in str(c.value) for c in at.caption)  # what is not offered
     assert at.query_params["target"] == "digits-8x8"
+    at.button(key="reset").click().run()  # Reset: the same start again
+    healthy(at)
+    new = at.session_state["_run"]
+    assert new is not run and new.n_steps == 0 and rbm_run.is_rbm_run(new)
+    assert all(new.comparison.states(label).equal(before[label]) for label in SIX)
 
 
 def test_walking_the_targets_never_fails():
