@@ -104,7 +104,7 @@ def build_mixing(run) -> list:
 
 
 def build_segmentation(run) -> list:
-    marginal, _ = segmentation.snapshot(run)
+    marginal, _, _ = segmentation.snapshot(run)  # the marginal, its source, sampled or not
     view = segmentation.segmentation_view(marginal, run.image)
     segmentation.mask_png(view.mask)
     return [view.observed, view.marginal, view.overlay, view.uncertainty]
