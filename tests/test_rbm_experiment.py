@@ -2,6 +2,7 @@
 run through ``python -m lsbcore.experiment --target rbm-digits`` and its generated section."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -123,3 +124,14 @@ def test_bad_arguments_are_refused_by_the_command(tmp_path, capsys):
     with pytest.raises(SystemExit):
         experiment(["--target", "rbm-digits", "--model", str(tmp_path / "none.npz")])
     assert "--model" in capsys.readouterr().err
+
+
+def test_the_benchmark_stops_at_the_first_checkpoint_at_or_below_the_level():
+    from lsbcore.rbm.bench import time_to_floor
+
+    rbm = RBM.random(12, 4, seed=1)
+    truth = rbm.gibbs(50, 20, seed=0)
+    first = time_to_floor(rbm, "gwg", 4, 0, truth, math.inf, 10.0, 100)
+    assert first["steps"] == 1 and first["evals"] == 1 + 1  # the start's evaluation and one step
+    never = time_to_floor(rbm, "gibbs-2", 4, 0, truth, -math.inf, 10.0, 100)
+    assert never == {"steps": None, "evals": None, "seconds": None}
