@@ -142,7 +142,7 @@ def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
     draw = np.tile((np.arange(grid) + 0.5) / grid, len(rows))  # [B]
     chains = head.shape[0]
     # one step's uniforms as block_layout lays them out: blocks, auxiliary indices, draws
-    layout, count, _ = rbm_kernels.block_layout(1, chains, n, k, 0, sampler._aux, 0, 1)
+    layout, _, count, _ = rbm_kernels.block_layout(1, chains, n, k, 0, sampler._aux, 0, 1)
     u = np.concatenate([head[:, :k].reshape(-1), head[:, k:].T.reshape(-1), draw])
     assert u.shape == (count,) and list(layout[0, :3]) == (
         [0, chains * k, chains * (k + 1)] if sampler._aux else [0, -1, chains * k]
@@ -151,7 +151,7 @@ def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
     log_p = np.zeros(chains)
     rbm_kernels.block_steps(
         states, log_p, np.zeros(chains, np.int64), u, layout, 0, np.zeros((1, k), np.int64),
-        np.zeros((chains, n), np.int64), candidates, sampler._aux, arrays["w_t"],
+        np.zeros((1, chains, n), np.int64), candidates, sampler._aux, arrays["w_t"],
         arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
         np.empty((chains, k), np.int64), np.empty((2, chains)),
     )  # fmt: skip

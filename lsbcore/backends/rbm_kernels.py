@@ -6,16 +6,16 @@ each; here a chain's step is a loop over its ``m`` hidden units, and each chain 
 steps in turn (its arrays stay in cache). What makes the loops short:
 
 - the hidden pre-activations ``a = c + W v`` are kept per chain and moved by ``O(m)`` per
-  flipped site, with ``t_j = exp(-|a_j|)``;
+  flipped site;
 - a move's change of ``sum_j softplus(a_j)`` is one logarithm, of a product of ratios
 
-      (1 + e^(a_j + delta_j)) / (1 + e^(a_j)) = (1 + t_j F_j) / (1 + t_j)   (a_j <= 0)
-                                              = (t_j + F_j) / (t_j + 1)     (a_j > 0),
+      (1 + e^(a_j + delta_j)) / (1 + e^(a_j)) = sigmoid(-a_j) + sigmoid(a_j) F_j,
 
-  with ``F_j = e^(delta_j)`` a product of the tables ``e^(+-W)`` (no overflow for any ``a``;
-  ``F_j`` stays finite while ``k max|W| <= MAX_SHIFT``, which ``serves`` checks), the product
-  folded into a running logarithm before it leaves ``[1e-30, 1e30]``;
-- ``sigmoid(a_j)`` for the gradient is ``1 / (1 + t_j)`` or ``t_j / (1 + t_j)``.
+  two terms of one sign (no cancellation, no division), with both sigmoids kept per chain to
+  full precision and ``F_j = e^(delta_j)`` a product of the tables ``e^(+-W)`` (finite while
+  ``k max|W| <= MAX_SHIFT``, which ``batched.rbm_compiled_refusal`` checks), the product folded
+  into a running logarithm before it leaves ``[1e-30, 1e30]``;
+- the gradient reads the same ``sigmoid(a_j)``.
 
 Uniforms come from the sampler's seeded ``torch.Generator``, drawn for a whole chunk of steps at
 once (the generator's stream does not depend on how a draw is split). ``gwg`` and
@@ -47,20 +47,19 @@ _FOLD = 1e30
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _ratio(a_j, t_j, f):
-    """``(1 + e^(a_j) f) / (1 + e^(a_j))`` from ``t_j = exp(-|a_j|)``."""
-    if a_j <= 0.0:
-        return (1.0 + t_j * f) / (1.0 + t_j)
-    return (t_j + f) / (t_j + 1.0)
+def _ratio(sig, j, f):
+    """``(1 + e^(a_j) f) / (1 + e^(a_j)) = sigmoid(-a_j) + sigmoid(a_j) f``: two terms of one
+    sign, no cancellation, no division (``sig``: ``_refresh_sig``)."""
+    return sig[1, j] + sig[0, j] * f
 
 
 @njit(cache=True, nogil=True)
-def _log_prod_single(a, t, table_i):
+def _log_prod_single(sig, table_i):
     """``sum_j softplus(a_j + delta_j) - softplus(a_j)`` for ``F = table_i`` (one flip)."""
     total = 0.0
     prod = 1.0
-    for j in range(a.shape[0]):
-        prod *= _ratio(a[j], t[j], table_i[j])
+    for j in range(sig.shape[1]):
+        prod *= _ratio(sig, j, table_i[j])
         if prod > _FOLD or prod < 1.0 / _FOLD:
             total += math.log(prod)
             prod = 1.0
@@ -74,9 +73,15 @@ def _shift_table(x_i, i, exp_w, exp_neg_w):
 
 
 @njit(cache=True, nogil=True)
-def _refresh_t(a, t):
+def _refresh_sig(a, sig):
+    """``sig [2, m]``: ``sigmoid(a)`` and ``sigmoid(-a)``, each to full relative precision."""
     for j in range(a.shape[0]):
-        t[j] = math.exp(-abs(a[j]))
+        t = math.exp(-abs(a[j]))
+        near, far = 1.0 / (1.0 + t), t / (1.0 + t)
+        if a[j] >= 0.0:
+            sig[0, j], sig[1, j] = near, far
+        else:
+            sig[0, j], sig[1, j] = far, near
 
 
 @njit(cache=True, nogil=True)
@@ -116,14 +121,14 @@ def uniform_site_steps(
     m = c.shape[0]
     a = np.empty((chains, m))
     pre_activations(x, w_t, c, a)
-    t = np.empty(m)
+    sig = np.empty((2, m))
     for b in range(chains):
         xb, ab = x[b], a[b]
-        _refresh_t(ab, t)
+        _refresh_sig(ab, sig)
         for step in range(steps):
             i = min(int(u[step, 0, b] * n), n - 1)
             x_i = xb[i]
-            s = -x_i * b_vis[i] + _log_prod_single(ab, t, _shift_table(x_i, i, exp_w, exp_neg_w))
+            s = -x_i * b_vis[i] + _log_prod_single(sig, _shift_table(x_i, i, exp_w, exp_neg_w))
             if rule == 0:  # log sigmoid(s)
                 log_flip = -math.log1p(math.exp(-s)) if s >= 0.0 else s - math.log1p(math.exp(s))
             else:
@@ -133,7 +138,7 @@ def uniform_site_steps(
                 last_site[b], last_prob[b], last_acc[b] = i, math.exp(log_flip), accept
             if accept:
                 _add_flip(ab, w_t, i, x_i)
-                _refresh_t(ab, t)
+                _refresh_sig(ab, sig)
                 xb[i] = -x_i
                 log_p[b] += s
                 n_accepted[b] += 1
@@ -141,16 +146,16 @@ def uniform_site_steps(
 
 # ----------------------------------------------------------------- gibbs with gradients
 @njit(cache=True, nogil=True)
-def _gradient(a, t, w, b_vis, g):
+def _gradient(sig, w, b_vis, g):
     """``g = (b + W^T sigmoid(a)) / 2``."""
     n = g.shape[0]
     for k in range(n):
         g[k] = b_vis[k]
-    for j in range(a.shape[0]):
-        sig = 1.0 / (1.0 + t[j]) if a[j] >= 0.0 else t[j] / (1.0 + t[j])
+    for j in range(sig.shape[1]):
+        p = sig[0, j]
         row = w[j]
         for k in range(n):
-            g[k] += row[k] * sig
+            g[k] += row[k] * p
     for k in range(n):
         g[k] *= 0.5
 
@@ -182,12 +187,12 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
     m = c.shape[0]
     a = np.empty((chains, m))
     pre_activations(x, w_t, c, a)
-    t, a_new, t_new = np.empty(m), np.empty(m), np.empty(m)
+    sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
     logits, cdf = np.empty(n), np.empty(n)
     logits_new, cdf_new, g_new = np.empty(n), np.empty(n), np.empty(n)
     for b in range(chains):
         xb, ab, gb = x[b], a[b], grad[b]
-        _refresh_t(ab, t)
+        _refresh_sig(ab, sig)
         log_z = _proposal_cdf(xb, gb, logits, cdf)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
@@ -203,12 +208,12 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
             log_q_forward = logits[i] - log_z
             x_i = xb[i]
             table = _shift_table(x_i, i, exp_w, exp_neg_w)
-            log_ratio = -x_i * b_vis[i] + _log_prod_single(ab, t, table)
+            log_ratio = -x_i * b_vis[i] + _log_prod_single(sig, table)
             for j in range(m):
                 a_new[j] = ab[j]
             _add_flip(a_new, w_t, i, x_i)
-            _refresh_t(a_new, t_new)
-            _gradient(a_new, t_new, w, b_vis, g_new)
+            _refresh_sig(a_new, sig_new)
+            _gradient(sig_new, w, b_vis, g_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
             log_z_new = _proposal_cdf(xb, g_new, logits_new, cdf_new)
             log_q_reverse = logits_new[i] - log_z_new
@@ -223,7 +228,7 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
                 n_accepted[b] += 1
                 log_z = log_z_new
                 for j in range(m):
-                    ab[j], t[j] = a_new[j], t_new[j]
+                    ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
                 for k in range(n):
                     gb[k], logits[k], cdf[k] = g_new[k], logits_new[k], cdf_new[k]
             else:
@@ -249,34 +254,36 @@ def pick_block(u_row, n, k, sites, chosen):
 
 
 @njit(cache=True, nogil=True)
-def _candidate_log_weights(xb, ab, t, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w):
+def _candidate_log_weights(xb, sig, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w):
     """``log p~`` of every candidate (``xb`` with ``sites`` multiplied by ``flips[q]``) minus
     that of ``xb``, into ``log_w [M]``; ``f`` scratch ``[m]``."""
     count, k = flips.shape
-    m = ab.shape[0]
+    m = sig.shape[1]
     for q in range(count):
-        visible = 0.0
-        for j in range(m):
-            f[j] = 1.0
-        any_flip = False
+        visible, flipped, first = 0.0, 0, 0
         for s in range(k):
             if flips[q, s] < 0.0:
-                any_flip = True
                 i = sites[s]
                 visible -= xb[i] * b_vis[i]
+                if flipped == 0:
+                    first = i
+                flipped += 1
+        if flipped == 0:
+            log_w[q] = 0.0
+            continue
+        if flipped == 1:  # one flip (every candidate of a ball of radius 1): its table
+            table = _shift_table(xb[first], first, exp_w, exp_neg_w)
+            log_w[q] = visible + _log_prod_single(sig, table)
+            continue
+        for j in range(m):
+            f[j] = 1.0
+        for s in range(k):
+            if flips[q, s] < 0.0:
+                i = sites[s]
                 table = _shift_table(xb[i], i, exp_w, exp_neg_w)
                 for j in range(m):
                     f[j] *= table[j]
-        if not any_flip:
-            log_w[q] = 0.0
-            continue
-        total, prod = 0.0, 1.0
-        for j in range(m):
-            prod *= _ratio(ab[j], t[j], f[j])
-            if prod > _FOLD or prod < 1.0 / _FOLD:
-                total += math.log(prod)
-                prod = 1.0
-        log_w[q] = visible + total + math.log(prod)
+        log_w[q] = visible + _log_prod_single(sig, f)
 
 
 @njit(cache=True, nogil=True)
@@ -319,7 +326,7 @@ BLOCK_MODES = ("random", "sweep", "shuffled")
 
 @njit(cache=True, nogil=True)
 def block_steps(
-    x, log_p, n_accepted, u, layout, mode, sweep_blocks, order, flips, aux, w_t, b_vis, c,
+    x, log_p, n_accepted, u, layout, mode, sweep_blocks, orders, flips, aux, w_t, b_vis, c,
     exp_w, exp_neg_w, last_sites, last,
 ):  # fmt: skip
     """``T = layout.shape[0]`` block steps of every chain on blocks of ``k = flips.shape[1]``
@@ -327,56 +334,56 @@ def block_steps(
     ball sampler with the ball ``flips`` (``aux`` True: first ``u`` uniform in the ball around
     ``x``, then the draw in the ball around ``u``).
 
-    ``u`` is flat; ``layout [T, 4]`` gives per step the offsets of its uniforms (-1: none) and
-    the sweep position: the block's (``mode`` 0 "random": ``k`` per chain for ``pick_block``;
-    2 "shuffled", at the start of a sweep: ``n`` per chain, whose argsort is the chain's new
-    ``order [B, n]``), the auxiliary index's and the candidate's (one per chain each), and the
-    block of ``sweep_blocks [nb, k]`` (modes 1 "sweep": those sites; 2: those slots of
-    ``order``). ``last_sites [B, k]`` and ``last [2, B]`` (probability of moving, moved)
-    describe the last step."""
+    ``u`` is flat; ``layout [T, 4]`` gives per step (-1: none) the block's uniforms (``mode``
+    0 "random": the offset of ``k`` per chain for ``pick_block``; 2 "shuffled": at the start
+    of a sweep, the index of the chains' new orders of the sites in ``orders [S, B, n]``, whose
+    row 0 is the order before the steps), the offsets of the auxiliary index's and of the
+    candidate's uniforms (one per chain each), and the sweep position, the block of
+    ``sweep_blocks [nb, k]`` (modes 1 "sweep": those sites; 2: those slots of the order).
+    ``last_sites [B, k]`` and ``last [2, B]`` (probability of moving, moved) describe the last
+    step."""
     steps, chains = layout.shape[0], x.shape[0]
     n = x.shape[1]
     count, k = flips.shape
     m = c.shape[0]
     a = np.empty((chains, m))
     pre_activations(x, w_t, c, a)
-    t = np.empty(m)
+    sig = np.empty((2, m))
     f, log_w, w = np.empty(m), np.empty(count), np.empty(count)
     sites, chosen = np.empty(k, np.int64), np.empty(k, np.int64)
-    a_base, t_base = np.empty(m), np.empty(m)
+    a_base, sig_base = np.empty(m), np.empty((2, m))
     before = np.empty(k)
     for b in range(chains):
         xb, ab = x[b], a[b]
-        _refresh_t(ab, t)
+        _refresh_sig(ab, sig)
+        current_order = 0
         for step in range(steps):
             block_at, aux_at, choice_at, position = layout[step]
             if mode == 0:
                 pick_block(u[block_at + b * k : block_at + (b + 1) * k], n, k, sites, chosen)
             else:
-                if block_at >= 0:  # a new sweep: this chain's order of the sites
-                    order[b] = np.argsort(u[block_at + b * n : block_at + (b + 1) * n])
+                if block_at >= 0:  # a new sweep: this chain's new order of the sites
+                    current_order = block_at
                 for s in range(k):
                     slot = sweep_blocks[position, s]
-                    sites[s] = slot if mode == 1 else order[b, slot]
+                    sites[s] = slot if mode == 1 else orders[current_order, b, slot]
             for s in range(k):
                 before[s] = xb[sites[s]]
             current = 0
             log_base = 0.0  # log p~ of the base state minus that of x
             for j in range(m):
-                a_base[j], t_base[j] = ab[j], t[j]
+                a_base[j], sig_base[0, j], sig_base[1, j] = ab[j], sig[0, j], sig[1, j]
             if aux:
                 current = min(int(u[aux_at + b] * count), count - 1)
                 if current > 0:  # the base u: x with flips[current] applied
                     _candidate_log_weights(
-                        xb, ab, t, sites, flips[current : current + 1], b_vis, exp_w,
+                        xb, sig, sites, flips[current : current + 1], b_vis, exp_w,
                         exp_neg_w, f, log_w[:1],
                     )  # fmt: skip
                     log_base = log_w[0]
                     _apply(xb, a_base, w_t, sites, flips, current)
-                    _refresh_t(a_base, t_base)
-            _candidate_log_weights(
-                xb, a_base, t_base, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w
-            )
+                    _refresh_sig(a_base, sig_base)
+            _candidate_log_weights(xb, sig_base, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w)
             q, total = _draw_index(log_w, w, u[choice_at + b])
             moved = q != current
             if step == steps - 1:
@@ -388,7 +395,7 @@ def block_steps(
                 _apply(xb, a_base, w_t, sites, flips, q)
                 for j in range(m):
                     ab[j] = a_base[j]
-                _refresh_t(ab, t)
+                _refresh_sig(ab, sig)
                 for s in range(k):
                     if xb[sites[s]] != before[s]:
                         n_accepted[b] += 1
@@ -399,24 +406,27 @@ def block_steps(
 
 def block_layout(
     steps: int, chains: int, n: int, k: int, mode: int, aux: bool, position: int, n_blocks: int
-) -> tuple[np.ndarray, int, int]:
+) -> tuple[np.ndarray, list[int], int, int]:
     """``block_steps``' ``layout [steps, 4]`` for uniforms drawn in the torch steps' order
-    (per step: the block's, the auxiliary index's, the candidate's), the number of uniforms and
-    the sweep position after the steps."""
+    (per step: the block's, the auxiliary index's, the candidate's), the offsets of the ``n``
+    uniforms per chain whose argsorts are the orders of the sweeps that start ("shuffled"),
+    the number of uniforms and the sweep position after the steps."""
     layout = np.full((steps, 4), -1, dtype=np.int64)
+    sweeps: list[int] = []
     total = 0
     for step in range(steps):
         if mode == 0:
             layout[step, 0], total = total, total + chains * k
         elif mode == 2 and position == 0:
-            layout[step, 0], total = total, total + chains * n
+            sweeps.append(total)
+            layout[step, 0], total = len(sweeps), total + chains * n  # orders[0]: the old one
         if aux:
             layout[step, 1], total = total, total + chains
         layout[step, 2], total = total, total + chains
         layout[step, 3] = position
         if mode != 0:
             position = (position + 1) % n_blocks
-    return layout, total, position
+    return layout, sweeps, total, position
 
 
 __all__ = [

@@ -246,28 +246,31 @@ class BlockGibbsSampler(BatchedSampler):
 
         arrays = self.target.kernel_arrays()
         mode = BLOCK_MODES.index(self.blocks)
-        layout, count, position = block_layout(
+        layout, sweeps, count, position = block_layout(
             n, self.n_chains, self.n_sites, self.block_size, mode, self._aux, self._position,
             len(self.sweep_blocks),
         )  # fmt: skip
         u = self._uniforms(count)
         x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
-        if self._order is None:
-            order = torch.zeros(self.n_chains, self.n_sites, dtype=torch.int64)
-        else:
-            order = self._order.clone()
+        # "shuffled": the order before these steps, then each new sweep's, argsorted as the
+        # torch step argsorts them
+        b, n_sites = self.n_chains, self.n_sites
+        old = self._order if self._order is not None else torch.zeros(b, n_sites, dtype=torch.long)
+        orders = torch.stack(
+            [old, *(u[at : at + b * n_sites].view(b, n_sites).argsort(1) for at in sweeps)]
+        )
         sites = torch.empty(self.n_chains, self.block_size, dtype=torch.int64)
         last = torch.empty(2, self.n_chains, dtype=torch.float64)
         block_steps(
             x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
-            torch.stack(self.sweep_blocks).numpy(), order.numpy(), self._candidates().numpy(),
+            torch.stack(self.sweep_blocks).numpy(), orders.numpy(), self._candidates().numpy(),
             self._aux, arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
             arrays["exp_neg_w"], sites.numpy(), last.numpy(),
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._position = position
-        if self.blocks == "shuffled":  # drawn at the first step of a sweep, here or before
-            self._order = order
+        if sweeps:
+            self._order = orders[-1]
         self._last = {"sites": sites, "accept_prob": last[0], "accepted": last[1] > 0}
 
     # ----------------------------------------------------------------- the exact law
