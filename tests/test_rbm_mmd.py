@@ -70,3 +70,13 @@ def test_zero_one_and_plus_minus_one_states_give_the_same_mmd():
 def test_bad_samples_are_refused_in_a_sentence(a, b, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         mmd(a, b)
+
+
+def test_a_precomputed_truth_term_gives_the_same_mmd():
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 2, (6, 8)), rng.integers(0, 2, (9, 8))
+    spins = torch.tensor(2.0 * b - 1)
+    b_self = float(hamming_kernel(spins, spins).mean())
+    assert mmd(a, b, b_self) == pytest.approx(mmd(a, b), abs=1e-15)
+    assert log_mmd(a, b, b_self) == pytest.approx(log_mmd(a, b), abs=1e-13)
+    assert mmd(a, b, b_self + 0.1) == pytest.approx(mmd(a, b) + 0.1, abs=1e-15)
