@@ -232,6 +232,7 @@ def build_run(
 def build_rbm_run(cfg: Config, rbm, name: str) -> tuple[Run, list[str]]:
     """A fresh run of ``cfg``'s samplers (RBM variant labels) on the RBM ``rbm``, falling back
     from CUDA to the CPU as ``build_run`` does. Its first MMD checkpoint is the shared start."""
+    from lsbcore.rbm.ground_truth import TRUTH_STEPS, affordable_steps, is_shipped
     from lsbcore.rbm.live import RBMComparison
 
     messages: list[str] = []
@@ -240,11 +241,14 @@ def build_rbm_run(cfg: Config, rbm, name: str) -> tuple[Run, list[str]]:
         messages.append("No CUDA GPU is available here; running on the CPU instead.")
         device = "cpu"
     options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
+    # a shipped model's truth is read from assets/; the user's own is drawn now, within a budget
+    steps = TRUTH_STEPS if is_shipped(rbm) else affordable_steps(rbm)
 
     def make(dev):
         return RBMComparison(
-            rbm, list(cfg.samplers), cfg.chains, seed=cfg.seed, device=dev, **options
-        )
+            rbm, list(cfg.samplers), cfg.chains, seed=cfg.seed, device=dev, truth_steps=steps,
+            **options,
+        )  # fmt: skip
 
     try:
         comparison = make(device)

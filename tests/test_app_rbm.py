@@ -31,11 +31,13 @@ SAMPLES = sources.sample_names()
 def short_truth(monkeypatch):
     """Ground truth by 300 exact Gibbs steps of 200 chains, the floor alike (seconds, not
     minutes, on a busy machine)."""
-    monkeypatch.setattr(rbm_live, "ground_truth", lambda rbm: rbm.gibbs(200, 300, 0))
+    monkeypatch.setattr(rbm_live, "ground_truth", lambda rbm, steps: rbm.gibbs(200, 300, 0))
     monkeypatch.setattr(
         rbm_live,
         "noise_floor",
-        lambda rbm, n, draws=1, truth=None: noise_floor(rbm, n, 2, steps=300, truth=truth),
+        lambda rbm, n, draws=1, steps=300, truth=None: noise_floor(
+            rbm, n, 2, steps=300, truth=truth
+        ),
     )
 
 

@@ -100,3 +100,23 @@ def test_bad_arguments_are_refused_in_a_sentence():
         gt.ground_truth(rbm, n_samples=0)
     with pytest.raises(ValueError, match="draws"):
         gt.floor_draws(rbm, 4, draws=0, n_samples=10, steps=1)
+
+
+def test_a_model_without_shipped_truth_gets_the_sweeps_its_budget_buys():
+    """The user's own model: 10,000 sweeps when small, fewer when large (never below the
+    minimum), and the comparison's truth and floor use that length."""
+    from lsbcore.rbm.live import RBMComparison
+    from lsbcore.rbm.models import load_model
+
+    assert gt.is_shipped(load_model("digits-8x8")) and gt.is_shipped(load_model("digits-16x16"))
+    small, large = RBM.random(12, 4, seed=2), RBM.random(4096, 200, seed=2)
+    assert not gt.is_shipped(small)
+    assert gt.affordable_steps(small) == gt.TRUTH_STEPS
+    assert gt.affordable_steps(large) == gt.MIN_TRUTH_STEPS
+    middle = RBM.random(256, 100, seed=2)  # 2.56e7 multiply-adds a sweep
+    assert gt.affordable_steps(middle) == gt.GIBBS_BUDGET // (2 * 500 * 256 * 100)
+    comparison = RBMComparison(small, ["gwg"], 4, truth_steps=30)
+    assert comparison.truth_steps == 30
+    assert torch.equal(comparison.truth, gt.ground_truth(small, steps=30))
+    floor = comparison.noise_floor
+    assert floor == gt.noise_floor(small, 4, draws=8, steps=30, truth=comparison.truth)

@@ -28,8 +28,10 @@ from lsbcore.targets.rbm import RBM
 __all__ = [
     "TRUTH_SAMPLES",
     "TRUTH_STEPS",
+    "affordable_steps",
     "floor_draws",
     "ground_truth",
+    "is_shipped",
     "model_hash",
     "noise_floor",
     "read_truth",
@@ -37,6 +39,11 @@ __all__ = [
 ]
 
 TRUTH_SAMPLES, TRUTH_STEPS = 500, 10_000  # the public GWG code's n_samples and gt_steps
+# A model with no shipped truth (the user's own) gets the sweeps this many multiply-adds buy
+# (two products of n_samples x n x m per sweep; 3-10 GMAC/s on one core here: seconds), never
+# fewer than MIN_TRUTH_STEPS (9 s for 4,096 x 200): 10,000 sweeps of that model take 15 minutes
+GIBBS_BUDGET = 2 * 10**10
+MIN_TRUTH_STEPS = 100
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 # The floor's independent draws use seeds far from the truth's, so that no draw repeats it
 FLOOR_SEED_OFFSET = 1_000_003
@@ -75,6 +82,20 @@ def ground_truth(
         shipped = _shipped_truth(key)
         _TRUTH[key] = shipped if shipped is not None else rbm.gibbs(n_samples, steps, seed)
     return _TRUTH[key]
+
+
+def affordable_steps(rbm: RBM, n_samples: int = TRUTH_SAMPLES) -> int:
+    """Sweeps of exact block Gibbs for ``n_samples`` truth chains within ``GIBBS_BUDGET``:
+    ``TRUTH_STEPS`` for a small model, fewer (at least ``MIN_TRUTH_STEPS``) for a large one."""
+    n_samples, _, _ = _check(rbm, n_samples, 0, 0)
+    per_sweep = 2 * n_samples * rbm.n_visible * rbm.n_hidden
+    return int(min(TRUTH_STEPS, max(MIN_TRUTH_STEPS, GIBBS_BUDGET // per_sweep)))
+
+
+def is_shipped(rbm: RBM, n_samples: int = TRUTH_SAMPLES, steps: int = TRUTH_STEPS) -> bool:
+    """Whether ``assets/`` holds the truth of ``rbm`` (a shipped model: no Gibbs to run)."""
+    n_samples, steps, seed = _check(rbm, n_samples, steps, 0)
+    return _shipped_truth((model_hash(rbm), n_samples, steps, seed)) is not None
 
 
 def floor_draws(

@@ -16,7 +16,7 @@ import torch
 
 from lsbcore.backends import resolve_device
 from lsbcore.checks import integer
-from lsbcore.rbm.ground_truth import ground_truth, noise_floor
+from lsbcore.rbm.ground_truth import TRUTH_STEPS, ground_truth, noise_floor
 from lsbcore.rbm.mmd import as_spins, hamming_kernel, log_mmd
 from lsbcore.rbm.variants import LABELS, variant
 from lsbcore.samplers.base import uniform_start
@@ -35,7 +35,9 @@ class RBMComparison:
 
     Args:
         truth: ground-truth samples ``[N, n]`` (0/1 or +-1) for the MMD; default
-            ``ground_truth(rbm)``.
+            ``ground_truth(rbm, steps=truth_steps)``.
+        truth_steps: sweeps of exact block Gibbs behind the default truth and the noise floor
+            (``ground_truth.TRUTH_STEPS``; ``affordable_steps(rbm)`` for a large model).
         x0: the shared start ``[n_chains, n]`` of +-1 (default: uniform from ``seed``).
         options: each goes to the samplers whose registry entry lists it (``lr``,
             ``optimizer``, ``hidden``, ...), as ``lsbcore.Comparison`` does; a variant's own
@@ -44,7 +46,7 @@ class RBMComparison:
 
     def __init__(
         self, rbm, labels, n_chains: int, seed: int = 0, device=None, truth=None, x0=None,
-        **options,
+        truth_steps: int = TRUTH_STEPS, **options,
     ):  # fmt: skip
         if not isinstance(rbm, RBM):
             raise ValueError(f"rbm must be an lsbcore RBM, got {type(rbm).__name__}.")
@@ -60,7 +62,11 @@ class RBMComparison:
         seed = integer(seed, "seed", 0, 2**62)
         self.rbm, self.labels, self.n_chains, self.seed = rbm, labels, n_chains, seed
         self.device = resolve_device(device)
-        self.truth = ground_truth(rbm) if truth is None else as_spins(truth, "truth")
+        self.truth_steps = integer(truth_steps, "truth_steps", 0, 10**9)
+        truth_given = truth is not None
+        self.truth = (
+            as_spins(truth, "truth") if truth_given else ground_truth(rbm, steps=self.truth_steps)
+        )
         if self.truth.shape[1] != rbm.n_visible:
             raise ValueError(
                 f"truth must have one column per visible unit ({rbm.n_visible}), got "
@@ -150,5 +156,7 @@ class RBMComparison:
         """``log10 MMD`` of ``n_chains`` exact samples against the truth (the mean of 8
         independent draws; computed once)."""
         if self._floor is None:
-            self._floor = noise_floor(self.rbm, self.n_chains, draws=8, truth=self.truth)
+            self._floor = noise_floor(
+                self.rbm, self.n_chains, draws=8, steps=self.truth_steps, truth=self.truth
+            )
         return self._floor
