@@ -5,7 +5,8 @@ on-disk cache, about 2 s for all of them). ``compile_kernels`` builds every regi
 sampler that needs no loaded function on a 3x3 lattice with the backend ``"auto"`` picks on the
 CPU (the compiled loops where numba is installed) and takes two steps with statistics tracked
 and a trace, and two learning steps where it learns: the argument types real runs use. The
-samplers on any target (``SamplerSpec.batched_only``) run torch steps only and are skipped. Then
+samplers on any target (``SamplerSpec.batched_only``) run torch steps only and are skipped,
+except the RBM's compiled steps (``RBM_STEPS``), taken on a 6-visible RBM. Then
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
 
@@ -24,6 +25,7 @@ import torch
 
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.targets.ising import IsingPosterior
+from lsbcore.targets.rbm import RBM
 
 _compiled = threading.Event()
 _lock = threading.Lock()
@@ -66,6 +68,15 @@ def site_update_rate() -> float | None:
     return _rate[0] if _rate else None
 
 
+# every compiled RBM step, by its block picker (random, sweep and shuffled blocks differ)
+RBM_STEPS = (
+    ("gwg", {}), ("gibbs", {}), ("metropolis", {}),
+    *(("block-gibbs", {"block_size": 2, "blocks": b}) for b in ("random", "sweep", "shuffled")),
+    *(("hamming-ball", {"block_size": 3, "radius": 1, "blocks": b})
+      for b in ("random", "sweep", "shuffled")),
+)  # fmt: skip
+
+
 def _warm_up() -> None:
     target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
     for name, spec in REGISTRY.items():
@@ -77,6 +88,10 @@ def _warm_up() -> None:
         if sampler.learnable:
             sampler.step(2, learn=True, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
         sampler.step(2, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
+    # the RBM's compiled steps (lsbcore.backends.rbm_kernels): "auto" picks them on the CPU
+    rbm = RBM.random(6, 3)
+    for name, options in RBM_STEPS:
+        make_sampler(name, rbm, 2, device="cpu", backend="auto", **options).step(2)
 
 
 def compile_in_background() -> threading.Thread:
