@@ -32,6 +32,7 @@ from lsbcore.learning.balancing_io import (
     load_balancing,
     save_balancing,
 )
+from lsbcore.rbm.mmd import mmd
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import (
     DESCRIPTIONS,
@@ -72,6 +73,7 @@ from lsbcore.targets.rbm import RBM
 from lsbcore.targets.uai import read_uai
 
 __all__ = [
+    "mmd",
     "BACKENDS",
     "REGISTRY",
     "PairwiseMRF",

@@ -11,7 +11,7 @@ from lsbcore.rbm.data import (
     load_binary_data,
 )
 from lsbcore.rbm.experiment import PAPER, PAPER_LABELS, QUICK, gwg_ess, reach_floor
-from lsbcore.rbm.ground_truth import ground_truth, noise_floor
+from lsbcore.rbm.ground_truth import affordable_steps, floor_draws, ground_truth, noise_floor
 from lsbcore.rbm.likelihood import (
     ais_log_partition,
     baseline_log_likelihood,
@@ -23,7 +23,7 @@ from lsbcore.rbm.live import RBMComparison
 from lsbcore.rbm.mmd import log_mmd, mmd
 from lsbcore.rbm.models import MODELS, load_model, read_meta, save_model
 from lsbcore.rbm.train import MAX_TRAINING_SECONDS, Training, progress_bar, train
-from lsbcore.rbm.variants import LABELS, VARIANTS, describe
+from lsbcore.rbm.variants import LABELS, VARIANTS, describe, display_name, evals_per_step
 
 # ``python -m lsbcore.rbm.train`` imports this package, which imports the training module, before
 # runpy runs that module again as ``__main__``; runpy warns about it. The second copy only runs
@@ -47,12 +47,16 @@ __all__ = [
     "VARIANTS",
     "RBMComparison",
     "Training",
+    "affordable_steps",
     "ais_log_partition",
     "baseline_log_likelihood",
     "describe",
     "digits",
+    "display_name",
+    "evals_per_step",
     "exact_log_likelihood",
     "exact_log_partition",
+    "floor_draws",
     "ground_truth",
     "gwg_ess",
     "load_binary_data",
