@@ -220,3 +220,22 @@ def test_too_many_images_are_refused_before_any_is_decoded(monkeypatch):
     archive = zipped({f"{i}.png": b"never decoded" for i in range(3)})
     with pytest.raises(ValueError, match="3 rows; at most 2"):
         load_binary_data(archive, "x.zip")
+
+
+def test_the_refusals_name_values_and_sizes_in_plain_words():
+    """What a person reads: a number (not numpy's repr), sizes in units that fit."""
+    with pytest.raises(ValueError) as refused:
+        load_binary_data(npy(np.array([[0.0, 0.25], [1.0, 0.0]])), "x.npy")
+    assert "(for example 0.25)" in str(refused.value) and "np." not in str(refused.value)
+    bomb = zipped({"a.png": b"\0" * 3_000_000})
+    with pytest.raises(ValueError) as refused:
+        load_binary_data(bomb, "bomb.zip")
+    assert "unpacks to 3.0 MB from " in str(refused.value) and " kB;" in str(refused.value)
+
+
+def test_rows_of_unknown_shape_are_drawn_on_the_most_square_grid():
+    assert data_module.default_layout(36) == (6, 6)
+    assert data_module.default_layout(40) == (5, 8)
+    assert data_module.default_layout(64) == (8, 8)
+    assert data_module.default_layout(37) == (1, 37)  # a prime: one row
+    assert data_module.default_layout(1) == (1, 1)

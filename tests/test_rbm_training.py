@@ -319,3 +319,10 @@ def test_progress_bar_draws_in_place():
     text = stream.getvalue()
     assert text.count("\r") == 2 and "\rfit [##--]  50.0% epoch 1/2" in text
     assert text.endswith("\n") and "[####] 100.0% epoch 2/2" in text
+
+
+def test_rows_without_a_shape_train_a_model_laid_out_on_a_square_grid():
+    rows = (np.random.default_rng(0).random((40, 36)) < 0.5).astype(np.uint8)
+    model = train(rows, 4, epochs=1, seed=0).model
+    assert tuple(model.shape) == (6, 6)
+    assert tuple(train(rows, 4, epochs=1, seed=0, shape=(3, 12)).model.shape) == (3, 12)

@@ -8,6 +8,7 @@ library nor the app needs scikit-learn.
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -86,6 +87,20 @@ def load_binary_data(data: bytes, filename: str) -> tuple[np.ndarray, tuple[int,
     )
 
 
+def _size(n_bytes: int) -> str:
+    """``n_bytes`` in words: "30.0 MB", "29.3 kB", "12 bytes"."""
+    if n_bytes >= 10**6:
+        return f"{n_bytes / 1e6:.1f} MB"
+    return f"{n_bytes / 1e3:.1f} kB" if n_bytes >= 10**3 else f"{n_bytes} bytes"
+
+
+def default_layout(n: int) -> tuple[int, int]:
+    """The most square ``h x w`` grid of ``n`` units (``h <= w``, ``h w = n``) to draw rows of
+    unknown shape: 36 values as 6 x 6, 40 as 5 x 8, a prime count as one row."""
+    h = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0)
+    return h, n // h
+
+
 def _check_size(n_rows: int, n: int) -> None:
     if n_rows < 1 or n < 1:
         raise ValueError("The file holds no data (no rows, or rows of no values).")
@@ -132,7 +147,8 @@ def _from_npy(data: bytes) -> tuple[np.ndarray, tuple[int, int] | None]:
         elif not set(values.tolist()) <= {0, 1}:
             raise ValueError(
                 "The array holds values other than 0 and 1 (for example "
-                f"{values[(values != 0) & (values != 1)][0]!r}); binary data is accepted."
+                f"{float(values[(values != 0) & (values != 1)][0]):.6g}); binary data is "
+                "accepted."
             )
     rows = np.ascontiguousarray(array.reshape(n_rows, n), dtype=np.uint8)
     return rows, (tuple(int(s) for s in shape[1:]) if len(shape) == 3 else None)
@@ -178,8 +194,8 @@ def _from_zip(data: bytes) -> tuple[np.ndarray, tuple[int, int]]:
             info.compress_size, 1
         ):
             raise ValueError(
-                f"{info.filename!r} in the zip unpacks to {info.file_size / 1e6:.1f} MB from "
-                f"{info.compress_size / 1e6:.1f} MB; images of at most "
+                f"{info.filename!r} in the zip unpacks to {_size(info.file_size)} from "
+                f"{_size(info.compress_size)}; images of at most "
                 f"{MAX_IMAGE_BYTES // 10**6} MB, packed at most {MAX_COMPRESSION_RATIO} to 1, "
                 "are accepted."
             )

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer, real
-from lsbcore.rbm.data import MAX_ROWS, MAX_VISIBLE
+from lsbcore.rbm.data import MAX_ROWS, MAX_VISIBLE, default_layout
 from lsbcore.rbm.likelihood import (
     MAX_EXACT_UNITS,
     as_visible,
@@ -95,7 +95,7 @@ def train(
     ``W``, ``k`` block Gibbs steps per update on ``n_persistent`` chains (default: the batch
     size). ``progress(done_fraction, message)`` is called after every update; returning False
     stops training (``Training.stopped`` says so), as does ``max_seconds``. ``shape`` lays the
-    visible units out for drawing."""
+    visible units out for drawing (default: ``data.default_layout``, the most square grid)."""
     visible = _check_data(data)
     n_rows, n = visible.shape
     n_hidden = integer(n_hidden, "n_hidden", 1, MAX_HIDDEN)
@@ -114,7 +114,7 @@ def train(
         max_seconds = real(max_seconds, "max_seconds", 0.0, MAX_TRAINING_SECONDS)
     if progress is not None and not callable(progress):
         raise ValueError("progress must be a function (done_fraction, message) or None.")
-    shape = check_layout(shape, n, "visible units")
+    shape = check_layout(default_layout(n) if shape is None else shape, n, "visible units")
 
     generator = torch.Generator().manual_seed(seed)
     W = torch.randn(n_hidden, n, generator=generator, dtype=torch.float64) * INITIAL_WEIGHT_STD
