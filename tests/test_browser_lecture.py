@@ -164,8 +164,11 @@ def test_presentation_mode_from_a_link(browser, server):
                        return s ? s.getBoundingClientRect().right : 0; }"""
         )
         assert right <= 1, right
-        size = page.evaluate("getComputedStyle(document.documentElement).fontSize")
-        assert size == "19px"
+        # the lecture's type size: its style arrives with the page's elements, a moment after
+        # the sidebar has collapsed on a busy machine
+        page.wait_for_function(
+            "() => getComputedStyle(document.documentElement).fontSize === '19px'", timeout=10_000
+        )
         expect(page.get_by_text("What you are seeing.").first).to_be_visible()
 
         # Space runs, Space pauses, S takes exactly one step
