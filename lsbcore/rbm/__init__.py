@@ -10,7 +10,7 @@ from lsbcore.rbm.data import (
     digits,
     load_binary_data,
 )
-from lsbcore.rbm.experiment import PAPER, PAPER_LABELS, QUICK, gwg_ess, reach_floor
+from lsbcore.rbm.experiment import gwg_ess, reach_floor
 from lsbcore.rbm.ground_truth import affordable_steps, floor_draws, ground_truth, noise_floor
 from lsbcore.rbm.likelihood import (
     ais_log_partition,
@@ -22,6 +22,7 @@ from lsbcore.rbm.likelihood import (
 from lsbcore.rbm.live import RBMComparison
 from lsbcore.rbm.mmd import log_mmd, mmd
 from lsbcore.rbm.models import MODELS, load_model, read_meta, save_model
+from lsbcore.rbm.protocol import PAPER, PAPER_LABELS, QUICK
 from lsbcore.rbm.train import MAX_TRAINING_SECONDS, Training, progress_bar, train
 from lsbcore.rbm.variants import LABELS, VARIANTS, describe, display_name, evals_per_step
 

@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lsbcore.rbm.experiment import FLOOR_DRAWS, PAPER_LABELS, _count, _labels
+from lsbcore.rbm.experiment import FLOOR_DRAWS, _count, _labels
 from lsbcore.rbm.ground_truth import floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
+from lsbcore.rbm.protocol import PAPER_LABELS
 from lsbcore.rbm.variants import display_name
 
 __all__ = ["GROWTH", "main", "time_to_floor"]

@@ -34,6 +34,8 @@ from arviz_stats.base import array_stats
 
 from lsbcore.rbm.ground_truth import TRUTH_SAMPLES, TRUTH_STEPS, floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
+from lsbcore.rbm.protocol import PAPER, PAPER_LABELS, QUICK
+from lsbcore.rbm.report import section, summary, write_section
 from lsbcore.rbm.variants import LABELS
 from lsbcore.targets.rbm import RBM
 
@@ -49,11 +51,6 @@ __all__ = [
     "run",
 ]
 
-PAPER = {"burn_in": 24_000, "steps": 120_000, "chains": 16}  # appendix D, RBM
-QUICK = {"burn_in": 300, "steps": 1_500, "chains": 16}  # about a minute on 2 cores
-#: The samplers of the paper's Figure 4 (section 5.2) and Figures 8-9 (appendix F).
-PAPER_LABELS = ("flsb1", "flsb2", "gwg", "gibbs-2", "gibbs-4", "gibbs-10", "hb-10-1",
-                "hb-10-2", "hb-10-3")  # fmt: skip
 FLOOR_DRAWS = 20  # independent exact draws for the floor's mean and spread
 # Chain states kept for the ESS (int8): at most this many numbers per sampler, thinned evenly
 MAX_KEPT_VALUES = 8_000_000
@@ -354,8 +351,6 @@ def main(argv=None) -> int:
         "optimizer": args.optimizer,
         "threads": args.threads,
     }
-    from lsbcore.rbm.report import section, summary, write_section
-
     if not args.quiet:
         print(summary(results), file=sys.stderr, flush=True)
     if args.out is not None:

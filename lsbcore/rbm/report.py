@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lsbcore.rbm.experiment import PAPER
+from lsbcore.rbm.protocol import PAPER
 from lsbcore.rbm.variants import display_name
 
 __all__ = ["BEGIN", "END", "PAPER_TABLE4", "keep_section", "section", "summary", "write_section"]

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer, real
-from lsbcore.rbm.data import MAX_ROWS, MAX_VISIBLE, default_layout
+from lsbcore.rbm.data import MAX_FILE_BYTES, MAX_ROWS, MAX_VISIBLE, default_layout
 from lsbcore.rbm.likelihood import (
     MAX_EXACT_UNITS,
     as_visible,
@@ -240,44 +240,30 @@ def main(argv: list[str] | None = None) -> int:
     # the matrices are small: one thread is as fast, far faster on a busy machine, and gives
     # the shipped models bit for bit (assets/make_digits.py trains on one thread too)
     torch.set_num_threads(1)
+    settings = dict(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, k=args.k,
+        n_persistent=args.persistent, seed=args.seed,
+    )  # fmt: skip
     try:
         if args.data in ("digits-8x8", "digits-16x16"):
             size = 8 if args.data == "digits-8x8" else 16
             rows, shape = digits(size)[0], (size, size)
         else:
-            with open(args.data, "rb") as handle:
-                rows, shape = load_binary_data(handle.read(), args.data)
+            with open(args.data, "rb") as handle:  # one byte past the cap: refused, not read
+                rows, shape = load_binary_data(handle.read(MAX_FILE_BYTES + 1), args.data)
         result = train(
-            rows,
-            args.hidden,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            k=args.k,
-            n_persistent=args.persistent,
-            seed=args.seed,
-            max_seconds=args.max_seconds,
-            progress=progress_bar(),
-            shape=shape,
-        )
+            rows, args.hidden, max_seconds=args.max_seconds, progress=progress_bar(),
+            shape=shape, **settings,
+        )  # fmt: skip
+        if result.stopped:
+            print(f"\n{result.stopped}", file=sys.stderr)
+        save_model(
+            result.model, args.out, data=args.data, hidden=args.hidden, stopped=result.stopped,
+            **settings,
+        )  # fmt: skip
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if result.stopped:
-        print(f"\n{result.stopped}", file=sys.stderr)
-    save_model(
-        result.model,
-        args.out,
-        data=args.data,
-        hidden=args.hidden,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        k=args.k,
-        n_persistent=args.persistent,
-        seed=args.seed,
-        stopped=result.stopped,
-    )
     if result.history:
         last = result.history[-1]
         print(
