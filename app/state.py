@@ -178,6 +178,23 @@ def _pause_all_runs() -> None:
             log.exception("could not pause a run at exit")
 
 
+def _on_a_device(cfg: Config, make) -> tuple[object, list[str]]:
+    """``make(device)`` on the configured device, falling back to the CPU when CUDA is absent
+    or fails (out of memory, driver errors); the messages say so."""
+    messages: list[str] = []
+    device = None if cfg.device == "auto" else cfg.device
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        messages.append("No CUDA GPU is available here; running on the CPU instead.")
+        device = "cpu"
+    try:
+        return make(device), messages
+    except RuntimeError as err:
+        if resolve_device(device).type == "cpu":
+            raise
+        messages.append(f"The GPU failed ({str(err)[:120]}); running on the CPU instead.")
+        return make("cpu"), messages
+
+
 def build_run(
     cfg: Config,
     problem: lsbcore.Problem,
@@ -189,11 +206,6 @@ def build_run(
     ``balancing`` is the imported learned function for the "learned" sampler (required when
     ``cfg.samplers`` lists it).
     """
-    messages: list[str] = []
-    device = None if cfg.device == "auto" else cfg.device
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        messages.append("No CUDA GPU is available here; running on the CPU instead.")
-        device = "cpu"
     options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
     if any(lsbcore.REGISTRY[n].needs_balancing for n in cfg.samplers):
         options["balancing"] = balancing
@@ -211,13 +223,7 @@ def build_run(
             **options,
         )
 
-    try:
-        comparison = make(device)
-    except RuntimeError as err:  # CUDA out of memory, driver errors, ...
-        if resolve_device(device).type == "cpu":
-            raise
-        messages.append(f"The GPU failed ({str(err)[:120]}); running on the CPU instead.")
-        comparison = make("cpu")
+    comparison, messages = _on_a_device(cfg, make)
     run = Run(
         config=cfg,
         problem=problem,
@@ -235,11 +241,6 @@ def build_rbm_run(cfg: Config, rbm, name: str) -> tuple[Run, list[str]]:
     from lsbcore.rbm.ground_truth import TRUTH_STEPS, affordable_steps, is_shipped
     from lsbcore.rbm.live import RBMComparison
 
-    messages: list[str] = []
-    device = None if cfg.device == "auto" else cfg.device
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        messages.append("No CUDA GPU is available here; running on the CPU instead.")
-        device = "cpu"
     options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
     # a shipped model's truth is read from assets/; the user's own is drawn now, within a budget
     steps = TRUTH_STEPS if is_shipped(rbm) else affordable_steps(rbm)
@@ -250,13 +251,7 @@ def build_rbm_run(cfg: Config, rbm, name: str) -> tuple[Run, list[str]]:
             **options,
         )  # fmt: skip
 
-    try:
-        comparison = make(device)
-    except RuntimeError as err:  # CUDA out of memory, driver errors, ...
-        if resolve_device(device).type == "cpu":
-            raise
-        messages.append(f"The GPU failed ({str(err)[:120]}); running on the CPU instead.")
-        comparison = make("cpu")
+    comparison, messages = _on_a_device(cfg, make)
     run = Run(
         config=cfg,
         problem=rbm_run.RBMProblem(name=name, target=rbm),

@@ -621,6 +621,25 @@ def test_a_gpu_that_fails_while_building_falls_back_to_the_cpu(monkeypatch):
     assert messages and "The GPU failed (CUDA error: out of memory)" in messages[0]
 
 
+def test_an_rbm_run_falls_back_to_the_cpu_as_the_ising_run_does(monkeypatch):
+    import lsbcore.rbm.live as rbm_live
+    from lsbcore.rbm import load_model
+
+    real = rbm_live.RBMComparison
+
+    def flaky(*args, device=None, **kwargs):
+        if device != "cpu":
+            raise RuntimeError("CUDA error: out of memory")
+        return real(*args, device=device, **kwargs)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(rbm_live, "RBMComparison", flaky)
+    cfg = replace(cfgmod.Config(), target="digits-8x8", samplers=("gwg",), chains=2, device="cuda")
+    run, messages = state.build_rbm_run(cfg, load_model("digits-8x8"), "digits 8 x 8")
+    assert run.comparison.device.type == "cpu" and run.device_label == "CPU"
+    assert messages and "The GPU failed (CUDA error: out of memory)" in messages[0]
+
+
 def test_an_unexpected_failure_shows_a_sentence_not_a_traceback(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
