@@ -69,6 +69,10 @@ class Comparison:
         self.device = resolve_device(device)
         if x0 is None:
             x0 = uniform_start(target.shape, n_chains, seed)
+        # chains at zero mass are moved inside the support first, where the target can do it
+        x0, self.start_moves = _into_support(target, x0, n_chains, seed)
+        #: one sentence for the page when chains were moved before sampling, else None
+        self.start_note = None if self.start_moves is None else self.start_moves.sentence()
         self.target, self.n_chains, self.thin, self.truth = target, n_chains, thin, truth
         self.samplers: dict[str, ChainSampler] = {}
         for name in names:
@@ -231,3 +235,23 @@ class Comparison:
                 )
             if self.phase == "mixing":
                 self.marginals[name].update(x)
+
+
+def _into_support(target, x0, n_chains: int, seed: int):
+    """The shared start with its chains at zero mass moved to positive mass by the target's
+    ``into_support`` (and what moved), or ``x0`` unchanged with None where nothing is at zero
+    mass, the target cannot move chains, or ``x0`` is malformed (the samplers refuse it)."""
+    if not callable(getattr(target, "into_support", None)) or not isinstance(n_chains, int):
+        return x0, None
+    x = torch.as_tensor(x0, dtype=torch.float64)
+    shape = tuple(target.shape)
+    if tuple(x.shape) == shape:
+        x = x.unsqueeze(0).expand(n_chains, *shape)
+    if tuple(x.shape) not in ((n_chains, *shape), (n_chains, target.n_sites)):
+        return x0, None
+    if not bool(((x == 1) | (x == -1)).all()) or bool(torch.isfinite(target.log_prob(x)).all()):
+        return x0, None
+    # its own stream, so the repair does not replay the uniform start's draws
+    generator = torch.Generator().manual_seed((int(seed) * 2_654_435_761 + 1) % 2**63)
+    moved, moves = target.into_support(x.clone(), generator)
+    return moved, moves

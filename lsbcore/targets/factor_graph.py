@@ -47,6 +47,42 @@ START_NOISE = 0.2
 
 
 @dataclass(frozen=True)
+class SupportMoves:
+    """What ``FactorGraph.into_support`` did: the chains it ``moved`` (those at zero mass, in
+    order), the repairing ``flips`` each of them took (restarts' flips included), those that
+    ``restarted`` from fresh draws and those that took another chain's state (``donated``)."""
+
+    moved: tuple[int, ...]
+    flips: tuple[int, ...]
+    restarted: tuple[int, ...]
+    donated: tuple[int, ...]
+    n_chains: int
+
+    def sentence(self) -> str | None:
+        """One sentence for a page, or None when no chain moved."""
+        if not self.moved:
+            return None
+        k, n = len(self.moved), self.n_chains
+        where = "chain" if k == 1 else "chains"
+        each = "it was" if k == 1 else "each was"
+        mean = sum(self.flips) / k
+        how = f"greedy repair ({mean:.3g} flips on average)"
+        if k == 1:
+            how = f"greedy repair ({self.flips[0]} flips)"
+        others = []
+        if self.restarted:
+            others.append(f"{len(self.restarted)} after a restart from fresh draws")
+        if self.donated:
+            others.append(f"{len(self.donated)} by taking a state another chain found")
+        extra = f" ({'; '.join(others)})" if others else ""
+        return (
+            f"{k} of {n} {where} started where p~ = 0 (a hard zero of the network); {each} moved "
+            f"to a state of positive probability by {how}{extra} before sampling began, and "
+            "those moves are not counted as steps or evaluations."
+        )
+
+
+@dataclass(frozen=True)
 class _Arity:
     """The factors of one arity ``k``, laid out for gathers (``F`` factors)."""
 
@@ -211,7 +247,13 @@ class FactorGraph(Target):
             if not bool(stuck.any()):
                 return x
             fresh = self._sequential(_uniform(n_chains, self.n_sites, generator), generator)
-            x = self._repair(torch.where(stuck, fresh, x), generator, flips)
+            x = self._repair(torch.where(stuck, fresh, x), generator, flips)[0]
+        return self._from_donors(x, flips)[0]
+
+    def _from_donors(self, x: torch.Tensor, flips: int):
+        """``x`` with each chain still at zero mass given, in turn, a state that another chain
+        found, and which chains took one; a ValueError if no chain found one."""
+        n_chains = len(x)
         _, zeros = self._scores(x)
         found = (zeros == 0).nonzero().flatten()
         if len(found) == 0:
@@ -223,7 +265,44 @@ class FactorGraph(Target):
             )
         # chains that found nothing start from the states others found, in turn
         donor = found[torch.arange(n_chains, device=x.device) % len(found)]
-        return torch.where((zeros > 0).unsqueeze(1), x[donor], x)
+        return torch.where((zeros > 0).unsqueeze(1), x[donor], x), zeros > 0
+
+    def into_support(self, x: torch.Tensor, generator: torch.Generator):
+        """States ``x`` ``[B, *shape]`` with every chain at zero mass moved to positive mass.
+
+        Chains where ``p~(x) > 0`` are kept as they are. Each chain at zero mass is repaired
+        greedily from its own state (``start``'s min-conflict flips, counted); a chain the repair
+        does not bring to positive mass restarts (``start``'s index-order draws and repair), and
+        one still at zero mass after every restart takes a state another chain found. Returns
+        the new states (shape of ``x``) and a ``SupportMoves`` saying what happened to each."""
+        flat = self._flat(x).clone()
+        n_chains = len(flat)
+        at_zero = self._scores(flat)[1] > 0
+        flips_used = torch.zeros(n_chains, dtype=torch.long, device=flat.device)
+        restarted = torch.zeros(n_chains, dtype=torch.bool, device=flat.device)
+        donated = torch.zeros(n_chains, dtype=torch.bool, device=flat.device)
+        if bool(at_zero.any()):
+            budget = START_FLIPS_PER_VARIABLE * self.n_sites + 10
+            flat, flips_used = self._repair(flat, generator, budget)
+            for _ in range(START_RESTARTS):
+                stuck = self._scores(flat)[1] > 0
+                if not bool(stuck.any()):
+                    break
+                restarted |= stuck
+                fresh = self._sequential(_uniform(n_chains, self.n_sites, generator), generator)
+                flat = torch.where(stuck.unsqueeze(1), fresh, flat)
+                flat, more = self._repair(flat, generator, budget)
+                flips_used = flips_used + more
+            else:
+                flat, donated = self._from_donors(flat, budget)
+        moves = SupportMoves(
+            moved=tuple(int(c) for c in at_zero.nonzero().flatten()),
+            flips=tuple(int(flips_used[c]) for c in at_zero.nonzero().flatten()),
+            restarted=tuple(int(c) for c in restarted.nonzero().flatten()),
+            donated=tuple(int(c) for c in donated.nonzero().flatten()),
+            n_chains=n_chains,
+        )
+        return flat.reshape(x.shape), moves
 
     def _sequential(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """``x`` with each variable redrawn in index order from the factors whose last variable
@@ -264,15 +343,18 @@ class FactorGraph(Target):
             self._completion = sorted(by_last.items())
         return self._completion
 
-    def _repair(self, x: torch.Tensor, generator: torch.Generator, flips: int) -> torch.Tensor:
-        """Up to ``flips`` min-conflict flips of every chain at zero mass (see ``start``)."""
+    def _repair(self, x: torch.Tensor, generator: torch.Generator, flips: int):
+        """Up to ``flips`` min-conflict flips of every chain at zero mass (see ``start``): the
+        states, and the flips each chain took ``[B]``."""
         n_chains = len(x)
         chains = torch.arange(n_chains, device=x.device)
+        taken = torch.zeros(n_chains, dtype=torch.long, device=x.device)
         for _ in range(flips):
             _, zeros, _, d_zeros = self._flip_scores(x)
             stuck = zeros > 0
             if not bool(stuck.any()):
                 break
+            taken += stuck.long()
             noise = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
             best = (d_zeros + 0.5 * noise).argmin(1)  # fewest zero-mass factors, random ties
             violated = self._violated_counts(x)
@@ -283,7 +365,7 @@ class FactorGraph(Target):
             flipped = x.clone()
             flipped[chains, site] = -flipped[chains, site]
             x = torch.where(stuck.unsqueeze(1), flipped, x)
-        return x
+        return x, taken
 
     def _violated_counts(self, flat: torch.Tensor) -> torch.Tensor:
         """Per variable, the number of zero-mass factors it belongs to ``[B, n]``."""
@@ -420,4 +502,4 @@ def _group(scopes, tables) -> list[_Arity]:
     return groups
 
 
-__all__ = ["FactorGraph"]
+__all__ = ["FactorGraph", "SupportMoves"]
