@@ -70,8 +70,11 @@ def test_every_sampler_is_listed_and_described():
         "gwg",
         "pas",
         "dmala",
+        "lsb2-monotone",
     )
-    assert KERNEL_SAMPLERS == SAMPLERS[:10] == APP_SAMPLERS
+    # LSB 2' runs the pairwise sampler's torch steps, off the Ising page (app=False)
+    assert KERNEL_SAMPLERS == (*SAMPLERS[:10], "lsb2-monotone")
+    assert SAMPLERS[:10] == APP_SAMPLERS
     assert set(DESCRIPTIONS) == set(SAMPLERS)
     assert "Gibbs-with-Gradients" in DESCRIPTIONS["sqrt"]  # spec 2: say so, do not duplicate
 

@@ -63,6 +63,10 @@ class Balancing(nn.Module):
             s = s.to(param.device)
         return torch.exp(self.log_g(s)).cpu().numpy()
 
+    def project_(self) -> None:
+        """Put the parameters back into their allowed set after an optimiser step (projected
+        gradient); nothing to do for functions whose every parameter value is allowed."""
+
     def frozen(self) -> Balancing:
         """Stop gradients through the parameters (sampling after burn-in)."""
         for p in self.parameters():
@@ -259,8 +263,11 @@ class NetworkBalancing(Balancing):
             return float((self.log_g(s) - target).abs().max())
 
 
-def make_balancing(name: str, hidden: int = 10, seed: int = 0) -> Balancing:
-    """A fresh balancing function: a fixed one, LSB 1 at equal weights or LSB 2 near sqrt."""
+def make_balancing(
+    name: str, hidden: int = 10, seed: int = 0, groups: int = 20, units: int = 20
+) -> Balancing:
+    """A fresh balancing function: a fixed one, LSB 1 at equal weights, LSB 2 near sqrt or
+    LSB 2' (``"lsb2-monotone"``, ``groups`` x ``units`` min-max network) near sqrt."""
     if name in FIXED:
         return FixedBalancing(name)
     if name == "lsb1":
@@ -270,17 +277,32 @@ def make_balancing(name: str, hidden: int = 10, seed: int = 0) -> Balancing:
         net = NetworkBalancing(hidden=hidden, generator=generator)
         net.fit_sqrt()
         return net
+    if name == "lsb2-monotone":
+        from lsbcore.learning.monotone import MonotoneBalancing  # it builds on Balancing
+
+        generator = torch.Generator().manual_seed(int(seed))
+        monotone = MonotoneBalancing(groups=groups, units=units, generator=generator)
+        monotone.fit_sqrt()
+        return monotone
     raise ValueError(
-        f"unknown balancing function {name!r}; choose one of {FIXED + ('lsb1', 'lsb2')}."
+        f"unknown balancing function {name!r}; choose one of "
+        f"{FIXED + ('lsb1', 'lsb2', 'lsb2-monotone')}."
     )
 
 
-def sampler_balancing(kind: str, hidden: int = 10, seed: int = 0, balancing=None) -> Balancing:
+def sampler_balancing(
+    kind: str,
+    hidden: int = 10,
+    seed: int = 0,
+    balancing=None,
+    groups: int = 20,
+    units: int = 20,
+) -> Balancing:
     """The balancing function a sampler of registry kind ``kind`` starts with: a fixed
-    function's or LSB 1's or 2's (``make_balancing``), or for ``"learned"`` the loaded
+    function's, LSB 1's, LSB 2's or LSB 2' (``make_balancing``), or for ``"learned"`` the loaded
     ``balancing``, frozen."""
     if kind != "learned":
-        return make_balancing(kind, hidden=hidden, seed=seed)
+        return make_balancing(kind, hidden=hidden, seed=seed, groups=groups, units=units)
     if not isinstance(balancing, Balancing):
         raise ValueError(
             "the 'learned' sampler needs balancing=lsbcore.load_balancing(path_or_dict)."

@@ -450,6 +450,7 @@ class BatchedBalancedSampler(BatchedSampler):
             )
         with torch.no_grad():
             self._optimizer.step()
+            self.balancing.project_()  # LSB 2' keeps its slopes in [0, 1]
             self._guard(loss)
             accept = ~dead & (torch.log(u[1]) < accept_log_a)
             self._last = {
@@ -608,10 +609,15 @@ def _gap(cached: torch.Tensor, exact: torch.Tensor) -> float:
 
 def balanced_builder(kind: str, ratios: str = "exact"):
     """The registry's ``build_any`` for a balanced sampler: ``kind`` is a fixed function's name,
-    ``"lsb1"``, ``"lsb2"`` or ``"learned"`` (a loaded function, ``balancing=``, frozen)."""
+    ``"lsb1"``, ``"lsb2"``, ``"lsb2-monotone"`` or ``"learned"`` (a loaded function,
+    ``balancing=``, frozen)."""
 
-    def build(target, n_chains, hidden=10, balancing=None, name=None, **common):
-        balancing = sampler_balancing(kind, hidden, common.get("seed", 0), balancing)
+    def build(
+        target, n_chains, hidden=10, groups=20, units=20, balancing=None, name=None, **common
+    ):
+        balancing = sampler_balancing(
+            kind, hidden, common.get("seed", 0), balancing, groups=groups, units=units
+        )
         default = kind if ratios == "exact" else f"f{kind}"
         return BatchedBalancedSampler(
             target, n_chains, balancing, ratios=ratios, name=name or default, **common

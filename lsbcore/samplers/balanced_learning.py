@@ -205,6 +205,7 @@ class BalancedLearning:
         self.eta_raw.grad = grad_eta_raw
         with torch.no_grad():
             self._optimizer.step()
+            self.balancing.project_()  # LSB 2' keeps its slopes in [0, 1]
             self._parameter_writes += 1  # fused Adam leaves the version counters alone
             # one check: a non-finite loss or gradient leaves non-finite parameters or loss
             params = torch.nn.utils.parameters_to_vector(self._learned_params())

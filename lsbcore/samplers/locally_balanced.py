@@ -76,10 +76,29 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
         self._cache_stale = False
         self.history = LearningHistory()
         super().__init__(target, n_chains, **common)
+        self._torch_without_kernel(common.get("backend", "auto"))
         self.balancing.to(self.device)
         self._ready = True
         self._setup_learning(lr, optimizer, restart_prob, objective)
         self._renormalise()
+
+    # ----------------------------------------------------------------- backend
+    def set_backend(self, backend: str) -> None:
+        super().set_backend(backend)
+        self._torch_without_kernel(backend)
+
+    def _torch_without_kernel(self, asked: str) -> None:
+        """A balancing function the compiled kernels do not know (LSB 2') takes torch steps:
+        ``"auto"`` resolves to torch for it, and ``"compiled"`` asked for is refused."""
+        if self.backend != "compiled" or self._kernel_function() is not None:
+            return
+        if asked == "compiled":
+            raise ValueError(
+                f"the {self.name!r} sampler has no compiled steps: the compiled kernels know "
+                "the fixed functions, LSB 1 and LSB 2, not its balancing function "
+                f"{self.balancing.name!r}; use backend='torch' or 'auto' (which runs torch)."
+            )
+        self.backend = "torch"
 
     # ----------------------------------------------------------------- cache
     def _padded_width(self) -> int:

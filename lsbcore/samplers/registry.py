@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lsbcore.learning.balancing import FIXED, sampler_balancing
+from lsbcore.learning.monotone import MAX_GROUPS, MAX_UNITS
 from lsbcore.learning.objective import OBJECTIVES
 from lsbcore.samplers.balanced_batched import balanced_builder
 from lsbcore.samplers.batched import refusal as _missing_sentence
@@ -146,11 +147,17 @@ LEARN_OPTIONS = (
     ),
 )
 HIDDEN = Option("hidden", 10, 1, 256, help="LSB 2's hidden width")
+MONOTONE_SHAPE = (
+    Option("groups", 20, 1, MAX_GROUPS, help="LSB 2': groups K of the min-max network"),
+    Option("units", 20, 1, MAX_UNITS, help="LSB 2': linear units J per group"),
+)
 
 
 def _balanced(kind: str):
-    def build(target, n_chains, hidden=10, balancing=None, **common):
-        balancing = sampler_balancing(kind, hidden, common["seed"], balancing)
+    def build(target, n_chains, hidden=10, groups=20, units=20, balancing=None, **common):
+        balancing = sampler_balancing(
+            kind, hidden, common["seed"], balancing, groups=groups, units=units
+        )
         return LocallyBalancedSampler(target, n_chains, balancing, name=kind, **common)
 
     return build
@@ -306,6 +313,20 @@ register(
         (Option("step_size", 0.2, MIN_STEP_SIZE, MAX_STEP_SIZE,
                 help="alpha, the Langevin step size (the paper's, on {0, 1} coordinates)"),),
         sites_per_step="all", family="gradient", needs=GRADIENT, build_any=DiscreteLangevin,
+        app=False,
+    )
+)  # fmt: skip
+
+# LSB 2' (the arXiv version's monotone network): pairwise targets get the pairwise sampler's
+# torch steps (no compiled or device kernel knows its function). app=False: the dashboard's
+# networks page names it itself
+register(
+    SamplerSpec(
+        "lsb2-monotone", "LSB 2'",
+        "LSB 2': learned function g(t) = min{h(t), t h(1/t)}, h a monotone min-max network "
+        "(slopes of log h in [0, 1]: g is balanced and increasing by construction; torch steps)",
+        "#17BECF", _balanced("lsb2-monotone"), (*LEARN_OPTIONS, *MONOTONE_SHAPE),
+        learnable=True, family="learned", build_any=balanced_builder("lsb2-monotone"),
         app=False,
     )
 )  # fmt: skip
