@@ -4,13 +4,14 @@ a round trip through the format, and every refusal with the line it names."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
 
 from lsbcore.exact.states import all_states
 from lsbcore.targets.factor_graph import FactorGraph
-from lsbcore.targets.uai import read_uai
+from lsbcore.targets.uai import MAX_UPLOAD_BYTES, read_uai, read_uai_upload
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -190,3 +191,120 @@ def test_a_malformed_file_on_disk_names_its_line_too(tmp_path):
 def test_what_is_not_a_model_file_is_refused_in_a_sentence(source, message):
     with pytest.raises(ValueError, match=message):
         read_uai(source)
+
+
+# ----------------------------------------------------------------- hostile files (issue 25)
+def test_hostile_wrong_counts_are_refused_in_a_sentence():
+    """More or fewer factors, variables or table entries than the file holds."""
+    cases = [
+        # 4 factors declared, 3 given: the reader takes the first table for the fourth scope
+        (with_line(MARKOV, 4, "4"), r"^line 10 .*scope of factor 3 must be a whole number"),
+        # 2 declared, 3 given: the third scope is read as the first table
+        (with_line(MARKOV, 4, "2"), r"^line 7 .*table of factor 0 has 3 entries; its scope of 1 "),
+        # 4 variables declared, 3 cardinalities given: the factor count is read as one
+        (with_line(MARKOV, 2, "4"), r"^line 4 .*variable 3 has 3 values; only binary"),
+        # 2 declared, 3 used: a scope names a variable beyond them
+        (with_line(MARKOV, 2, "2"), r"^line 6 .*scope of factor 0 must be between 0 and 1, got 2"),
+        (with_line(MARKOV, 9, "3"), r"^line 9 .*table of factor 0 has 3 entries; .* 2\^1 = 2"),
+        (with_line(MARKOV, 11, "5"), r"^line 11 .*table of factor 1 has 5 entries; .* 2\^2 = 4"),
+    ]
+    for text, message in cases:
+        with pytest.raises(ValueError, match=message):
+            read_uai(text)
+
+
+def test_hostile_truncated_files_are_refused_at_every_cut():
+    """Every prefix of a valid file (cut after each token) is refused in a sentence that says
+    where it ends, never another exception."""
+    tokens = MARKOV.split()
+    for cut in range(1, len(tokens)):
+        with pytest.raises(ValueError, match=r"^the UAI file ends at line \d+ before "):
+            read_uai(" ".join(tokens[:cut]))
+    for cut in range(1, len(tokens)):  # the upload path too, as bytes
+        with pytest.raises(ValueError, match=r"ends at line"):
+            read_uai_upload("\n".join(tokens[:cut]).encode(), "cut.uai")
+
+
+def test_hostile_cardinality_3_is_refused_in_a_sentence():
+    text = with_line(MARKOV, 3, "2 2 3")
+    with pytest.raises(ValueError, match=r"^line 3 .*variable 2 has 3 values; only binary"):
+        read_uai(text)
+    with pytest.raises(ValueError, match=r"variable 2 has 3 values"):
+        read_uai_upload(text.encode(), "three.uai")
+
+
+def test_hostile_a_billion_variables_declared_is_refused_at_once():
+    """10^9 variables declared (a small file): refused at the count, before anything is sized
+    by it."""
+    text = "MARKOV\n1000000000\n" + "2 " * 10 + "\n0\n"
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"^line 2 .*number of variables must be between 1 and"):
+        read_uai(text)
+    with pytest.raises(ValueError, match=r"got 1,000,000,000"):
+        read_uai_upload(text.encode(), "huge.uai")
+    assert time.perf_counter() - start < 1.0
+    with pytest.raises(ValueError, match=r"number of factors must be between 0 and 1,000,000"):
+        read_uai("MARKOV\n1\n2\n1000000000\n")
+
+
+@pytest.mark.parametrize("entry", ["-0.5", "-1e-300", "-inf"])
+def test_hostile_tables_with_negative_entries_are_refused_in_a_sentence(entry):
+    text = with_line(MARKOV, 12, f" 1.0 {entry}")
+    pattern = (
+        rf"^line 12 of the UAI file: entry 2 of the table of factor 1 (is {entry}; entries must "
+        r"be finite and non-negative|must be a number)"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        read_uai(text)
+    with pytest.raises(ValueError, match=pattern):
+        read_uai_upload(text.encode(), "negative.uai")
+
+
+@pytest.mark.parametrize("entry", ["nan", "NaN", "-nan", "NAN"])
+def test_hostile_tables_with_nan_entries_are_refused_in_a_sentence(entry):
+    text = with_line(MARKOV, 13, f" 3.0 {entry}")
+    pattern = r"^line 13 of the UAI file: entry 4 of the table of factor 1 must be a number"
+    with pytest.raises(ValueError, match=pattern):
+        read_uai(text)
+    with pytest.raises(ValueError, match=pattern):
+        read_uai_upload(text.encode(), "nan.uai")
+
+
+def test_an_upload_is_read_and_described_in_a_sentence():
+    model = read_uai_upload(MARKOV.encode(), "three.uai")
+    assert model.n_zero_entries == 1 and model.n_factors == 3
+    assert model.describe() == (
+        "a MARKOV network of 3 binary variables and 3 factors, 1 of its 14 table entries zero"
+    )
+    graph = model.factor_graph()
+    assert same_scores(graph, FactorGraph.from_uai(MARKOV))
+    no_zero = read_uai_upload(BAYES.replace("0.0 1.0", "0.5 0.5").encode(), "b.uai")
+    assert no_zero.describe().endswith("3 factors, none of its table entries zero")
+    assert no_zero.describe().startswith("a BAYES network of 3 binary variables")
+
+
+@pytest.mark.parametrize(
+    "data, name, message",
+    [
+        (b"MARKOV\n" + b" " * MAX_UPLOAD_BYTES, "big.uai", r"holds 4.0 MB; at most 4.0 MB"),
+        (b"", "empty.uai", r"the upload 'empty.uai' is empty"),
+        (b"   \n", "blank.uai", r"is empty"),
+        (b"\xff\xfe\x00", "binary.uai", r"is not UTF-8 text"),
+        (b"3\n2 2 2\n", "typeless.uai", r"does not begin with a model type, MARKOV or BAYES"),
+        ("MARKOV\n1\n2\n0\n", "text.uai", r"must be given as bytes, got str"),
+        (b"MARKOV\n1\n2\n0\n", 7, r"name must be the upload's file name"),
+    ],
+)
+def test_a_bad_upload_is_refused_in_a_sentence(data, name, message):
+    with pytest.raises(ValueError, match=message):
+        read_uai_upload(data, name)
+
+
+def test_the_upload_cap_fits_the_competitions_networks():
+    """A 10 x 10 grid network written as a BAYES file is a few kB, far below the cap."""
+    from lsbcore.networks.presets import preset
+
+    text = write_uai(preset("mn1"))
+    assert len(text.encode()) < MAX_UPLOAD_BYTES / 100
+    model = read_uai_upload(text.encode(), "mn1.uai")
+    assert model.n_variables == 100 and model.n_factors == 100

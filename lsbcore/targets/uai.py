@@ -40,6 +40,9 @@ MAX_ARITY = 16
 MAX_FACTORS = 1_000_000
 #: Largest file read (the competition's largest binary networks are a few MB).
 MAX_UAI_BYTES = 256 * 2**20
+#: Largest upload read (the app): the competition's 100-variable grids are a few kB, and the
+#: reader keeps each whitespace-separated token with its line (about 60 bytes a token).
+MAX_UPLOAD_BYTES = 4 * 2**20
 
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -54,11 +57,81 @@ class UAIModel:
     scopes: tuple[tuple[int, ...], ...]
     log_tables: tuple[torch.Tensor, ...]  # [2^k] float64 each, -inf where the entry is 0
 
+    @property
+    def n_factors(self) -> int:
+        return len(self.scopes)
+
+    @property
+    def n_zero_entries(self) -> int:
+        """Table entries that are 0 (probability zero), over all factors."""
+        return sum(int(torch.isneginf(t).sum()) for t in self.log_tables)
+
+    def describe(self) -> str:
+        """What was read, for a page: "a MARKOV network of 100 binary variables and 100
+        factors, 37 of its table entries zero"."""
+        zeros = self.n_zero_entries
+        entries = sum(t.numel() for t in self.log_tables)
+        zero_text = "none of its table entries zero"
+        if zeros:
+            zero_text = f"{zeros:,} of its {entries:,} table entries zero"
+        plural = "s" if self.n_variables != 1 else ""
+        factors = "factor" if self.n_factors == 1 else "factors"
+        return (
+            f"a {self.kind} network of {self.n_variables:,} binary variable{plural} and "
+            f"{self.n_factors:,} {factors}, {zero_text}"
+        )
+
+    def factor_graph(self):
+        """The model as a ``FactorGraph`` (its variables in a row)."""
+        from lsbcore.targets.factor_graph import FactorGraph  # it imports this module
+
+        return FactorGraph(self.n_variables, self.scopes, self.log_tables)
+
 
 def read_uai(path_or_text) -> UAIModel:
     """Read a ``MARKOV`` or ``BAYES`` model from a file path or from the file's text (a string
     or bytes that begin with the type); see the module docstring for what is refused."""
     return _Reader(_text_of(path_or_text)).model()
+
+
+def read_uai_upload(data, name: str = "the upload") -> UAIModel:
+    """Read an uploaded ``.uai`` file's bytes (the app's entry point): at most
+    ``MAX_UPLOAD_BYTES``, UTF-8 text beginning with MARKOV or BAYES; every refusal a sentence
+    that names the upload."""
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the upload's file name (a string), got {name!r}.")
+    label = repr(name[:80])
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        raise ValueError(f"the upload {label} must be given as bytes, got {type(data).__name__}.")
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ValueError(
+            f"the upload {label} holds {_size(len(data))}; at most {_size(MAX_UPLOAD_BYTES)} "
+            "are read (the competition's 100-variable networks are a few kB)."
+        )
+    if not data.strip():
+        raise ValueError(f"the upload {label} is empty; a UAI model file begins with MARKOV.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"the upload {label} is not UTF-8 text; a model file is plain text."
+        ) from err
+    head = text.lstrip()[:6].upper()
+    if not (head.startswith("MARKOV") or head.startswith("BAYES")):
+        raise ValueError(
+            f"the upload {label} does not begin with a model type, MARKOV or BAYES; it is not "
+            "a UAI model file."
+        )
+    return read_uai(text)
+
+
+def _size(n_bytes: int) -> str:
+    """A byte count in kB or MB for a sentence."""
+    if n_bytes >= 2**20:
+        return f"{n_bytes / 2**20:.1f} MB"
+    return f"{n_bytes / 2**10:.1f} kB" if n_bytes >= 2**10 else f"{n_bytes} bytes"
 
 
 def _text_of(path_or_text) -> str:
@@ -178,7 +251,7 @@ class _Reader:
         if size != 2**k:
             raise ValueError(
                 f"line {line} of the UAI file: the table of factor {f} has {size} entries; its "
-                f"scope of {k} binary variables needs 2^{k} = {2**k}."
+                f"scope of {k} binary variable{'s' if k != 1 else ''} needs 2^{k} = {2**k}."
             )
         entries = np.empty(size)
         for e in range(size):
@@ -199,4 +272,11 @@ class _Reader:
             return torch.from_numpy(np.log(entries))
 
 
-__all__ = ["MAX_ARITY", "MAX_FACTORS", "UAIModel", "read_uai"]
+__all__ = [
+    "MAX_ARITY",
+    "MAX_FACTORS",
+    "MAX_UPLOAD_BYTES",
+    "UAIModel",
+    "read_uai",
+    "read_uai_upload",
+]
