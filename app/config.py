@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from app import link_values, rbm_targets, view_links
+from app import link_values, network_targets, rbm_targets, view_links
 from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY
 from lsbcore.samplers.registry import APP_SAMPLERS
@@ -99,6 +99,7 @@ class Config:
     speed: str = "auto"
     until_settled: bool = True  # images: pause once every sampler's marginal has settled
     shared_alpha: bool = False  # paper cases: one noisy alpha for all chains (R-hat meaningful)
+    epsilon: float = network_targets.DEFAULT_EPSILON  # MN 1 / MN 2: near-deterministic entries
 
     @property
     def total_steps(self) -> int:
@@ -125,6 +126,7 @@ BOUNDS: dict[str, tuple[type, float, float]] = {
     "thin": (int, 1, 1000),
     "lr": (float, 1e-5, 1.0),
     "hidden": (int, 1, 64),
+    "epsilon": (float, 0.0, 0.5),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "target": rbm_targets.TARGETS,
@@ -157,6 +159,7 @@ TARGET_FIELDS = (
     "noise",
     "seed",
     "shared_alpha",
+    "epsilon",
 )
 # Fields that define the samplers: changing one rebuilds the comparison.
 SAMPLER_FIELDS = ("samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device")
@@ -189,6 +192,7 @@ LABELS = {
     "hidden": "LSB 2 width",
     "device": "device",
     "burn_in": "burn-in",
+    "epsilon": "ε",
 }
 
 
@@ -252,10 +256,19 @@ def pick_size(rate: float, shape: tuple[int, int] | None, budget_s: float = 5.0)
 
 
 def target_defaults(target: str) -> dict:
-    """The run settings an RBM target starts from (its samplers, chains, burn-in and mixing
-    lengths); nothing for the Ising posterior, whose source sets them."""
-    if target == "ising":
+    """The run settings an RBM or network target starts from (its samplers, chains, burn-in and
+    mixing lengths); nothing for the Ising posterior, whose source sets them."""
+    kind = rbm_targets.kind(target)
+    if kind == "ising":
         return {}
+    if kind == "network":  # the paper's UAI protocol (appendix D)
+        return {
+            "samplers": network_targets.DEFAULT_SAMPLERS,
+            "chains": network_targets.DEFAULT_CHAINS,
+            "burn_in": network_targets.DEFAULT_BURN_IN,
+            "steps": network_targets.DEFAULT_STEPS,
+            "thin": 1,
+        }
     return {
         "samplers": rbm_targets.DEFAULT_SAMPLERS,
         "chains": rbm_targets.DEFAULT_CHAINS,
@@ -302,18 +315,31 @@ def _boolean(name: str, raw, warnings: list[str]):
 
 
 def parse_samplers(raw, warnings: list[str], target: str = "ising") -> tuple[str, ...] | None:
-    """A comma-separated (or repeated) list of sampler names (an RBM target: variant labels);
-    unknown names are dropped."""
+    """A comma-separated (or repeated) list of sampler names (an RBM target: variant labels; a
+    network: registry names); unknown names are dropped."""
     items = raw if isinstance(raw, (list, tuple)) else [raw]
     names: list[str] = []
-    rbm = target != "ising"
-    offered = rbm_targets.labels() if rbm else APP_SAMPLERS
+    kind = rbm_targets.kind(target)
+    rbm = kind == "rbm"
+    offered = {
+        "rbm": rbm_targets.labels(),
+        "network": network_targets.SAMPLERS,
+        "ising": APP_SAMPLERS,
+    }[kind]
     for item in items:
         for part in str(item).split(","):
             name = part.strip().lower()
             if not name:
                 continue
-            if rbm:
+            if kind == "network":
+                if name not in offered:
+                    warnings.append(
+                        f"samplers: {quote(name)} is not a sampler the network page offers; "
+                        "ignored."
+                    )
+                elif name not in names:
+                    names.append(name)
+            elif rbm:
                 if name not in offered:
                     warnings.append(
                         f"samplers: {quote(name)} is not one of the RBM comparison's samplers; "
@@ -333,7 +359,7 @@ def parse_samplers(raw, warnings: list[str], target: str = "ising") -> tuple[str
     if not names:
         warnings.append("samplers: none of the names is known; using the default samplers.")
         return None
-    return tuple(n for n in (offered if rbm else SAMPLER_ORDER) if n in names)
+    return tuple(n for n in (SAMPLER_ORDER if kind == "ising" else offered) if n in names)
 
 
 def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, list[str]]:
@@ -406,11 +432,14 @@ def from_query_params(
 
 def to_query_params(cfg: Config) -> dict[str, str]:
     """Every field as a string: a link that reopens exactly this configuration (the target
-    only when it is an RBM: a link without one opens the Ising posterior)."""
+    only when it is not the Ising posterior, which a link without one opens; epsilon only for
+    a preset network, the one target it shapes)."""
     out: dict[str, str] = {}
     for f in fields(Config):
         value = getattr(cfg, f.name)
         if f.name == "target" and value == "ising":
+            continue
+        if f.name == "epsilon" and cfg.target not in network_targets.PRESETS:
             continue
         if f.name == "samplers":
             out[f.name] = ",".join(value)
@@ -448,9 +477,19 @@ def cap_workload(cfg: Config) -> tuple[Config, list[str]]:
     The sidebar applies the same bounds to its widgets before drawing them (so they show the
     values in use); this catches whatever reaches a run another way."""
     notes: list[str] = []
-    if cfg.target != "ising":  # an RBM's chains carry no traces; rbm_targets bounds its work
+    kind = rbm_targets.kind(cfg.target)
+    if kind == "rbm":  # an RBM's chains carry no traces; rbm_targets bounds its work
         return cfg, notes
     n_samplers = max(1, len(cfg.samplers))
+    if kind == "network":  # no lattice to bound; the traces' memory is
+        least = min_thin(cfg.total_steps, cfg.chains, n_samplers)
+        if cfg.thin >= least:
+            return cfg, notes
+        notes.append(
+            f"Recording every {least} steps instead of every {cfg.thin} to bound the memory of "
+            "the traces; the paper ESS then counts lags in recorded draws."
+        )
+        return replace(cfg, thin=least), notes
     chains = cfg.chains
     if chains > max_chains(cfg.size, n_samplers):
         chains = max_chains(cfg.size, n_samplers)

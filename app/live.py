@@ -14,6 +14,8 @@ import time
 import streamlit as st
 
 from app import (
+    network_panel,
+    network_run,
     pin_controls,
     presentation,
     rbm_panel,
@@ -97,7 +99,7 @@ def controls(run: state.Run) -> None:
             on_click=session.on_step,
             disabled=run.finished,
             help="One step of every sampler"
-            + ("." if rbm_run.is_rbm_run(run) else " in slow motion: see the Proposal tab.")
+            + ("." if session.plain_steps(run) else " in slow motion: see the Proposal tab.")
             + " Key: S.",
             shortcut=STEP_KEY,
         )
@@ -107,7 +109,10 @@ def controls(run: state.Run) -> None:
             on_click=session.on_reset,
             help="Start again from the same random start.",
         )
-        pin_controls.pin_button(run)
+        if not network_run.is_network_run(run):
+            pin_controls.pin_button(run)
+    if network_run.is_network_run(run):
+        st.caption(network_panel.NO_PINS)
     pin_controls.notices()
     if run.finished:
         st.success(f"Run complete: {run.n_steps:,} steps. Raise the mixing steps to go on.")
@@ -234,6 +239,9 @@ def _live() -> None:
     _status(run)
     if rbm_run.is_rbm_run(run):
         rbm_panel.tabs()
+        return
+    if network_run.is_network_run(run):
+        network_panel.tabs()
         return
     group, tabs = view_tabs()
     for tab, name in zip(tabs, view_links.VIEW_GROUPS[group], strict=True):

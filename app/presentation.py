@@ -64,6 +64,18 @@ RBM_SEEING = {
     "which settings reach the exact samples' level sooner.",
 }
 
+# A Markov-network run's own views (app/network_panel.py); its balancing and weights views use
+# SEEING's.
+NETWORK_SEEING = {
+    "Network": "The network's variables, joined where they share a factor, each coloured by how "
+    "often one sampler's chains have it at +1: near-deterministic factors lock neighbours "
+    "together, and a sampler that mixes well keeps crossing between the locked patterns.",
+    "Trace": "Each sampler's log-probability and magnetisation against the target evaluations "
+    "it spent: chains that are stuck show as flat lines.",
+    "ESS": "Effective draws per window of each sampler, the paper's Table 3 measure: higher is "
+    "better, and the bars show the spread over chains.",
+}
+
 # Always: a tab keeps the focus after a click, and a later key press (Space runs, S steps and
 # opens Proposal) turns on its focus ring, which then stayed on a tab no longer open. Arrow keys
 # select the tab they focus, so keyboard users still see the ring on the tab they are on.
@@ -174,7 +186,7 @@ def apply() -> None:
 
 def seeing(view: str) -> None:
     """The view's sentence, in presentation mode only."""
-    sentence = SEEING.get(view) or RBM_SEEING.get(view)
+    sentence = SEEING.get(view) or RBM_SEEING.get(view) or NETWORK_SEEING.get(view)
     if is_on() and sentence:
         text = sentence.replace("&", "&amp;").replace("<", "&lt;")
         st.html(f'<div class="lsb-seeing"><b>What you are seeing.</b> {text}</div>')

@@ -2,7 +2,8 @@
 
 The sidebar's target picker: the Ising segmentation posterior (the default), an RBM trained on
 the binarised handwritten digits at 8 x 8 or 16 x 16 (shipped with ``lsbcore.rbm``), or one the
-user trains on their own data in the session (``app/rbm_training.py``). Every name the app takes
+user trains on their own data in the session (``app/rbm_training.py``), or a Markov network
+(``app/network_targets.py``; ``kind`` says which of the three a target is). Every name the app takes
 from ``lsbcore.rbm`` goes through here, imported when first needed, so that the Ising page never
 pays for it.
 
@@ -11,12 +12,17 @@ No Streamlit here.
 
 from __future__ import annotations
 
-TARGETS = ("ising", "digits-8x8", "digits-16x16", "own")
+from app import network_targets
+
+RBM_TARGETS = ("digits-8x8", "digits-16x16", "own")
+# every target the picker offers: the Ising posterior, the RBMs, the Markov networks
+TARGETS = ("ising", *RBM_TARGETS, *network_targets.TARGETS)
 TARGET_LABELS = {
     "ising": "Ising segmentation",
     "digits-8x8": "RBM: digits 8 × 8",
     "digits-16x16": "RBM: digits 16 × 16",
     "own": "RBM: your own",
+    **network_targets.TARGET_LABELS,
 }
 SHIPPED = ("digits-8x8", "digits-16x16")
 # A sensible six: the fixed Barker g, the learned LSB 1 and its fast variants, GWG and 2-site
@@ -30,7 +36,12 @@ DIGITS_SHOWN = 8  # chains drawn per sampler in the digit grid
 
 
 def is_rbm(target: str) -> bool:
-    return target != "ising"
+    return target in RBM_TARGETS
+
+
+def kind(target: str) -> str:
+    """ "ising", "rbm" or "network": which page ``target`` gets."""
+    return network_targets.kind(target)
 
 
 def labels() -> tuple[str, ...]:

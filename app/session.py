@@ -20,8 +20,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import lsbcore
 from app import config as cfgmod
+from app import network_run, rbm_run, rbm_targets, sources, state
 from app import prompt as prompts
-from app import rbm_run, rbm_targets, sources, state
 from app.config import Config
 from app.sidebar import Inputs
 from app.text import plain
@@ -33,8 +33,11 @@ RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are wid
 
 def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run | None:
     """A new run for ``cfg`` (with the user's ``prompt``), or of ``problem`` when given."""
-    if rbm_targets.is_rbm(cfg.target):
+    kind = rbm_targets.kind(cfg.target)
+    if kind == "rbm":
         return _build_rbm(cfg, inputs)
+    if kind == "network":
+        return _build_network(cfg, inputs)
     try:
         if problem is None:
             problem = sources.build_problem(
@@ -66,16 +69,30 @@ def _build_rbm(cfg: Config, inputs: Inputs) -> state.Run | None:
     return run
 
 
+def _build_network(cfg: Config, inputs: Inputs) -> state.Run | None:
+    """A new run of ``cfg``'s samplers on the sidebar's Markov network."""
+    try:
+        with st.spinner("Finding a start of positive probability and building the samplers…"):
+            run, messages = state.build_network_run(cfg, inputs.network, inputs.name or "")
+    except ValueError as err:
+        st.error(f"This configuration cannot be sampled: {plain(err)}")
+        return None
+    for message in messages:
+        st.warning(message)
+    return run
+
+
 def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
     """None when ``run`` can carry on under ``cfg``, else a sentence saying what changed."""
     old, old_key = run.config, st.session_state.get("_run_inputs", key)
     target = cfgmod.changed(old, cfg, cfgmod.TARGET_FIELDS)
+    kind = rbm_targets.kind(cfg.target)
     if old_key[0] != key[0]:
-        target.append("model" if rbm_targets.is_rbm(cfg.target) else "image")
+        target.append({"rbm": "model", "network": "network"}.get(kind, "image"))
     elif len(old_key) < 3 or old_key[2] != key[2]:
         target.append("object prompt")
     if target:
-        what = "target" if rbm_targets.is_rbm(cfg.target) else "posterior"
+        what = "posterior" if kind == "ising" else "target"
         return f"The {what} changed ({', '.join(target)})"
     samplers = cfgmod.changed(old, cfg, cfgmod.SAMPLER_FIELDS)
     if old_key[1] != key[1]:
@@ -91,7 +108,7 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     """The run for ``cfg``: the current one when it still fits, else a new one."""
     session = st.session_state
     run: state.Run | None = session.get(RUN_KEY)
-    ising_image = cfg.source != "paper" and not rbm_targets.is_rbm(cfg.target)
+    ising_image = cfg.source != "paper" and rbm_targets.kind(cfg.target) == "ising"
     prompt = prompts.current(inputs.image_id) if ising_image else None
     key = (inputs.image_id, inputs.learned_id, prompt)
     reset = session.pop("_pending_reset", False)
@@ -147,8 +164,8 @@ def _carry_marginal(old: state.Run, new: state.Run) -> None:
     """Give ``new`` the old run's sampled marginal when its posterior is the same or the
     mirror image (alpha negated, as flipping the object class does; the Ising prior is
     symmetric under x -> -x, so P_new(x_i = +1) = 1 - P_old(x_i = +1) exactly)."""
-    if rbm_run.is_rbm_run(old) or rbm_run.is_rbm_run(new):
-        return  # an RBM run has no segmentation marginal to carry
+    if any(rbm_run.is_rbm_run(r) or network_run.is_network_run(r) for r in (old, new)):
+        return  # an RBM or a network run has no segmentation marginal to carry
     marginal = recorded_marginal(old)
     a, b = old.problem.target, new.problem.target
     if marginal is None or a.batch != 1 or b.batch != 1 or a.shape != b.shape:
@@ -213,6 +230,11 @@ def _refit(run: state.Run, cfg: Config, inputs: Inputs) -> state.Run:
 
 
 # ----------------------------------------------------------------------------- buttons
+def plain_steps(run: state.Run) -> bool:
+    """Whether Step takes a plain step (an RBM or a network: no Proposal view to show it)."""
+    return rbm_run.is_rbm_run(run) or network_run.is_network_run(run)
+
+
 def on_run() -> None:
     run = st.session_state.get(RUN_KEY)
     if run is not None:
@@ -230,7 +252,7 @@ def on_step() -> None:
     if run is not None:
         state.pause(run)
         st.session_state["_pending_step"] = True
-        if not rbm_run.is_rbm_run(run):  # an RBM's step is a plain one: no Proposal view
+        if not plain_steps(run):  # an RBM's or a network's step is a plain one
             st.session_state["view"] = PROPOSAL_TAB
 
 
@@ -241,7 +263,7 @@ def on_reset() -> None:
 def pending_step(run: state.Run) -> None:
     """Take the slow-motion step the Step button asked for."""
     if st.session_state.pop("_pending_step", False):
-        if rbm_run.is_rbm_run(run):  # no slow-motion view on an RBM: one plain step
+        if plain_steps(run):  # no slow-motion view on an RBM or a network: one plain step
             state.advance(run, 0.0, max_steps=1)
             return
         state.slow_step(run, int(st.session_state.get("proposal_chain", 1)) - 1)

@@ -22,7 +22,7 @@ import torch
 
 import lsbcore
 from app import config as cfgmod
-from app import rbm_sidebar, rbm_targets, sources, view_links
+from app import network_sidebar, network_targets, rbm_sidebar, rbm_targets, sources, view_links
 from app.config import BOUNDS, Config
 from app.text import counted, plain, quote
 from app.widgets import ensure, ensure_in_range
@@ -76,6 +76,7 @@ class Inputs:
     learned_json: bytes | None = None
     learned_id: str | None = None
     rbm: object = None  # an RBM target's model (lsbcore.targets.rbm.RBM), once there is one
+    network: object = None  # a network target's FactorGraph, once there is one
 
 
 # ----------------------------------------------------------------------------- state model
@@ -126,10 +127,11 @@ def _apply_defaults(values: dict) -> None:
 
 
 def _on_target() -> None:
-    """A new target: its samplers and run lengths (an RBM's own, or the Ising source's)."""
+    """A new target: its samplers and run lengths (an RBM's or a network's own, or the Ising
+    source's)."""
     state = st.session_state
     target = state["target"]
-    if rbm_targets.is_rbm(target):
+    if rbm_targets.kind(target) != "ising":
         _apply_defaults(cfgmod.target_defaults(target))
         return
     source = state["source"]
@@ -205,7 +207,7 @@ def _changed(what: str) -> None:
 def _least_chains() -> int:
     """Whether a photo has settled is judged across its chains: stopping when settled needs 2."""
     state = st.session_state
-    if rbm_targets.is_rbm(state["target"]):
+    if rbm_targets.kind(state["target"]) != "ising":
         return 1
     return 2 if state["source"] != "paper" and state["until_settled"] else 1
 
@@ -218,9 +220,13 @@ def _fit_workload() -> dict[str, str]:
     ensure_in_range("chains", Config().chains, *BOUNDS["chains"][1:])
     ensure_in_range("size", Config().size, *BOUNDS["size"][1:])
     ensure_in_range("thin", 1, *BOUNDS["thin"][1:])
-    if rbm_targets.is_rbm(state["target"]):  # no lattice and no traces: the bounds hold
+    kind = rbm_targets.kind(state["target"])
+    if kind == "rbm":  # no lattice and no traces: the bounds hold
         return notes
     n_samplers = max(1, len(state["samplers"]))
+    if kind == "network":  # no lattice: only the traces' memory is bounded
+        _fit_thin(notes, n_samplers)
+        return notes
     least = _least_chains()
     if state["chains"] < least:
         notes["chains"] = (
@@ -243,6 +249,13 @@ def _fit_workload() -> dict[str, str]:
             f"stays within {cfgmod.MAX_WORKLOAD:,} so that one session stays responsive."
         )
         state["chains"] = most
+    _fit_thin(notes, n_samplers)
+    return notes
+
+
+def _fit_thin(notes: dict[str, str], n_samplers: int) -> None:
+    """Record sparsely enough that the traces stay within their memory bound."""
+    state = st.session_state
     total = int(state["burn_in"]) + int(state["steps"])
     thin = cfgmod.min_thin(total, int(state["chains"]), n_samplers)
     if state["thin"] < thin:
@@ -251,7 +264,6 @@ def _fit_workload() -> dict[str, str]:
             "within their memory bound (the paper ESS then counts lags in recorded draws)."
         )
         state["thin"] = thin
-    return notes
 
 
 def _uploaded():
@@ -355,8 +367,10 @@ def _target(sb) -> str:
         on_change=_changed,
         args=("target",),
         help="What the samplers sample: the Ising posterior of an image segmentation (the "
-        "paper's section 5.1), or a restricted Boltzmann machine trained on handwritten digits "
-        "(section 5.2), shipped at 8 × 8 and 16 × 16 pixels, or trained here on your own data.",
+        "paper's section 5.1), a restricted Boltzmann machine trained on handwritten digits "
+        "(section 5.2), shipped at 8 × 8 and 16 × 16 pixels, or trained here on your own data, "
+        "or a Markov network with near-deterministic factors (the paper's Table 3: MN 1 and "
+        "MN 2 as generated here, or your own UAI file).",
     )
 
 
@@ -554,9 +568,13 @@ def _posterior(sb, samples: tuple[str, ...], notes: dict[str, str]) -> Inputs:
 
 
 def _offered() -> tuple[str, ...]:
-    """The samplers the chosen target offers, in the multiselect's order."""
-    if rbm_targets.is_rbm(st.session_state.get("target", "ising")):
+    """The samplers the chosen target offers, in the multiselect's order (a network's: those
+    that can run on some network; the multiselect offers those that run on the chosen one)."""
+    kind = rbm_targets.kind(st.session_state.get("target", "ising"))
+    if kind == "rbm":
         return rbm_targets.labels()
+    if kind == "network":
+        return network_targets.SAMPLERS
     return cfgmod.SAMPLER_ORDER
 
 
@@ -565,11 +583,15 @@ def _known_samplers(value) -> bool:
     return isinstance(value, list) and all(n in offered for n in value)
 
 
-def _samplers(sb) -> tuple[bytes | None, str | None]:
+def _samplers(sb, network=None) -> tuple[bytes | None, str | None]:
     state = st.session_state
     sb.header("Samplers")
-    if rbm_targets.is_rbm(state["target"]):
-        rbm_sidebar.samplers(sb)
+    kind = rbm_targets.kind(state["target"])
+    if kind != "ising":
+        if kind == "rbm":
+            rbm_sidebar.samplers(sb)
+        else:
+            network_sidebar.samplers(sb, network)
         _learning()
         return None, None
     sb.multiselect(
@@ -606,8 +628,11 @@ def _samplers(sb) -> tuple[bytes | None, str | None]:
 def _learning() -> None:
     """The learning rate, optimiser and LSB 2 width of the learned samplers."""
     sb = st.sidebar
-    if rbm_targets.is_rbm(st.session_state["target"]):
+    kind = rbm_targets.kind(st.session_state["target"])
+    if kind == "rbm":
         learners = rbm_sidebar.LEARNERS
+    elif kind == "network":
+        learners = network_sidebar.learners()
     else:
         learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.app and s.learnable)
     with sb.expander(f"Learning ({learners})"):
@@ -640,11 +665,14 @@ def _learning() -> None:
 def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
     sb.header("Run")
     state = st.session_state
-    rbm = rbm_targets.is_rbm(state["target"])
+    kind = rbm_targets.kind(state["target"])
+    rbm = kind != "ising"  # no lattice: an RBM or a network
+    if rbm:  # the image sources' widgets (start, stop when settled) are not for these
+        source = "paper"
     least = _least_chains()
     if rbm:
         most = BOUNDS["chains"][2]
-        notes = {}
+        notes = {k: v for k, v in notes.items() if k == "thin"}  # a network's traces
     else:
         most = cfgmod.max_chains(int(state["size"]), len(state["samplers"]))
     if "chains" in notes:
@@ -678,7 +706,9 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         )
     step_note = (
         " A block Gibbs step updates one block of sites."
-        if rbm
+        if kind == "rbm"
+        else ""
+        if kind == "network"
         else " For block Gibbs a step is one sweep (every site updated once)."
     )
     _number(
@@ -707,7 +737,7 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         )
     if "thin" in notes:
         sb.caption(notes["thin"])
-    if not rbm:  # an RBM run keeps no traces, only its MMD checkpoints
+    if kind != "rbm":  # an RBM run keeps no traces, only its MMD checkpoints
         _number(
             sb,
             "Record every (steps)",
@@ -748,19 +778,23 @@ def render(samples: tuple[str, ...]) -> Inputs:
     """Draw the sidebar and return the configuration and data it describes."""
     _complete()
     ensure("target", "ising", lambda v: v in rbm_targets.TARGETS)
-    rbm = rbm_targets.is_rbm(st.session_state["target"])
-    default_samplers = rbm_targets.DEFAULT_SAMPLERS if rbm else Config().samplers
+    kind = rbm_targets.kind(st.session_state["target"])
+    default_samplers = {
+        "rbm": rbm_targets.DEFAULT_SAMPLERS,
+        "network": network_targets.DEFAULT_SAMPLERS,
+    }.get(kind, Config().samplers)
     ensure("samplers", list(default_samplers), _known_samplers)
     notes = _fit_workload()
     _restate()
     sb = st.sidebar
     target = _target(sb)
-    if rbm_targets.is_rbm(target):
+    kind = rbm_targets.kind(target)
+    if kind != "ising":
         inputs = Inputs(config=Config())
-        rbm_sidebar.model(sb, inputs)
+        (rbm_sidebar if kind == "rbm" else network_sidebar).model(sb, inputs)
     else:
         inputs = _posterior(sb, samples, notes)
-    inputs.learned_json, inputs.learned_id = _samplers(sb)
+    inputs.learned_json, inputs.learned_id = _samplers(sb, inputs.network)
     _run_settings(sb, st.session_state["source"], notes)
     state = st.session_state
     values = {f.name: state[f.name] for f in fields(Config) if f.name != "samplers"}

@@ -10,7 +10,8 @@
   its proposal; a block sampler, which updates every site at once, its state and flip count).
 
 An RBM run (``build_rbm_run``) drives an ``lsbcore.rbm.live.RBMComparison`` the same way, and
-``advance`` records its MMD checkpoints as it goes (``app/rbm_run.py``).
+``advance`` records its MMD checkpoints as it goes (``app/rbm_run.py``). A network run
+(``build_network_run``) is a plain ``Comparison`` on a Markov network (``app/network_run.py``).
 
 Every access to the comparison holds ``run.lock``: the worker steps in chunks of about
 ``CHUNK_S`` and releases it in between, so views and downloads (built on other threads) read
@@ -34,9 +35,10 @@ import torch
 from streamlit.runtime import Runtime
 
 import lsbcore
-from app import rbm_run, scheduler
+from app import network_run, rbm_run, scheduler
 from app.config import Config, steps_per_refresh
 from app.pace import Pace
+from app.text import escape
 from lsbcore.backends import resolve_device
 from lsbcore.samplers import warmup
 
@@ -263,6 +265,37 @@ def build_rbm_run(cfg: Config, rbm, name: str) -> tuple[Run, list[str]]:
     return run, messages
 
 
+def build_network_run(cfg: Config, graph, name: str) -> tuple[Run, list[str]]:
+    """A fresh run of ``cfg``'s samplers (registry names) on the Markov network ``graph``, with
+    traces, falling back from CUDA to the CPU as ``build_run`` does. The messages include the
+    comparison's sentence on chains it moved out of zero mass at the start."""
+    from lsbcore.networks.layout import network_layout
+
+    options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
+
+    def make(dev):
+        return lsbcore.Comparison(
+            list(cfg.samplers), graph, cfg.chains, seed=cfg.seed, device=dev, thin=cfg.thin,
+            **options,
+        )  # fmt: skip
+
+    comparison, messages = _on_a_device(cfg, make)
+    note = network_run.start_note(comparison)
+    problem = network_run.NetworkProblem(
+        name=name, target=graph, layout=network_layout(graph, seed=cfg.seed)
+    )
+    run = Run(
+        config=cfg,
+        problem=problem,
+        comparison=comparison,
+        device_label=device_label(comparison.device),
+    )
+    if note:  # the library's sentence, shown literally (its p~ is no Markdown)
+        run.notices.append(escape(note))
+    _LIVE_RUNS[id(run)] = run
+    return run, messages
+
+
 # ----------------------------------------------------------------------------- stepping
 def _maybe_start_mixing(run: Run) -> None:
     comparison = run.comparison
@@ -352,6 +385,8 @@ def judges_settling(run: Run) -> bool:
     posterior (one field for all; the paper cases give each chain its own) and there are at
     least two chains."""
     if rbm_run.is_rbm_run(run):  # no marginal to judge: the MMD chart shows convergence
+        return False
+    if network_run.is_network_run(run):  # the ESS view judges a network run, not a stop rule
         return False
     return run.problem.target.batch == 1 and run.config.chains >= 2
 

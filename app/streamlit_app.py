@@ -30,7 +30,7 @@ from app import (  # noqa: E402
     state,
     view_links,
 )
-from app.text import plain  # noqa: E402
+from app.text import plain, quote  # noqa: E402
 from app.views import about, posterior  # noqa: E402
 
 log = logging.getLogger("app")
@@ -67,16 +67,17 @@ def main() -> None:
     title.title("LSB Explorer")
     with switch:
         presentation.switch()
-    rbm = rbm_targets.is_rbm(inputs.config.target)
+    kind = rbm_targets.kind(inputs.config.target)
+    rbm, network = kind == "rbm", kind == "network"
     if not present:
         st.caption(
             "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), "
-            + (
-                "sampling a restricted Boltzmann machine (the paper's handwritten digits, or "
-                "your own data). "
-                if rbm
-                else "segmenting an image under an Ising prior. "
-            )
+            + {
+                "rbm": "sampling a restricted Boltzmann machine (the paper's handwritten digits, "
+                "or your own data). ",
+                "network": "sampling a Markov network with near-deterministic factors (the "
+                "paper's Table 3: MN 1 and MN 2 as generated here, or your own UAI file). ",
+            }.get(kind, "segmenting an image under an Ising prior. ")
             + "Configure in the sidebar, press Run (or Space), watch the tabs."
         )
         about.render()
@@ -95,7 +96,16 @@ def main() -> None:
         if old is not None:  # no model yet: the previous target's run does not sample on
             state.pause(old, wait=False)
         return
-    if not rbm and cfg.source != "paper" and inputs.image is None:
+    if network and inputs.network is None:
+        st.info(
+            "Upload a UAI model file (.uai) in the sidebar, or pick MN 1 or MN 2. The previous "
+            "run is kept as it was, paused: choose its target again to go on with it."
+        )
+        old = st.session_state.get(session.RUN_KEY)
+        if old is not None:
+            state.pause(old, wait=False)
+        return
+    if kind == "ising" and cfg.source != "paper" and inputs.image is None:
         st.info("Upload an image in the sidebar (or choose a paper case or a sample image).")
         return
     run = session.ensure_run(cfg, inputs)
@@ -110,12 +120,13 @@ def main() -> None:
     )
 
     session.pending_step(run)
-    if rbm:  # no posterior image and no prompt: the controls, then the RBM's views
+    if rbm or network:  # no posterior image and no prompt: the controls, then the target's views
         with controls if controls is not None else st.container():
             if controls is None:
-                st.caption(
-                    f"{rbm_targets.TARGET_LABELS[cfg.target]}: {run.problem.target.describe()}"
-                )
+                label = rbm_targets.TARGET_LABELS[cfg.target]
+                if cfg.target == "uai":
+                    label = f"Markov network {quote(run.problem.name)}"
+                st.caption(f"{label}: {run.problem.target.describe()}")
             live.controls(run)
         live.panel(run)
         return

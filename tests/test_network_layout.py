@@ -54,6 +54,9 @@ def test_spring_layout_is_seeded_finite_and_in_the_unit_square():
     c = layout.network_layout(target, seed=4)
     assert a.kind == "spring" and np.array_equal(a.positions, b.positions)
     assert not np.array_equal(a.positions, c.positions)
+    # a row of variables (1, n) is not a grid
+    row = FactorGraph(12, target.scopes, target.log_tables, shape=(1, 12))
+    assert np.array_equal(layout.network_layout(row, seed=3).positions, a.positions)
     assert np.all(np.isfinite(a.positions))
     assert a.positions.min() == 0.0 and a.positions.max() == 1.0
     # a ring: neighbours end up closer together than the typical pair

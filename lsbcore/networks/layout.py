@@ -2,14 +2,14 @@
 
 A network is drawn as a graph whose nodes are its variables and whose edges join every two
 variables that share a factor (the network's moral graph). A target laid out in two dimensions
-(``shape == (H, W)``, as ``grid_network`` builds it) is drawn on that grid: variable ``i`` at
-column ``i % W`` and row ``i // W``, row 0 on top. Any other target (an uploaded UAI file is a
-row of variables) gets a Fruchterman-Reingold spring layout: every pair of nodes repels with
-force ``k^2 / d``, every edge attracts with ``d^2 / k`` (``k = sqrt(1 / n)``, the ideal edge
-length in the unit square), and each node moves along its net force by at most a temperature
-that cools linearly to zero. It is seeded (the same graph and seed give the same picture) and its
-cost bounded: the iterations shrink as ``n^2`` grows so that at most ``PAIR_BUDGET`` pair forces
-are computed in all.
+(``shape == (H, W)`` with ``H, W > 1``, as ``grid_network`` builds it) is drawn on that grid:
+variable ``i`` at column ``i % W`` and row ``i // W``, row 0 on top. Any other target (an
+uploaded UAI file is a row of variables) gets a Fruchterman-Reingold spring layout: every
+pair of nodes repels with force ``k^2 / d``, every edge attracts with ``d^2 / k``
+(``k = sqrt(1 / n)``, the ideal edge length in the unit square), and each node moves along its
+net force by at most a temperature that cools linearly to zero. It is seeded (the same graph
+and seed give the same picture) and its cost bounded: the iterations shrink as ``n^2`` grows so
+that at most ``PAIR_BUDGET`` pair forces are computed in all.
 
 No Streamlit here; plain numpy.
 """
@@ -116,11 +116,12 @@ def _unit_square(pos: np.ndarray) -> np.ndarray:
 
 def network_layout(target, seed: int = 0) -> Layout:
     """The layout of ``target`` (anything with ``n_sites``, ``shape`` and ``scopes``): a grid
-    when its shape is two-dimensional, else a seeded spring layout."""
+    when its shape is two-dimensional (at least two rows and two columns), else a seeded spring
+    layout."""
     n = integer(target.n_sites, "the target's variables", 1, MAX_NODES)
     edges = factor_edges(target.scopes, n)
     shape = tuple(target.shape)
-    if len(shape) == 2:
+    if len(shape) == 2 and min(shape) > 1:  # a row (1, n) is no grid
         return Layout(grid_positions(shape), edges, "grid")
     return Layout(spring_positions(n, edges, seed), edges, "spring")
 

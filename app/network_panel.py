@@ -1,0 +1,65 @@
+"""The live views of a run on a Markov network, in place of the Ising page's tabs.
+
+A network has no image and no lattice of pixels: the segmentation, pixels, posterior, proposal
+maps, exact chain, tempering, annealing, importance sampling, export and compare views are
+about the Ising posterior of an image, so they are not offered (one sentence says so). What is
+offered: the network drawn as a graph coloured by each variable's running marginal, the traces
+(the Ising page's Convergence figures: log p~ and the magnetisation against iterations, sweeps
+or target evaluations), the paper's ESS, the balancing functions and LSB 1's softmax weights.
+Only the open tab is drawn; one failing view does not take the page down.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from app import presentation, view_links
+from app.views import convergence, network_balancing, network_ess, network_graph
+from app.views import weights as weights_view
+
+log = logging.getLogger(__name__)
+
+VIEWS = (
+    ("Network", network_graph.render),
+    ("Trace", convergence.render),
+    ("ESS", network_ess.render),
+    ("Balancing functions", network_balancing.render),
+    ("Softmax weights", weights_view.render),
+)
+TAB_LABELS = tuple(name for name, _ in VIEWS)
+RENDER = dict(VIEWS)
+TABS_KEY = view_links.NETWORK_VIEW  # the open tab, carried in links
+assert TAB_LABELS == view_links.NETWORK_VIEW_NAMES, "the link parameter names every network view"
+NOT_OFFERED = (
+    "The segmentation, pixels, proposal-map, exact-chain, tempering, annealing, "
+    "importance-sampling, export and compare views are about the Ising posterior of an image, "
+    "so a network run does not offer them."
+)
+NO_PINS = "Pins are for the Ising and RBM pages: a network run cannot be pinned yet."
+
+
+def tabs() -> None:
+    """The network views of the session's run (its open tab only)."""
+    from app import session
+
+    run = st.session_state.get(session.RUN_KEY)
+    state = st.session_state
+    view_links.restore(state, (TABS_KEY,))
+    if state[TABS_KEY] not in TAB_LABELS:
+        state[TABS_KEY] = TAB_LABELS[0]
+    containers = st.tabs(list(TAB_LABELS), key=TABS_KEY, on_change="rerun")
+    view_links.remember(state, (TABS_KEY,))
+    view_links.publish(st.query_params, state)  # the fragment does not rewrite the link
+    for tab, name in zip(containers, TAB_LABELS, strict=True):
+        if tab.open is False:
+            continue
+        with tab:
+            try:
+                presentation.seeing(name)
+                RENDER[name](run)
+            except Exception as err:  # one failing view must not take the page down
+                log.exception("network view %s failed", name)
+                st.error(f"The {name} view could not be drawn: {err}")
+    st.caption(NOT_OFFERED)

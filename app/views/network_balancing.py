@@ -1,0 +1,58 @@
+"""The balancing functions of a network run: g(t) of every locally balanced sampler, the
+learned ones (LSB 1, LSB 2, LSB 2') live during burn-in, over the ratios this network has.
+
+The Ising page's view bounds t by the posterior's field and coupling; a network's largest
+finite |log t| is bounded by ``network_targets.max_abs_log_ratio`` (moves into zero mass have
+t = 0 and are never taken). Each curve is drawn through its ``Balancing.g``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import charts, network_targets
+from app.views.balancing import ETA_MEANING, loss_figure, t_grid
+from app.widgets import ensure
+from lsbcore import REGISTRY, figures
+
+
+def _figures(run, overlay: bool):
+    comparison = run.comparison
+    balancings = figures.balancings_of(comparison.samplers)
+    t = t_grid(network_targets.max_abs_log_ratio(run.problem.target))
+    with run.lock:  # the worker updates learned parameters in place
+        t, g, reflected = figures.balancing_curves(balancings, t)
+        histories = {
+            n: s.history.arrays() for n, s in comparison.samplers.items() if REGISTRY[n].learnable
+        }
+    fig = figures.balancing_figure(t, g, reflected if overlay else None)
+    return fig, loss_figure(histories)
+
+
+def render(run) -> None:
+    comparison = run.comparison
+    balancings = figures.balancings_of(comparison.samplers)
+    others = [figures.sampler_label(n) for n in comparison.names if n not in balancings]
+    note = f"{', '.join(others)}: not locally balanced, so no balancing function g to draw."
+    if not balancings:
+        st.info(note)
+        return
+    if others:
+        st.caption(note)
+    ensure("overlay_reflection", False)
+    overlay = st.checkbox(
+        "Overlay t·g(1/t) (thin black): it coincides with g(t) for every balancing function",
+        key="overlay_reflection",
+    )
+    fig, loss = run.throttled("network-balancing", lambda: _figures(run, overlay), (overlay,))
+    charts.show(fig, run, "balancing-functions")
+    bound = network_targets.max_abs_log_ratio(run.problem.target)
+    state = "frozen (mixing)" if comparison.phase == "mixing" else "learning (burn-in)"
+    st.caption(
+        f"A single flip's finite |log t| is at most {bound:.1f} in this network (a move into "
+        f"zero mass has t = 0 and is never taken). Learned functions are {state}. LSB 2' is "
+        "g(t) = min{h(t), t h(1/t)} with h a monotone network: balanced by construction."
+    )
+    if loss is not None:
+        charts.show(loss, run, "learning-objective")
+        st.caption(ETA_MEANING)

@@ -1,0 +1,259 @@
+"""Markov networks in the dashboard: the target picker's MN 1, MN 2 and .uai upload, their links,
+the network page's views, and refusals that keep what the user had.
+
+AppTest runs the real script; runs are short (a few dozen steps). What is sampled is tested
+against enumeration in the library's tests; here the page and what it shows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
+
+from app import config as cfgmod
+from app import network_run, network_targets, rbm_run, sources, state
+from app.text import plain, quote
+from app.views import network_graph
+from lsbcore import REGISTRY
+from lsbcore.networks.layout import grid_positions
+
+SAMPLES = sources.sample_names()
+TABLE3 = list(network_targets.DEFAULT_SAMPLERS)
+VIEWS = ("Network", "Trace", "ESS", "Balancing functions", "Softmax weights")
+
+# a ring of 6 binary variables with one zero entry per factor (x_i = -1, x_{i+1} = +1 has no
+# mass), written as the competition's MARKOV format
+RING = (
+    "MARKOV\n6\n2 2 2 2 2 2\n6\n"
+    + "".join(f"2 {i} {(i + 1) % 6}\n" for i in range(6))
+    + "".join("4\n 1.0 0.0 0.5 2.0\n" for _ in range(6))
+).encode()
+CARDINALITY_3 = b"MARKOV\n2\n2 3\n1\n2 0 1\n6\n1 1 1 1 1 1\n"
+
+
+def healthy(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def wait_for_steps(run, n: int, timeout: float = 30.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while run.n_steps < n and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert run.n_steps >= n, f"only {run.n_steps} steps after {timeout} s"
+
+
+# ----------------------------------------------------------------------------- configuration
+def test_kinds_of_target_are_explicit():
+    assert [network_targets.kind(t) for t in ("ising", "digits-8x8", "own", "mn1", "uai")] == [
+        "ising",
+        "rbm",
+        "rbm",
+        "network",
+        "network",
+    ]
+
+
+def test_network_link_round_trip_and_defaults():
+    cfg = cfgmod.defaults_for(target="mn1")
+    assert (cfg.samplers, cfg.chains, cfg.burn_in, cfg.steps) == (tuple(TABLE3), 5, 500, 10_000)
+    assert "lsb2-monotone" in TABLE3 and "learned" not in network_targets.SAMPLERS
+    cfg = replace(cfg, samplers=("gwg", "barker"), epsilon=0.0, seed=3)
+    params = cfgmod.to_query_params(cfg)
+    assert params["target"] == "mn1" and params["epsilon"] == "0.0"
+    back, warnings = cfgmod.from_query_params(params, SAMPLES)
+    assert warnings == []
+    assert back == replace(cfg, samplers=("barker", "gwg"))  # the registry's order
+    # epsilon shapes a preset only: an uploaded network's link leaves it out
+    assert "epsilon" not in cfgmod.to_query_params(replace(cfg, target="uai"))
+    assert "epsilon" not in cfgmod.to_query_params(cfgmod.Config())
+
+
+def test_bad_network_link_values_are_refused_in_a_sentence():
+    cfg, warnings = cfgmod.validate({"target": "mn9"})
+    assert cfg.target == "ising"
+    assert warnings == [
+        f"target: {quote('mn9')} is not one of ising, digits-8x8, digits-16x16, own, mn1, mn2, "
+        "uai; using the default."
+    ]
+    cfg, warnings = cfgmod.validate({"target": "mn2", "samplers": "sqrt,learned,gibbs-2"})
+    assert cfg.samplers == ("sqrt",)
+    assert warnings == [
+        f"samplers: {quote(n)} is not a sampler the network page offers; ignored."
+        for n in ("learned", "gibbs-2")
+    ]
+    cfg, warnings = cfgmod.validate({"target": "mn1", "epsilon": "0.9"})
+    assert cfg.epsilon == 0.5 and len(warnings) == 1 and "ε" in warnings[0]
+    cfg, warnings = cfgmod.validate({"target": "mn1", "epsilon": "nan"})
+    assert cfg.epsilon == network_targets.DEFAULT_EPSILON and len(warnings) == 1
+
+
+def test_uploads_are_read_or_refused_in_a_sentence():
+    graph, line = network_targets.read_upload(RING, "“ring.uai”")
+    assert (graph.n_variables, graph.n_factors) == (6, 6)
+    assert line == "Read “ring.uai”: 6 binary variables, 6 factors, 6 of 24 table entries zero."
+    with pytest.raises(ValueError, match="is not a UAI model file"):
+        network_targets.read_upload(b"\x89PNG\r\n", "a.uai")
+    with pytest.raises(
+        ValueError, match="“c.uai”, line 3 of the UAI file: variable 1 has 3 values"
+    ):
+        network_targets.read_upload(CARDINALITY_3, "“c.uai”")
+    big = b"MARKOV\n" + b" " * network_targets.MAX_UPLOAD_BYTES
+    with pytest.raises(ValueError, match="at most 4 MB"):
+        network_targets.read_upload(big, "big.uai")
+    many = f"MARKOV\n2001\n{' '.join(['2'] * 2001)}\n0\n".encode()
+    with pytest.raises(ValueError, match="at most 2,000"):
+        network_targets.read_upload(many, "many.uai")
+    # a model whose only factor forbids every value: no state has positive probability
+    dead = b"MARKOV\n1\n2\n1\n1 0\n2\n0 0\n"
+    with pytest.raises(ValueError, match="probability zero"):
+        network_targets.read_upload(dead, "dead.uai")
+
+
+def test_network_graph_colours_are_the_marginal_exactly():
+    cfg = replace(cfgmod.defaults_for(target="mn1"), samplers=("barker", "lsb1"), burn_in=5)
+    graph = network_targets.preset("mn1", 1e-3)
+    run, _ = state.build_network_run(cfg, graph, "MN 1")
+    assert np.array_equal(run.problem.layout.positions, grid_positions((10, 10)))
+    state.advance(run, 10.0, max_steps=3)  # burn-in: the chains' current mean
+    p, what = network_graph.marginal(run, "lsb1")
+    x = run.comparison["lsb1"].x.reshape(5, -1).double()
+    assert np.allclose(p, ((x.mean(0) + 1) / 2).numpy(), atol=0) and what.startswith("burn-in")
+    state.advance(run, 10.0, max_steps=7)  # past burn-in: the comparison's marginal
+    assert run.phase == "mixing"
+    p, what = network_graph.marginal(run, "barker")
+    assert np.array_equal(p, run.comparison.marginals["barker"].mean().reshape(-1))
+    assert "mixing records" in what
+    fig = network_graph.graph_figure(run.problem.layout, p, "t")
+    assert np.array_equal(np.asarray(fig.data[1].marker.color), p)
+    assert len(fig.data[0].x) == 3 * len(run.problem.layout.edges)
+
+
+# ----------------------------------------------------------------------------- the page
+def test_mn1_runs_and_every_view_draws():
+    at = open_app()
+    healthy(at)
+    at.sidebar.selectbox(key="target").set_value("mn1").run()
+    healthy(at)
+    run = at.session_state["_run"]
+    assert network_run.is_network_run(run) and run.comparison.names == TABLE3
+    assert run.config.burn_in == 500 and run.config.chains == 5
+    at.number_input(key="burn_in").set_value(30).run()
+    run = at.session_state["_run"]
+    at.button(key="run").click().run()
+    wait_for_steps(run, 50)
+    at.button(key="pause").click().run()
+    healthy(at)
+    assert run.phase == "mixing"
+    for view in VIEWS:
+        at.session_state["network_view"] = view
+        at.run()
+        healthy(at)
+        assert at.get("plotly_chart"), view
+    assert any("Ising posterior" in str(c.value) for c in at.caption)  # what is not offered
+    assert at.query_params["network_view"] == "Softmax weights"
+    assert not [p for p in at.get("popover")]  # no pins on a network run, and it says so
+    assert any("cannot be pinned" in str(c.value) for c in at.caption)
+
+
+def test_changing_target_and_epsilon_again_and_again():
+    at = open_app(target="mn1", chains="2", burn_in="5")
+    healthy(at)
+    first = at.session_state["_run"]
+    for target in ("mn2", "mn1", "mn2"):
+        at.sidebar.selectbox(key="target").set_value(target).run()
+        healthy(at)
+        run = at.session_state["_run"]
+        assert run.config.target == target
+        assert run.problem.name == {"mn1": "MN 1", "mn2": "MN 2"}[target]
+    assert run is not first
+    zeros = []
+    for epsilon in (0.0, 0.01, 0.0):
+        at.number_input(key="epsilon").set_value(epsilon).run()
+        assert not at.exception
+        run = at.session_state["_run"]
+        assert run.config.epsilon == epsilon and at.query_params["epsilon"] == repr(epsilon)
+        zeros.append(network_targets.zero_entries(run.problem.target)[0])
+        options = at.sidebar.multiselect(key="samplers").options
+        gradient = [REGISTRY[n].label for n in ("gwg", "dmala")]
+        assert all(any(g in o for o in options) for g in gradient) == (epsilon > 0)
+        state.advance(run, 10.0, max_steps=3)
+        at.run()
+        assert not at.exception
+    assert zeros[0] == zeros[2] > 0 == zeros[1]
+    # hard zeros: the shared start was moved into the support, and the page says how
+    assert all(
+        torch.isfinite(run.problem.target.log_prob(s.x)).all()
+        for s in run.comparison.samplers.values()
+    )
+    note = run.comparison.start_note
+    assert note and any(plain(note)[:40] in str(w.value) for w in at.warning), note
+    at.sidebar.selectbox(key="target").set_value("ising").run()
+    healthy(at)
+    assert not network_run.is_network_run(at.session_state["_run"])
+
+
+def test_a_link_opens_mn2_and_a_bad_link_says_so():
+    at = open_app(target="mn2", chains="2", network_view="Trace")
+    healthy(at)
+    run = at.session_state["_run"]
+    assert network_run.is_network_run(run) and run.problem.name == "MN 2"
+    assert at.get("plotly_chart")  # the traces
+    at = open_app(target="mn3")
+    healthy(at)
+    assert any(
+        str(w.value).startswith(f"Link: target: {quote('mn3')} is not one of") for w in at.warning
+    )
+    assert not network_run.is_network_run(at.session_state["_run"])
+    assert not rbm_run.is_rbm_run(at.session_state["_run"])
+
+
+def test_bad_uploads_keep_what_there_was_and_say_why():
+    at = open_app(target="mn1", chains="2", burn_in="5")
+    healthy(at)
+    mn1 = at.session_state["_run"]
+    state.advance(mn1, 10.0, max_steps=4)
+    at.sidebar.selectbox(key="target").set_value("uai").run()
+    healthy(at)
+    assert any("Upload a UAI model file" in str(i.value) for i in at.info)
+
+    def upload(name: str, data: bytes) -> None:
+        at.sidebar.file_uploader(key="network_upload").upload(name, data, "x/y")
+        at.run()
+
+    sentences = {
+        "notes.uai": (b"hello, world", "is not a UAI model file"),
+        "three.uai": (CARDINALITY_3, "only binary variables"),
+        "huge.uai": (b"MARKOV\n" + b"1 " * (2 * 2**20 + 8), "at most 4 MB"),
+    }
+    for name, (data, words) in sentences.items():
+        upload(name, data)
+        assert not at.exception
+        errors = [str(e.value) for e in at.sidebar.error]
+        assert len(errors) == 1 and errors[0].startswith("This file cannot be sampled: ")
+        assert plain(words) in errors[0] and plain(f"“{name}”") in errors[0], errors
+        assert at.session_state["_run"] is mn1 and mn1.n_steps == 4  # nothing lost
+    upload("ring.uai", RING)
+    healthy(at)
+    run = at.session_state["_run"]
+    assert network_run.is_network_run(run) and run is not mn1
+    assert run.problem.target.n_variables == 6 and run.problem.layout.kind == "spring"
+    assert any("6 of 24 table entries zero" in str(c.value) for c in at.sidebar.caption)
+    # every start has positive probability, though a uniform draw often has none here
+    assert all(
+        torch.isfinite(run.problem.target.log_prob(s.x)).all()
+        for s in run.comparison.samplers.values()
+    )
+    upload("notes.uai", b"not a model")
+    assert at.session_state["_run"] is run  # the uploaded network stays
+    assert any("Still sampling" in str(c.value) for c in at.sidebar.caption)
+    # back to MN 1: its run was kept, paused, as it was
+    at.sidebar.selectbox(key="target").set_value("mn1").run()
+    healthy(at)
+    back = at.session_state["_run"]
+    assert network_run.is_network_run(back) and back.problem.name == "MN 1"
