@@ -26,7 +26,7 @@ from lsbcore.samplers.interface import MultiSiteSampler
 from lsbcore.samplers.registry import REGISTRY, make_sampler, refusal
 
 #: Samplers whose balancing function is learned: their matrix is that of a frozen ``g``.
-LEARNED_NAMES = ("lsb1", "lsb2", "learned", "flsb1", "flsb2")
+LEARNED_NAMES = ("lsb1", "lsb2", "lsb2-monotone", "learned", "flsb1", "flsb2")
 #: Learned samplers on gradient-approximated ratios: frozen, they stay on those ratios.
 GRADIENT_RATIOS = ("flsb1", "flsb2")
 

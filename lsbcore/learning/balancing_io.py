@@ -20,11 +20,13 @@ from lsbcore.learning.balancing import (
     MixtureBalancing,
     NetworkBalancing,
 )
+from lsbcore.learning.monotone import MAX_GROUPS, MAX_UNITS, MonotoneBalancing
 from lsbcore.targets.base import MAX_LOCAL_FIELD
 
 FORMAT = "lsb-explorer/balancing"
 VERSION = 1
-MAX_BYTES = 256 * 1024  # a 256-unit LSB 2 needs ~20 kB; anything far larger is not ours
+# a 256-unit LSB 2 needs ~20 kB, a 32 x 32 LSB 2' ~50 kB; anything far larger is not ours
+MAX_BYTES = 256 * 1024
 MAX_HIDDEN = 256
 # Parameters beyond these are not learned ones and could overflow on the lattice: with
 # |w| <= 1e4, 256 hidden units and |s| <= PROBE_RANGE (2e6) the network's output stays below
@@ -36,7 +38,7 @@ PROBE_RANGE = 2 * MAX_LOCAL_FIELD
 
 
 def balancing_to_dict(balancing: Balancing, meta: dict | None = None) -> dict:
-    """A JSON-ready description of a learned balancing function (LSB 1 or LSB 2)."""
+    """A JSON-ready description of a learned balancing function (LSB 1, LSB 2 or LSB 2')."""
     if isinstance(balancing, MixtureBalancing):
         params = {"theta": balancing.theta.detach().cpu().tolist()}
         kind = "lsb1"
@@ -49,9 +51,17 @@ def balancing_to_dict(balancing: Balancing, meta: dict | None = None) -> dict:
             "b2": float(balancing.layer2.bias.detach().cpu()[0]),
         }
         kind = "lsb2"
+    elif isinstance(balancing, MonotoneBalancing):
+        params = {
+            "groups": balancing.groups,
+            "units": balancing.units,
+            "slope": balancing.slope.detach().cpu().reshape(-1).tolist(),
+            "intercept": balancing.intercept.detach().cpu().reshape(-1).tolist(),
+        }
+        kind = "lsb2-monotone"
     else:
         raise ValueError(
-            "only learned balancing functions (LSB 1, LSB 2) can be exported, "
+            "only learned balancing functions (LSB 1, LSB 2, LSB 2') can be exported, "
             f"got {balancing.name!r}."
         )
     out = {"format": FORMAT, "version": VERSION, "kind": kind, "parameters": params}
@@ -135,6 +145,30 @@ def _read(source) -> dict:
     return data
 
 
+def _monotone(params: dict) -> MonotoneBalancing:
+    """LSB 2' from its parameters: the network's shape, then ``K * J`` slopes in ``[0, 1]``
+    (what makes ``g`` monotone: refused otherwise, never clipped silently) and intercepts."""
+    shape = []
+    for name, cap in (("groups", MAX_GROUPS), ("units", MAX_UNITS)):
+        value = params.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+            raise ValueError(f"'{name}' must be an integer between 1 and {cap}.")
+        shape.append(value)
+    size = shape[0] * shape[1]
+    slope = _numbers(params.get("slope"), "slope", size)
+    if not all(0.0 <= w <= 1.0 for w in slope):
+        raise ValueError(
+            "'slope' must lie in [0, 1]: the monotone network's slopes in log t, which make "
+            "g increasing."
+        )
+    intercept = _numbers(params.get("intercept"), "intercept", size)
+    balancing = MonotoneBalancing(*shape)
+    with torch.no_grad():
+        balancing.slope.copy_(torch.tensor(slope, dtype=torch.float64).view(*shape))
+        balancing.intercept.copy_(torch.tensor(intercept, dtype=torch.float64).view(*shape))
+    return balancing
+
+
 def load_balancing(source) -> Balancing:
     """A frozen balancing function from a path, JSON text, bytes, a file object or a dict."""
     data = _read(source)
@@ -177,8 +211,10 @@ def load_balancing(source) -> Balancing:
             balancing.layer2.bias.copy_(
                 torch.tensor(_numbers([params.get("b2")], "b2", 1), dtype=torch.float64)
             )
+    elif kind == "lsb2-monotone":
+        balancing = _monotone(params)
     else:
-        raise ValueError(f"'kind' must be 'lsb1' or 'lsb2', got {_short(kind)}.")
+        raise ValueError(f"'kind' must be 'lsb1' or 'lsb2' or 'lsb2-monotone', got {_short(kind)}.")
     # on both code paths a sampler uses: the network as written (few values) and its
     # piecewise-linear form (whole lattices), over every log-ratio a target may produce
     for points in (101, DENSE_LIMIT + 1):

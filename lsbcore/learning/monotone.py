@@ -42,10 +42,33 @@ from lsbcore.checks import integer
 from lsbcore.learning.balancing import Balancing
 from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 
-MAX_GROUPS = 50
-MAX_UNITS = 50
+# pieces() holds [K * J, K, K] tensors: 32 x 32 keeps them at 8 MiB
+MAX_GROUPS = 32
+MAX_UNITS = 32
 # unit evaluations per chunk of the active-unit search: 2^20 float64 values, 8 MiB at a time
 CHUNK = 1 << 20
+# inputs up to this many are searched unit by unit; larger ones (whole lattices) by a lookup in
+# phi's pieces, which cost a few small sorts to build (see MonotoneBalancing.pieces)
+DENSE_LIMIT = 2048
+
+
+def _lower_envelope(w: torch.Tensor, b: torch.Tensor):
+    """Where each line ``w[r, j] s + b[r, j]`` is the minimum of its row ``r`` (``[R, N]``):
+    ``(low, high)``, the line is the minimum exactly on ``[low, high]`` (empty: ``low >= high``).
+
+    Line ``j`` is below line ``i`` for ``s >= x`` when ``i`` is steeper and for ``s <= x`` when
+    flatter, ``x = (b_j - b_i) / (w_i - w_j)`` their crossing; of two parallel lines the higher
+    is never the minimum (the later of two equal ones, as an argmin would choose).
+    """
+    dw = w.unsqueeze(1) - w.unsqueeze(2)  # [R, j, i]: w_i - w_j
+    db = b.unsqueeze(2) - b.unsqueeze(1)  # [R, j, i]: b_j - b_i
+    cross = db / torch.where(dw == 0, 1.0, dw)
+    low = torch.where(dw > 0, cross, -math.inf).amax(2)
+    high = torch.where(dw < 0, cross, math.inf).amin(2)
+    index = torch.arange(w.shape[1], device=w.device)
+    earlier = index.view(1, 1, -1) < index.view(1, -1, 1)  # [1, j, i]: i < j
+    hidden = (dw == 0) & ((db > 0) | ((db == 0) & earlier))
+    return low, torch.where(hidden.any(2), -math.inf, high)
 
 
 def _line(slope: torch.Tensor, intercept: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -110,25 +133,67 @@ class MonotoneBalancing(Balancing):
         return torch.stack(picks)
 
     @torch.no_grad()
+    def pieces(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``phi`` as its linear pieces: ``(starts, units)``, both ``[K * J * K]``, ``starts``
+        ascending (the first ``-inf``; unused slots ``+inf`` at the end) and ``units`` the flat
+        index of the unit ``phi`` reads from each start to the next.
+
+        Built in three steps, all small tensor operations (no host read): each group's minimum
+        is a lower envelope of ``J`` lines (its pieces and breakpoints); the groups' breakpoints
+        together cut ``s`` into intervals on which every group is one line; on each interval
+        ``phi`` is the upper envelope of those ``K`` lines. A whole lattice then needs one
+        ``searchsorted`` per input instead of ``K * J`` unit evaluations.
+        """
+        w, b = self.slope.detach(), self.intercept.detach()
+        groups, units = w.shape
+        inf = torch.full((1,), math.inf, dtype=w.dtype, device=w.device)
+        low, high = _lower_envelope(w, b)  # [K, J]
+        starts, order = torch.where(low < high, low, math.inf).sort(1)  # each group's pieces
+        edges = starts.reshape(-1).sort().values  # [M]: every group's breakpoints, M = K * J
+        ends = torch.cat([edges[1:], inf])
+        at = torch.searchsorted(starts, edges.expand(groups, -1).contiguous(), right=True) - 1
+        line = order.gather(1, at.clamp_(0, units - 1))  # [K, M]: each group's unit there
+        a, c = w.gather(1, line).T, b.gather(1, line).T  # [M, K]
+        # the upper envelope of (a, c) is minus the lower envelope of (-a, -c)
+        low, high = _lower_envelope(-a, -c)
+        low = torch.maximum(low, edges.unsqueeze(1))  # within the interval [edges, ends)
+        high = torch.minimum(high, ends.unsqueeze(1))
+        flat = (torch.arange(groups, device=w.device).unsqueeze(1) * units + line).T  # [M, K]
+        starts, order = torch.where(low < high, low, math.inf).reshape(-1).sort()
+        return starts, flat.reshape(-1)[order]
+
+    @torch.no_grad()
     def active_units(self, s: torch.Tensor) -> torch.Tensor:
         """The flat index ``k * J + j`` of the unit that gives ``phi(s)``, per input (same
         shape as ``s``; ``s`` may hold ``+-inf``): the group with the largest minimum, and that
-        group's minimising unit. Chunked: ``CHUNK`` unit evaluations at a time."""
-        w, b = self.slope.detach(), self.intercept.detach()
+        group's minimising unit. Few inputs are searched unit by unit, many by a lookup in
+        ``pieces``: the same units but where two lines cross (a tie in value)."""
         flat = s.detach().reshape(-1)
         finite = torch.isfinite(flat)
         safe = torch.where(finite, flat, 0.0)
-        out = torch.empty(flat.shape, dtype=torch.long, device=flat.device)
+        if flat.numel() > DENSE_LIMIT:
+            starts, units = self.pieces()
+            at = torch.searchsorted(starts, safe, right=True).sub_(1).clamp_(min=0)
+            out = units[at]
+        else:
+            out = self._search_units(safe)
+        ends = self._end_units()
+        out = torch.where(flat == -math.inf, ends[0], torch.where(flat == math.inf, ends[1], out))
+        return out.view(s.shape)
+
+    def _search_units(self, s: torch.Tensor) -> torch.Tensor:
+        """``active_units`` of finite inputs ``[n]`` unit by unit, ``CHUNK`` evaluations at a
+        time (bounded memory)."""
+        w, b = self.slope.detach(), self.intercept.detach()
+        out = torch.empty(s.shape, dtype=torch.long, device=s.device)
         size = max(1, CHUNK // w.numel())
-        for first in range(0, flat.numel(), size):
-            part = safe[first : first + size]
+        for first in range(0, s.numel(), size):
+            part = s[first : first + size]
             values = torch.addcmul(b, part.view(-1, 1, 1), w)  # [n, K, J]
             low, j = values.min(2)  # [n, K]
             k = low.argmax(1, keepdim=True)  # [n, 1]
             out[first : first + size] = (k * self.units + j.gather(1, k)).squeeze(1)
-        ends = self._end_units()
-        out = torch.where(flat == -math.inf, ends[0], torch.where(flat == math.inf, ends[1], out))
-        return out.view(s.shape)
+        return out
 
     def phi(self, s: torch.Tensor) -> torch.Tensor:
         """``phi(s) = log h(e^s) = max_k min_j (w_kj s + b_kj)``."""

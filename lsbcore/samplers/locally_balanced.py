@@ -84,8 +84,13 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
 
     # ----------------------------------------------------------------- backend
     def set_backend(self, backend: str) -> None:
+        before = self.backend
         super().set_backend(backend)
-        self._torch_without_kernel(backend)
+        try:
+            self._torch_without_kernel(backend)
+        except ValueError:
+            self.backend = before  # a refused switch leaves the sampler as it was
+            raise
 
     def _torch_without_kernel(self, asked: str) -> None:
         """A balancing function the compiled kernels do not know (LSB 2') takes torch steps:
