@@ -427,10 +427,25 @@ def _print_summary(results: dict, quiet: bool) -> None:
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
+def _target_of(argv: list[str]) -> str | None:
+    """The value of the last ``--target`` in ``argv`` (None when it has none)."""
+    value = None
+    for i, a in enumerate(argv):
+        if a == "--target" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif a.startswith("--target="):
+            value = a.split("=", 1)[1]
+    return value
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a == "--target" or a.startswith("--target=") for a in argv):
-        # the RBM experiment (lsbcore.rbm.experiment) has its own arguments and outputs
+        # the RBM and Markov-network experiments have their own arguments and outputs
+        if _target_of(argv) == "markov-networks":
+            from lsbcore.networks.experiment import main as network_experiment
+
+            return network_experiment(argv)
         from lsbcore.rbm.experiment import main as rbm_experiment
 
         return rbm_experiment(argv)

@@ -621,12 +621,13 @@ def main(argv=None) -> int:
         args.work.mkdir(parents=True, exist_ok=True)
         (args.work / "reproduction.json").write_text(json.dumps(data, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    # the RBM section is written by its own command (--target rbm-digits): keep it
+    # the generated sections of the other commands (--target rbm-digits, --target
+    # markov-networks) are written by those commands: keep them all
     from lsbcore.rbm.report import keep_section
 
-    rbm = keep_section(args.out.read_text(encoding="utf-8")) if args.out.exists() else ""
+    kept = keep_section(args.out.read_text(encoding="utf-8")) if args.out.exists() else ""
     text = document(data, data.get("command", command))
-    args.out.write_text(text + ("\n" + rbm if rbm else ""), encoding="utf-8")
+    args.out.write_text(text + ("\n" + kept if kept else ""), encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import platform
+import re
 import subprocess
 from datetime import date
 from pathlib import Path
@@ -378,11 +379,16 @@ def section(results: dict) -> str:
 
 
 def keep_section(old: str) -> str:
-    """The RBM section of ``old`` (markers included), or "" when it has none."""
-    start, stop = old.find(BEGIN), old.find(END)
-    if start < 0 or stop < start:
-        return ""
-    return old[start : stop + len(END)] + "\n"
+    """Every generated section of ``old`` (markers included; the RBM's, the Markov networks',
+    any ``<!-- NAME:begin ... -->`` ... ``<!-- NAME:end -->``), in order, or "" when it has
+    none: what ``lsbcore.experiment.reproduce`` keeps when it rewrites the Ising part."""
+    kept = []
+    for begin in re.finditer(r"<!-- ([a-z0-9-]+):begin\b[^>]*-->", old):
+        end = f"<!-- {begin.group(1)}:end -->"
+        stop = old.find(end, begin.end())
+        if stop >= 0:
+            kept.append(old[begin.start() : stop + len(end)] + "\n")
+    return "\n".join(kept)
 
 
 def write_section(path, text: str) -> None:
