@@ -70,8 +70,9 @@ MAX_TRACE_VALUES = 12_000_000
 @dataclass(frozen=True)
 class Config:
     """Everything the sidebar sets. Defaults: paper case 3, the paper's six samplers, ready
-    to run. ``target`` picks the Ising segmentation posterior (then ``source`` says which) or
-    an RBM (app/rbm_targets.py), whose samplers are the RBM comparison's variant labels."""
+    to run. ``target`` picks the Ising segmentation posterior (then ``source`` says which), an
+    RBM (app/rbm_targets.py), whose samplers are the RBM comparison's variant labels, or a
+    Markov network (app/network_targets.py; ``epsilon`` shapes its presets)."""
 
     target: str = "ising"
     source: str = "paper"

@@ -18,12 +18,21 @@ import streamlit as st
 from app import presentation, view_links
 from app.views import convergence, network_balancing, network_ess, network_graph
 from app.views import weights as weights_view
+from app.widgets import ensure
 
 log = logging.getLogger(__name__)
 
+
+def trace(run) -> None:
+    """The Convergence figures, against target evaluations unless the user chose otherwise:
+    what a learned sampler's extra evaluations per step cost shows there."""
+    ensure("x_axis", "target evaluations per chain", lambda v: v in convergence.X_AXES)
+    convergence.render(run)
+
+
 VIEWS = (
     ("Network", network_graph.render),
-    ("Trace", convergence.render),
+    ("Trace", trace),
     ("ESS", network_ess.render),
     ("Balancing functions", network_balancing.render),
     ("Softmax weights", weights_view.render),

@@ -70,7 +70,8 @@ def graph_figure(layout, p: np.ndarray, title: str) -> go.Figure:
             name="variables",
             showlegend=False,
             marker={
-                "color": np.asarray(p, dtype=np.float64),
+                # a plain list: the browser's figure holds numbers, not an encoded array
+                "color": np.asarray(p, dtype=np.float64).tolist(),
                 "colorscale": COLOURS,
                 "cmin": 0.0,
                 "cmax": 1.0,
