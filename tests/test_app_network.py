@@ -257,3 +257,16 @@ def test_bad_uploads_keep_what_there_was_and_say_why():
     healthy(at)
     back = at.session_state["_run"]
     assert network_run.is_network_run(back) and back.problem.name == "MN 1"
+
+
+def test_every_network_view_has_its_presentation_sentence():
+    from app import network_panel, presentation
+
+    sentences = {**presentation.SEEING, **presentation.NETWORK_SEEING}
+    assert set(network_panel.TAB_LABELS) <= set(sentences)
+    assert not set(presentation.NETWORK_SEEING) & set(presentation.SEEING)
+    at = open_app(target="mn1", chains="2", burn_in="5", present="1", network_view="ESS")
+    healthy(at)
+    html = " ".join(str(h.proto.body) for h in at.get("html"))
+    assert "What you are seeing." in html and "Table 3 measure" in html
+    assert any("ESS starts after burn-in" in str(i.value) for i in at.info)
