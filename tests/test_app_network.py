@@ -17,7 +17,7 @@ from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
 from app import network_run, network_targets, rbm_run, sources, state
-from app.text import plain, quote
+from app.text import escape, plain, quote
 from app.views import network_graph
 from lsbcore import REGISTRY
 from lsbcore.networks.layout import grid_positions
@@ -270,3 +270,18 @@ def test_every_network_view_has_its_presentation_sentence():
     html = " ".join(str(h.proto.body) for h in at.get("html"))
     assert "What you are seeing." in html and "Table 3 measure" in html
     assert any("ESS starts after burn-in" in str(i.value) for i in at.info)
+
+
+def test_a_network_run_asks_for_cuda_and_falls_back_or_uses_it():
+    cfg = replace(cfgmod.defaults_for(target="mn2"), samplers=("sqrt",), chains=2, device="cuda")
+    run, messages = state.build_network_run(cfg, network_targets.preset("mn2", 0.0), "MN 2")
+    state.advance(run, 10.0, max_steps=5)
+    assert run.n_steps == 5
+    if torch.cuda.is_available():
+        assert run.comparison.device.type == "cuda" and messages == []
+    else:
+        assert run.device_label == "CPU"
+        assert messages == ["No CUDA GPU is available here; running on the CPU instead."]
+    # hard zeros: the shared start was moved inside the support, and the run says how
+    assert run.notices == [escape(run.comparison.start_note)]
+    assert run.comparison.start_note.startswith("2 of 2 chains started where p~ = 0")
