@@ -16,10 +16,18 @@ from app.widgets import ensure
 from lsbcore import REGISTRY, figures
 
 
+def _bound(run) -> float:
+    """The network's bound on a flip's finite |log t|, computed once per run (a loop over the
+    factors: an upload may have many)."""
+    if "network-log-ratio-bound" not in run.cache:
+        run.cache["network-log-ratio-bound"] = network_targets.max_abs_log_ratio(run.problem.target)
+    return run.cache["network-log-ratio-bound"]
+
+
 def _figures(run, overlay: bool):
     comparison = run.comparison
     balancings = figures.balancings_of(comparison.samplers)
-    t = t_grid(network_targets.max_abs_log_ratio(run.problem.target))
+    t = t_grid(_bound(run))
     with run.lock:  # the worker updates learned parameters in place
         t, g, reflected = figures.balancing_curves(balancings, t)
         histories = {
@@ -46,7 +54,7 @@ def render(run) -> None:
     )
     fig, loss = run.throttled("network-balancing", lambda: _figures(run, overlay), (overlay,))
     charts.show(fig, run, "balancing-functions")
-    bound = network_targets.max_abs_log_ratio(run.problem.target)
+    bound = _bound(run)
     state = "frozen (mixing)" if comparison.phase == "mixing" else "learning (burn-in)"
     st.caption(
         f"A single flip's finite |log t| is at most {bound:.1f} in this network (a move into "
