@@ -121,16 +121,16 @@ class MonotoneBalancing(Balancing):
         ``s -> +inf`` a group's minimum is its flattest line and the maximum over groups the
         steepest of those; as ``s -> -inf`` the other way round."""
         w, b = self.slope.detach(), self.intercept.detach()
-        picks = []
-        for sign in (-1.0, 1.0):  # s -> -inf, s -> +inf
-            lead = w * sign  # the group minimum takes the smallest slope * sign ...
-            low = lead.amin(1, keepdim=True)
-            j = torch.where(lead == low, b, math.inf).argmin(1)  # ... then the smallest b
-            a = low.squeeze(1)  # [K]: each group's end slope * sign
-            c = b.gather(1, j.unsqueeze(1)).squeeze(1)
-            k = torch.where(a == a.amax(), c, -math.inf).argmax()  # largest, then largest c
-            picks.append(k * self.units + j[k])
-        return torch.stack(picks)
+        sign = torch.tensor([-1.0, 1.0], dtype=w.dtype, device=w.device).view(2, 1, 1)
+        lead = w * sign  # [2, K, J]: the ends s -> -inf and s -> +inf
+        # a group's minimum: the smallest slope * sign, then the smallest intercept
+        low = lead.amin(2, keepdim=True)
+        j = torch.where(lead == low, b, math.inf).argmin(2, keepdim=True)  # [2, K, 1]
+        c = b.expand(2, -1, -1).gather(2, j).squeeze(2)  # [2, K]
+        # the maximum over groups: the largest slope * sign, then the largest intercept
+        top = low.squeeze(2)
+        k = torch.where(top == top.amax(1, keepdim=True), c, -math.inf).argmax(1, keepdim=True)
+        return (k * self.units + j.squeeze(2).gather(1, k)).squeeze(1)
 
     @torch.no_grad()
     def pieces(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -178,7 +178,7 @@ class MonotoneBalancing(Balancing):
         else:
             out = self._search_units(safe)
         ends = self._end_units()
-        out = torch.where(flat == -math.inf, ends[0], torch.where(flat == math.inf, ends[1], out))
+        out = torch.where(finite, out, torch.where(flat > 0, ends[1], ends[0]))
         return out.view(s.shape)
 
     def _search_units(self, s: torch.Tensor) -> torch.Tensor:
@@ -205,10 +205,11 @@ class MonotoneBalancing(Balancing):
     def log_g(self, s: torch.Tensor) -> torch.Tensor:
         # log g(s) = min(phi(s), s + phi(-s)); phi at -s reads a unit (w, b) and
         # s + (w (-s) + b) = (1 - w) s + b, written so that s = -inf gives the limit, not NaN
-        units = self.active_units(torch.stack([s, -s])).reshape(2, -1)  # one search for both
-        w = self.slope.reshape(-1)[units].view(2, *s.shape)
-        b = self.intercept.reshape(-1)[units].view(2, *s.shape)
-        return torch.minimum(_line(w[0], b[0], s), _line(1.0 - w[1], b[1], s))
+        units = self.active_units(torch.stack([s, -s])).reshape(-1)  # one search for both
+        params = torch.stack([self.slope.reshape(-1), self.intercept.reshape(-1)])  # [2, K * J]
+        w, b = params.index_select(1, units).view(2, 2, *s.shape)  # [2, *shape] each
+        lines = _line(torch.cat([w[:1], 1.0 - w[1:]]), b, s.unsqueeze(0))  # both terms at once
+        return torch.minimum(lines[0], lines[1])
 
     @torch.no_grad()
     def g0(self) -> float:
