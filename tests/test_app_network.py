@@ -204,6 +204,13 @@ def test_a_link_opens_mn2_and_a_bad_link_says_so():
     run = at.session_state["_run"]
     assert network_run.is_network_run(run) and run.problem.name == "MN 2"
     assert at.get("plotly_chart")  # the traces
+    at.button(key="step").click().run()  # Step: one plain step of every sampler
+    healthy(at)
+    assert at.session_state["_run"] is run and run.n_steps == 1
+    at.button(key="reset").click().run()  # Reset: the same start again
+    healthy(at)
+    new = at.session_state["_run"]
+    assert new is not run and new.n_steps == 0 and network_run.is_network_run(new)
     at = open_app(target="mn3")
     healthy(at)
     assert any(
