@@ -104,7 +104,9 @@ def monotone_fit(steps: int, seed: int = 0) -> dict:
 
 def run(networks, seeds, burn_in, steps, chains, escape, fit_steps, log=print) -> dict:
     """Everything the section reports, as plain data."""
-    results = {"networks": {}, "escape": {}, "seconds": 0.0}
+    from lsbcore.networks.report import commit
+
+    results = {"networks": {}, "escape": {}, "seconds": 0.0, "commit": commit()}
     started = time.perf_counter()
     for net in networks:
         target = preset(net)
