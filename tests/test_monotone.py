@@ -359,3 +359,22 @@ def test_the_pairwise_and_the_batched_samplers_have_one_matrix():
     np.testing.assert_allclose(
         flip_matrix(fp), transition_matrix(target, "lsb2-monotone", balancing=net), atol=1e-13
     )
+
+
+def test_a_chain_whose_every_flip_leads_into_zero_mass_learns_without_a_non_finite_loss():
+    """A ring whose factors forbid (x_i, x_{i+1}) = (-1, +1) has two states of positive mass,
+    all -1 and all +1, and from each every flip leads into zero mass. With g(0) = 0 a chain
+    there has Z = 0 and T = 0 for every theta: its terms of the loss are constants, and learning
+    must go on (it once stopped on a 0 * inf in the loss) with the chains where they are."""
+    n = 6
+    scopes = [(i, (i + 1) % n) for i in range(n)]
+    table = torch.log(torch.tensor([1.0, 0.0, 0.5, 2.0], dtype=torch.float64))
+    ring = FactorGraph(n, scopes, [table] * n)
+    sampler = make_sampler("lsb2-monotone", ring, n_chains=5, seed=0)
+    assert sampler.balancing.g0() == 0.0
+    start = sampler.x.clone()
+    sampler.step(300, learn=True)
+    assert not sampler.learning_failed
+    assert all(torch.isfinite(p).all() for p in sampler.balancing.parameters())
+    assert torch.equal(sampler.x, start)  # no move leaves the two states
+    assert sampler.invariant_error() < 1e-12

@@ -441,8 +441,21 @@ class BatchedBalancedSampler(BatchedSampler):
             s_safe = torch.where(dead.unsqueeze(1), s, s_new)
             s_safe_u = torch.where(dead_u.unsqueeze(1), s, s_uniform)
         if self.ratios == "exact":
+            # a chain whose every flip leads into zero mass with g(0) = 0 has Z = 0: its T is 0
+            # for every theta, so its terms are constant; a finite stand-in for its log g (its
+            # proposal is dead, w = 0) keeps 0 * inf out of the loss
+            isolated = torch.isneginf(log_z.detach()).unsqueeze(1)
+            log_g_loss = torch.where(isolated, 0.0, log_g)
             loss, accept_log_a = self._exact_objective(
-                log_g, log_z, i, j, s_safe, s_safe_u, log_ratio, dead, dead_u
+                log_g_loss,
+                torch.logsumexp(log_g_loss, 1),
+                i,
+                j,
+                s_safe,
+                s_safe_u,
+                log_ratio,
+                dead,
+                dead_u,
             )
         else:
             loss, accept_log_a = self._gradient_objective(
