@@ -32,6 +32,7 @@ from lsbcore.learning.balancing_io import (
     load_balancing,
     save_balancing,
 )
+from lsbcore.learning.monotone import MonotoneBalancing
 from lsbcore.rbm.mmd import mmd
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import (
@@ -90,6 +91,7 @@ __all__ = [
     "PHASES",
     "SAMPLERS",
     "Balancing",
+    "MonotoneBalancing",
     "Comparison",
     "balancing_to_dict",
     "binary_entropy",

@@ -307,6 +307,7 @@ G_STYLES = {
     "max": ("dashdot", 3.0, None),
     "lsb1": ("solid", 2.0, "circle"),
     "lsb2": ("solid", 2.0, "diamond"),
+    "lsb2-monotone": ("dot", 2.0, "triangle-up"),
     "learned": ("longdash", 2.0, "square"),
 }
 _G_OTHER = ("solid", 2.5, "x")
