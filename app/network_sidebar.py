@@ -17,9 +17,10 @@ import streamlit as st
 
 from app import network_targets
 from app.config import BOUNDS
-from app.text import plain, quote, shorten
+from app.text import plain, quote
 from app.widgets import ensure, ensure_in_range
 from lsbcore import REGISTRY
+from lsbcore.targets.uai import MAX_UPLOAD_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,8 @@ def _read(file) -> None:
     state = st.session_state
     state[SEEN] = file.file_id
     try:
-        # the name goes into sentences raw and quoted, and they are escaped once, on the page
-        graph, line = network_targets.read_upload(file.getvalue(), f"“{shorten(file.name)}”")
+        # the name goes into the sentences raw; they are escaped once, on the page
+        graph, line = network_targets.read_upload(file.getvalue(), file.name)
     except ValueError as err:
         state[ERROR] = (file.file_id, f"This file cannot be sampled: {plain(err)}")
         return
@@ -97,7 +98,7 @@ def model(sb, inputs) -> None:
         type=["uai"],
         key=UPLOAD_KEY,
         help="A MARKOV or BAYES file of the UAI inference competition's format, binary "
-        f"variables only, up to {network_targets.MAX_UPLOAD_BYTES // 2**20} MB and "
+        f"variables only, up to {MAX_UPLOAD_BYTES // 2**20} MB and "
         f"{network_targets.MAX_VARIABLES:,} variables. A file that cannot be sampled is refused "
         "in a sentence and the network in use stays.",
     )

@@ -39,8 +39,6 @@ DEFAULT_BURN_IN = 500  # the paper's UAI burn-in: the learned functions learn du
 DEFAULT_STEPS = 10_000  # the paper's sampling iterations
 DEFAULT_EPSILON = 1e-3  # the presets' near-deterministic entries (0: hard zeros)
 
-#: Largest .uai upload read (the competition's binary grids are tens of kB).
-MAX_UPLOAD_BYTES = 4 * 2**20
 #: Most variables of an uploaded network the app samples and draws.
 MAX_VARIABLES = 2_000
 
@@ -98,46 +96,25 @@ def zero_entries(graph) -> tuple[int, int]:
     return zeros, sum(int(t.numel()) for t in graph.log_tables)
 
 
-def summary(graph, name: str) -> str:
-    """One line saying what was read: variables, factors, zero entries."""
-    zeros, entries = zero_entries(graph)
-    return (
-        f"Read {name}: {graph.n_variables:,} binary variables, {graph.n_factors:,} factors, "
-        f"{zeros:,} of {entries:,} table entries zero."
-    )
-
-
-def _uai_text(data: bytes, name: str) -> bytes:
-    """``data`` if it is within the cap and begins like a UAI model file, else a ValueError."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise ValueError(
-            f"{name} holds {len(data):,} bytes; the dashboard reads .uai files of at most "
-            f"{MAX_UPLOAD_BYTES // 2**20} MB."
-        )
-    head = data.lstrip()[:6].upper()
-    if not (head.startswith(b"MARKOV") or head.startswith(b"BAYES")):
-        raise ValueError(
-            f"{name} is not a UAI model file: one begins with its type, MARKOV or BAYES."
-        )
-    return data
-
-
 def read_upload(data: bytes, name: str):
-    """The ``FactorGraph`` of an uploaded UAI file and the line saying what was read; a
-    ValueError (one sentence) for a file over the cap, one that is not a UAI model (or that
-    ``lsbcore.targets.uai`` refuses), a model of more than ``MAX_VARIABLES`` variables, or one
-    with no state of positive probability."""
+    """The ``FactorGraph`` of an uploaded UAI file (``name``: its file name) and the line saying
+    what was read; a ValueError (one sentence naming the upload) for a file the library's upload
+    reader refuses (over its 4 MB cap, not a UAI model, a variable with three values, a table
+    cut short, ...), a model of more than ``MAX_VARIABLES`` variables, or one with no state of
+    positive probability."""
     from lsbcore.targets.factor_graph import FactorGraph
-    from lsbcore.targets.uai import read_uai
+    from lsbcore.targets.uai import read_uai_upload
 
-    text = _uai_text(bytes(data), name)
+    label = f"the upload {name[:80]!r}"  # as the library's reader names it
     try:
-        model = read_uai(text)
-    except ValueError as err:  # the reader's sentence names the line; this names the file
-        raise ValueError(f"{name}, {err}") from err
+        model = read_uai_upload(data, name)
+    except ValueError as err:
+        # the reader's own sentences name the upload; those about a line of the file do not
+        message = str(err)
+        raise ValueError(message if message.startswith(label) else f"{label}, {message}") from err
     if model.n_variables > MAX_VARIABLES:
         raise ValueError(
-            f"{name} declares {model.n_variables:,} variables; the dashboard samples and draws "
+            f"{label} declares {model.n_variables:,} variables; the dashboard samples and draws "
             f"networks of at most {MAX_VARIABLES:,}."
         )
     # one row of variables: the traces and marginals keep [chains, rows, columns]
@@ -147,8 +124,8 @@ def read_upload(data: bytes, name: str):
     try:
         graph.start(1, torch.Generator().manual_seed(0))  # a sentence when no state has mass
     except ValueError as err:
-        raise ValueError(f"{name}: {err}") from err
-    return graph, summary(graph, name)
+        raise ValueError(f"{label}: {err}") from err
+    return graph, f"Read {name[:80]!r}: {model.describe()}."
 
 
 def max_abs_log_ratio(graph) -> float:

@@ -21,6 +21,7 @@ from app.text import escape, plain, quote
 from app.views import network_graph
 from lsbcore import REGISTRY
 from lsbcore.networks.layout import grid_positions
+from lsbcore.targets.uai import MAX_UPLOAD_BYTES
 
 SAMPLES = sources.sample_names()
 TABLE3 = list(network_targets.DEFAULT_SAMPLERS)
@@ -94,24 +95,29 @@ def test_bad_network_link_values_are_refused_in_a_sentence():
 
 
 def test_uploads_are_read_or_refused_in_a_sentence():
-    graph, line = network_targets.read_upload(RING, "“ring.uai”")
-    assert (graph.n_variables, graph.n_factors) == (6, 6)
-    assert line == "Read “ring.uai”: 6 binary variables, 6 factors, 6 of 24 table entries zero."
-    with pytest.raises(ValueError, match="is not a UAI model file"):
+    graph, line = network_targets.read_upload(RING, "ring.uai")
+    assert (graph.n_variables, graph.n_factors, graph.shape) == (6, 6, (1, 6))
+    assert line == (
+        "Read 'ring.uai': a MARKOV network of 6 binary variables and 6 factors, 6 of its 24 "
+        "table entries zero."
+    )
+    with pytest.raises(ValueError, match="the upload 'a.uai' is not UTF-8 text"):
         network_targets.read_upload(b"\x89PNG\r\n", "a.uai")
+    with pytest.raises(ValueError, match="the upload 'b.uai' does not begin .* not a UAI model"):
+        network_targets.read_upload(b"hello, world", "b.uai")
     with pytest.raises(
-        ValueError, match="“c.uai”, line 3 of the UAI file: variable 1 has 3 values"
+        ValueError, match="the upload 'c.uai', line 3 of the UAI file: variable 1 has 3 values"
     ):
-        network_targets.read_upload(CARDINALITY_3, "“c.uai”")
-    big = b"MARKOV\n" + b" " * network_targets.MAX_UPLOAD_BYTES
-    with pytest.raises(ValueError, match="at most 4 MB"):
+        network_targets.read_upload(CARDINALITY_3, "c.uai")
+    big = b"MARKOV\n" + b" " * MAX_UPLOAD_BYTES
+    with pytest.raises(ValueError, match="the upload 'big.uai' holds 4.0 MB; at most 4.0 MB"):
         network_targets.read_upload(big, "big.uai")
     many = f"MARKOV\n2001\n{' '.join(['2'] * 2001)}\n0\n".encode()
-    with pytest.raises(ValueError, match="at most 2,000"):
+    with pytest.raises(ValueError, match="the upload 'many.uai' declares 2,001 variables"):
         network_targets.read_upload(many, "many.uai")
     # a model whose only factor forbids every value: no state has positive probability
     dead = b"MARKOV\n1\n2\n1\n1 0\n2\n0 0\n"
-    with pytest.raises(ValueError, match="probability zero"):
+    with pytest.raises(ValueError, match="the upload 'dead.uai': factor 0 .* probability zero"):
         network_targets.read_upload(dead, "dead.uai")
 
 
@@ -236,21 +242,21 @@ def test_bad_uploads_keep_what_there_was_and_say_why():
     sentences = {
         "notes.uai": (b"hello, world", "is not a UAI model file"),
         "three.uai": (CARDINALITY_3, "only binary variables"),
-        "huge.uai": (b"MARKOV\n" + b"1 " * (2 * 2**20 + 8), "at most 4 MB"),
+        "huge.uai": (b"MARKOV\n" + b"1 " * (2 * 2**20 + 8), "at most 4.0 MB"),
     }
     for name, (data, words) in sentences.items():
         upload(name, data)
         assert not at.exception
         errors = [str(e.value) for e in at.sidebar.error]
         assert len(errors) == 1 and errors[0].startswith("This file cannot be sampled: ")
-        assert plain(words) in errors[0] and plain(f"“{name}”") in errors[0], errors
+        assert plain(words) in errors[0] and plain(repr(name)) in errors[0], errors
         assert at.session_state["_run"] is mn1 and mn1.n_steps == 4  # nothing lost
     upload("ring.uai", RING)
     healthy(at)
     run = at.session_state["_run"]
     assert network_run.is_network_run(run) and run is not mn1
     assert run.problem.target.n_variables == 6 and run.problem.layout.kind == "spring"
-    assert any("6 of 24 table entries zero" in str(c.value) for c in at.sidebar.caption)
+    assert any("6 of its 24 table entries zero" in str(c.value) for c in at.sidebar.caption)
     # every start has positive probability, though a uniform draw often has none here
     assert all(
         torch.isfinite(run.problem.target.log_prob(s.x)).all()

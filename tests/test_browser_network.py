@@ -83,7 +83,7 @@ def test_mn1_runs_live_switches_and_takes_an_upload(page, server):
     upload(page, "notes.uai", b"hello")
     page.get_by_text("is not a UAI model file").first.wait_for(timeout=TIMEOUT_MS)
     upload(page, "ring.uai", RING)
-    page.get_by_text("6 of 24 table entries zero").first.wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text("6 of its 24 table entries zero").first.wait_for(timeout=TIMEOUT_MS)
     node_colours(page, 6)
     assert_healthy(page)
     shot(page, "network-upload")
