@@ -93,6 +93,26 @@ def test_chains_the_repair_cannot_fix_restart_or_take_a_state_another_found(monk
     assert f"{len(moves.restarted)} after a restart from fresh draws" in moves.sentence()
 
 
+def ring(n: int) -> FactorGraph:
+    """A ring whose pairs forbid (x_i, x_i+1) = (-1, +1): only the two constant states have
+    positive mass, and min-conflict flips from a random state only shift the forbidden pairs."""
+    table = torch.log(torch.tensor([1.0, 0.0, 0.5, 2.0], dtype=torch.float64))
+    return FactorGraph(n, [(i, (i + 1) % n) for i in range(n)], [table] * n)
+
+
+def test_a_repair_that_makes_no_progress_gives_up_and_restarts():
+    """From its own state a chain stops after REPAIR_PATIENCE flips without a new low in its
+    zero-mass factors (here far fewer than the 4 n + 10 budget), and the restart finds the
+    support."""
+    graph = ring(300)
+    x = uniform_start((300,), 5, seed=0)
+    moved_x, moves = graph.into_support(x, torch.Generator().manual_seed(1))
+    assert torch.isfinite(graph.log_prob(moved_x)).all()
+    assert moves.restarted == (0, 1, 2, 3, 4)
+    assert all(flips < 4 * 300 + 10 for flips in moves.flips)  # the budget was not spent
+    assert (moved_x.abs().sum(1) == 300).all() and (moved_x.sum(1).abs() == 300).all()
+
+
 def test_comparison_moves_its_shared_start_inside_and_says_how_in_a_sentence():
     graph = hard_network()
     x = mixed_start(graph, 5, positive=(1, 3))

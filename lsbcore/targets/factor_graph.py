@@ -44,6 +44,8 @@ from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, read_uai
 START_RESTARTS = 20
 START_FLIPS_PER_VARIABLE = 4
 START_NOISE = 0.2
+# into_support's repair from a chain's own state stops after this many flips without progress
+REPAIR_PATIENCE = 50
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,8 @@ class FactorGraph(Target):
         """States ``x`` ``[B, *shape]`` with every chain at zero mass moved to positive mass.
 
         Chains where ``p~(x) > 0`` are kept as they are. Each chain at zero mass is repaired
-        greedily from its own state (``start``'s min-conflict flips, counted); a chain the repair
+        greedily from its own state (``start``'s min-conflict flips, counted, given up after
+        ``REPAIR_PATIENCE`` flips without a new low in zero-mass factors); a chain the repair
         does not bring to positive mass restarts (``start``'s index-order draws and repair), and
         one still at zero mass after every restart takes a state another chain found. Returns
         the new states (shape of ``x``) and a ``SupportMoves`` saying what happened to each."""
@@ -283,7 +286,10 @@ class FactorGraph(Target):
         donated = torch.zeros(n_chains, dtype=torch.bool, device=flat.device)
         if bool(at_zero.any()):
             budget = START_FLIPS_PER_VARIABLE * self.n_sites + 10
-            flat, flips_used = self._repair(flat, generator, budget)
+            # from its own state, a chain gives up after REPAIR_PATIENCE flips without a new
+            # low in zero-mass factors (a ring of forbidden patterns only shifts them): the
+            # restarts' ordered draws then start far closer to the support
+            flat, flips_used = self._repair(flat, generator, budget, REPAIR_PATIENCE)
             for _ in range(START_RESTARTS):
                 stuck = self._scores(flat)[1] > 0
                 if not bool(stuck.any()):
@@ -343,15 +349,25 @@ class FactorGraph(Target):
             self._completion = sorted(by_last.items())
         return self._completion
 
-    def _repair(self, x: torch.Tensor, generator: torch.Generator, flips: int):
+    def _repair(self, x: torch.Tensor, generator: torch.Generator, flips: int, patience=None):
         """Up to ``flips`` min-conflict flips of every chain at zero mass (see ``start``): the
-        states, and the flips each chain took ``[B]``."""
+        states, and the flips each chain took ``[B]``. With ``patience``, a chain whose number
+        of zero-mass factors has not reached a new low in that many flips stops (left at zero
+        mass, for the caller's fallbacks)."""
         n_chains = len(x)
         chains = torch.arange(n_chains, device=x.device)
         taken = torch.zeros(n_chains, dtype=torch.long, device=x.device)
+        lowest = since_low = None
         for _ in range(flips):
             _, zeros, _, d_zeros = self._flip_scores(x)
             stuck = zeros > 0
+            if patience is not None:
+                if lowest is None:
+                    lowest, since_low = zeros.clone(), torch.zeros_like(taken)
+                lower = zeros < lowest
+                lowest = torch.minimum(lowest, zeros)
+                since_low = torch.where(lower, 0, since_low + 1)
+                stuck = stuck & (since_low <= patience)
             if not bool(stuck.any()):
                 break
             taken += stuck.long()
