@@ -145,6 +145,7 @@ def test_the_section_is_rewritten_from_json_in_place(tiny_run, tmp_path):
         (["--docs", "notes.txt"], "--docs must name a Markdown file (.md)"),
         (["--docs", "no/such/folder/r.md"], "its folder does not exist"),
         (["--from-json", "no-such.json"], "could not be read as JSON"),
+        (["--json", "no/such/folder/r.json"], "must name a file in an existing folder"),
         (["--bogus"], "Unrecognized arguments: --bogus"),
     ],
 )
@@ -187,3 +188,17 @@ def test_every_generated_section_is_kept_by_the_other_commands(tiny_run, tmp_pat
     assert "new RBM" in text and "RBM numbers" not in text and network_section in text
     report.write_section(doc, network_section)  # and its own rewrite keeps the others
     assert doc.read_text() == text
+
+
+def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    doc = tmp_path / "reproduction.md"
+    doc.write_text("# old\n", encoding="utf-8")
+
+    def interrupted(source, destination):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.write_section(doc, f"{report.BEGIN}\nnew\n{report.END}\n")
+    assert doc.read_text(encoding="utf-8") == "# old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["reproduction.md"]  # no temporary left

@@ -204,6 +204,8 @@ def main(argv=None) -> int:
         parser.error(f"--docs {str(docs)!r} exists and is not a file")
     if not docs.parent.is_dir():
         parser.error(f"--docs {str(docs)!r}: its folder does not exist")
+    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
+        parser.error(f"--json {str(args.json)!r} must name a file in an existing folder")
     if args.from_json is not None:
         return _from_json(parser, args, docs)
     length = protocol.QUICK if args.quick else protocol.PAPER
@@ -228,9 +230,11 @@ def main(argv=None) -> int:
         "escape": escape,
         "networks": args.networks,
     }
+    from lsbcore.networks.report import write_atomically
+
     if args.json is not None:
         try:
-            args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+            write_atomically(args.json, json.dumps(results, indent=1))
         except OSError as err:
             print(f"could not write {args.json}: {err.strerror or err}.", file=sys.stderr)
             return 1

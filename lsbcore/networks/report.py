@@ -270,14 +270,21 @@ def write_section(path, text: str) -> None:
         new = old[:start] + text + old[stop + len(END) :].lstrip("\n")
     else:
         new = old.rstrip("\n") + ("\n\n" if old else "") + text
-    handle, temporary = tempfile.mkstemp(prefix=".reproduction-", dir=path.parent or ".")
+    write_atomically(path, new)
+
+
+def write_atomically(path, text: str) -> None:
+    """``text`` into ``path`` through a temporary file in the same folder, renamed over it: a
+    reader sees the old file or the new, never a part (an interrupted write leaves no trace)."""
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(new)
+            f.write(text)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
 
 
-__all__ = ["BEGIN", "END", "commit", "section", "write_section"]
+__all__ = ["BEGIN", "END", "commit", "section", "write_atomically", "write_section"]
