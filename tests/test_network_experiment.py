@@ -157,6 +157,12 @@ def test_bad_arguments_are_refused_in_a_sentence(argv, message, capsys):
     assert "Traceback" not in err and err.strip().endswith(".") and err.count("\n") == 1
 
 
+def test_an_unknown_target_is_refused_in_a_sentence_that_names_both(capsys):
+    assert cli.main(["--target", "markov-network"]) == 2
+    err = capsys.readouterr().err
+    assert "--target must be rbm-digits or markov-networks, got 'markov-network'." in err
+
+
 def test_a_bad_results_file_is_refused_in_a_sentence(tmp_path, capsys):
     path = tmp_path / "other.json"
     path.write_text(json.dumps({"config": {}}), encoding="utf-8")

@@ -442,10 +442,18 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a == "--target" or a.startswith("--target=") for a in argv):
         # the RBM and Markov-network experiments have their own arguments and outputs
-        if _target_of(argv) == "markov-networks":
+        target = _target_of(argv)
+        if target == "markov-networks":
             from lsbcore.networks.experiment import main as network_experiment
 
             return network_experiment(argv)
+        if target is not None and target != "rbm-digits":
+            print(
+                f"python -m lsbcore.experiment: --target must be rbm-digits or markov-networks, "
+                f"got {target[:40]!r}.",
+                file=sys.stderr,
+            )
+            return 2
         from lsbcore.rbm.experiment import main as rbm_experiment
 
         return rbm_experiment(argv)
