@@ -90,7 +90,7 @@ def test_chains_the_repair_cannot_fix_restart_or_take_a_state_another_found(monk
     monkeypatch.setattr(factor_graph, "START_RESTARTS", 20)
     moved_x, moves = graph.into_support(x.clone(), torch.Generator().manual_seed(2))
     assert moves.restarted and torch.isfinite(graph.log_prob(moved_x)).all()
-    assert f"{len(moves.restarted)} after a restart from fresh draws" in moves.sentence()
+    assert f"{len(moves.restarted)} of them after a restart from fresh draws" in moves.sentence()
 
 
 def ring(n: int) -> FactorGraph:
@@ -122,7 +122,7 @@ def test_comparison_moves_its_shared_start_inside_and_says_how_in_a_sentence():
     mean = sum(moves.flips) / 3
     expected = (
         f"3 of 5 chains started where p~ = 0 (a hard zero of the network); each was moved to a "
-        f"state of positive probability by greedy repair ({mean:.3g} flips on average)"
+        f"state of positive probability by greedy repair, {mean:.3g} flips on average"
     )
     assert c.start_note.startswith(expected)
     assert c.start_note.endswith("not counted as steps or evaluations.")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, ess_paper
-from lsbcore.learning.monotone import MonotoneBalancing
+from lsbcore.learning.balancing import make_balancing
 from lsbcore.networks import protocol
 from lsbcore.networks.escape import escape_times, g_at_zero
 from lsbcore.networks.presets import PRESETS, preset
@@ -88,8 +88,10 @@ def run_sampler(target, name: str, seeds, burn_in: int, steps: int, chains: int)
 
 def monotone_fit(steps: int, seed: int = 0) -> dict:
     """LSB 2''s 20 x 20 monotone network fitted to max(1, t) (the arXiv appendix 15)."""
-    generator = torch.Generator().manual_seed(seed)
-    h = MonotoneBalancing(protocol.PAPER["groups"], protocol.PAPER["units"], generator=generator)
+    # from the start the sampler itself takes (near sqrt(t)), as the appendix trains its network
+    h = make_balancing(
+        "lsb2-monotone", seed=seed, groups=protocol.PAPER["groups"], units=protocol.PAPER["units"]
+    )
     error = h.fit_max(steps=steps)
     t = np.asarray(FIT_T)
     return {

@@ -68,18 +68,18 @@ class SupportMoves:
         where = "chain" if k == 1 else "chains"
         each = "it was" if k == 1 else "each was"
         mean = sum(self.flips) / k
-        how = f"greedy repair ({mean:.3g} flips on average)"
+        how = f"greedy repair, {mean:.3g} flips on average"
         if k == 1:
-            how = f"greedy repair ({self.flips[0]} flips)"
+            how = f"greedy repair, {self.flips[0]} flips"
         others = []
         if self.restarted:
-            others.append(f"{len(self.restarted)} after a restart from fresh draws")
+            others.append(f"{len(self.restarted)} of them after a restart from fresh draws")
         if self.donated:
             others.append(f"{len(self.donated)} by taking a state another chain found")
         extra = f" ({'; '.join(others)})" if others else ""
         return (
             f"{k} of {n} {where} started where p~ = 0 (a hard zero of the network); {each} moved "
-            f"to a state of positive probability by {how}{extra} before sampling began, and "
+            f"to a state of positive probability by {how}{extra}, before sampling began, and "
             "those moves are not counted as steps or evaluations."
         )
 
