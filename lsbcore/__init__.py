@@ -71,7 +71,7 @@ from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.pairwise import PairwiseMRF
 from lsbcore.targets.pairwise_target import PairwiseTarget
 from lsbcore.targets.rbm import RBM
-from lsbcore.targets.uai import read_uai
+from lsbcore.targets.uai import UAIModel, read_uai, read_uai_upload
 
 __all__ = [
     "mmd",
@@ -83,6 +83,8 @@ __all__ = [
     "FactorGraph",
     "grid_network",
     "read_uai",
+    "read_uai_upload",
+    "UAIModel",
     "Target",
     "CSV_COLUMNS",
     "DESCRIPTIONS",
