@@ -7,6 +7,7 @@ against enumeration in the library's tests; here the page and what it shows.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 
@@ -19,7 +20,8 @@ from app import config as cfgmod
 from app import network_run, network_targets, rbm_run, sources, state
 from app.text import escape, plain, quote
 from app.views import network_graph
-from lsbcore import REGISTRY
+from app.views.export import learned_functions
+from lsbcore import REGISTRY, load_balancing
 from lsbcore.networks.layout import grid_positions
 from lsbcore.targets.uai import MAX_UPLOAD_BYTES
 
@@ -163,6 +165,19 @@ def test_mn1_runs_and_every_view_draws():
         assert at.get("plotly_chart"), view
     assert any("Ising posterior" in str(c.value) for c in at.caption)  # what is not offered
     assert at.query_params["network_view"] == "Softmax weights"
+    # the learned functions download as JSON that loads back as the run's own functions
+    at.session_state["network_view"] = "Balancing functions"
+    at.run()
+    healthy(at)
+    assert any("g(0) of the learned functions" in str(c.value) for c in at.caption)
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["LSB 1 (JSON)", "LSB 2 (JSON)", "LSB 2' (JSON)"], labels
+    for name in ("lsb1", "lsb2", "lsb2-monotone"):
+        data = learned_functions({name: run.comparison[name]})[name]
+        loaded = load_balancing(json.loads(data))
+        s = torch.linspace(-20, 20, 81, dtype=torch.float64)
+        with torch.no_grad():
+            assert torch.allclose(loaded.log_g(s), run.comparison[name].balancing.log_g(s))
     assert not [p for p in at.get("popover")]  # no pins on a network run, and it says so
     assert any("cannot be pinned" in str(c.value) for c in at.caption)
 

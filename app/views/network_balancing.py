@@ -12,8 +12,10 @@ import streamlit as st
 
 from app import charts, network_targets
 from app.views.balancing import ETA_MEANING, loss_figure, t_grid
+from app.views.export import learned_functions
 from app.widgets import ensure
 from lsbcore import REGISTRY, figures
+from lsbcore.networks.escape import g_at_zero
 
 
 def _bound(run) -> float:
@@ -64,3 +66,33 @@ def render(run) -> None:
     if loss is not None:
         charts.show(loss, run, "learning-objective")
         st.caption(ETA_MEANING)
+    _downloads(run)
+
+
+def _downloads(run) -> None:
+    """Each learned function as JSON (the Ising page's "Imported" sampler reads it back), with
+    its g(0): whether it proposes moves into zero mass."""
+    comparison = run.comparison
+    learned = [n for n in comparison.names if REGISTRY[n].learnable]
+    if not learned:
+        return
+    with run.lock:
+        zeros = {n: g_at_zero(comparison[n].balancing) for n in learned}
+        files = learned_functions({n: comparison[n] for n in learned}, {"target": run.problem.name})
+    st.caption(
+        "g(0) of the learned functions (above 0: moves into zero mass are proposed, and "
+        "rejected): "
+        + ", ".join(f"{figures.sampler_label(n)} {zeros[n]:.3g}" for n in learned)
+        + "."
+    )
+    row = st.container(horizontal=True)
+    for name in learned:
+        row.download_button(
+            f"{figures.sampler_label(name)} (JSON)",
+            data=files[name],
+            file_name=f"network-{name}.json",
+            mime="application/json",
+            on_click="ignore",
+            key=f"network_download_{name}",
+            help="A learned balancing function; import it with the sampler 'Imported'.",
+        )
