@@ -10,15 +10,11 @@ Only the open tab is drawn.
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 
-from app import presentation, view_links
+from app import panel_tabs, view_links
 from app.views import digits, rbm_balancing, rbm_mmd, rbm_moves, rbm_pins
 from app.views import weights as weights_view
-
-log = logging.getLogger(__name__)
 
 VIEWS = (
     ("Digits", digits.render),
@@ -43,22 +39,5 @@ def tabs() -> None:
     """The RBM views of the session's run (its open tab only)."""
     from app import session
 
-    run = st.session_state.get(session.RUN_KEY)
-    state = st.session_state
-    view_links.restore(state, (TABS_KEY,))
-    if state[TABS_KEY] not in TAB_LABELS:
-        state[TABS_KEY] = TAB_LABELS[0]
-    containers = st.tabs(list(TAB_LABELS), key=TABS_KEY, on_change="rerun")
-    view_links.remember(state, (TABS_KEY,))
-    view_links.publish(st.query_params, state)  # the fragment does not rewrite the link
-    for tab, name in zip(containers, TAB_LABELS, strict=True):
-        if tab.open is False:
-            continue
-        with tab:
-            try:
-                presentation.seeing(name)
-                RENDER[name](run)
-            except Exception as err:  # one failing view must not take the page down
-                log.exception("RBM view %s failed", name)
-                st.error(f"The {name} view could not be drawn: {err}")
+    panel_tabs.draw(st.session_state.get(session.RUN_KEY), TABS_KEY, RENDER, "RBM")
     st.caption(NOT_OFFERED)
