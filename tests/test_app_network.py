@@ -313,3 +313,22 @@ def test_a_network_run_asks_for_cuda_and_falls_back_or_uses_it():
     # hard zeros: the shared start was moved inside the support, and the run says how
     assert run.notices == [escape(run.comparison.start_note)]
     assert run.comparison.start_note.startswith("2 of 2 chains started where p~ = 0")
+
+
+def test_a_failing_view_says_so_in_its_tab_and_the_page_goes_on(monkeypatch):
+    from app import network_panel
+
+    def broken(run):
+        raise RuntimeError("a deliberate failure")
+
+    monkeypatch.setitem(network_panel.RENDER, "ESS", broken)
+    at = open_app()
+    at.sidebar.selectbox(key="target").set_value("mn1").run()
+    at.session_state["network_view"] = "ESS"
+    at.run()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["The ESS view could not be drawn: a deliberate failure"]
+    at.session_state["network_view"] = "Network"
+    at.run()
+    healthy(at)
+    assert at.get("plotly_chart")
