@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 
 from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, ess_paper
+from lsbcore.experiment.shown_command import shown_command
 from lsbcore.learning.balancing import make_balancing
 from lsbcore.networks import protocol
 from lsbcore.networks.escape import escape_times, g_at_zero
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
         fit_steps=60 if args.quick else 300, log=log,
     )  # fmt: skip
     results["config"] = {
-        "command": shlex.join(["python", "-m", "lsbcore.experiment", *argv_for_docs(argv)]),
+        "command": shown_command(argv),
         "quick": args.quick,
         "seeds": seeds,
         "burn_in": length["burn_in"],
@@ -265,32 +265,6 @@ def _from_json(parser, args, docs: Path) -> int:
     if not isinstance(results, dict) or any(k not in results for k in needed):
         parser.error(f"--from-json {str(args.from_json)!r} is not a results file of this command")
     return _write(docs, results, lambda m: None if args.quiet else print(m, file=sys.stderr))
-
-
-def argv_for_docs(argv) -> list[str]:
-    """The command's arguments as the section shows them: a --docs path only by its name when
-    it is not the default (no machine-specific folders in the document)."""
-    out, skip = [], False
-    for i, a in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if a in ("--json", "--from-json"):
-            skip = True
-            continue
-        if a.startswith(("--json=", "--from-json=")):
-            continue
-        if a == "--docs" and i + 1 < len(argv):
-            skip = True
-            if Path(argv[i + 1]) != Path("docs/reproduction.md"):
-                out += ["--docs", Path(argv[i + 1]).name]
-            continue
-        if a.startswith("--docs="):
-            if Path(a[7:]) != Path("docs/reproduction.md"):
-                out.append(f"--docs={Path(a[7:]).name}")
-            continue
-        out.append(a)
-    return out
 
 
 __all__ = ["build_parser", "main", "monotone_fit", "run", "run_sampler"]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 from arviz_stats.base import array_stats
 
+from lsbcore.experiment.shown_command import shown_command
 from lsbcore.rbm.ground_truth import TRUTH_SAMPLES, TRUTH_STEPS, floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
 from lsbcore.rbm.protocol import PAPER, PAPER_LABELS, QUICK
@@ -336,7 +336,7 @@ def main(argv=None) -> int:
         options={"lr": args.lr, "optimizer": args.optimizer}, log=say,
     )  # fmt: skip
     results["config"] = {
-        "command": shlex.join(["python", "-m", "lsbcore.experiment", *argv]),
+        "command": shown_command(argv),
         "model": args.model,
         "model_description": rbm.describe(),
         "n_visible": rbm.n_visible,
