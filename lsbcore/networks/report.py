@@ -237,11 +237,14 @@ def section(results: dict) -> str:
         "",
         "### The monotone network of LSB 2' fitted to max(1, t) (the arXiv appendix 15)",
         "",
-        f"A {protocol.PAPER['groups']} x {protocol.PAPER['units']} min-max network regressed "
-        f"onto log max(1, t) over |log t| <= 10 ({fit['steps']} steps of projected Adam, "
+        f"A {protocol.PAPER['groups']} x {protocol.PAPER['units']} min-max network, from the "
+        "start the sampler takes (near sqrt(t)), regressed onto log max(1, t) over "
+        f"|log t| <= 10 ({fit['steps']} steps of projected Adam, "
         "`MonotoneBalancing.fit_max`): the largest error in log g is "
-        f"{fit['max_log_error']:.3g} (a relative error of {math.expm1(fit['max_log_error']):.1%} "
-        f"in g), and its g(0) is {fit['g0']:.3g} (max(1, t) has g(0) = 1).",
+        f"{fit['max_log_error']:.3g} (a relative error of "
+        f"{100 * math.expm1(fit['max_log_error']):.2g}% in g), and its g(0) is "
+        f"{fit['g0']:.3g} (max(1, t) has g(0) = 1: the fit reaches the end slopes 0 and 1 only "
+        "approximately, outside the fitted range).",
         "",
         *_fit_rows(fit),
         "",
