@@ -197,7 +197,7 @@ def test_first_load_run_views_pause_and_step(page, server):
     ]
     assert [r["sampler"] for r in rows] == [
         "t/(1+t)",
-        "sqrt(t) (= GWG)",
+        "sqrt(t)",
         "min(1,t)",
         "max(1,t)",
         "LSB 1",

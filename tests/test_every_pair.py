@@ -31,7 +31,12 @@ pytestmark = pytest.mark.usefixtures("single_thread")  # tiny tensors: threads o
 NOT_REVERSIBLE = {"checkerboard"}
 # options that keep a step's law small on 8 sites (paths of up to 3 flips, balls of 4 sites)
 MATRIX_OPTIONS = {"pas": {"path_length": 2}, "hamming-ball": {"block_size": 4, "radius": 2}}
-RUN_OPTIONS = {"hamming-ball": {"block_size": 6, "radius": 1}}
+# ... and a small monotone network for LSB 2' on 8,000 chains (its exactness does not depend on
+# the network's size; the default 20 x 20 one is tested in test_monotone.py)
+RUN_OPTIONS = {
+    "hamming-ball": {"block_size": 6, "radius": 1},
+    "lsb2-monotone": {"groups": 5, "units": 5},
+}
 
 
 def rbm(n: int, seed: int) -> RBM:

@@ -340,7 +340,7 @@ def test_comparison_rows_agree_with_the_pieces():
 def test_tv_figure_draws_one_log_scale_line_per_sampler():
     curves = {"sqrt": np.array([1.0, 0.5, 0.0]), "gibbs": np.array([1.0, 0.9, 0.8])}
     fig = figures.exact_tv_figure(curves)
-    assert [trace.name for trace in fig.data] == ["sqrt(t) (= GWG)", "Gibbs"]
+    assert [trace.name for trace in fig.data] == ["sqrt(t)", "Gibbs"]
     assert fig.layout.yaxis.type == "log"
     assert np.isnan(fig.data[0].y[2])  # an exact 0 has no place on a log axis
     assert len(figures.exact_tv_figure({}).data) == 0
@@ -367,7 +367,7 @@ def test_view_tabulates_the_comparison_for_one_chain_of_a_per_chain_target():
     pi = exact_chain.exact_distribution(target.chain(0))
     assert shown.rows[0]["gap"] == pytest.approx(exact_chain.spectral_gap(p, pi))
     table = view.table(shown.rows)
-    assert table[0]["sampler"] == "sqrt(t) (= GWG)" and "tv" not in table[0]
+    assert table[0]["sampler"] == "sqrt(t)" and "tv" not in table[0]
     assert len(shown.figure.data) == 2
 
 

@@ -47,7 +47,7 @@ def test_colours_and_labels_cover_every_sampler():
     assert set(SAMPLER_COLOURS) == set(ALL) == set(SAMPLER_LABELS)
     assert len(set(SAMPLER_COLOURS.values())) == len(ALL)
     assert SAMPLER_LABELS["barker"] == "t/(1+t)"
-    assert SAMPLER_LABELS["sqrt"] == "sqrt(t) (= GWG)"
+    assert SAMPLER_LABELS["sqrt"] == "sqrt(t)"
     assert SAMPLER_LABELS["checkerboard"] == "Checkerboard Gibbs"
     assert sampler_colour("sqrt") == SAMPLER_COLOURS["sqrt"]
     assert sampler_colour("mystery") == sampler_colour("mystery")  # stable fallback

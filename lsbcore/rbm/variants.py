@@ -34,7 +34,6 @@ VARIANTS: dict[str, tuple[str, dict]] = {
 LABELS = tuple(VARIANTS)
 
 _NAMES = {
-    "sqrt": "sqrt(t)",  # the registry's "(= GWG)" holds on pairwise targets only
     "gibbs": "Gibbs (single site)",
     "metropolis": "Metropolis (single site)",
 }

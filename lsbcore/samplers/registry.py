@@ -173,9 +173,10 @@ def _uniform_site(rule: str):
 _FIXED_TEXT = {
     "barker": ("t/(1+t)", "#4E79A7", "Locally balanced, g(t) = t/(1+t) (Barker)"),
     "sqrt": (
-        "sqrt(t) (= GWG)",
+        "sqrt(t)",
         "#F28E2B",
-        "Locally balanced, g(t) = sqrt(t); identical to Gibbs-with-Gradients on this target",
+        "Locally balanced, g(t) = sqrt(t); on a pairwise target (the Ising posterior) exactly "
+        "Gibbs-with-Gradients, whose first-order flip ratios are exact there",
     ),
     "min": ("min(1,t)", "#59A14F", "Locally balanced, g(t) = min(1, t)"),
     "max": ("max(1,t)", "#E15759", "Locally balanced, g(t) = max(1, t)"),
