@@ -276,7 +276,7 @@ def test_an_upload_is_read_and_described_in_a_sentence():
     assert model.describe() == (
         "a MARKOV network of 3 binary variables and 3 factors, 1 of its 14 table entries zero"
     )
-    graph = model.factor_graph()
+    graph = FactorGraph.from_uai(model)
     assert same_scores(graph, FactorGraph.from_uai(MARKOV))
     no_zero = read_uai_upload(BAYES.replace("0.0 1.0", "0.5 0.5").encode(), "b.uai")
     assert no_zero.describe().endswith("3 factors, none of its table entries zero")

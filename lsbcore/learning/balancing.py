@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lsbcore.checks import integer
+from lsbcore.learning.base import Balancing
+from lsbcore.learning.monotone import MonotoneBalancing
 from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 
 FIXED = ("barker", "sqrt", "min", "max")
@@ -40,38 +42,6 @@ def log_g_fixed(name: str, s: torch.Tensor) -> torch.Tensor:
     if name == "max":
         return s.clamp(min=0.0)
     raise ValueError(f"unknown balancing function {name!r}; choose one of {FIXED}.")
-
-
-class Balancing(nn.Module):
-    """A balancing function. Subclasses define ``log_g(s)``; learnable ones have parameters."""
-
-    name: str = "balancing"
-    learnable: bool = False
-
-    def log_g(self, s: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def forward(self, s: torch.Tensor) -> torch.Tensor:
-        return self.log_g(s)
-
-    @torch.no_grad()
-    def g(self, t) -> np.ndarray:
-        """``g(t)`` on a grid of positive ``t`` (numpy in, numpy out), for plotting."""
-        s = torch.log(torch.as_tensor(np.asarray(t, dtype=np.float64)))
-        param = next(self.parameters(), None)
-        if param is not None:
-            s = s.to(param.device)
-        return torch.exp(self.log_g(s)).cpu().numpy()
-
-    def project_(self) -> None:
-        """Put the parameters back into their allowed set after an optimiser step (projected
-        gradient); nothing to do for functions whose every parameter value is allowed."""
-
-    def frozen(self) -> Balancing:
-        """Stop gradients through the parameters (sampling after burn-in)."""
-        for p in self.parameters():
-            p.requires_grad_(False)
-        return self
 
 
 class FixedBalancing(Balancing):
@@ -278,8 +248,6 @@ def make_balancing(
         net.fit_sqrt()
         return net
     if name == "lsb2-monotone":
-        from lsbcore.learning.monotone import MonotoneBalancing  # it builds on Balancing
-
         generator = torch.Generator().manual_seed(int(seed))
         monotone = MonotoneBalancing(groups=groups, units=units, generator=generator)
         monotone.fit_sqrt()

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from lsbcore.checks import integer
-from lsbcore.learning.balancing import Balancing
+from lsbcore.learning.base import Balancing
 from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 
 # pieces() holds [K * J, K, K] tensors: 32 x 32 keeps them at 8 MiB

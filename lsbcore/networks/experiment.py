@@ -29,6 +29,7 @@ from lsbcore.learning.balancing import make_balancing
 from lsbcore.networks import protocol
 from lsbcore.networks.escape import escape_times, g_at_zero
 from lsbcore.networks.presets import PRESETS, preset
+from lsbcore.networks.report import commit, section, write_atomically, write_section
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 
@@ -106,7 +107,6 @@ def monotone_fit(steps: int, seed: int = 0) -> dict:
 
 def run(networks, seeds, burn_in, steps, chains, escape, fit_steps, log=print) -> dict:
     """Everything the section reports, as plain data."""
-    from lsbcore.networks.report import commit
 
     results = {"networks": {}, "escape": {}, "seconds": 0.0, "commit": commit()}
     started = time.perf_counter()
@@ -232,7 +232,6 @@ def main(argv=None) -> int:
         "escape": escape,
         "networks": args.networks,
     }
-    from lsbcore.networks.report import write_atomically
 
     if args.json is not None:
         try:
@@ -244,7 +243,6 @@ def main(argv=None) -> int:
 
 
 def _write(docs: Path, results: dict, log) -> int:
-    from lsbcore.networks.report import section, write_section
 
     try:
         write_section(docs, section(results))

@@ -36,7 +36,7 @@ import torch
 
 from lsbcore.checks import integer
 from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_SITES, MAX_VALUES, Target, check_layout
-from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, read_uai
+from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, UAIModel, read_uai
 
 # The search of start(): restarts from fresh draws, each followed by this many repairing flips
 # per variable (plus a few), and the share of its flips that go to a random variable of a violated
@@ -124,9 +124,10 @@ class FactorGraph(Target):
 
     @classmethod
     def from_uai(cls, path_or_text) -> FactorGraph:
-        """A factor graph from a UAI competition ``MARKOV`` or ``BAYES`` file (a path) or its
-        text; see ``lsbcore.targets.uai`` for what is read and what is refused."""
-        model = read_uai(path_or_text)
+        """A factor graph from a UAI competition ``MARKOV`` or ``BAYES`` file (a path), its
+        text, or a ``UAIModel`` read already (``read_uai_upload``); see ``lsbcore.targets.uai``
+        for what is read and what is refused."""
+        model = path_or_text if isinstance(path_or_text, UAIModel) else read_uai(path_or_text)
         return cls(model.n_variables, model.scopes, model.log_tables)
 
     @property

@@ -81,12 +81,6 @@ class UAIModel:
             f"{self.n_factors:,} {factors}, {zero_text}"
         )
 
-    def factor_graph(self):
-        """The model as a ``FactorGraph`` (its variables in a row)."""
-        from lsbcore.targets.factor_graph import FactorGraph  # it imports this module
-
-        return FactorGraph(self.n_variables, self.scopes, self.log_tables)
-
 
 def read_uai(path_or_text) -> UAIModel:
     """Read a ``MARKOV`` or ``BAYES`` model from a file path or from the file's text (a string
