@@ -74,21 +74,29 @@ def _figures(run, overlay: bool):
     return fig, loss_figure(histories)
 
 
-def render(run) -> None:
-    comparison = run.comparison
+def overlay_choice(comparison) -> bool | None:
+    """The note on the samplers without a g and the reflection checkbox: whether to overlay
+    ``t g(1/t)``, or None (and a sentence) when no sampler has a balancing function."""
     balancings = figures.balancings_of(comparison.samplers)
     others = [figures.sampler_label(n) for n in comparison.names if n not in balancings]
     note = f"{', '.join(others)}: not locally balanced, so no balancing function g to draw."
     if not balancings:
         st.info(note)
-        return
+        return None
     if others:
         st.caption(note)
     ensure("overlay_reflection", False)
-    overlay = st.checkbox(
+    return st.checkbox(
         "Overlay t·g(1/t) (thin black): it coincides with g(t) for every balancing function",
         key="overlay_reflection",
     )
+
+
+def render(run) -> None:
+    comparison = run.comparison
+    overlay = overlay_choice(comparison)
+    if overlay is None:
+        return
     max_s = max_log_ratio(run.problem.target)
     fig, loss = run.throttled("balancing", lambda: _figures(run, overlay), (overlay,))
     charts.show(fig, run, "balancing-functions")

@@ -11,9 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts, network_targets
-from app.views.balancing import ETA_MEANING, loss_figure, t_grid
+from app.views.balancing import ETA_MEANING, loss_figure, overlay_choice, t_grid
 from app.views.export import learned_functions
-from app.widgets import ensure
 from lsbcore import REGISTRY, figures
 from lsbcore.networks.escape import g_at_zero
 
@@ -41,19 +40,9 @@ def _figures(run, overlay: bool):
 
 def render(run) -> None:
     comparison = run.comparison
-    balancings = figures.balancings_of(comparison.samplers)
-    others = [figures.sampler_label(n) for n in comparison.names if n not in balancings]
-    note = f"{', '.join(others)}: not locally balanced, so no balancing function g to draw."
-    if not balancings:
-        st.info(note)
+    overlay = overlay_choice(comparison)
+    if overlay is None:
         return
-    if others:
-        st.caption(note)
-    ensure("overlay_reflection", False)
-    overlay = st.checkbox(
-        "Overlay t·g(1/t) (thin black): it coincides with g(t) for every balancing function",
-        key="overlay_reflection",
-    )
     fig, loss = run.throttled("network-balancing", lambda: _figures(run, overlay), (overlay,))
     charts.show(fig, run, "balancing-functions")
     bound = _bound(run)

@@ -17,7 +17,6 @@ from torch import nn
 from lsbcore.checks import integer
 from lsbcore.learning.base import Balancing
 from lsbcore.learning.monotone import MonotoneBalancing
-from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 
 FIXED = ("barker", "sqrt", "min", "max")
 # LSB 2 inputs up to this many values go through the network as written; larger ones (whole
@@ -214,23 +213,7 @@ class NetworkBalancing(Balancing):
         """
         s = torch.linspace(-s_max, s_max, 161, dtype=torch.float64)
         target = 0.5 * s
-        # Adam written out (as torch.optim.Adam computes it): the first torch.optim optimiser
-        # in a process imports torch._dynamo, about 2 s that every new LSB 2 sampler would pay
-        params = list(self.parameters())
-        first = [torch.zeros_like(p) for p in params]
-        second = [torch.zeros_like(p) for p in params]
-        for step in range(1, steps + 1):
-            loss = (self.log_g(s) - target).pow(2).mean()
-            grads = torch.autograd.grad(loss, params)
-            with torch.no_grad():
-                correction = math.sqrt(1.0 - ADAM_BETA2**step)
-                step_size = -lr / (1 - ADAM_BETA1**step)
-                for p, g, m, v in zip(params, grads, first, second, strict=True):
-                    m.lerp_(g, 1.0 - ADAM_BETA1)
-                    v.mul_(ADAM_BETA2).addcmul_(g, g, value=1.0 - ADAM_BETA2)
-                    p.addcdiv_(m, (v.sqrt() / correction).add_(ADAM_EPS), value=step_size)
-        with torch.no_grad():
-            return float((self.log_g(s) - target).abs().max())
+        return self.regress(s, target, steps, lr)
 
 
 def make_balancing(

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import nn
+
+from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 
 
 class Balancing(nn.Module):
@@ -32,6 +36,29 @@ class Balancing(nn.Module):
     def project_(self) -> None:
         """Put the parameters back into their allowed set after an optimiser step (projected
         gradient); nothing to do for functions whose every parameter value is allowed."""
+
+    def regress(self, s: torch.Tensor, target: torch.Tensor, steps: int, lr: float) -> float:
+        """``steps`` full-batch Adam steps on the squared error of ``log g(s)`` against
+        ``target``, each followed by ``project_()``; returns the final max absolute error.
+
+        Adam is written out (as torch.optim.Adam computes it): the first torch.optim optimiser
+        in a process imports torch._dynamo, about 2 s that every new sampler would pay."""
+        params = list(self.parameters())
+        first = [torch.zeros_like(p) for p in params]
+        second = [torch.zeros_like(p) for p in params]
+        for step in range(1, steps + 1):
+            loss = (self.log_g(s) - target).pow(2).mean()
+            grads = torch.autograd.grad(loss, params)
+            with torch.no_grad():
+                correction = math.sqrt(1.0 - ADAM_BETA2**step)
+                step_size = -lr / (1 - ADAM_BETA1**step)
+                for p, g, m, v in zip(params, grads, first, second, strict=True):
+                    m.lerp_(g, 1.0 - ADAM_BETA1)
+                    v.mul_(ADAM_BETA2).addcmul_(g, g, value=1.0 - ADAM_BETA2)
+                    p.addcdiv_(m, (v.sqrt() / correction).add_(ADAM_EPS), value=step_size)
+            self.project_()
+        with torch.no_grad():
+            return float((self.log_g(s) - target).abs().max())
 
     def frozen(self) -> Balancing:
         """Stop gradients through the parameters (sampling after burn-in)."""

@@ -40,7 +40,6 @@ from torch import nn
 
 from lsbcore.checks import integer
 from lsbcore.learning.base import Balancing
-from lsbcore.numerics import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 
 # pieces() holds [K * J, K, K] tensors: 32 x 32 keeps them at 8 MiB
 MAX_GROUPS = 32
@@ -237,24 +236,7 @@ class MonotoneBalancing(Balancing):
         steps = integer(steps, "steps", 0, 100_000)
         s = torch.linspace(-s_max, s_max, points, dtype=torch.float64, device=self.slope.device)
         target = log_g_target(s).detach()
-        # Adam written out (as torch.optim.Adam computes it): the first torch.optim optimiser
-        # in a process imports torch._dynamo, about 2 s that every new sampler would pay
-        params = list(self.parameters())
-        first = [torch.zeros_like(p) for p in params]
-        second = [torch.zeros_like(p) for p in params]
-        for step in range(1, steps + 1):
-            loss = (self.log_g(s) - target).pow(2).mean()
-            grads = torch.autograd.grad(loss, params)
-            with torch.no_grad():
-                correction = math.sqrt(1.0 - ADAM_BETA2**step)
-                step_size = -lr / (1 - ADAM_BETA1**step)
-                for p, g, m, v in zip(params, grads, first, second, strict=True):
-                    m.lerp_(g, 1.0 - ADAM_BETA1)
-                    v.mul_(ADAM_BETA2).addcmul_(g, g, value=1.0 - ADAM_BETA2)
-                    p.addcdiv_(m, (v.sqrt() / correction).add_(ADAM_EPS), value=step_size)
-            self.project_()
-        with torch.no_grad():
-            return float((self.log_g(s) - target).abs().max())
+        return self.regress(s, target, steps, lr)
 
     def fit_sqrt(self, steps: int = 60, s_max: float = 8.0) -> float:
         """Start near ``sqrt(t)``: ``fit`` onto ``log g = s / 2`` (the paper starts LSB 2 near
