@@ -121,6 +121,11 @@ def test_uploads_are_read_or_refused_in_a_sentence():
     dead = b"MARKOV\n1\n2\n1\n1 0\n2\n0 0\n"
     with pytest.raises(ValueError, match="the upload 'dead.uai': factor 0 .* probability zero"):
         network_targets.read_upload(dead, "dead.uai")
+    # two factors that each allow a value the other forbids: the search finds nothing, and says so
+    clash = b"MARKOV\n1\n2\n2\n1 0\n1 0\n2\n1 0\n2\n0 1\n"
+    refused = r"the upload 'clash.uai': found no state .* over 1 chain \("
+    with pytest.raises(ValueError, match=refused):
+        network_targets.read_upload(clash, "clash.uai")
 
 
 def test_network_graph_colours_are_the_marginal_exactly():

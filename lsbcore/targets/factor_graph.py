@@ -262,7 +262,8 @@ class FactorGraph(Target):
         if len(found) == 0:
             raise ValueError(
                 f"found no state of positive probability for {self.describe()}: "
-                f"{START_RESTARTS} restarts of a search over {n_chains} chains "
+                f"{START_RESTARTS} restarts of a search over {n_chains} "
+                f"chain{'' if n_chains == 1 else 's'} "
                 f"({flips} repairing flips each) all ended where some factor gives probability "
                 "zero."
             )
