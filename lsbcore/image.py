@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import operator
 import os
+import re
 from dataclasses import dataclass
 from typing import IO
 
@@ -347,6 +348,8 @@ def _decode(raw: bytes, max_side: int, *, colour: bool) -> tuple[Image.Image, tu
     """
     im = _open_checked(raw)
     width, height = im.size
+    if im.format in ("JPEG", "MPO"):
+        _check_jpeg_data(raw, width, height)
     target = _target_size(width, height, max_side)
 
     rgb_jpeg_drafted = False
@@ -383,6 +386,83 @@ def _decode(raw: bytes, max_side: int, *, colour: bool) -> tuple[Image.Image, tu
     if work.size != target:  # pragma: no cover - defensive
         raise ImageError("The image could not be decoded to the expected size.")
     return work, original_shape
+
+
+# Start-of-frame markers: Huffman-coded (SOF0-3, SOF5-7) and arithmetic-coded (SOF9-11, SOF13-15).
+_HUFFMAN_FRAMES = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7})
+_ARITHMETIC_FRAMES = frozenset({0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+# Where a scan's entropy-coded data ends: 0xFF followed by a marker code other than a
+# stuffed zero, a restart marker (RST0-7) or a fill byte.
+_SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+_RESTART = re.compile(rb"\xff[\xd0-\xd7]")
+
+
+def _check_jpeg_data(raw: bytes, width: int, height: int) -> None:
+    """Refuse a JPEG whose coded data cannot cover the size its header claims.
+
+    libjpeg decodes a scan that ends early as flat grey without an error, so a small photo
+    whose header is edited to claim 8900 x 8900 would pass as a huge one. In a Huffman-coded
+    JPEG every 8 x 8 block of every component costs at least one bit (its DC code, whose
+    length is at least 1), so the coded bits must number at least the blocks the header
+    claims. Arithmetic-coded JPEGs have no such bound (browsers do not show them either) and
+    are refused.
+    """
+    frame, components, coded_bits = None, [], 0
+    pos = 2  # after SOI
+    while pos + 4 <= len(raw):
+        if raw[pos] != 0xFF:
+            break  # not a marker where one must be: the decoder will judge the file
+        marker = raw[pos + 1]
+        if marker == 0xFF:  # fill byte before a marker
+            pos += 1
+            continue
+        if marker == 0xD9:  # EOI: later bytes (MPO's other pictures) belong to other images
+            break
+        if 0xD0 <= marker <= 0xD7 or marker == 0x01:  # markers without a length
+            pos += 2
+            continue
+        length = int.from_bytes(raw[pos + 2 : pos + 4], "big")
+        segment = raw[pos + 4 : pos + 2 + length]
+        if frame is None and (marker in _HUFFMAN_FRAMES or marker in _ARITHMETIC_FRAMES):
+            frame = marker
+            count = segment[5] if len(segment) > 5 else 0
+            components = [
+                (segment[7 + 3 * i] >> 4, segment[7 + 3 * i] & 15)
+                for i in range(count)
+                if len(segment) >= 9 + 3 * i
+            ]
+        pos += 2 + length
+        if marker == 0xDA:  # start of scan: its entropy-coded data runs to the next marker
+            end = _SCAN_END.search(raw, pos)
+            stop = len(raw) if end is None else end.start()
+            data = raw[pos:stop]
+            coded_bits += 8 * (len(data) - data.count(b"\xff\x00"))
+            coded_bits -= 16 * len(_RESTART.findall(data))
+            pos = stop
+    if frame in _ARITHMETIC_FRAMES:
+        raise ImageError(
+            "Arithmetic-coded JPEGs are not supported; save the photo as an ordinary JPEG "
+            "or a PNG first."
+        )
+    if frame is None or not components or any(h < 1 or v < 1 for h, v in components):
+        return  # no usable frame header: the decoder will refuse the file
+    h_max = max(h for h, _ in components)
+    v_max = max(v for _, v in components)
+    # a component subsampled h_max / h times across holds ceil(width * h / h_max) columns
+    blocks = sum(
+        _ceil_div(_ceil_div(width * h, h_max), 8) * _ceil_div(_ceil_div(height * v, v_max), 8)
+        for h, v in components
+    )
+    if coded_bits < blocks:
+        raise ImageError(
+            f"The file's header says the photo is {width} x {height} pixels, but the file holds "
+            "the data of a far smaller one (it is damaged or its header was altered), so it "
+            "cannot be used."
+        )
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _jpeg_stores_rgb(im: Image.Image) -> bool:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from PIL import ExifTags, Image, ImageFile, features
 
-from lsbcore.image import MAX_BYTES, ImageError, load_image
+from lsbcore.image import MAX_BYTES, ImageError, load_image, load_photo
+from tests.lying_images import small_jpeg, small_png, with_jpeg_size, with_png_size
 
 needs_webp = pytest.mark.skipif(not features.check("webp"), reason="Pillow built without WebP")
 
@@ -635,3 +636,36 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout.split()[-1]) < 240  # MB above the baseline; a copy adds ~160
+
+
+# --------------------------------------------------------------------------- headers that lie
+
+
+def test_a_jpeg_whose_header_claims_more_pixels_than_its_data_is_refused_in_a_sentence():
+    honest = small_jpeg(64)
+    assert load_image(honest, max_side=32).shape == (32, 32)
+    for options in ({}, {"progressive": True, "optimize": True}):
+        lying = with_jpeg_size(small_jpeg(64, **options), 8900, 8900)  # 4 kB claiming 79 MP
+        assert Image.open(io.BytesIO(lying)).size == (8900, 8900)
+        with pytest.raises(ImageError, match="8900 x 8900") as info:
+            load_photo(lying, max_side=256)
+        assert one_sentence(str(info.value)) and "header" in str(info.value)
+
+
+def test_a_png_whose_ihdr_claims_more_pixels_than_its_data_is_refused_in_a_sentence():
+    lying = with_png_size(small_png(64), 6000, 6000)
+    assert Image.open(io.BytesIO(lying)).size == (6000, 6000)  # the CRC is right
+    with pytest.raises(ImageError, match="damaged") as info:
+        load_photo(lying, max_side=256)
+    assert one_sentence(str(info.value))
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"progressive": True, "optimize": True}, {"subsampling": 0}]
+)
+def test_a_large_flat_jpeg_is_not_mistaken_for_a_lying_one(options):
+    # a flat photo compresses to about two bits per 8 x 8 block, the least a JPEG can hold
+    data = encode(Image.new("RGB", (4000, 3000), (128, 128, 128)), "JPEG", **options)
+    photo = load_photo(data, max_side=64)
+    assert photo.original_shape == (3000, 4000)
+    np.testing.assert_allclose(photo.luma, 128 / 255, atol=1 / 255)
