@@ -25,7 +25,7 @@ def number(raw, label: str, low: float, high: float, whole: bool, warnings: list
         return None
     if value < low or value > high:
         clamped = min(max(value, low), high)
-        shown = "∞" if math.isinf(value) else f"{value:g}"
+        shown = f"{value:g}".replace("inf", "∞")  # -inf keeps its sign: "-∞"
         warnings.append(f"{label}: {shown} is outside [{low:g}, {high:g}]; using {clamped:g}.")
         value = clamped
     if whole:

@@ -59,20 +59,62 @@ def work(sweeps: int, replicas: int, n_sites: int) -> int:
     return int(sweeps * (1 + 1 / BURN_IN_SHARE) * (replicas + 1) * n_sites)
 
 
+def millions(cost: int) -> str:
+    """``cost`` (above ``MAX_WORK``) in millions with the fewest decimals that still show it
+    above the limit: 25,300,000 is "25.3", not "25", which would read as the limit itself."""
+    for digits in range(7):
+        text = f"{cost / 1e6:.{digits}f}"
+        if float(text) > MAX_WORK / 1e6:
+            return text
+    return f"{cost / 1e6:.6f}"
+
+
+def _most(fits, low: int, high: int) -> int | None:
+    """The largest value in ``[low, high]`` for which ``fits`` holds, None when none does."""
+    best = None
+    for value in range(low, high + 1):
+        if fits(value):
+            best = value
+    return best
+
+
+def refusal(choice: str, sweeps: int, replicas: int, n_sites: int) -> str | None:
+    """Why the tab will not compute these settings, with the cheaper choices that would fit
+    (never the one already made); None when they fit."""
+    cost = work(sweeps, replicas, n_sites)
+    if cost <= MAX_WORK:
+        return None
+    sweep_range = view_links.PARAMS["pt_sweeps"]
+    replica_range = view_links.PARAMS["pt_replicas"]
+    most_sweeps = _most(
+        lambda s: work(s, replicas, n_sites) <= MAX_WORK, sweep_range.low, sweeps - 1
+    )
+    most_replicas = _most(
+        lambda r: work(sweeps, r, n_sites) <= MAX_WORK, replica_range.low, replicas - 1
+    )
+    choices = []
+    if most_sweeps is not None:
+        choices.append(f"at most {most_sweeps:,} sweeps")
+    if most_replicas is not None:
+        choices.append(f"at most {most_replicas} replicas")
+    if choice != "preset" and work(sweeps, replicas, BIMODAL_SIZE**2) <= MAX_WORK:
+        choices.append(f"the bimodal preset ({BIMODAL_SIZE} × {BIMODAL_SIZE})")
+    text = (
+        f"{sweeps:,} sweeps of {replicas} replicas on {n_sites:,} sites is {millions(cost)} "
+        f"million site updates, more than the {MAX_WORK / 1e6:.0f} million this tab computes "
+        "on request."
+    )
+    if choices:
+        text += " Choose " + ", or ".join(choices) + "."
+    return text
+
+
 def tempering_view(choice, run_target, sampler, replicas, beta_min, adapt, sweeps, seed=0):
     """Run the comparison for the tab's controls, or say why not."""
     target = view_target(choice, run_target)
-    cost = work(sweeps, replicas, target.n_sites)
-    if cost > MAX_WORK:
-        return TemperingView(
-            None,
-            message=(
-                f"{sweeps:,} sweeps of {replicas} replicas on {target.n_sites:,} sites is "
-                f"{cost / 1e6:.0f} million site updates, more than the "
-                f"{MAX_WORK / 1e6:.0f} million this tab computes on request. Choose fewer "
-                "sweeps or replicas, or the bimodal preset (16 × 16)."
-            ),
-        )
+    refused = refusal(choice, sweeps, replicas, target.n_sites)
+    if refused:
+        return TemperingView(None, message=refused)
     try:
         result = compare_with_single_chain(
             target, sampler, sweeps=sweeps, burn_in=sweeps // BURN_IN_SHARE,
@@ -187,8 +229,8 @@ def render_run(run) -> None:
             "the preset: 1.2 s for block Gibbs, 10 s for LSB 2; several times longer while the "
             "machine is busy)."
         )
-        if cost > MAX_WORK:
-            note = f"{cost / 1e6:.0f} million site updates: too many, choose fewer sweeps."
+        if cost > MAX_WORK:  # the sentence with the choices that fit comes on Compute
+            note = f"{millions(cost)} million site updates: too many, choose fewer sweeps."
         st.caption(note)
         return
     view = cached[1]
