@@ -3,7 +3,8 @@ the Run / Pause / Step / Reset buttons, and managing pins (rename, delete, downl
 
 The pin set is created on the first pin, and its token then goes into the link as ``pins=…``
 (``pin_store.query_params``), so a reload finds it. Pin names are user text: they appear only as
-plain text (``app.text``), never as Markdown.
+plain text (``app.text``), never as Markdown. A pin the store cannot keep (full, or switched off)
+is offered as a JSON download beside the sentence that says why, so that nothing is lost.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 OPENED_KEY = "_pins_opened"  # the link's pin set was looked up in this session
 NOTICE_KEY = "_pin_notice"  # why the link's pins could not be loaded, until the next pin
 PINNED_KEY = "_pinned"  # (ok, sentence): what the Pin button did, said once
+REFUSED_KEY = "_pin_refused"  # the JSON of a pin the store could not keep, offered once
 
 
 def link_params() -> dict[str, str]:
@@ -41,12 +43,12 @@ def session_store(create: bool = False) -> PinStore | None:
         store, notice = pin_store.open_link(st.query_params.get_all(pin_store.PARAM) or None)
         if store is not None:
             state[pin_store.STATE_KEY] = store
-        if notice:
-            state[NOTICE_KEY] = notice
+        problem = None if notice else pin_store.root_problem()
+        if notice or problem:
+            state[NOTICE_KEY] = notice or f"Runs cannot be pinned: {problem}"
     store = state.get(pin_store.STATE_KEY)
-    if store is None and create:
+    if store is None and create:  # its directory is made by its first pin kept
         store = state[pin_store.STATE_KEY] = PinStore(pin_store.new_token())
-        store.create()
         state.pop(NOTICE_KEY, None)
     return store
 
@@ -71,9 +73,14 @@ def _pin(run) -> None:
     name = st.session_state.get("pin_name", "").strip() or default_name(run)
     try:
         pin = pins.capture(run, name)
+    except PinError as err:
+        st.session_state[PINNED_KEY] = (False, f"This run cannot be pinned: {plain(err)}")
+        return
+    try:
         session_store(create=True).save(pin)
     except PinError as err:
         st.session_state[PINNED_KEY] = (False, f"This run cannot be pinned: {plain(err)}")
+        st.session_state[REFUSED_KEY] = pin.to_json()
         return
     except OSError as err:  # the server's disk: full, or not writable
         log.exception("pin not saved")
@@ -110,6 +117,17 @@ def notices() -> None:
     if pinned is not None:
         ok, message = pinned
         (st.success if ok else st.error)(message)
+    refused = st.session_state.pop(REFUSED_KEY, None)
+    if refused is not None:
+        st.download_button(
+            "Download this pin (JSON)",
+            data=refused,
+            file_name="lsb-pin.json",
+            mime="application/json",
+            on_click="ignore",
+            key="pin_refused_download",
+            help="Add it later under Compare, from its file.",
+        )
     notice = st.session_state.get(NOTICE_KEY)
     if notice:
         st.info(notice)
@@ -117,6 +135,14 @@ def notices() -> None:
 
 # ----------------------------------------------------------------------------- managing pins
 ERROR_KEY = "_pin_error"  # a rename that failed, said on the next draw
+
+
+def expired_notice() -> None:
+    """Why this session's pins are gone, when they expired (``pin_store.expired_notice``)."""
+    store = session_store()
+    notice = pin_store.expired_notice(store) if store is not None else None
+    if notice:
+        st.info(notice)
 
 
 def upload() -> None:

@@ -1,14 +1,36 @@
-"""Where pinned runs live between reloads: one directory per browser session, on local disk.
+"""Where pinned runs live between reloads: one directory per pin set, on local disk, readable by
+the server's user only.
 
-A session's pins are ``ROOT/<token>/<pin id>.json``. The token is 32 random hex digits, made
-here and carried in the page's link as ``pins=<token>``, so a reload (or the same link in
-another tab) finds the same pins; a token from a link is used only when it is exactly 32 lower-case
-hex digits, and pin ids exactly 16, so no path is ever built from other text.
+A set's pins are ``ROOT/<token>/<pin id>.json``. The token is 32 random hex digits, made here
+and carried in the page's link as ``pins=<token>``, so a reload (or the same link in another
+tab) finds the same pins; a token from a link is used only when it is exactly 32 lower-case hex
+digits, and pin ids exactly 16, so no path is ever built from other text. Whoever has a set's
+link can read, rename, delete and add pins in that set, and nothing else.
 
-Bounds, enforced on every write: at most ``MAX_PINS`` pins per session, each at most
-``pins.MAX_BYTES``; the whole store at most ``MAX_STORE_BYTES`` and ``MAX_SESSIONS`` sessions
-(the oldest pins of other sessions go first). Cleanup on access: pins not written for
-``MAX_AGE_S`` (24 h) are deleted, and so are session directories left empty that long.
+Quotas, checked on every write, and why these numbers:
+
+- a set holds at most ``MAX_PINS`` (8) pins, each at most ``pins.MAX_BYTES`` (1 MB) as written
+  after validation, and at most ``MAX_SET_BYTES`` (3 MB) together: the largest pins a run makes
+  (an RBM run's 2,000-point MMD curves for six samplers) are about 280 kB, so eight real pins
+  always fit, eight padded ones do not;
+- the store holds at most ``MAX_STORE_BYTES`` (64 MB) and ``MAX_SETS`` (256) sets. When either
+  is reached a new pin is refused with a sentence (``FULL``); no set ever loses a pin to make
+  room for another's. Each new browser session gets a fresh token, so one visitor with many
+  sessions can fill the store, but not past these caps (disk, folders, the sweep's work), and
+  cannot erase anyone's pins; theirs expire like everyone's.
+
+Expiry is by age only: a pin not written (pinned, renamed or uploaded) for ``MAX_AGE_S``
+(24 h) is deleted and counted in the set's ``expired`` file, so that its page says why its pins
+are gone (``expired_notice``); that count is kept another ``MAX_AGE_S``, then an empty set's
+directory goes. Every file in a set's directory counts against both quotas, partial writes
+(``*.tmp``) included: a write that fails removes its ``.tmp`` at once, and a ``.tmp`` older
+than ``TMP_AGE_S`` is a crashed server's and is swept.
+
+Owner-only: the root is made 0700, set directories 0700 and files 0600. Before each use the
+root is checked (``root_problem``): a symbolic link, not a folder, a folder of another user or
+one that other users may open switches pins off with a sentence, and nothing in it is read or
+written. Set directories are used only when they are real directories of the server's user,
+and files are opened without following symbolic links.
 
 No Streamlit here: ``query_params`` gives the link parameter for the page to merge in.
 """
@@ -18,7 +40,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -29,18 +51,32 @@ from pathlib import Path
 from app import pins as pinmod
 from app.pins import Pin, PinError
 
-ROOT = Path(tempfile.gettempdir()) / "lsb-explorer-pins"
+# one root per user of the machine, so that two users' servers never meet in one folder
+ROOT = Path(tempfile.gettempdir()) / f"lsb-explorer-pins-{os.getuid()}"
 PARAM = "pins"  # the link parameter
 STATE_KEY = "_pin_store"  # the session's PinStore in Session State
 MAX_PINS = 8
+MAX_SET_BYTES = 3_000_000
 MAX_STORE_BYTES = 64_000_000
-MAX_SESSIONS = 256
+MAX_SETS = 256
 MAX_AGE_S = 24 * 3600.0
-SWEEP_EVERY_S = 60.0  # the whole store is swept at most this often (a session's own dir: always)
+TMP_AGE_S = 60.0  # a write takes milliseconds: a .tmp this old was left by a crash
+SWEEP_EVERY_S = 60.0  # the whole store is swept at most this often (a set's own dir: always)
+EXPIRED = "expired"  # a set's count of pins removed by age
+FULL = (
+    "the server's pin store is full (it holds every visitor's pins); pins expire 24 hours "
+    "after they were last written, so try again later, or keep this pin as JSON and add it "
+    "from the file then."
+)
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 _PIN_ID = re.compile(r"[0-9a-f]{16}")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _lock = threading.Lock()  # sessions are threads of one server: one writer at a time
 _last_sweep = {"at": float("-inf")}  # when this server last swept the whole store
+
+
+class StoreFull(PinError):
+    """The store-wide caps are reached: the pin is fine, the server has no room for it."""
 
 
 def valid_token(text) -> bool:
@@ -49,6 +85,43 @@ def valid_token(text) -> bool:
 
 def new_token() -> str:
     return secrets.token_hex(16)
+
+
+def server_uid() -> int:
+    """The user the server runs as: the only owner the store's folders may have."""
+    return os.getuid()
+
+
+def root_problem(root: Path | None = None) -> str | None:
+    """None when ``root`` is the server's own private folder (made 0700 when missing);
+    otherwise the sentence that says why pins are switched off."""
+    root = Path(root or ROOT)
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as err:
+        return _off(root, f"cannot be made ({err.strerror})")
+    try:
+        info = os.lstat(root)
+    except OSError as err:
+        return _off(root, f"cannot be read ({err.strerror})")
+    if stat.S_ISLNK(info.st_mode):
+        return _off(root, "is a symbolic link")
+    if not stat.S_ISDIR(info.st_mode):
+        return _off(root, "is not a folder")
+    if info.st_uid != server_uid():
+        return _off(root, "belongs to another user")
+    if info.st_mode & 0o077:
+        return _off(root, f"may be opened by other users (mode {stat.S_IMODE(info.st_mode):o})")
+    return None
+
+
+def _off(root: Path, why: str) -> str:
+    return (
+        f"pins are switched off on this server: its pin folder {str(root)[:200]} {why}, and pins "
+        "are kept only in a folder of the server's own user that no other user may open."
+    )
 
 
 @dataclass(frozen=True)
@@ -61,7 +134,7 @@ class Entry:
 
 
 class PinStore:
-    """The pins of one browser session (``token``) under ``root``."""
+    """The pins of one pin set (``token``) under ``root``."""
 
     def __init__(self, token: str, root: Path | None = None):
         if not valid_token(token):
@@ -72,10 +145,7 @@ class PinStore:
         self._cache: dict[str, tuple[int, int, Pin]] = {}  # id -> (mtime_ns, size, pin)
 
     def exists(self) -> bool:
-        return self.dir.is_dir()
-
-    def create(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        return _own_dir(self.dir)
 
     def _path(self, pin_id: str) -> Path:
         if not isinstance(pin_id, str) or _PIN_ID.fullmatch(pin_id) is None:
@@ -83,25 +153,30 @@ class PinStore:
         return self.dir / f"{pin_id}.json"
 
     def entries(self, now: float | None = None) -> list[Entry]:
-        """This session's pins, oldest first; stale ones deleted, unreadable ones skipped."""
+        """This set's pins, oldest first; expired ones deleted, unreadable ones skipped."""
         now = time.time() if now is None else now
+        if root_problem(self.root) or not self.exists():
+            return []
+        with _lock:
+            _expire(self.dir, now)
         out = []
-        for path in _pin_files(self.dir):
-            try:
-                stat = path.stat()
-                if now - stat.st_mtime > MAX_AGE_S:
-                    path.unlink(missing_ok=True)
-                    continue
-                cached = self._cache.get(path.stem)
-                if cached is None or cached[:2] != (stat.st_mtime_ns, stat.st_size):
-                    if stat.st_size > pinmod.MAX_BYTES:
-                        continue
-                    cached = (stat.st_mtime_ns, stat.st_size, pinmod.from_json(path.read_bytes()))
-                    self._cache[path.stem] = cached
-            except (OSError, PinError):  # deleted meanwhile, or not a pin: not listed
+        for name, info in _files(self.dir):
+            if not _is_pin(name) or info.st_size > pinmod.MAX_BYTES:
                 continue
-            out.append(Entry(path.stem, stat.st_mtime, cached[2]))
+            pin_id = name[:-5]
+            cached = self._cache.get(pin_id)
+            if cached is None or cached[:2] != (info.st_mtime_ns, info.st_size):
+                try:
+                    pin = pinmod.from_json(_read(self.dir / name, pinmod.MAX_BYTES))
+                except (OSError, PinError):  # deleted meanwhile, or not a pin: not listed
+                    continue
+                cached = self._cache[pin_id] = (info.st_mtime_ns, info.st_size, pin)
+            out.append(Entry(pin_id, info.st_mtime, cached[2]))
         return sorted(out, key=lambda e: (e.pin.created, e.written, e.pin_id))
+
+    def expired(self) -> int:
+        """How many of this set's pins were removed by age (in the last day or so)."""
+        return _expired_count(self.dir) if self.exists() else 0
 
     def get(self, pin_id: str) -> Pin:
         for entry in self.entries():
@@ -110,122 +185,213 @@ class PinStore:
         raise KeyError(pin_id)
 
     def save(self, pin: Pin, pin_id: str | None = None, now: float | None = None) -> str:
-        """Write ``pin`` (a new one, or over ``pin_id``); PinError says why it cannot be kept."""
-        data = pin.to_json().encode("utf-8")
-        sweep(self.root, now)
+        """Write ``pin`` (a new one, or over ``pin_id``); PinError says why it cannot be kept
+        (``StoreFull`` when only the store-wide caps stand in the way)."""
+        problem = root_problem(self.root)
+        if problem:
+            raise PinError(problem)
+        data = pin.to_json().encode("utf-8")  # what counts: the pin as validated, not a file
         if len(data) > pinmod.MAX_BYTES:
             raise PinError(f"this run's pin would exceed {pinmod.MAX_BYTES // 1000:,} kB.")
         # what could not be read back (a diverged learned function) is refused now, not lost
         pinmod.from_json(data)
+        sweep(self.root, now)
         with _lock:
-            self.create()
             if pin_id is None:
-                if len(list(_pin_files(self.dir))) >= MAX_PINS:
-                    raise PinError(
-                        f"a session keeps at most {MAX_PINS} pinned runs: delete one first."
-                    )
                 pin_id = secrets.token_hex(8)
             path = self._path(pin_id)
-            _make_room(self.root, len(data), keep=self.dir)
-            # write then rename: a reader never sees half a pin
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            usage = _usage(self.root)
+            mine = usage.get(self.token)
+            old = next((i.st_size for n, i in _files(self.dir) if n == path.name), None)
+            if old is None and sum(map(_is_pin, (n for n, _ in _files(self.dir)))) >= MAX_PINS:
+                raise PinError(f"a pin set keeps at most {MAX_PINS} pinned runs: delete one first.")
+            growth = len(data) - (old or 0)
+            if (mine or 0) + growth > MAX_SET_BYTES:
+                raise PinError(
+                    f"a pin set keeps at most {MAX_SET_BYTES // 1000:,} kB of pins, and this "
+                    "one would exceed it: delete one first."
+                )
+            if (mine is None and len(usage) >= MAX_SETS) or sum(
+                usage.values()
+            ) + growth > MAX_STORE_BYTES:
+                raise StoreFull(FULL)
+            self._make_dir()
+            try:
+                _write(self.dir, path.name, data)
+            except OSError as err:
+                raise PinError(
+                    f"the server could not write the pin ({err.strerror or 'error'}), so it was "
+                    "not kept; keep it as JSON and add it from the file later."
+                ) from err
         return pin_id
+
+    def _make_dir(self) -> None:
+        try:
+            os.mkdir(self.dir, 0o700)
+        except FileExistsError:
+            pass
+        if not self.exists():
+            raise PinError("this pin set's folder on the server is not one the server made.")
 
     def rename(self, pin_id: str, name: str) -> None:
         self.save(self.get(pin_id).renamed(name), pin_id)
 
     def delete(self, pin_id: str) -> None:
+        path = self._path(pin_id)
+        if not self.exists():
+            return
         with _lock:
-            self._path(pin_id).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            _remove_if_empty(self.dir)  # the set's last pin: no folder left to count
         self._cache.pop(pin_id, None)
 
 
-def _pin_files(directory: Path):
+def expired_notice(store: PinStore) -> str | None:
+    """The sentence for a set whose pins were removed by age, or None."""
+    count = store.expired()
+    if not count:
+        return None
+    which = "Your pin expired" if count == 1 else f"Your {count:,} pins expired"
+    return f"{which}: pins are kept 24 hours after they were last written."
+
+
+# ----------------------------------------------------------------------------- files
+def _is_pin(name: str) -> bool:
+    return name.endswith(".json") and _PIN_ID.fullmatch(name[:-5]) is not None
+
+
+def _own_dir(path: Path) -> bool:
+    """A real directory (not a symbolic link) of the server's user."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == server_uid()
+
+
+def _files(directory: Path) -> list[tuple[str, os.stat_result]]:
+    """The regular files of ``directory`` with their stat (symbolic links are not files)."""
+    out = []
     try:
         with os.scandir(directory) as it:
-            names = [e.name for e in it if e.is_file()]
+            for entry in it:
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        out.append((entry.name, entry.stat(follow_symlinks=False)))
+                except OSError:  # removed meanwhile
+                    continue
     except OSError:
         return []
-    return [directory / n for n in names if n.endswith(".json") and _PIN_ID.fullmatch(n[:-5])]
+    return out
 
 
-def _sessions(root: Path) -> list[Path]:
+def _sets(root: Path) -> list[Path]:
     try:
         with os.scandir(root) as it:
-            return [Path(e.path) for e in it if e.is_dir() and valid_token(e.name)]
+            return [
+                Path(e.path) for e in it if valid_token(e.name) and e.is_dir(follow_symlinks=False)
+            ]
     except OSError:
         return []
+
+
+def _usage(root: Path) -> dict[str, int]:
+    """Token -> bytes of every file in that set's directory (partial writes included)."""
+    return {d.name: sum(info.st_size for _, info in _files(d)) for d in _sets(root)}
+
+
+def _read(path: Path, limit: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    with open(fd, "rb") as file:
+        return file.read(limit + 1)
+
+
+def _write(directory: Path, name: str, data: bytes) -> None:
+    """``directory/name`` holds ``data``, or is as it was: written to a new ``.tmp`` (0600,
+    never through a link) and renamed over it, so a reader never sees half a file; a write
+    that fails (a full disk) removes its ``.tmp`` at once."""
+    tmp = directory / f"{name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    try:
+        with open(fd, "wb") as file:
+            file.write(data)
+        os.replace(tmp, directory / name)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _expired_count(directory: Path) -> int:
+    try:
+        text = _read(directory / EXPIRED, 12).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return 0
+    return int(text) if text.isdigit() else 0
+
+
+def _remove_if_empty(directory: Path) -> None:
+    try:
+        os.rmdir(directory)  # fails, harmlessly, while anything is left in it
+    except OSError:
+        pass
+
+
+def _expire(directory: Path, now: float) -> None:
+    """Delete the set's pins older than MAX_AGE_S (counted in its EXPIRED file), a count older
+    than that, and partial writes older than TMP_AGE_S; the directory goes once empty.
+    Called under ``_lock``."""
+    expired = 0
+    for name, info in _files(directory):
+        idle = now - info.st_mtime
+        pin = _is_pin(name)
+        if (
+            (pin or name == EXPIRED)
+            and idle > MAX_AGE_S
+            or name.endswith(".tmp")
+            and idle > TMP_AGE_S
+        ):
+            try:
+                os.unlink(directory / name)
+            except FileNotFoundError:
+                continue
+            expired += pin
+    if expired:
+        count = min(_expired_count(directory) + expired, 10**9)
+        try:
+            _write(directory, EXPIRED, str(count).encode("ascii"))
+        except OSError:  # a full disk: the page says less, nothing else is lost
+            pass
+    _remove_if_empty(directory)
 
 
 def sweep(root: Path | None = None, now: float | None = None, force: bool = False) -> None:
-    """Delete pins older than MAX_AGE_S and session directories empty that long."""
+    """Expire old pins, counts and partial writes in every set, and remove empty sets."""
     now = time.time() if now is None else now
     if not force and now - _last_sweep["at"] < SWEEP_EVERY_S:
         return
     _last_sweep["at"] = now
     root = Path(root or ROOT)
+    if root_problem(root):
+        return
     with _lock:
-        for directory in _sessions(root):
-            try:  # before any deletion below touches it: when the set was last written
-                idle = now - directory.stat().st_mtime > MAX_AGE_S
-            except OSError:
-                continue
-            for path in _pin_files(directory):
-                try:
-                    if now - path.stat().st_mtime > MAX_AGE_S:
-                        path.unlink(missing_ok=True)
-                except OSError:
-                    continue
-            if idle and not _pin_files(directory):
-                shutil.rmtree(directory, ignore_errors=True)
+        for directory in _sets(root):
+            _expire(directory, now)
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:  # removed meanwhile (another server on this machine): nothing to evict
-        return float("inf")
-
-
-def _make_room(root: Path, incoming: int, keep: Path) -> None:
-    """Delete the oldest pins (and sessions) of other sessions until ``incoming`` bytes fit the
-    store's bounds. Called under ``_lock``."""
-    files = []
-    for directory in _sessions(root):
-        for path in _pin_files(directory):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            files.append((stat.st_mtime, stat.st_size, path))
-    total = sum(size for _, size, _ in files) + incoming
-    sessions = _sessions(root)
-    for _, size, path in sorted(files):
-        if total <= MAX_STORE_BYTES:
-            break
-        if path.parent != keep:
-            path.unlink(missing_ok=True)
-            total -= size
-    if total > MAX_STORE_BYTES:
-        raise PinError("the server's pin store is full; try again later.")
-    if len(sessions) > MAX_SESSIONS:
-        by_age = sorted((d for d in sessions if d != keep), key=_mtime)
-        for directory in by_age[: len(sessions) - MAX_SESSIONS]:
-            shutil.rmtree(directory, ignore_errors=True)
-
-
+# ----------------------------------------------------------------------------- the link
 def open_link(value, root: Path | None = None) -> tuple[PinStore | None, str | None]:
     """The store a link's ``pins`` value names, and a plain sentence when it names none.
 
-    Missing: (None, None), a fresh session. Not a token, or a token whose pins are gone:
-    (None, why); the page starts an empty set and says so.
+    Missing: (None, None), a fresh session. Not a token, a token whose pins are gone, or pins
+    switched off: (None, why); the page starts an empty set and says so.
     """
     if isinstance(value, (list, tuple)):
         value = value[-1] if value else None
     if value is None:
         return None, None
+    problem = root_problem(root)
+    if problem:
+        return None, f"No pinned runs were loaded: {problem}"
     sweep(root)
     if not valid_token(value):
         return None, (

@@ -27,6 +27,7 @@ import json
 import math
 import re
 import time
+import unicodedata
 import warnings
 from dataclasses import dataclass, field, fields
 
@@ -71,7 +72,7 @@ SUMMARY_LABELS = {
 PHASES = ("burnin", "mixing")
 MAX_RECORDS = rbm_run.MAX_RECORDS  # an MMD curve's points at most
 LOG_MMD_RANGE = (-60.0, 1.0)  # log10 of a squared MMD in [0, 2] (a kernel in [e^-1, 1])
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # C0, DEL, C1, line breaks
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # app.text.escape's backslashes
 
 
@@ -112,12 +113,25 @@ class Pin:
         return Pin(**{**values, "name": clean_name(name)})
 
 
+def visible(text: str) -> str:
+    """``text`` as it may be shown: control characters and line breaks as spaces, and Unicode
+    format characters (category Cf: bidirectional overrides, embeddings, isolates and marks,
+    zero-width spaces and joiners, the byte-order mark) removed. Removed, not refused: they are
+    invisible, so a sentence asking to delete them would name what nobody can see, while left
+    in they could reverse a name on the page or make two names look alike."""
+    text = _CONTROL.sub(" ", text)
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
 def clean_name(name) -> str:
-    """A pin's name from user text: control characters as spaces, trimmed, at most
-    NAME_CHARS characters; refused when empty. Shown as plain text wherever it appears."""
+    """A pin's name from user text (typed, renamed, or in an uploaded file): ``visible``,
+    trimmed, at most NAME_CHARS characters; refused when empty. Shown as plain text wherever
+    it appears."""
     if not isinstance(name, str):
         raise PinError("a pin's name must be text.")
-    text = " ".join(_CONTROL.sub(" ", name).split())
+    if len(name) > 4 * NAME_CHARS:  # before any work on it: a name is short
+        raise PinError(f"a pin's name has at most {NAME_CHARS} characters.")
+    text = " ".join(visible(name).split())
     if not text:
         raise PinError("a pin needs a name.")
     if len(text) > NAME_CHARS:
@@ -175,7 +189,7 @@ def _capture_rbm(run, name: str, now: float | None) -> Pin:
     return Pin(
         name=name,
         created=time.time() if now is None else now,
-        problem=_CONTROL.sub(" ", str(run.problem.name))[:PROBLEM_CHARS],
+        problem=visible(str(run.problem.name)[: 4 * PROBLEM_CHARS])[:PROBLEM_CHARS],
         config=run.config,
         steps=int(steps),
         phase=phase,
@@ -242,7 +256,7 @@ def capture(run, name: str, now: float | None = None) -> Pin:
     return Pin(
         name=name,
         created=time.time() if now is None else now,
-        problem=_CONTROL.sub(" ", str(run.problem.name))[:PROBLEM_CHARS],
+        problem=visible(str(run.problem.name)[: 4 * PROBLEM_CHARS])[:PROBLEM_CHARS],
         config=run.config,
         steps=int(steps),
         phase=phase,
@@ -308,7 +322,7 @@ def _numbers(value, what: str, low: float, high: float, length=None, optional=Fa
 def _text(value, what: str, limit: int) -> str:
     if not isinstance(value, str) or len(value) > limit:
         raise PinError(f"{what} must be text of at most {limit} characters.")
-    return _CONTROL.sub(" ", value)
+    return visible(value)
 
 
 def _per_sampler(value, what: str, names) -> dict:
@@ -387,11 +401,7 @@ def from_dict(data) -> Pin:
     for n, params in _per_sampler(data.get("learned", {}), "learned", names).items():
         if not REGISTRY[_registry_name(cfg, n)].learnable:
             raise PinError(f"{n} does not learn its balancing function.")
-        try:
-            lsbcore.load_balancing(params)  # its own checks: kind, sizes, finite g
-        except ValueError as err:
-            raise PinError(f"the learned function of {n}: {err}") from err
-        learned[n] = params
+        learned[n] = _learned(params, n)
     weights = data.get("weights")
     if weights is not None:
         weights = _numbers(weights, "'weights'", 0.0, 1.0, (4,))
@@ -423,6 +433,26 @@ def from_dict(data) -> Pin:
         mmd=mmd,
         noise_floor=floor,
     )
+
+
+def _learned(params, name: str) -> dict:
+    """A learned function of a pin: exactly what ``lsbcore.balancing_to_dict`` writes, no key
+    more (padding a pin with extra keys is refused, not carried), its values checked by
+    ``lsbcore.load_balancing`` and kept as it writes them back."""
+    if not isinstance(params, dict):  # never a path or text for load_balancing to open
+        raise PinError(f"the learned function of {name} must be an object.")
+    try:
+        canonical = lsbcore.balancing_to_dict(lsbcore.load_balancing(params))
+    except ValueError as err:  # its own checks: kind, sizes, finite g
+        raise PinError(f"the learned function of {name}: {err}") from err
+    for given, known in ((params, canonical), (params["parameters"], canonical["parameters"])):
+        odd = sorted(set(given) - set(known))
+        if odd:
+            raise PinError(
+                f"the learned function of {name} holds {odd[0]!r:.40}, which is not one of "
+                f"its fields ({', '.join(known)})."
+            )
+    return canonical
 
 
 def _mmd_curve(value, name: str) -> dict[str, list]:

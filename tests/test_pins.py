@@ -1,5 +1,5 @@
-"""Pinned runs without a browser: the pin's JSON, its validation against hostile files, the
-on-disk store's tokens, bounds and cleanup, and the Compare view's tables."""
+"""Pinned runs without a browser: the pin's JSON, its validation against hostile files, its
+name, and the Compare view's tables (the on-disk store: tests/test_pin_store.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
 from app import pin_store, pins, sources, state
@@ -19,8 +20,6 @@ from app.pins import PinError
 from app.views import compare
 from lsbcore import figures
 from lsbcore.number_text import number_text
-
-TOKEN = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +36,6 @@ def pin() -> pins.Pin:
     finally:
         state.pause(run)
         torch.set_num_threads(before)
-
-
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setattr(pin_store, "ROOT", tmp_path)
-    monkeypatch.setattr(pin_store, "SWEEP_EVERY_S", 0.0)  # every access sweeps
-    return tmp_path
 
 
 def as_dict(pin: pins.Pin) -> dict:
@@ -84,6 +76,28 @@ def test_names_are_trimmed_and_bounded_and_markup_stays_text():
     for bad in ("", "   ", "x" * (pins.NAME_CHARS + 1), 42, None):
         with pytest.raises(PinError):
             pins.clean_name(bad)
+
+
+# bidirectional overrides, embeddings, isolates and marks, zero-width characters, the BOM
+INVISIBLE = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+INVISIBLE += "\u200b\u200c\u200d\u2060\ufeff"
+
+
+def test_names_lose_bidirectional_and_zero_width_characters_and_controls_become_spaces():
+    assert pins.clean_name("invoice\u202egnp.exe") == "invoicegnp.exe"  # no reversed text
+    assert pins.clean_name("run\u200b1") == pins.clean_name("run1") == "run1"  # no look-alikes
+    assert pins.clean_name("bell\x07ring\x85s") == "bell ring s"  # C0 and C1 controls
+    assert pins.clean_name(f"a{INVISIBLE}b") == "ab"
+    with pytest.raises(PinError, match="needs a name"):
+        pins.clean_name(INVISIBLE)
+
+
+def test_an_uploaded_pin_s_name_and_problem_are_cleaned_the_same_way(pin):
+    data = as_dict(pin)
+    data["name"] = "evil\u202egnp.exe\u2066"
+    data["problem"] = "case\u200b 1\u202e\x07"
+    read = pins.from_json(json.dumps(data))
+    assert read.name == "evilgnp.exe" and read.problem == "case 1 "
 
 
 def test_run_names_are_escaped_in_figure_legends():
@@ -134,6 +148,12 @@ HOSTILE = {
     "a learned function for a fixed sampler": lambda d: d["learned"].update(
         sqrt=d["learned"]["lsb1"]
     ),
+    "padding beside a learned function": lambda d: d["learned"]["lsb1"].update(pad="x" * 900),
+    "padding among its parameters": lambda d: d["learned"]["lsb2"]["parameters"].update(
+        pad=[0.0] * 1000
+    ),
+    "a note on a learned function": lambda d: d["learned"]["lsb1"].update(meta={"a": 1}),
+    "a learned function as a path": lambda d: d["learned"].update(lsb1="/etc/passwd"),
     "a creation time in the future": lambda d: d.update(created=time.time() + 1e7),
     "a problem name of a megabyte": lambda d: d.update(problem="p" * 300),
 }
@@ -144,6 +164,15 @@ def test_a_hostile_pin_file_is_refused_with_a_sentence(pin, case):
     data = as_dict(pin)
     HOSTILE[case](data)
     refused(data)
+
+
+def test_a_pin_padded_to_a_megabyte_under_learned_is_refused_in_a_sentence(pin):
+    """The red team's padding: an extra key under learned.<sampler> grew a pin to ~1 MB."""
+    data = as_dict(pin)
+    data["learned"]["lsb2"]["junk"] = "x" * (pins.MAX_BYTES - len(json.dumps(data)) - 100)
+    assert len(json.dumps(data)) < pins.MAX_BYTES
+    message = refused(data)
+    assert "learned function of lsb2" in message and "'junk'" in message
 
 
 def test_malformed_files_are_refused_before_they_cost_anything(pin):
@@ -168,128 +197,6 @@ def test_the_configuration_error_is_the_sidebars_sentence_without_markdown_escap
     assert "boundary" in message and "\\" not in message
 
 
-# ----------------------------------------------------------------------------- the store
-def test_tokens_are_exactly_32_lowercase_hex_digits():
-    assert pin_store.valid_token(pin_store.new_token())
-    assert pin_store.new_token() != pin_store.new_token()
-    for bad in ("", TOKEN[:-1], TOKEN + "0", TOKEN.upper(), "../" + TOKEN[3:], "0" * 31 + "/",
-                f"{TOKEN}\n", None, 123, ["a"]):  # fmt: skip
-        assert not pin_store.valid_token(bad)
-        with pytest.raises(ValueError):
-            PinStore(bad)
-
-
-def test_a_link_token_opens_its_set_and_says_so_when_it_cannot(root, pin):
-    assert pin_store.open_link(None, root) == (None, None)  # a fresh page: nothing to say
-    store, why = pin_store.open_link("../../etc/passwd", root)
-    assert store is None and "not a pin-set token" in why
-    assert not (root / "etc").exists()
-    store, why = pin_store.open_link(TOKEN, root)
-    assert store is None and "No pinned runs are stored under this link" in why
-    PinStore(TOKEN, root).save(pin)
-    store, why = pin_store.open_link([TOKEN], root)
-    assert why is None and [e.pin for e in store.entries()] == [pin]
-    assert pin_store.query_params({pin_store.STATE_KEY: store}) == {"pins": TOKEN}
-    assert pin_store.query_params({}) == {}
-
-
-def test_pins_are_saved_renamed_and_deleted_and_ids_never_leave_the_set(root, pin):
-    store = PinStore(TOKEN, root)
-    first = store.save(pin)
-    second = store.save(pins.from_json(pin.to_json()).renamed("second"))
-    assert [e.pin.name for e in store.entries()] == ["case 1, λ 0", "second"]
-    store.rename(first, "  renamed\n")
-    assert store.get(first).name == "renamed" and store.get(first).samplers == pin.samplers
-    with pytest.raises(PinError):
-        store.rename(first, "x" * 100)
-    store.delete(second)
-    assert [e.pin_id for e in store.entries()] == [first]
-    for bad in ("../x", f"../{TOKEN}/{first}", first.upper(), ""):
-        with pytest.raises(KeyError):
-            store.delete(bad)
-
-
-def test_gaps_in_a_curve_read_back_and_an_unreadable_pin_is_refused_before_it_is_kept(root, pin):
-    store = PinStore(TOKEN, root)
-    gaps = replace(pin, acf={**pin.acf, "max": [1.0, None, 0.5]})
-    assert store.get(store.save(gaps)).acf["max"] == [1.0, None, 0.5]
-    learned = json.loads(json.dumps(pin.learned))
-    learned["lsb1"]["parameters"]["theta"] = [2e4, 0.0, 0.0, 0.0]  # a learner that diverged
-    with pytest.raises(PinError, match="learned function of lsb1"):
-        store.save(replace(pin, learned=learned))
-    assert len(store.entries()) == 1
-
-
-def test_a_session_keeps_at_most_eight_pins_each_under_a_megabyte(root, pin, monkeypatch):
-    store = PinStore(TOKEN, root)
-    for k in range(pin_store.MAX_PINS):
-        store.save(pin.renamed(f"pin {k}"))
-    with pytest.raises(PinError, match="at most 8"):
-        store.save(pin)
-    assert len(store.entries()) == pin_store.MAX_PINS
-    monkeypatch.setattr(pins, "MAX_BYTES", 1000)
-    with pytest.raises(PinError, match="exceed"):
-        PinStore("f" * 32, root).save(pin)
-    assert not any((root / ("f" * 32)).glob("*.json"))
-
-
-def test_a_full_store_drops_the_oldest_pins_of_other_sessions_first(root, pin, monkeypatch):
-    size = len(pin.to_json().encode())
-    old, mine = PinStore("a" * 32, root), PinStore(TOKEN, root)
-    old_ids = [old.save(pin) for _ in range(3)]
-    for k, pin_id in enumerate(old_ids):  # written an hour ago, oldest first
-        os.utime(old.dir / f"{pin_id}.json", (time.time() - 3600 + k, time.time() - 3600 + k))
-    monkeypatch.setattr(pin_store, "MAX_STORE_BYTES", 3 * size + size // 2)
-    mine.save(pin)
-    remaining = [e.pin_id for e in old.entries()]
-    assert remaining == old_ids[1:]  # only the oldest went
-    mine.save(pin)
-    mine.save(pin)
-    assert old.entries() == [] and len(mine.entries()) == 3
-    with pytest.raises(PinError, match="full"):  # its own pins are never dropped for itself
-        mine.save(pin)
-
-
-def test_pins_older_than_a_day_are_deleted_on_access(root, pin):
-    store = PinStore(TOKEN, root)
-    stale, fresh = store.save(pin), store.save(pin)
-    day_ago = time.time() - pin_store.MAX_AGE_S - 60
-    os.utime(store.dir / f"{stale}.json", (day_ago, day_ago))
-    assert [e.pin_id for e in store.entries()] == [fresh]
-    assert not (store.dir / f"{stale}.json").exists()
-    # another session's: the sweep on opening any link deletes its stale pins and, once empty
-    # for a day, its directory; a fresh session's stays
-    other = PinStore("b" * 32, root)
-    gone = other.save(pin)
-    os.utime(other.dir / f"{gone}.json", (day_ago, day_ago))
-    os.utime(other.dir, (day_ago, day_ago))
-    empty_fresh = PinStore("c" * 32, root)
-    empty_fresh.create()
-    pin_store.open_link(TOKEN, root)
-    assert not other.dir.exists() and empty_fresh.dir.exists()
-    assert [e.pin_id for e in store.entries()] == [fresh]
-
-
-def test_the_number_of_sessions_is_bounded(root, pin, monkeypatch):
-    monkeypatch.setattr(pin_store, "MAX_SESSIONS", 3)
-    tokens = [f"{k:032x}" for k in range(4)]
-    for k, token in enumerate(tokens):
-        store = PinStore(token, root)
-        store.save(pin)
-        os.utime(store.dir, (time.time() - 100 + k, time.time() - 100 + k))
-    PinStore("e" * 32, root).save(pin)
-    left = sorted(p.name for p in root.iterdir())
-    assert left == sorted([*tokens[2:], "e" * 32])  # the two least recently written went
-
-
-def test_a_corrupt_file_in_the_store_is_skipped_not_fatal(root, pin):
-    store = PinStore(TOKEN, root)
-    good = store.save(pin)
-    (store.dir / "0123456789abcdef.json").write_text("{broken", encoding="utf-8")
-    (store.dir / "notes.txt").write_text("ignored", encoding="utf-8")
-    assert [e.pin_id for e in store.entries()] == [good]
-
-
 # ----------------------------------------------------------------------------- compare
 def test_the_difference_table_names_only_the_settings_that_differ(pin):
     other = replace(pin, config=replace(pin.config, case=4, lam=0.5), steps=300, problem="other")
@@ -311,3 +218,20 @@ def test_the_summary_table_has_every_sampler_of_every_run(pin):
     missing = replace(fewer, samplers={"sqrt": {**pin.samplers["sqrt"], "move_prob": None}})
     row = compare.summary_rows({"1. a": missing})[0]
     assert row["P(move)"] == "—" and None not in row.values()  # never the word None
+
+
+def test_a_visitor_whose_pins_expired_is_told_so_on_the_compare_tab(pin, tmp_path, monkeypatch):
+    """Not just "No pinned runs yet": the page says the pins expired, and when they do."""
+    monkeypatch.setattr(pin_store, "ROOT", tmp_path)
+    token = pin_store.new_token()
+    store = PinStore(token)
+    day_ago = time.time() - pin_store.MAX_AGE_S - 60
+    for pin_id in [store.save(pin) for _ in range(3)]:
+        os.utime(store.dir / f"{pin_id}.json", (day_ago, day_ago))
+    at = open_app(pins=token)
+    at.session_state["view"] = "Compare"
+    at.run()
+    assert not at.exception and not at.error
+    info = " | ".join(str(e.value) for e in at.info)
+    assert "Your 3 pins expired: pins are kept 24 hours after they were last written." in info
+    assert "No pinned runs yet" in info

@@ -127,6 +127,7 @@ def render(run) -> None:
         entries = store.entries() if store is not None else []
         if store is not None:
             pin_controls.manage(store, entries)
+    pin_controls.expired_notice()
     if not entries:
         st.info(
             'No pinned runs yet. Name this run under "Pin this run" next to the Run button, '

@@ -76,6 +76,7 @@ def render(run) -> None:
         if e.pin.config.target == run.config.target
     }
     others = [e.pin.name for e in entries if e.pin.config.target != run.config.target]
+    pin_controls.expired_notice()
     if not same:
         st.info(
             'No pinned runs of this model yet. Name this run under "Pin this run" next to the '
