@@ -3,6 +3,8 @@
 Python's ``json`` turns a 5,000-digit integer into an ``int`` (slow, then an error further on),
 ``1e400`` into ``inf`` and ``NaN``/``Infinity`` into floats; here each is refused with a
 sentence before any of that happens. Used by the learned-function and pinned-run files.
+``read_capped`` reads such a file with a size cap, so that a huge file or ``/dev/zero`` costs
+at most the cap in memory.
 """
 
 from __future__ import annotations
@@ -34,3 +36,17 @@ def loads(text: str, holder: str, error: type[Exception] = ValueError):
     return json.loads(
         text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
     )
+
+
+def read_capped(path, max_bytes: int) -> str:
+    """The UTF-8 text of a user's file, read in one bounded call: a file larger than
+    ``max_bytes`` (or ``/dev/zero``, which never ends) is refused with a ``ValueError`` after
+    reading at most ``max_bytes + 1`` bytes. ``OSError`` when it cannot be read."""
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"it holds more than {max_bytes / 2**20:g} MB, the most this reads")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("it is not UTF-8 text") from None

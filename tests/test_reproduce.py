@@ -88,6 +88,12 @@ def test_every_number_of_a_generated_document_comes_from_its_runs(tmp_path):
     assert json.loads(objective.read_text())["config"]["learning"]["objective"] == "authors"
     assert "python -m lsbcore.experiment.reproduce --quick" in text
     assert "## Table 2 under the authors' protocol" in text and "## Burn-in speed" in text
+    # the stored runs pass --from-runs' checks and give the same document
+    again = tmp_path / "again.md"
+    assert (
+        reproduce.main(["--from-runs", str(work / "reproduction.json"), "--out", str(again)]) == 0
+    )
+    assert again.read_text(encoding="utf-8") == text
 
 
 def test_bad_cases_are_refused(tmp_path, capsys):

@@ -34,9 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+from lsbcore.bounded_json import read_capped
 from lsbcore.cases import PAPER_CASES
+from lsbcore.experiment import out_path
 from lsbcore.experiment.cli import main as experiment
 from lsbcore.experiment.report import PAPER_TABLE2
+from lsbcore.experiment.runs_file import MAX_BYTES, load_runs
 from lsbcore.learning.balancing import make_balancing
 from lsbcore.learning.balancing_io import load_balancing
 
@@ -177,13 +180,6 @@ def reproduce(
                 runs.setdefault(case, {}).setdefault(variant, []).append(run)
                 log(f"case {case} {variant} seed {seed}: {time.perf_counter() - t:.1f} s")
     return {"runs": runs, "wall_seconds": time.perf_counter() - started, "seeds": seeds}
-
-
-def load_runs(path: Path) -> dict:
-    """The runs a previous call stored, with the case keys back to integers."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    data["runs"] = {int(case): variants for case, variants in data["runs"].items()}
-    return data
 
 
 # ----------------------------------------------------------------------------- document
@@ -416,7 +412,8 @@ def document(data: dict, command: str) -> str:
             rs = [r for r in by_variant.get(variant, []) if "lsb2" in r]
             if not rs:
                 continue
-            ess = ", ".join(f"{r['lsb2']['ess']:.2f}" for r in rs)
+            each = [r["lsb2"]["ess"] for r in rs]
+            ess = ", ".join("n/a" if e is None else f"{e:.2f}" for e in each)
             spreads = [r["lsb2"].get("collapse_spread") for r in rs]
             known = [s for s in spreads if s is not None]
             collapsed = sum(s < COLLAPSE_SPREAD for s in known)
@@ -573,6 +570,30 @@ def _mean_text(values: list[float]) -> str:
     return "n/a" if not values else f"{np.mean(values):.2f}"
 
 
+def _cases(parser, text: str) -> list[int]:
+    """``--cases``: distinct paper case numbers (a case listed twice would run twice)."""
+    try:
+        cases = [int(c) for c in text.split(",")]
+    except ValueError:
+        parser.error(f"--cases must be comma-separated numbers, got {text[:40]!r}")
+    if not cases or any(c not in PAPER_CASES for c in cases):
+        parser.error(f"--cases must be among {sorted(PAPER_CASES)}, got {text[:40]!r}")
+    twice = sorted({c for c in cases if cases.count(c) > 1})
+    if twice:
+        parser.error(f"--cases lists case {twice[0]} more than once; give each case once")
+    return cases
+
+
+def _kept_sections(out: Path) -> str:
+    """The other commands' generated sections of ``out`` (kept when the Ising part is
+    rewritten); ``ValueError`` or ``OSError`` when ``out`` cannot be read as text."""
+    if not out.exists():
+        return ""
+    from lsbcore.rbm.report import keep_section  # the RBM section's markers live there
+
+    return keep_section(read_capped(out, MAX_BYTES))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m lsbcore.experiment.reproduce",
@@ -586,7 +607,7 @@ def main(argv=None) -> int:
         "--from-runs",
         type=Path,
         help="rewrite the document from the runs a previous call stored (WORK/reproduction.json) "
-        "instead of running again",
+        f"instead of running again (at most {MAX_BYTES // 2**20} MB)",
     )
     parser.add_argument(
         "--quick",
@@ -595,19 +616,24 @@ def main(argv=None) -> int:
         "pipeline; not the paper's settings",
     )
     args = parser.parse_args(argv)
-    try:
-        cases = [int(c) for c in args.cases.split(",")]
-    except ValueError:
-        parser.error(f"--cases must be comma-separated numbers, got {args.cases!r}")
-    if not cases or any(c not in PAPER_CASES for c in cases):
-        parser.error(f"--cases must be among {sorted(PAPER_CASES)}, got {args.cases!r}")
+    cases = _cases(parser, args.cases)
     given = sys.argv[1:] if argv is None else list(argv)
     command = " ".join(["python -m lsbcore.experiment.reproduce", *given])
+    # every path is checked before the runs, which take hours at the paper's settings
+    try:
+        out_path.check_file(args.out, "--out")
+        _kept_sections(args.out)
+        if args.from_runs is None:
+            out_path.check_folder(args.work, "--work")
+    except out_path.OutPathError as err:
+        parser.error(str(err))
+    except (OSError, ValueError) as err:
+        parser.error(f"--out {out_path.shown(args.out)} cannot be read: {_reason(err)}")
     if args.from_runs is not None:
         try:
-            data = load_runs(args.from_runs)
-        except (OSError, ValueError, KeyError) as err:
-            parser.error(f"--from-runs {str(args.from_runs)!r}: {err}")
+            data = load_runs(args.from_runs, VARIANTS)
+        except (OSError, ValueError) as err:
+            parser.error(f"--from-runs {out_path.shown(args.from_runs)}: {_reason(err)}")
     else:
         settings = ["--size", "8", "--chains", "4", "--steps", "300", "--burn-in", "100"]
         data = reproduce(
@@ -618,18 +644,41 @@ def main(argv=None) -> int:
             log=lambda m: print(m, file=sys.stderr, flush=True),
         )
         data.update(command=command, commit=_git_commit(), date=date.today().isoformat())
-        args.work.mkdir(parents=True, exist_ok=True)
-        (args.work / "reproduction.json").write_text(json.dumps(data, indent=1))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    # the generated sections of the other commands (--target rbm-digits, --target
-    # markov-networks) are written by those commands: keep them all
-    from lsbcore.rbm.report import keep_section
-
-    kept = keep_section(args.out.read_text(encoding="utf-8")) if args.out.exists() else ""
-    text = document(data, data.get("command", command))
-    args.out.write_text(text + ("\n" + kept if kept else ""), encoding="utf-8")
+        runs_path = args.work / "reproduction.json"
+        try:
+            out_path.write_text(runs_path, json.dumps(data, indent=1))
+        except OSError as err:
+            return _failed(runs_path, err, "the runs' results.json files are kept under --work")
+    try:
+        kept = _kept_sections(args.out)
+        text = document(data, data.get("command", command))
+        out_path.write_text(args.out, text + ("\n" + kept if kept else ""))
+    except (OSError, ValueError) as err:
+        after = "it is as it was"
+        if args.from_runs is None:
+            after += f"; the runs are kept: write it with --from-runs {runs_path}"
+        return _failed(args.out, err, after)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _reason(err: Exception) -> str:
+    """An error's reason without the path Python puts in an ``OSError``'s message."""
+    if isinstance(err, IsADirectoryError):
+        return "it is a folder, not a file"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror[0].lower() + err.strerror[1:]
+    return str(err)
+
+
+def _failed(path: Path, err: Exception, after: str) -> int:
+    """A write that failed after the runs: one sentence, status 2 (as a refusal)."""
+    print(
+        f"python -m lsbcore.experiment.reproduce: error: could not write "
+        f"{out_path.shown(path)} ({_reason(err)}); {after}.",
+        file=sys.stderr,
+    )
+    return 2
 
 
 if __name__ == "__main__":
