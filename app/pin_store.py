@@ -10,9 +10,9 @@ link can read, rename, delete and add pins in that set, and nothing else.
 Quotas, checked on every write, and why these numbers:
 
 - a set holds at most ``MAX_PINS`` (8) pins, each at most ``pins.MAX_BYTES`` (1 MB) as written
-  after validation, and at most ``MAX_SET_BYTES`` (3 MB) together: the largest pins a run makes
-  (an RBM run's 2,000-point MMD curves for six samplers) are about 280 kB, so eight real pins
-  always fit, eight padded ones do not;
+  after validation, and at most ``MAX_SET_BYTES`` (3 MB) together: a pin of the Ising page with
+  every sampler and a 500-lag autocorrelation is about 80 kB (150 kB at most with numbers of
+  full precision), so eight real pins fit several times over, eight of 1 MB do not;
 - the store holds at most ``MAX_STORE_BYTES`` (64 MB) and ``MAX_SETS`` (256) sets. When either
   is reached a new pin is refused with a sentence (``FULL``); no set ever loses a pin to make
   room for another's. Each new browser session gets a fresh token, so one visitor with many
