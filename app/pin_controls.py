@@ -35,8 +35,9 @@ def link_params() -> dict[str, str]:
     return pin_store.query_params(st.session_state)
 
 
-def session_store(create: bool = False) -> PinStore | None:
-    """This session's pin set: the link's on the first run, a new one when ``create``."""
+def session_store() -> PinStore | None:
+    """This session's pin set: the link's (opened on the session's first run), or the one its
+    first pin made; None before that."""
     state = st.session_state
     if not state.get(OPENED_KEY):
         state[OPENED_KEY] = True
@@ -46,11 +47,16 @@ def session_store(create: bool = False) -> PinStore | None:
         problem = None if notice else pin_store.root_problem()
         if notice or problem:
             state[NOTICE_KEY] = notice or f"Runs cannot be pinned: {problem}"
-    store = state.get(pin_store.STATE_KEY)
-    if store is None and create:  # its directory is made by its first pin kept
-        store = state[pin_store.STATE_KEY] = PinStore(pin_store.new_token())
-        state.pop(NOTICE_KEY, None)
-    return store
+    return state.get(pin_store.STATE_KEY)
+
+
+def _keep(pin: pins.Pin) -> None:
+    """Save ``pin`` in this session's set; a new set joins the session (and so the link) once
+    it holds a pin, so that a link never names a set that was refused."""
+    store = session_store() or PinStore(pin_store.new_token())
+    store.save(pin)
+    st.session_state[pin_store.STATE_KEY] = store
+    st.session_state.pop(NOTICE_KEY, None)
 
 
 def publish() -> None:
@@ -77,7 +83,7 @@ def _pin(run) -> None:
         st.session_state[PINNED_KEY] = (False, f"This run cannot be pinned: {plain(err)}")
         return
     try:
-        session_store(create=True).save(pin)
+        _keep(pin)
     except PinError as err:
         st.session_state[PINNED_KEY] = (False, f"This run cannot be pinned: {plain(err)}")
         st.session_state[REFUSED_KEY] = pin.to_json()
@@ -159,7 +165,7 @@ def upload() -> None:
     if file.file_id not in done:  # once per file: the widget keeps it across reruns
         try:
             pin = pins.from_json(file.getvalue())
-            session_store(create=True).save(pin)
+            _keep(pin)
             done[file.file_id] = None
         except PinError as err:
             done[file.file_id] = str(err)

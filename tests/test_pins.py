@@ -235,3 +235,26 @@ def test_a_visitor_whose_pins_expired_is_told_so_on_the_compare_tab(pin, tmp_pat
     info = " | ".join(str(e.value) for e in at.info)
     assert "Your 3 pins expired: pins are kept 24 hours after they were last written." in info
     assert "No pinned runs yet" in info
+
+
+def test_pins_switched_off_say_why_and_a_refused_pin_is_offered_as_json(pin, tmp_path, monkeypatch):
+    """A pin folder that is a symbolic link: the page says pins are off and works on; the Pin
+    button's run is refused in a sentence and offered as a download, so nothing is lost."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "pins").symlink_to(real)
+    monkeypatch.setattr(pin_store, "ROOT", tmp_path / "pins")
+    at = open_app(case="2", burn_in="10", steps="40", chains="2")
+    assert not at.exception and not at.error
+    assert "Runs cannot be pinned: pins are switched off" in " | ".join(
+        str(e.value) for e in at.info
+    )
+    at.text_input(key="pin_name").input("kept anyway")
+    at.button(key="pin_save").click().run()
+    assert not at.exception
+    (error,) = [str(e.value) for e in at.error]
+    assert error.startswith("This run cannot be pinned: pins are switched off")
+    (download,) = [
+        d for d in at.get("download_button") if d.proto.label.startswith("Download this")
+    ]
+    assert "pins" not in at.query_params and not any(real.iterdir())
