@@ -9,8 +9,11 @@ LSB 1's softmax weights. Never the raw traces: a pin is a few tens of kB.
 
 ``from_json`` reads a pin back from a file a user may have edited: every field is checked
 (type, size, finite and bounded numbers, known samplers, a configuration the sidebar accepts,
-learned functions that ``lsbcore.load_balancing`` accepts) and each refusal is a ``PinError``
-whose message is one plain sentence (show it with ``app.text.plain``: it may quote the file).
+learned functions that ``lsbcore.load_balancing`` accepts, holding exactly the fields
+``lsbcore.balancing_to_dict`` writes), a key the format does not have is refused at every level,
+and each refusal is a ``PinError`` whose message is one plain sentence (show it with
+``app.text.plain``: it may quote the file). Names and problem texts lose control and invisible
+format characters (``visible``).
 
 A pin of an RBM run (``config.target`` an RBM) holds its samplers by their variant labels, no
 autocorrelation, and its MMD curves instead (``mmd``: per sampler, target evaluations per chain
