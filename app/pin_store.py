@@ -200,23 +200,24 @@ class PinStore:
             if pin_id is None:
                 pin_id = secrets.token_hex(8)
             path = self._path(pin_id)
-            usage = _usage(self.root)
-            mine = usage.get(self.token)
-            old = next((i.st_size for n, i in _files(self.dir) if n == path.name), None)
-            if old is None and sum(map(_is_pin, (n for n, _ in _files(self.dir)))) >= MAX_PINS:
+            files = dict(_files(self.dir)) if self.exists() else {}
+            old = files[path.name].st_size if path.name in files else None
+            if old is None and sum(map(_is_pin, files)) >= MAX_PINS:
                 raise PinError(f"a pin set keeps at most {MAX_PINS} pinned runs: delete one first.")
             growth = len(data) - (old or 0)
-            if (mine or 0) + growth > MAX_SET_BYTES:
+            if sum(info.st_size for info in files.values()) + growth > MAX_SET_BYTES:
                 raise PinError(
                     f"a pin set keeps at most {MAX_SET_BYTES // 1000:,} kB of pins, and this "
                     "one would exceed it: delete one first."
                 )
-            if (mine is None and len(usage) >= MAX_SETS) or sum(
+            usage = _usage(self.root)
+            new_set = self.token not in usage
+            if (new_set and len(usage) >= MAX_SETS) or sum(
                 usage.values()
             ) + growth > MAX_STORE_BYTES:
                 raise StoreFull(FULL)
-            self._make_dir()
             try:
+                self._make_dir()
                 _write(self.dir, path.name, data)
             except OSError as err:
                 raise PinError(
