@@ -78,10 +78,91 @@ def test_a_place_where_nothing_can_be_written_is_refused_before_sampling(tmp_pat
     blocker.write_text("")
     with pytest.raises(SystemExit) as exc:
         main([*TINY, "--out", str(blocker / "sub")])
-    assert exc.value.code == 2 and "cannot write there" in capsys.readouterr().err
+    assert exc.value.code == 2 and "is a file, so nothing can be created under it" in (
+        capsys.readouterr().err
+    )
     with pytest.raises(SystemExit):
         main([*TINY, "--out", str(blocker)])
     assert "is a file" in capsys.readouterr().err
+
+
+LONG = "y" * 300  # a name longer than a file system's 255 bytes
+
+
+@pytest.fixture
+def no_sampling(monkeypatch):
+    """Any sampling fails the test: each refusal must come before it, on every target."""
+
+    def sample(*args, **kwargs):
+        pytest.fail("sampled although the output path is refused")
+
+    monkeypatch.setattr("lsbcore.experiment.cli.run_experiment", sample)
+    monkeypatch.setattr("lsbcore.rbm.experiment.run", sample)
+    monkeypatch.setattr("lsbcore.networks.experiment.run", sample)
+
+
+def refusal(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        ("long name", "is 300 bytes long; a file or folder name holds at most 255"),
+        ("proc", "--out '/proc/x': '/proc' is not writable"),
+        ("link to an empty folder", "is a symbolic link to"),
+        ("dangling link", "is a symbolic link to"),
+    ],
+)
+def test_an_out_that_cannot_be_used_is_refused_before_sampling(
+    where, says, tmp_path, no_sampling, capsys
+):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    out = {"long name": tmp_path / LONG, "proc": Path("/proc/x")}.get(where, tmp_path / "link")
+    if where == "link to an empty folder":
+        out.symlink_to(folder)
+    if where == "dangling link":
+        out.symlink_to(tmp_path / "nowhere")
+    err = refusal([*TINY, "--out", str(out)], capsys)
+    assert says in err and "GiB" not in err
+    # the link is kept as it was, its folder untouched, nothing left beside it
+    assert not where.endswith("link") or out.is_symlink()
+    assert list(folder.iterdir()) == [] and leftovers(tmp_path) == []
+
+
+def test_an_image_name_too_long_is_refused(tmp_path, no_sampling, capsys):
+    image = ["--image", str(tmp_path / f"{LONG}.png"), "--lam", "1", "--mu", "1", "--sigma", "1"]
+    err = refusal([*image, "--out", str(tmp_path / "o")], capsys)
+    assert "--image" in err and "cannot read it (File name too long)" in err
+
+
+@pytest.mark.parametrize(
+    "argv, flag, kind",
+    [
+        (["--target", "rbm-digits", "--quick", "--out"], "--out", "long name"),
+        (["--target", "rbm-digits", "--quick", "--docs"], "--docs", "dangling link"),
+        (["--target", "markov-networks", "--quick", "--docs"], "--docs", "long name"),
+        (["--target", "markov-networks", "--quick", "--json"], "--json", "dangling link"),
+    ],
+    ids=["rbm-out", "rbm-docs", "networks-docs", "networks-json"],
+)
+def test_every_target_checks_its_output_paths_before_sampling(
+    argv, flag, kind, tmp_path, no_sampling, capsys
+):
+    path = tmp_path / (f"{LONG}.md" if kind == "long name" else "link.md")
+    if kind == "dangling link":
+        path.symlink_to(tmp_path / "nowhere.md")
+    err = refusal([*argv, str(path)], capsys)
+    assert flag in err
+    assert ("holds at most 255" if kind == "long name" else "is a symbolic link to") in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == (
+        [] if kind == "long name" else ["link.md"]
+    )
 
 
 def test_a_workload_that_does_not_fit_in_memory_is_refused(tmp_path, capsys):

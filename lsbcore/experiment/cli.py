@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lsbcore.backends import BACKENDS, resolve_backend, resolve_device
 from lsbcore.cases import PAPER_CASES
-from lsbcore.experiment import output
+from lsbcore.experiment import out_path, output
 from lsbcore.experiment.paper_protocol import PROTOCOLS, resolve_protocol
 from lsbcore.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.experiment.run import build_problem, log_message, run_experiment
@@ -288,8 +288,12 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
         config.update(boundary="periodic", shape=[args.size, args.size], start=STARTS[args.start])
     else:
         path = args.image
-        if not path.is_file():
-            parser.error(f"--image: no file at {str(path)!r}")
+        try:
+            found = path.is_file()
+        except OSError as err:  # a name too long for the file system, for one
+            parser.error(f"--image {out_path.shown(path)}: cannot read it ({err.strerror or err})")
+        if not found:
+            parser.error(f"--image: no file at {out_path.shown(path)}")
         try:
             raw = path.read_bytes()
             image = load_image(raw, max_side=args.size)
@@ -354,6 +358,10 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
     memory, disk = output.estimate_bytes(
         sites, args.chains, len(args.samplers), records, csv_rows * len(args.samplers), args.workers
     )
+    try:  # before the room: a place that cannot be written has no free space to weigh
+        out_path.check_folder(args.out, "--out")
+    except out_path.OutPathError as err:
+        parser.error(str(err))
     where = next((p for p in (args.out, *args.out.parents) if p.exists()), Path("."))
     problem = output.room_problem(memory, disk, where, output.available_memory())
     if problem:

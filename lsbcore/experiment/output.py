@@ -18,6 +18,8 @@ import signal
 from contextlib import contextmanager
 from pathlib import Path
 
+from lsbcore.experiment import out_path
+
 __all__ = [
     "OutputError",
     "available_memory",
@@ -49,12 +51,15 @@ class OutputError(ValueError):
 def prepare(out: Path, force: bool) -> Path:
     """Check ``out`` and create this run's staging folder beside it; returns the staging path.
 
-    Refuses a file at ``out``, a non-empty folder unless ``force``, and a place where nothing
-    can be written (found by writing a probe file, not by permission bits alone).
+    Refuses what ``out_path.check_folder`` refuses (a file at ``out``, a symbolic link, which
+    ``publish`` would replace, a name too long, a place where nothing can be written) and a
+    non-empty folder unless ``force``.
     """
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {str(out)!r} is a file, not a folder")
+    try:
+        out_path.check_folder(out, "--out")
+    except out_path.OutPathError as err:
+        raise OutputError(str(err)) from None
     if out.is_dir() and any(out.iterdir()) and not force:
         raise OutputError(
             f"--out {str(out)!r} is not empty; pass --force to replace it (the previous "

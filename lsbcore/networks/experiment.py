@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lsbcore.bounded_json import read_capped
 from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, ess_paper
+from lsbcore.experiment import out_path
 from lsbcore.experiment.shown_command import shown_command
 from lsbcore.learning.balancing import make_balancing
 from lsbcore.networks import protocol
@@ -202,11 +204,15 @@ def main(argv=None) -> int:
     docs = args.docs
     if docs.suffix.lower() != ".md":
         parser.error(f"--docs must name a Markdown file (.md), got {str(docs)!r}")
-    if docs.exists() and not docs.is_file():
-        parser.error(f"--docs {str(docs)!r} exists and is not a file")
+    try:  # before the sampling: a path that cannot be written would lose the run
+        out_path.check_file(docs, "--docs")
+        if args.json is not None:
+            out_path.check_file(args.json, "--json")
+    except out_path.OutPathError as err:
+        parser.error(str(err))
     if not docs.parent.is_dir():
         parser.error(f"--docs {str(docs)!r}: its folder does not exist")
-    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
+    if args.json is not None and not args.json.parent.is_dir():
         parser.error(f"--json {str(args.json)!r} must name a file in an existing folder")
     if args.from_json is not None:
         return _from_json(parser, args, docs)
@@ -253,11 +259,14 @@ def _write(docs: Path, results: dict, log) -> int:
     return 0
 
 
+FROM_JSON_MAX_BYTES = 50 * 2**20  # read at most this: /dev/zero or a huge file would not end
+
+
 def _from_json(parser, args, docs: Path) -> int:
     """The section from an earlier run's ``--json`` file."""
     try:
-        results = json.loads(args.from_json.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        results = json.loads(read_capped(args.from_json, FROM_JSON_MAX_BYTES))
+    except (OSError, ValueError) as err:  # ValueError: too large, not UTF-8, not JSON
         parser.error(f"--from-json {str(args.from_json)!r} could not be read as JSON ({err})")
     needed = ("config", "networks", "escape", "fit", "seconds")
     if not isinstance(results, dict) or any(k not in results for k in needed):

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from arviz_stats.base import array_stats
 
+from lsbcore.experiment import out_path
 from lsbcore.experiment.shown_command import shown_command
 from lsbcore.rbm.ground_truth import TRUTH_SAMPLES, TRUTH_STEPS, floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
@@ -310,6 +311,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not math.isfinite(args.lr) or not 0.0 < args.lr <= 10.0:
         parser.error(f"--lr must be in (0, 10], got {args.lr}")
+    try:  # before the sampling: a path that cannot be written would lose the run
+        if args.out is not None:
+            out_path.check_folder(args.out, "--out")
+        if args.docs is not None:
+            out_path.check_file(args.docs, "--docs")
+    except out_path.OutPathError as err:
+        parser.error(str(err))
     protocol = dict(QUICK if args.quick else PAPER)
     name = "quick" if args.quick else "paper"
     if args.scale is not None:
@@ -353,11 +361,14 @@ def main(argv=None) -> int:
     }
     if not args.quiet:
         print(summary(results), file=sys.stderr, flush=True)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
-        say(f"wrote {args.out / 'results.json'}")
-    if args.docs is not None:
-        write_section(args.docs, section(results))
-        say(f"wrote the RBM section of {args.docs}")
+    try:
+        if args.out is not None:
+            out_path.write_text(args.out / "results.json", json.dumps(results, indent=1))
+            say(f"wrote {args.out / 'results.json'}")
+        if args.docs is not None:
+            write_section(args.docs, section(results))
+            say(f"wrote the RBM section of {args.docs}")
+    except OSError as err:
+        print(f"could not write the results: {err.strerror or err}.", file=sys.stderr)
+        return 1
     return 0
