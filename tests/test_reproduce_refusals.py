@@ -199,3 +199,14 @@ def test_a_full_disk_leaves_the_previous_document_whole_and_no_partial_file(
         assert written, "the document was not written through os.write"
         assert (out.read_text() if out.exists() else None) == before
         assert sorted(p.name for p in docs.iterdir()) == ["old.md"]
+
+
+def test_a_failed_run_is_reported_in_a_sentence_and_writes_no_document(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(reproduce, "experiment", lambda argv: 1)
+    doc, work = tmp_path / "d.md", tmp_path / "w"
+    assert reproduce.main(["--quick", "--cases", "1", "--out", str(doc), "--work", str(work)]) == 1
+    err = capsys.readouterr().err
+    assert "error: the experiment failed (1)" in err and "Traceback" not in err
+    assert not doc.exists()

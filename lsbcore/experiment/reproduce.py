@@ -636,13 +636,20 @@ def main(argv=None) -> int:
             parser.error(f"--from-runs {out_path.shown(args.from_runs)}: {_reason(err)}")
     else:
         settings = ["--size", "8", "--chains", "4", "--steps", "300", "--burn-in", "100"]
-        data = reproduce(
-            cases=cases,
-            seeds=args.seeds,
-            work=args.work,
-            settings=settings if args.quick else [],
-            log=lambda m: print(m, file=sys.stderr, flush=True),
-        )
+        try:
+            data = reproduce(
+                cases=cases,
+                seeds=args.seeds,
+                work=args.work,
+                settings=settings if args.quick else [],
+                log=lambda m: print(m, file=sys.stderr, flush=True),
+            )
+        except RuntimeError as err:  # a run failed; it has said why above
+            print(
+                f"{parser.prog}: error: {err}; the runs before it are under --work.",
+                file=sys.stderr,
+            )
+            return 1
         data.update(command=command, commit=_git_commit(), date=date.today().isoformat())
         runs_path = args.work / "reproduction.json"
         try:
