@@ -23,6 +23,7 @@ import io
 import operator
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -34,6 +35,7 @@ __all__ = [
     "Photo",
     "load_image",
     "load_photo",
+    "rgb_rows",
     "MAX_BYTES",
     "MAX_PIXELS",
     "MAX_JPEG_PIXELS",
@@ -192,6 +194,26 @@ def load_photo(data: ImageInput, max_side: int = 64) -> Photo:
         # from them in the last bit)
         rgb = np.ascontiguousarray(np.repeat(luma[..., None], 3, axis=-1))
     return Photo(rgb=rgb, luma=luma, original_shape=original_shape, is_colour=is_colour)
+
+
+def rgb_rows(data: ImageInput, max_side: int = 64, rows: int = 256) -> Iterator[np.ndarray]:
+    """``load_photo(data, max_side).rgb`` a band of ``rows`` rows at a time, top to bottom.
+
+    The photo is decoded once (as by :func:`load_photo`) and only each band becomes float64,
+    so a large photo's float copy (24 bytes a pixel) never exists whole: full-size downloads
+    are drawn this way. Bands equal the rows of ``load_photo(...).rgb`` up to the last bit
+    (a gray photo stored in RGB gives its luma there, the RGB here).
+
+    Raises:
+        ImageError, ValueError, TypeError: as :func:`load_image` (when the first band is
+            asked for); ValueError also for ``rows`` that is not a positive integer.
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows must be a positive integer, got {rows!r}")
+    work, _ = _load(data, max_side, colour=True, caller="rgb_rows")
+    width, height = work.size
+    for top in range(0, height, rows):
+        yield _to_rgb(work.crop((0, top, width, min(height, top + rows))))
 
 
 def _load(

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import ExifTags, Image, ImageFile, features
 
-from lsbcore.image import MAX_BYTES, ImageError, load_image, load_photo
+from lsbcore.image import MAX_BYTES, ImageError, load_image, load_photo, rgb_rows
 from tests.lying_images import small_jpeg, small_png, with_jpeg_size, with_png_size
 
 needs_webp = pytest.mark.skipif(not features.check("webp"), reason="Pillow built without WebP")
@@ -669,3 +669,40 @@ def test_a_large_flat_jpeg_is_not_mistaken_for_a_lying_one(options):
     photo = load_photo(data, max_side=64)
     assert photo.original_shape == (3000, 4000)
     np.testing.assert_allclose(photo.luma, 128 / 255, atol=1 / 255)
+
+
+# --------------------------------------------------------------------------- bands of rows
+
+
+def with_orientation(im: Image.Image, orientation: int) -> bytes:
+    exif = Image.Exif()
+    exif[ExifTags.Base.Orientation] = orientation
+    return encode(im, "JPEG", quality=95, exif=exif.tobytes())
+
+
+@pytest.mark.parametrize("max_side", [40, 64, 200])
+def test_rgb_rows_are_the_rows_of_load_photo(max_side):
+    rng = np.random.default_rng(8)
+    colour = Image.fromarray(rng.integers(0, 256, (90, 130, 3), np.uint8))
+    rgba = np.dstack([rng.integers(0, 256, (50, 70, 3)), rng.integers(0, 256, (50, 70))])
+    files = [
+        encode(colour, "JPEG", quality=90),  # decoded at a reduced scale in YCbCr
+        encode(colour, "PNG"),
+        encode(Image.fromarray(rgba.astype(np.uint8), "RGBA"), "PNG"),  # over white
+        encode(Image.fromarray(gray_ramp(60, 45)), "PNG"),
+        with_orientation(colour, 6),  # turned a quarter: 130 rows of 90
+    ]
+    for data in files:
+        whole = load_photo(data, max_side=max_side).rgb
+        bands = list(rgb_rows(data, max_side=max_side, rows=7))
+        assert [len(b) for b in bands[:-1]] == [7] * (len(bands) - 1)
+        np.testing.assert_allclose(np.concatenate(bands), whole, atol=1e-12)
+
+
+def test_rgb_rows_refuses_rows_that_are_not_a_positive_integer_and_bad_files_as_load_photo():
+    data = encode(Image.new("RGB", (8, 8)), "PNG")
+    for rows in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="rows"):
+            next(rgb_rows(data, rows=rows))
+    with pytest.raises(ImageError, match="8900 x 8900"):
+        next(rgb_rows(with_jpeg_size(small_jpeg(64), 8900, 8900), max_side=64))

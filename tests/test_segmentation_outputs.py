@@ -7,9 +7,11 @@ import pytest
 import torch
 from PIL import Image
 
+from app import photo_downloads
 from lsbcore import (
     binary_entropy,
     entropy_png,
+    load_photo,
     mask_png,
     npy_bytes,
     overlay_png,
@@ -185,3 +187,63 @@ def test_npy_bytes_round_trip_exactly():
 def test_npy_bytes_refuses_objects():
     with pytest.raises(ValueError, match="array must hold numbers or booleans"):
         npy_bytes(np.array([{"a": 1}], dtype=object))
+
+
+# ----------------------------------------------------------------- the app's photo-sized downloads
+def photo_png(height: int, width: int) -> bytes:
+    pixels = (np.random.default_rng(5).random((height, width, 3)) * 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_the_photo_downloads_equal_the_full_size_encoders_pixel_for_pixel(monkeypatch):
+    # bands of 7 rows (a 13 x 9 lattice carried to 301 x 230): every band edge is crossed
+    monkeypatch.setattr(photo_downloads, "BAND_PIXELS", 7 * 230)
+    rng = np.random.default_rng(6)
+    marginal = rng.random((13, 9))
+    marginal[4:9, 2:7] = 0.95  # an object whose outline crosses bands
+    shape = (301, 230)
+    upsampled = upsample(marginal, shape)
+    source = photo_png(*shape)
+    pairs = [
+        (photo_downloads.mask_png(marginal, shape, 0.4), mask_png(upsampled >= 0.4)),
+        (photo_downloads.probability_png(marginal, shape), probability_png(upsampled)),
+        (photo_downloads.entropy_png(marginal, shape), entropy_png(upsampled)),
+        (
+            photo_downloads.overlay_png(source, marginal, shape, 0.4),
+            overlay_png(load_photo(source, max_side=301).rgb, upsampled >= 0.4),
+        ),
+    ]
+    for banded, whole in pairs:
+        mode, pixels = decode(banded)
+        assert pixels.shape[:2] == shape and mode == decode(whole)[0]
+        np.testing.assert_array_equal(pixels, decode(whole)[1])
+
+
+def test_photo_downloads_are_capped_on_the_long_side_and_the_page_says_why():
+    cap = photo_downloads.MAX_SIDE
+    assert photo_downloads.download_shape((600, 400)) == (600, 400)
+    assert photo_downloads.cap_note((600, 400)) is None
+    assert photo_downloads.download_shape((cap, 10)) == (cap, 10)
+    assert photo_downloads.download_shape((8000, 8000)) == (cap, cap)
+    assert photo_downloads.download_shape((6000, 8000)) == (round(cap * 0.75), cap)
+    assert photo_downloads.download_shape((1, 30_000)) == (1, cap)  # never a zero side
+    note = photo_downloads.cap_note((6000, 8000))
+    assert note == (
+        f"Downloads are at most {cap:,} px on the long side, so that building one stays within "
+        f"the server's memory; this photo is 8,000 × 6,000 px, so they are scaled to "
+        f"{cap:,} × {round(cap * 0.75):,}."
+    )
+
+
+def test_the_capped_overlay_redraws_a_larger_photo_at_the_cap(monkeypatch):
+    monkeypatch.setattr(photo_downloads, "MAX_SIDE", 64)
+    source = photo_png(90, 120)
+    shape = photo_downloads.download_shape((90, 120))
+    assert shape == (48, 64)
+    marginal = np.random.default_rng(7).random((9, 12))
+    mode, pixels = decode(photo_downloads.overlay_png(source, marginal, shape, 0.5))
+    assert mode == "RGB" and pixels.shape == (48, 64, 3)
+    expected = overlay_png(load_photo(source, max_side=64).rgb, upsample(marginal, shape) >= 0.5)
+    np.testing.assert_array_equal(pixels, decode(expected)[1])

@@ -1,6 +1,7 @@
 """View 7, Segmentation: the posterior marginal, the thresholded mask over the image, where the
 posterior is unsure (binary entropy), whether the marginal has settled, and, for images, the
-exact MAP beside it; everything downloads at the photo's own size.
+exact MAP beside it; everything downloads at the photo's own size, at most
+``photo_downloads.MAX_SIDE`` px on the long side (the page says when a photo is larger).
 
 After burn-in the marginal is the running mean of (x + 1)/2 over every post-burn-in record and
 chain. Before the run has draws, a marginal carried over from the previous run stands in for it
@@ -16,13 +17,14 @@ saying 0.50.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
 import lsbcore
-from app import state
+from app import large_builds, photo_downloads, state
 from app.file_names import file_stem
 from app.views import pixels
 from app.widgets import ensure
@@ -34,6 +36,7 @@ from lsbcore.segmentation.segment import overlay_at_size
 SIDE = 220
 POOLED = "all samplers pooled"
 CARRIED = "carried_marginal"  # run.cache: (marginal, sentence) from the previous run
+PROBLEMS = "download_problems"  # run.cache: {button label: sentence} for builds that failed
 THRESHOLD = "_seg_threshold"  # the threshold in use (the slider's own key may be dropped)
 UNSAMPLED = "mean of the current states: burn-in is still running, so this is not a result yet"
 binary_entropy = outputs.binary_entropy
@@ -167,58 +170,105 @@ def _file_stem(run) -> str:
     return f"lsb-{name}-lam{run.config.lam:g}-seed{run.config.seed}"
 
 
-def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
-    """PNGs at the photo's own size (upsampled from the lattice), arrays on the lattice."""
-    photo = run.photo
-    height, width = photo.original_shape
-    stem = _file_stem(run)
+@dataclass(frozen=True)
+class Download:
+    """One download button: what it says, the file's name, and how the file is built."""
+
+    key: str
+    label: str
+    file_name: str
+    build: Callable[[], bytes]
+    mime: str
+
+
+def _guarded(run, label: str, build: Callable[[], bytes]) -> Callable[[], bytes]:
+    """``build`` taking the server's one turn for large builds; a failure leaves its sentence
+    in ``run.cache[PROBLEMS]`` for the page (Streamlit runs the build outside the script, so
+    the page can only say so when it next draws)."""
+    problems = run.cache.setdefault(PROBLEMS, {})
+
+    def guarded() -> bytes:
+        try:
+            with large_builds.one_at_a_time():
+                data = build()
+        except large_builds.BuildBusy:
+            problems[label] = f"{label} was not built: {large_builds.BUSY}."
+            raise
+        except Exception as err:
+            problems[label] = (
+                f"{label} could not be built ({err or type(err).__name__}); try again, or "
+                "take the .npy array, which holds the same probabilities."
+            )
+            raise
+        problems.pop(label, None)
+        return data
+
+    return guarded
+
+
+def download_files(run, marginal: np.ndarray, threshold: float) -> list[Download]:
+    """The photo's downloads: PNGs at its size, at most ``photo_downloads.MAX_SIDE`` px on the
+    long side, upsampled from the lattice (one large build at a time on the server), and the
+    lattice's P(x = +1) as ``.npy``."""
+    photo, source = run.photo, run.source
+    marginal = np.array(marginal, dtype=np.float64)  # as drawn now, whatever the run does next
+    shape = photo_downloads.download_shape(photo.original_shape)
+    height, width = shape
     big = f"{width}x{height}"
+    stem = _file_stem(run)
 
-    def upsampled() -> np.ndarray:
-        return outputs.upsample(marginal, photo.original_shape)
+    def overlay() -> bytes:
+        if source is None:  # no file to decode again: the working photo underlies the mask
+            return overlay_at_size(None, marginal, photo, threshold)
+        return photo_downloads.overlay_png(source, marginal, shape, threshold)
 
-    files = {
-        "mask": (
-            f"Mask ({big})",
-            f"{stem}-mask-{big}.png",
-            lambda: outputs.mask_png(upsampled() >= threshold),
-            "image/png",
-        ),
+    pngs = {
+        "mask": (f"Mask ({big})", lambda: photo_downloads.mask_png(marginal, shape, threshold)),
         "probability": (
             f"P(x = +1) ({big})",
-            f"{stem}-probability-{big}.png",
-            lambda: outputs.probability_png(upsampled()),
-            "image/png",
+            lambda: photo_downloads.probability_png(marginal, shape),
         ),
-        "entropy": (
-            f"Uncertainty ({big})",
-            f"{stem}-entropy-{big}.png",
-            lambda: outputs.entropy_png(upsampled()),
-            "image/png",
-        ),
-        "overlay": (
-            f"Overlay ({big})",
-            f"{stem}-overlay-{big}.png",
-            lambda: overlay_at_size(run.source, marginal, photo, threshold),
-            "image/png",
-        ),
-        "npy": (
+        "entropy": (f"Uncertainty ({big})", lambda: photo_downloads.entropy_png(marginal, shape)),
+        "overlay": (f"Overlay ({big})", overlay),
+    }
+    files = [
+        Download(key, label, f"{stem}-{key}-{big}.png", _guarded(run, label, build), "image/png")
+        for key, (label, build) in pngs.items()
+    ]
+    files.append(
+        Download(
+            "npy",
             "P(x = +1) array (.npy)",
             f"{stem}-probability.npy",
             lambda: outputs.npy_bytes(marginal),
             "application/octet-stream",
-        ),
-    }
-    st.caption(
-        f"Downloads: the PNGs are at the photo's size, {width} × {height}, upsampled "
-        f"(bilinear) from the {marginal.shape[1]} × {marginal.shape[0]} lattice; the mask "
-        "thresholds the upsampled probability, so its edge runs between lattice sites. The "
-        ".npy array is P(x = +1) on the lattice itself."
+        )
     )
+    return files
+
+
+def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
+    """The download buttons, what they hold, and any download that failed since."""
+    files = download_files(run, marginal, threshold)
+    height, width = photo_downloads.download_shape(run.photo.original_shape)
+    note = photo_downloads.cap_note(run.photo.original_shape)
+    st.caption(
+        f"Downloads: the PNGs are {width} × {height}, upsampled (bilinear) from the "
+        f"{marginal.shape[1]} × {marginal.shape[0]} lattice; the mask thresholds the upsampled "
+        "probability, so its edge runs between lattice sites. The .npy array is P(x = +1) on "
+        "the lattice itself." + (f" {note}" if note else "")
+    )
+    for sentence in run.cache.get(PROBLEMS, {}).values():
+        st.warning(sentence)
     cols = st.columns(len(files))
-    for col, (key, (text, name, build, mime)) in zip(cols, files.items(), strict=True):
+    for col, file in zip(cols, files, strict=True):
         col.download_button(
-            text, data=build, file_name=name, mime=mime, on_click="ignore", key=f"dl_{key}"
+            file.label,
+            data=file.build,
+            file_name=file.file_name,
+            mime=file.mime,
+            on_click="ignore",
+            key=f"dl_{file.key}",
         )
 
 
