@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lsbcore.experiment.out_path import write_text
 from lsbcore.rbm.protocol import PAPER
 from lsbcore.rbm.variants import display_name
 
@@ -393,7 +394,8 @@ def keep_section(old: str) -> str:
 
 def write_section(path, text: str) -> None:
     """Put ``text`` (a ``section``) into the Markdown file ``path`` in place of its RBM section,
-    or at its end when it has none (the file is created when missing)."""
+    or at its end when it has none (the file is created when missing). Written through a
+    temporary file renamed into place: a full disk leaves the previous file whole."""
     path = Path(path)
     old = path.read_text(encoding="utf-8") if path.exists() else ""
     start, stop = old.find(BEGIN), old.find(END)
@@ -401,4 +403,4 @@ def write_section(path, text: str) -> None:
         new = old[:start] + text + old[stop + len(END) :].lstrip("\n")
     else:
         new = old.rstrip("\n") + ("\n\n" if old else "") + text
-    path.write_text(new, encoding="utf-8")
+    write_text(path, new)
