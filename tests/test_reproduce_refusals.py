@@ -153,7 +153,7 @@ def _without_a_sampler_field(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "make, says",
     [
-        (_with_text('{"runs": []}'), "not a runs file of this command: it has no 'seeds'"),
+        (_with_text('{"runs": []}'), "not a runs file of this command: its 'runs' are not"),
         (_with_text("[1, 2]"), "it holds a JSON list, not an object"),
         (_without_seeds, "it has no 'seeds', a whole number from 2 to 20"),
         (_without_a_sampler_field, "runs['4']['spec'][1]['lsb2'] has no list of numbers"),

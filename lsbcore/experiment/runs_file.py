@@ -78,21 +78,21 @@ def _check_run(run, where: str, variants, samplers) -> None:
 
 
 def check_runs(data, variants: dict) -> None:
-    """Raise ``RunsFileError`` unless ``data`` holds what the document reads: ``seeds``,
-    ``wall_seconds`` and ``runs`` as ``{case: {variant: [run, ...]}}`` with every variant, each
-    run's config and
-    sampler entries. ``variants`` maps each variant to its samplers (``reproduce.VARIANTS``)."""
+    """Raise ``RunsFileError`` unless ``data`` holds what the document reads: ``runs`` as
+    ``{case: {variant: [run, ...]}}`` with every variant, each run's config and sampler entries,
+    ``seeds`` and ``wall_seconds``. ``variants`` maps each variant to its samplers
+    (``reproduce.VARIANTS``)."""
     if not isinstance(data, dict):
         raise RunsFileError("it holds a JSON " + type(data).__name__ + ", not an object")
+    runs = data.get("runs")
+    if not isinstance(runs, dict) or not runs:
+        raise RunsFileError("its 'runs' are not an object of at least one case")
     seeds = data.get("seeds")
     if not (_is_count(seeds) and MIN_SEEDS <= seeds <= MAX_SEEDS):
         raise RunsFileError(f"it has no 'seeds', a whole number from {MIN_SEEDS} to {MAX_SEEDS}")
     wall = data.get("wall_seconds")
     if not (_is_number(wall) and math.isfinite(wall) and wall >= 0):
         raise RunsFileError("it has no 'wall_seconds'")
-    runs = data.get("runs")
-    if not isinstance(runs, dict) or not runs:
-        raise RunsFileError("its 'runs' are not an object of at least one case")
     for case, by_variant in runs.items():
         if case not in {str(c) for c in PAPER_CASES}:
             raise RunsFileError(f"runs holds case {case[:20]!r}; the cases are {list(PAPER_CASES)}")
