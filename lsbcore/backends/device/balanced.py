@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from lsbcore.backends.device import next_power_of_2
-from lsbcore.backends.device.primitives import flip, log1p, log_sigmoid, record, slot
+from lsbcore.backends.device.primitives import flip, log1p, log_sigmoid, reals, record, slot
 from lsbcore.backends.structures import Function
 from lsbcore.numerics import LOG_2, LOG_RANGE, MAX_LOG_G
 
@@ -119,7 +119,7 @@ def balanced_kernel(
     log_w, breakpoints, slope, intercept,
     gn, block_sum, z, shift,
     u, last, rebuilt,
-    m, n_chains, n_sites, width, n_blocks, block, n_breakpoints, low, high,
+    m, n_chains, n_sites, width, n_blocks, block, n_breakpoints, bounds,
     K: tl.constexpr, KP: tl.constexpr, KIND: tl.constexpr, TRACE: tl.constexpr,
     BLOCK_B: tl.constexpr,
 ):  # fmt: skip
@@ -190,7 +190,7 @@ def balanced_kernel(
             tl.store(block_sum + sum_row + begin // block, part, mask=accept)
         tl.debug_barrier()
         total = tl.where(accept, _row_sum(block_sum, sum_row, n_blocks, accept), total)
-        in_range = (total > low) & (total < high)
+        in_range = (total > tl.load(bounds)) & (total < tl.load(bounds + 1))
         need = accept & (in_range == 0)
         if tl.max(need.to(tl.int32), 0) > 0:  # Z left its range: rebuild with a fresh shift
             # as kernels._rebuild_row: the log values into gn first, exponentiated below
@@ -266,7 +266,7 @@ def device_balanced_steps(
         cache["gn"], cache["block_sum"], cache["z"], cache["shift"],
         u, last, rebuilt,
         m, n_chains, n_sites, width, n_blocks, block, function.breakpoints.numel(),
-        math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
+        reals(math.exp(-LOG_RANGE), math.exp(LOG_RANGE), device=x.device),
         K=k, KP=next_power_of_2(k), KIND=function.kind, TRACE=trace is not None,
         BLOCK_B=block_b,
         num_warps=1 if block_b <= 32 else 4,  # one chain's scalar work needs no second warp

@@ -35,7 +35,7 @@ def variants():
     }
     step.update({name: DOUBLE for name in ("block_sum", "z", "shift", "u", "last")})
     step.update({name: DOUBLE for name in ("log_w", "breakpoints", "slope", "intercept")})
-    step.update(n_accepted="*i64", neighbours="*i64", rebuilt="*i32", low="fp64", high="fp64")
+    step.update(n_accepted="*i64", neighbours="*i64", rebuilt="*i32", bounds=DOUBLE)
     counts = ("m", "n_chains", "n_sites", "width", "n_blocks", "block", "n_breakpoints")
     step.update({n: "i32" for n in counts})
     step.update({n: "constexpr" for n in ("K", "KP", "KIND", "TRACE", "BLOCK_B")})
@@ -56,9 +56,9 @@ def learning_variants(exact: dict):
     }
     common.update({n: DOUBLE for n in ("theta", "opt_state", "log_p_learn", "field", "u")})
     common.update({n: DOUBLE for n in ("losses", "weights", "last")})
-    common.update(n_accepted="*i64", neighbours="*i64", halt="*i64", lr="fp64")
+    common.update(n_accepted="*i64", neighbours="*i64", halt="*i64", real_args=DOUBLE)
     common.update({n: "i32" for n in ("field_rows", "m", "n_chains", "n_sites", "width")})
-    common.update(fresh="i32", low="fp64", high="fp64")
+    common.update(fresh="i32")
     constants = {"K": 5, "KP": 8, "TRACE": True, "BLOCK_B": 32, "TILE": learning.TILE}
     for opt, opt_name in enumerate(("adam", "sgd")):
         signature = {**common, **{n: DOUBLE for n in ("comps", "shift", "sums")}}
@@ -96,7 +96,15 @@ def compile_one(index: int, arch: int) -> tuple[str, int]:
     from triton.compiler import ASTSource
 
     name, kernel, signature, constants, options = list(variants())[index]
-    source = ASTSource(kernel, signature, constexprs=constants)
+    # as a launch on CUDA specialises them: pointers (torch allocations) and integers equal to
+    # 0 (field_rows for the exact objective) are divisible by 16, which changes the layouts
+    # Triton picks (a kernel once compiled here without them and failed on an H100)
+    attrs = {
+        (i,): [["tt.divisibility", 16]]
+        for i, arg in enumerate(kernel.arg_names)
+        if signature[arg].startswith("*") or arg == "field_rows"
+    }
+    source = ASTSource(kernel, signature, constexprs=constants, attrs=attrs)
     compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
     if "cubin" not in compiled.asm:
         raise RuntimeError(f"{name}: no cubin for sm_{arch}.")

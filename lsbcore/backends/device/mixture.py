@@ -33,6 +33,7 @@ from lsbcore.backends.device.primitives import (
     draw,
     flip,
     log_sigmoid,
+    reals,
     record,
     row_sum,
     slot,
@@ -130,7 +131,7 @@ def mixture_kernel(
     comps, shift, sums,
     theta, opt_state, log_p_learn, field, field_rows,
     u, losses, weights, last, halt,
-    m, lr, n_chains, n_sites, width, fresh, low, high,
+    m, real_args, n_chains, n_sites, width, fresh,
     K: tl.constexpr, KP: tl.constexpr, OPT: tl.constexpr, TRACE: tl.constexpr,
     BLOCK_B: tl.constexpr, TILE: tl.constexpr,
 ):  # fmt: skip
@@ -138,6 +139,7 @@ def mixture_kernel(
     logits, eta_raw), ``opt_state [2, 6]``, ``log_p_learn [B]``, ``field [R, D]`` (R rows: 0 for the
     exact objective); out: ``losses [m]``, ``weights [m, 5]``, ``last [B, 4]``, ``halt [2]``."""
     rows = tl.arange(0, BLOCK_B).to(tl.int64)
+    lr, low, high = tl.load(real_args), tl.load(real_args + 1), tl.load(real_args + 2)
     ok = rows < n_chains
     kk = tl.arange(0, KP)
     slots_ok = ok[:, None] & (kk < K)[None, :]
@@ -288,8 +290,8 @@ def mixture_learning_steps(
         learner["params"], learner["opt_state"], learner["log_p"], learner["field"],
         learner["field"].shape[0],
         u, out["losses"], out["weights"], out["last"], halt,
-        m, learner["lr"], n_chains, n_sites, width, int(fresh),
-        math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
+        m, reals(learner["lr"], math.exp(-LOG_RANGE), math.exp(LOG_RANGE), device=x.device),
+        n_chains, n_sites, width, int(fresh),
         K=k, KP=next_power_of_2(k), OPT=learner["opt_kind"], TRACE=trace is not None,
         BLOCK_B=next_power_of_2(n_chains), TILE=TILE,
         num_warps=WARPS, enable_fp_fusion=False,

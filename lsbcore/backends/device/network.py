@@ -41,6 +41,7 @@ from lsbcore.backends.device.primitives import (
     finite,
     flip,
     log1p,
+    reals,
     record,
     row_sum,
     slot,
@@ -290,7 +291,7 @@ def network_kernel(
     u_cache, scale, small, top_cache, g_buf, unit_buf, partial,
     theta, opt_state, log_p_learn, field, field_rows,
     u, losses, weights, last, halt,
-    t0, m, lr, n_chains, n_sites, width, hidden, n_blocks, span, fresh, low, high,
+    t0, m, real_args, n_chains, n_sites, width, hidden, n_blocks, span, fresh,
     K: tl.constexpr, KP: tl.constexpr, HP: tl.constexpr, PP: tl.constexpr, OPT: tl.constexpr,
     TRACE: tl.constexpr, BLOCK_B: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
 ):  # fmt: skip
@@ -300,6 +301,7 @@ def network_kernel(
     out as ``mixture_kernel``. Steps ``t0 .. t0 + m - 1`` of the chunk; with ``SPLIT`` the
     lattice-wide terms come from ``lattice_kernel`` (``partial``, launched before each step)."""
     rows = tl.arange(0, BLOCK_B).to(tl.int64)
+    lr, low, high = tl.load(real_args), tl.load(real_args + 1), tl.load(real_args + 2)
     ok = rows < n_chains
     kk = tl.arange(0, KP)
     hh = tl.arange(0, HP)
@@ -485,6 +487,7 @@ def network_learning_steps(
     n_blocks = triton.cdiv(n_sites, SPAN) if split else 1
     partial = torch.empty(n_chains, n_blocks, 2 + 2 * hp, dtype=torch.float64, device=x.device)
     params = learner["params"]
+    bounds_lr = reals(learner["lr"], math.exp(-LOG_RANGE), math.exp(LOG_RANGE), device=x.device)
 
     def steps(t0: int, count: int, rebuild: bool) -> None:
         network_kernel[(1,)](
@@ -495,9 +498,8 @@ def network_learning_steps(
             params, learner["opt_state"], learner["log_p"], learner["field"],
             learner["field"].shape[0],
             u, out["losses"], out["weights"], out["last"], halt,
-            t0, count, learner["lr"], n_chains, n_sites, width, hidden, n_blocks, SPAN,
+            t0, count, bounds_lr, n_chains, n_sites, width, hidden, n_blocks, SPAN,
             int(rebuild),
-            math.exp(-LOG_RANGE), math.exp(LOG_RANGE),
             K=k, KP=next_power_of_2(k), HP=hp, PP=next_power_of_2(3 * hidden + 2),
             OPT=learner["opt_kind"], TRACE=trace is not None,
             BLOCK_B=next_power_of_2(n_chains), TILE=TILE, SPLIT=split, num_warps=WARPS,

@@ -4,8 +4,15 @@ tile, a site's flip (spec 1), and inverse-CDF draws over rows in tiles."""
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
+
+
+def reals(*values: float, device) -> torch.Tensor:
+    """Real kernel arguments as one float64 tensor: Triton passes a Python float as fp32 on
+    CUDA (e^200 becomes inf there, a learning rate loses digits), the interpreter as fp64."""
+    return torch.tensor(values, dtype=torch.float64, device=device)
 
 
 @triton.jit
@@ -74,7 +81,10 @@ def draw_in(values, base, n, count, target, ok, TILE: tl.constexpr):
         hit = (found == 0) & (first < n)
         chosen = tl.where(hit, first.to(tl.int64), chosen)
         found = tl.where(hit, 1, found)
-        acc += tl.sum(v, 1)
+        # the running sum so far, as the last running value (values are non-negative), not
+        # acc + sum(v): a reduction added to a loop-carried value that is unused after the
+        # loop fails Triton 3.6's thread-locality pass (the GPU machines' Triton)
+        acc = tl.max(running, 1)
     return chosen
 
 
@@ -86,7 +96,7 @@ def row_sum(values, base, n, ok, TILE: tl.constexpr):
         cols = start + tl.arange(0, TILE)
         inside = ok[:, None] & (cols < n)[None, :]
         total += tl.sum(tl.load(values + base[:, None] + cols[None, :], mask=inside, other=0.0), 1)
-    return total
+    return tl.where(ok, total, 0.0)  # the loop's result used once (see draw_in)
 
 
 @triton.jit
