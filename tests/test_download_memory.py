@@ -154,3 +154,17 @@ def test_a_download_whose_photo_cannot_be_read_again_says_so_on_the_page():
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and warnings[0].startswith(f"{overlay.label} could not be built")
     assert "not an image" in warnings[0] and not at.exception
+
+
+def test_a_running_page_offers_the_photo_downloads_only_once_it_is_paused():
+    at, run = photo_run()
+    assert [b.label for b in at.get("download_button")][0].startswith("Mask (")
+    state.start(run)  # the page now redraws itself every second
+    try:
+        at.run()
+        assert segmentation.WAIT_FOR_PAUSE in [i.value for i in at.info]
+        assert not at.get("download_button") and not at.exception
+    finally:
+        state.pause(run)
+    at.run()
+    assert len(at.get("download_button")) == 5

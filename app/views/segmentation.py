@@ -37,6 +37,12 @@ SIDE = 220
 POOLED = "all samplers pooled"
 CARRIED = "carried_marginal"  # run.cache: (marginal, sentence) from the previous run
 PROBLEMS = "download_problems"  # run.cache: {button label: sentence} for builds that failed
+# A running page redraws its buttons every second, and Streamlit forgets a button's file once
+# it is redrawn: a click between two redraws (or during a slow build) lost its download.
+WAIT_FOR_PAUSE = (
+    "The photo's downloads are offered once the run is paused or finished: while it runs, the "
+    "page redraws them every second, and a click between two redraws could lose its file."
+)
 THRESHOLD = "_seg_threshold"  # the threshold in use (the slider's own key may be dropped)
 UNSAMPLED = "mean of the current states: burn-in is still running, so this is not a result yet"
 binary_entropy = outputs.binary_entropy
@@ -249,6 +255,11 @@ def download_files(run, marginal: np.ndarray, threshold: float) -> list[Download
 
 def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
     """The download buttons, what they hold, and any download that failed since."""
+    for sentence in run.cache.get(PROBLEMS, {}).values():
+        st.warning(sentence)
+    if run.running:
+        st.info(WAIT_FOR_PAUSE)
+        return
     files = download_files(run, marginal, threshold)
     height, width = photo_downloads.download_shape(run.photo.original_shape)
     note = photo_downloads.cap_note(run.photo.original_shape)
@@ -258,8 +269,6 @@ def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
         "probability, so its edge runs between lattice sites. The .npy array is P(x = +1) on "
         "the lattice itself." + (f" {note}" if note else "")
     )
-    for sentence in run.cache.get(PROBLEMS, {}).values():
-        st.warning(sentence)
     cols = st.columns(len(files))
     for col, file in zip(cols, files, strict=True):
         col.download_button(
