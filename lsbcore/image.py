@@ -10,7 +10,10 @@ its colour (a :class:`Photo`); both share one decoder, and turn every failure in
 Resource limits are enforced *before* pixels are decoded: the input size in bytes
 is bounded, the header's pixel count is checked right after the lazy
 ``Image.open``, and JPEGs are decoded at a reduced scale (``Image.draft``), so a
-hostile or merely huge upload cannot make the app allocate gigabytes. No global
+hostile or merely huge upload cannot make the app allocate gigabytes. A JPEG whose
+header claims more pixels than its coded data can hold (libjpeg would fill the rest
+with grey, silently) is refused, so that no one sizes outputs from a size that lies;
+:func:`rgb_rows` hands the colour over a band of rows at a time for large outputs. No global
 Pillow setting is changed: Pillow's own decompression-bomb check stays as it is
 (for headers between about 89 and 179 megapixels it emits its
 ``DecompressionBombWarning`` before this module refuses the image; with warnings
