@@ -4,6 +4,12 @@ Sampling runs on the run's worker thread (``app.state.start``); while it runs, t
 reruns every ``scheduler.refresh_interval`` seconds (0.2 s unless many runs share the server)
 and redraws only the open tab (the tabs track their state, so hidden views cost nothing).
 Sidebar widgets and buttons stay responsive because nothing on the page waits for sampling.
+
+On an image run the group chooser, the tabs and a view's own controls (``VIEW_CONTROLS``) are
+drawn once per page run, and the fragment inside the open tab holds only what changes: the
+status line and the view. Widgets redrawn five times a second cost the browser more than the
+images they sit beside (eight pages on two cores: about a third of each redraw's CPU, in the
+browser and on the server; BENCHMARKS.md, issue 29).
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ VIEWS = (
     ("Export", export.render),
     ("Compare", compare.render),
 )
+VIEW_CONTROLS = {"Chains": chains.controls}  # drawn above the view, outside the fragment
 TAB_LABELS = [name for name, _ in VIEWS]
 RENDER = dict(VIEWS)
 assert set(TAB_LABELS) == set(view_links.VIEW_NAMES), "every view in exactly one group"
@@ -226,40 +233,61 @@ def view_tabs() -> tuple[str, list]:
     return group, tabs
 
 
-def _live() -> None:
+def _current_run() -> state.Run | None:
+    """The session's run, or None; a page whose run finished (or was released) is rerun whole
+    to redraw its buttons and stop refreshing."""
     run: state.Run | None = st.session_state.get(session.RUN_KEY)
     if run is None:
-        return
+        return None
     if run.released:
         st.rerun(scope="app")  # the page came back after its run was released: a new one
     run.last_seen = time.perf_counter()
     if st.session_state.get(LIVE_KEY) and not run.running:
         st.session_state[LIVE_KEY] = False
         st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
+    return run
+
+
+def _live() -> None:
+    """An RBM's or a network's page: the status line and the target's own tabs."""
+    run = _current_run()
+    if run is None:
+        return
     _status(run)
     if rbm_run.is_rbm_run(run):
         rbm_panel.tabs()
-        return
-    if network_run.is_network_run(run):
+    else:
         network_panel.tabs()
+
+
+def _live_view(name: str) -> None:
+    """An image run's open view, with the status line above it."""
+    run = _current_run()
+    if run is None:
         return
-    group, tabs = view_tabs()
-    for tab, name in zip(tabs, view_links.VIEW_GROUPS[group], strict=True):
-        if tab.open is False:
-            continue
-        with tab:
-            try:
-                presentation.seeing(name)
-                RENDER[name](run)
-                if name in why.VIEWS:
-                    why.render(run)
-            except Exception as err:  # one failing view must not take the page down
-                log.exception("view %s failed", name)
-                st.error(f"The {name} view could not be drawn: {err}")
+    _status(run)
+    try:
+        presentation.seeing(name)
+        RENDER[name](run)
+        if name in why.VIEWS:
+            why.render(run)
+    except Exception as err:  # one failing view must not take the page down
+        log.exception("view %s failed", name)
+        st.error(f"The {name} view could not be drawn: {err}")
 
 
 def panel(run: state.Run) -> None:
     """The live fragment: it refreshes itself only while the run is running."""
     st.session_state[LIVE_KEY] = run.running
     every = scheduler.refresh_interval(state.running_runs()) if run.running else None
-    st.fragment(_live, run_every=every)()
+    if rbm_run.is_rbm_run(run) or network_run.is_network_run(run):
+        st.fragment(_live, run_every=every)()
+        return
+    group, tabs = view_tabs()
+    for tab, name in zip(tabs, view_links.VIEW_GROUPS[group], strict=True):
+        if tab.open is False:
+            continue
+        with tab:
+            if name in VIEW_CONTROLS:
+                VIEW_CONTROLS[name](run)
+            st.fragment(_live_view, run_every=every)(name)

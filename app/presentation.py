@@ -84,6 +84,9 @@ _BASE_STYLE = """
 [data-testid="stTab"][aria-selected="false"] {
   box-shadow: none !important; outline: none !important;
 }
+/* chain tiles arrive at one pixel per site (app/views/chains.py): blown up crisply, apart */
+[class*="st-key-chainrow_"] img { image-rendering: pixelated; }
+[class*="st-key-chainrow_"] [data-testid="stImage"] { column-gap: 6px; }
 </style>
 """
 
@@ -113,7 +116,6 @@ html { font-size: 19px; }
 [class*="st-key-chainrow_"] [data-testid="stImage"] { flex: 1 1 auto; flex-wrap: wrap; }
 [class*="st-key-chainrow_"] [data-testid="stImageContainer"] { flex: 1 1 150px; max-width: 30vh; }
 [class*="st-key-chainrow_"] [data-testid="stImageContainer"] > * { width: 100% !important; }
-[class*="st-key-chainrow_"] img { image-rendering: pixelated; }
 .lsb-seeing { font-size: 1.25rem; line-height: 1.4; border-left: 6px solid #4E79A7;
   padding: 0.3rem 0 0.3rem 0.9rem; margin: 0 0 0.5rem 0; }
 </style>

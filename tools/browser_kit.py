@@ -13,6 +13,7 @@ the load test (``tools.loadtest``) and the measuring tools (``tools.screenshots`
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import socket
@@ -182,6 +183,19 @@ def memory_kb(pid: int) -> tuple[int, int]:
             elif line.startswith("VmHWM:"):
                 hwm += int(line.split()[1])
     return rss, hwm
+
+
+def cpu_seconds(pids) -> float:
+    """User and system CPU seconds used so far by the processes ``pids`` (all their threads;
+    a process already gone counts nothing)."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 class MemorySampler(threading.Thread):

@@ -14,9 +14,11 @@ the duration, polls every page:
 - that no traceback or error box appeared, and no JavaScript error.
 
 Meanwhile the server's memory (VmRSS and VmHWM from ``/proc/<pid>/status``, children included)
-is sampled every half second. A summary is printed; the exit status is non-zero when a session
-stopped updating (fewer than one redraw per ``STALL_S`` seconds over the second half), showed
-another's configuration, or errored.
+is sampled every half second, and the CPU seconds the server and the browser used over the
+measured window are read from ``/proc`` (the browser's pages share the machine's cores with the
+server: both count, per redraw seen). A summary is printed; the exit status is non-zero when a
+session stopped updating (fewer than one redraw per ``STALL_S`` seconds over the second half),
+showed another's configuration, or errored.
 
 The server and the browser are driven with ``tools.browser_kit``.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -38,6 +41,8 @@ from tools.browser_kit import (
     StreamlitServer,
     app_url,
     button,
+    cpu_seconds,
+    descendants,
     input_value,
     launch_chromium,
     multiselect_values,
@@ -172,6 +177,15 @@ class LoadResult:
     server_alive: bool
     results: list[SessionResult]
     failures: list[str]
+    server_cpu_s: float = 0.0  # CPU seconds over the measured window, all threads
+    browser_cpu_s: float = 0.0  # the same for Chromium's processes (every page's renderer)
+
+    @property
+    def redraws(self) -> int:
+        return sum(r.redraws for r in self.results)
+
+    def cpu_per_redraw_ms(self, cpu_s: float) -> float:
+        return 1000 * cpu_s / max(1, self.redraws)
 
     @property
     def ok(self) -> bool:
@@ -192,6 +206,18 @@ class LoadResult:
                 f"{r.index}: {r.config:<45} {r.redraws_per_s:>9.2f} {r.second_half_redraws:>8} "
                 f"{r.longest_gap_s:>7.1f}s {r.steps:>7,}"
             )
+        rates = [r.redraws_per_s for r in self.results]
+        lines.append(
+            f"redraws/s per session {min(rates):.2f}-{max(rates):.2f}, longest gap "
+            f"{max(r.longest_gap_s for r in self.results):.1f} s, steps in all "
+            f"{sum(r.steps for r in self.results):,}"
+        )
+        lines.append(
+            f"CPU over the window: server {self.server_cpu_s:.1f} s "
+            f"({self.cpu_per_redraw_ms(self.server_cpu_s):.0f} ms per redraw seen), browser "
+            f"{self.browser_cpu_s:.1f} s ({self.cpu_per_redraw_ms(self.browser_cpu_s):.0f} ms "
+            f"per redraw), {self.redraws} redraws"
+        )
         errors = sum(len(r.errors) for r in self.results)
         lines.append(
             f"errors: {errors}; configuration mix-ups: {sum(len(r.foreign) for r in self.results)}"
@@ -232,9 +258,11 @@ def run_load(
     shots: Path | None = None,
     log=print,
     speed: str = SPEED,
+    root: Path | None = None,
 ) -> LoadResult:
     """Drive ``sessions`` browser sessions against one server for ``seconds``; see the module
-    docstring. ``shots``: a folder for one screenshot per session at the end."""
+    docstring. ``shots``: a folder for one screenshot per session at the end; ``root``: another
+    checkout's app to serve (a before/after measurement)."""
     from playwright.sync_api import sync_playwright
 
     specs = [replace(s, speed=speed) for s in session_specs(sessions)]
@@ -247,7 +275,9 @@ def run_load(
     ]
     failures: list[str] = []
     elapsed, alive = 0.0, False
-    with StreamlitServer(port) as server, sync_playwright() as playwright:
+    cpu = {"server": 0.0, "browser": 0.0}
+    server_kw = {} if root is None else {"root": root}
+    with StreamlitServer(port, **server_kw) as server, sync_playwright() as playwright:
         memory = MemorySampler(server.pid)
         memory.start()
         browser = launch_chromium(playwright)
@@ -269,6 +299,7 @@ def run_load(
                 )
                 page.evaluate(REDRAW_COUNTER)
                 log(f"session {spec.index} running: {result.config}")
+            cpu_before = _cpu_now(server.pid)
             start = time.time()
             end = start + seconds
             next_check = start
@@ -281,6 +312,7 @@ def run_load(
                     break
                 time.sleep(0.25)
             elapsed = time.time() - start
+            cpu = {k: v - cpu_before[k] for k, v in _cpu_now(server.pid).items()}
             half = start + elapsed / 2
             for page, spec, result in zip(pages, specs, results, strict=True):
                 _check_page(page, spec, specs, result)
@@ -319,7 +351,26 @@ def run_load(
         server_alive=alive,
         results=results,
         failures=failures,
+        server_cpu_s=round(cpu["server"], 2),
+        browser_cpu_s=round(cpu["browser"], 2),
     )
+
+
+def _cpu_now(server_pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the server (with its children) and by Chromium (the
+    processes of this one's tree whose name starts with "chrom")."""
+    browser = [p for p in descendants(os.getpid()) if _name(p).startswith("chrom")]
+    return {
+        "server": cpu_seconds([server_pid, *descendants(server_pid)]),
+        "browser": cpu_seconds(browser),
+    }
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,11 +384,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--shots", type=Path, default=None, help="a screenshot per session")
     parser.add_argument("--speed", default=SPEED, help="steps per refresh, or auto (default)")
+    parser.add_argument(
+        "--root", type=Path, default=None, help="serve another checkout's app (before/after)"
+    )
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.seconds <= 0:
         parser.error("--sessions must be at least 1 and --seconds positive")
     try:
-        result = run_load(args.sessions, args.seconds, args.port, args.shots, speed=args.speed)
+        result = run_load(
+            args.sessions, args.seconds, args.port, args.shots, speed=args.speed, root=args.root
+        )
     except (FileNotFoundError, ServerError) as err:
         print(err, file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ posterior marginal P(x_i = +1) estimated from every chain's post-burn-in states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
@@ -20,18 +20,29 @@ from lsbcore.samplers.interface import ChainSampler
 
 ROW_WIDTH = 1000  # on-screen width of one sampler's row, pixels
 MAX_SIDE = 160  # on-screen side of one lattice at most
-TILE_GAP = 6  # white pixels between two tiles of a row on the page
+SHOWN_KEY = "chains_shown"  # the slider: chains shown per sampler
 
 
 @dataclass
 class ChainPanel:
+    """One sampler's row: up to a few chains, then the marginal.
+
+    ``tiles`` are sent as they are: a lattice no larger than its on-screen size at one pixel
+    per site (the browser blows it up, pixelated: a redraw then encodes and sends a few hundred
+    bytes per tile, not a 160-pixel PNG), a larger one (a photo's) reduced to ``width`` by area
+    averaging. ``image`` is the whole row at screen size, for reports and measurements."""
+
     name: str
-    image: np.ndarray  # uint8 [h, w] or [h, w, 3]: the chains then the marginal, side by side
     caption: str
-    # the same tiles one by one, with a short caption each: the page draws them as a row that
-    # wraps on a narrow screen (the composite is for reports and measurements)
-    tiles: list[np.ndarray] = field(default_factory=list)
-    tile_captions: list[str] = field(default_factory=list)
+    tiles: list[np.ndarray]  # uint8 [h, w]
+    tile_captions: list[str]
+    width: int  # on-screen width of one tile, pixels
+    gap: int = 1  # pixels between tiles in ``image``
+
+    @property
+    def image(self) -> np.ndarray:
+        """uint8 [h, w] or [h, w, 3]: the tiles at screen size side by side."""
+        return pixels.hstack([pixels.fit(t, self.width) for t in self.tiles], gap=self.gap)
 
 
 def chain_panels(
@@ -42,10 +53,10 @@ def chain_panels(
     notes: dict[str, str] | None = None,
     totals: dict[str, int] | None = None,
 ) -> list[ChainPanel]:
-    """One composite image per sampler: up to ``n_show`` chains ``[B, H, W]`` (+-1), then the
-    marginal ``[H, W]`` in [0, 1] when there is one. ``side``: on-screen pixels per lattice
-    (default: as large as fits ``ROW_WIDTH``, at most ``MAX_SIDE``). ``totals``: each
-    sampler's number of chains, when ``states`` holds only the ones shown."""
+    """One row per sampler: up to ``n_show`` chains ``[B, H, W]`` (+-1), then the marginal
+    ``[H, W]`` in [0, 1] when there is one. ``side``: on-screen pixels per lattice (default: as
+    large as fits ``ROW_WIDTH``, at most ``MAX_SIDE``). ``totals``: each sampler's number of
+    chains, when ``states`` holds only the ones shown."""
     marginals = marginals or {}
     notes = notes or {}
     totals = totals or {}
@@ -56,30 +67,31 @@ def chain_panels(
             continue
         k = max(1, min(n_show, x.shape[0]))
         marginal = marginals.get(name)
-        tiles_wanted = k + (marginal is not None)
-        wanted = side or min(MAX_SIDE, ROW_WIDTH // tiles_wanted)
-        factor = pixels.scale_for(x.shape[1:], wanted)
-        tiles = [pixels.fit(pixels.spins(x[b]), wanted) for b in range(k)]
+        wanted = side or min(MAX_SIDE, ROW_WIDTH // (k + (marginal is not None)))
+        lattice = x.shape[1:]
+        tiles = [_sent(pixels.spins(x[b]), wanted) for b in range(k)]
+        width = tiles[0].shape[1] * (
+            1 if max(lattice) > wanted else pixels.scale_for(lattice, wanted)
+        )
         tile_captions = [f"chain {b + 1}" for b in range(k)]
         total = totals.get(name, x.shape[0])
-        shown = "chain 1" if k == 1 else f"chains 1–{k}"
-        caption = f"{label(name)}: {shown} of {total}"
+        which = "chain 1" if k == 1 else f"chains 1–{k}"
+        caption = f"{label(name)}: {which} of {total}"
         if marginal is not None:
-            tiles.append(pixels.fit(pixels.gray(marginal), wanted))
+            tiles.append(_sent(pixels.gray(marginal), wanted))
             tile_captions.append("P(x=+1)")
             caption += " · last: posterior marginal P(x=+1)"
         if notes.get(name):
             caption += f" · {notes[name]}"
-        composite = pixels.hstack(tiles, gap=max(1, factor // 2))
-        spaced = [_margin(tile, TILE_GAP) for tile in tiles]
-        panels.append(ChainPanel(name, composite, caption, spaced, tile_captions))
+        gap = max(1, pixels.scale_for(lattice, wanted) // 2)
+        panels.append(ChainPanel(name, caption, tiles, tile_captions, width, gap))
     return panels
 
 
-def _margin(tile: np.ndarray, width: int) -> np.ndarray:
-    """``tile`` with a white margin on its right: the page sets tiles edge to edge."""
-    pad = [(0, 0), (0, width)] + [(0, 0)] * (tile.ndim - 2)
-    return np.pad(tile, pad, constant_values=255)
+def _sent(image: np.ndarray, side: int) -> np.ndarray:
+    """A tile as sent: as it is when the browser blows it up to ``side``, reduced by area
+    averaging when it is larger."""
+    return pixels.shrink(image, side) if max(image.shape[:2]) > side else image
 
 
 def _note(name: str, sampler: ChainSampler) -> str:
@@ -101,26 +113,31 @@ def snapshot(run, n_show: int) -> tuple[dict, dict, dict]:
     return states, marginals, notes
 
 
-def render(run) -> None:
-    comparison = run.comparison
-    n_show = 1
-    slider, legend = st.columns([1, 3], vertical_alignment="bottom")  # one row: room for strips
+def controls(run) -> None:
+    """The slider of chains shown per sampler, drawn outside the live part (a widget redrawn
+    five times a second costs the browser more than the chain images do)."""
     if run.config.chains > 1:
         high = min(8, run.config.chains)
-        ensure_in_range("chains_shown", min(4, high), 1, high)
-        n_show = slider.slider("Chains shown per sampler", 1, high, key="chains_shown")
+        ensure_in_range(SHOWN_KEY, min(4, high), 1, high)
+        st.slider("Chains shown per sampler", 1, high, key=SHOWN_KEY, width=300)
+
+
+def render(run) -> None:
+    """The live part: the legend and one row of tiles per sampler."""
+    comparison = run.comparison
+    n_show = st.session_state.get(SHOWN_KEY, 1) if run.config.chains > 1 else 1
     states, marginals, notes = snapshot(run, n_show)
     totals = {n: s.n_chains for n, s in comparison.samplers.items()}
     panels = chain_panels(states, marginals, n_show, notes=notes, totals=totals)
     counts = {m.count for m in comparison.marginals.values() if m.count}
     if comparison.phase == "burnin":
-        legend.caption(
+        st.caption(
             "White = +1 (object), black = −1 (background). The posterior marginal appears after "
             "burn-in."
         )
     else:
         n = max(counts) if counts else 0
-        legend.caption(
+        st.caption(
             f"White = +1 (object), black = −1. Marginals from {n:,} post-burn-in records "
             f"× {counted(run.config.chains, 'chain')}."
         )
@@ -130,5 +147,5 @@ def render(run) -> None:
             st.image(
                 [pixels.data_uri(tile) for tile in panel.tiles],
                 caption=panel.tile_captions,
-                width=panel.tiles[0].shape[1],
+                width=panel.width,
             )
