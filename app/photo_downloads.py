@@ -9,10 +9,11 @@ float copy never exists, and the files equal ``outputs``' own encoders pixel for
 
 The cap comes from a memory budget of about 256 MB a build (``python -m tools.bench_downloads``
 measures it): the gray files cost about 2 bytes a pixel (the 8-bit picture, its PNG, bands of
-``BAND_PIXELS``), the overlay about 20 (the photo decoded again, 4 bytes a pixel at the
+``BAND_PIXELS``), the overlay 16 to 28 (the photo decoded again, 4 bytes a pixel at the
 nearest scale libjpeg offers at or above the download's size, so up to 4 times its pixels,
-plus the picture at 4 bytes a pixel): 3072 px keeps the worst JPEG's overlay near 250 MB (an
-8000 px photo: 190 MB). ``app.large_builds`` lets one build run at a time.
+plus the picture at 4 bytes a pixel): at 3072 px the worst JPEG's overlay (6143 px, decoded at
+full scale) peaks at about 270 MB, an 8000 px photo's at 155 MB. ``app.large_builds`` lets one
+build run at a time.
 """
 
 from __future__ import annotations
