@@ -1,13 +1,15 @@
 """Memory of the segmentation's photo-sized downloads: peak resident memory per build.
 
-    python -m tools.bench_downloads [--side 8000] [--out artifacts/bench_downloads.json]
+    python -m tools.bench_downloads [--side 8000] [--ways app,before] [--kinds mask,...]
+        [--together 1] [--out artifacts/bench_downloads.json]
 
 A real ``side`` x ``side`` JPEG is made (a gradient with shapes, about 1 MB at 8000 px); each
 download is then built in a fresh Python process, and the growth of its peak resident memory
 (VmHWM, reset just before) over its resident memory before the build is printed, in MB and in
 bytes per pixel of the file built: the app's builds (``app.photo_downloads``, capped at
 ``MAX_SIDE``) beside the full-size builds from ``lsbcore.segmentation.outputs`` that the page
-used before.
+used before. ``--together N`` clicks each download N times at once (threads in one process,
+as N visitors on one server); the app's builds then take turns (``app.large_builds``).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ KINDS = ("mask", "probability", "entropy", "overlay")
 
 _CHILD = r"""
 import sys
+import threading
 import numpy as np
 import lsbcore
-from app import photo_downloads
+from app import large_builds, photo_downloads
 from lsbcore.segmentation import outputs
 from lsbcore.segmentation.segment import overlay_at_size
 
-path, kind, way = sys.argv[1], sys.argv[2], sys.argv[3]
+path, kind, way, together = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 source = open(path, "rb").read()
 photo = lsbcore.load_photo(source, max_side=256)
 marginal = np.random.default_rng(0).random(photo.luma.shape)
@@ -63,9 +66,24 @@ else:
         "overlay": lambda: overlay_at_size(source, marginal, photo, 0.5),
     }[kind]
     pixels = full[0] * full[1] if kind != "overlay" else min(max(full), 4096) ** 2
-size = len(build())
+sizes = []
+
+
+def click():
+    if way == "app":  # the app's builds take the server's one turn, as the page's buttons do
+        with large_builds.one_at_a_time():
+            sizes.append(len(build()))
+    else:
+        sizes.append(len(build()))
+
+
+clicks = [threading.Thread(target=click) for _ in range(together)]
+for thread in clicks:
+    thread.start()
+for thread in clicks:
+    thread.join()
 grown = status("VmHWM:") - before
-print(grown, pixels, size)
+print(grown, pixels, sizes[0])
 """
 
 
@@ -83,9 +101,9 @@ def gradient_photo(side: int) -> bytes:
     return buffer.getvalue()
 
 
-def measure(path: Path, kind: str, way: str) -> dict:
+def measure(path: Path, kind: str, way: str, together: int = 1) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), kind, way],
+        [sys.executable, "-c", _CHILD, str(path), kind, way, str(together)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -106,6 +124,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", type=int, default=8000, help="the photo's side in pixels")
     parser.add_argument("--ways", default="app,before", help="app, before or both")
+    parser.add_argument(
+        "--together", type=int, default=1, help="clicks on each download at once (threads)"
+    )
+    parser.add_argument("--kinds", default=",".join(KINDS), help="which downloads to build")
     parser.add_argument("--out", default=None, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     if not 16 <= args.side <= 8900:
@@ -113,17 +135,22 @@ def main(argv: list[str] | None = None) -> None:
     ways = [w for w in args.ways.split(",") if w]
     if not ways or any(w not in ("app", "before") for w in ways):
         parser.error("--ways takes app, before or both, separated by a comma")
+    kinds = [k for k in args.kinds.split(",") if k]
+    if not kinds or any(k not in KINDS for k in kinds):
+        parser.error(f"--kinds takes some of {', '.join(KINDS)}, separated by a comma")
+    if not 1 <= args.together <= 8:
+        parser.error("--together must be between 1 and 8")
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "photo.jpg"
         path.write_bytes(gradient_photo(args.side))
         print(f"{args.side} x {args.side} JPEG, {path.stat().st_size / 1e6:.2f} MB")
         for way in ways:
-            for kind in KINDS:
-                row = measure(path, kind, way)
+            for kind in kinds:
+                row = measure(path, kind, way, args.together)
                 rows.append(row)
                 print(
-                    f"{way:7s} {kind:12s} peak +{row['peak_growth_mb']:7.0f} MB  "
+                    f"{way:7s} {kind:12s} x{args.together} peak +{row['peak_growth_mb']:7.0f} MB  "
                     f"{row['bytes_per_pixel']:6.1f} B/px of {row['pixels'] / 1e6:5.1f} MP  "
                     f"file {row['file_mb']:.1f} MB"
                 )
