@@ -99,7 +99,7 @@ html { font-size: 19px; }
 @media (max-height: 820px) {
   html { font-size: 17px; }
   [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.5rem !important; }
-  [class*="st-key-chainrow_"] [data-testid="stImageContainer"] { max-width: 23vh !important; }
+  [class*="st-key-chainrow_"] [data-testid="stImageContainer"] { max-width: 21vh !important; }
 }
 [data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 3rem; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
