@@ -8,9 +8,10 @@ arrival order, so every running session samples in turn and a core stays free fo
 With many runs, a turn also leaves its slot idle for a while (``idle_share``) and pages redraw
 less often (``refresh_interval``), so that the redraws fit in what is left. Measured with 8
 browser pages on 2 cores: 2.1-2.6 redraws a second each, gaps of at most 1.5 s (README, "Limits
-and safety"; since issue 29 a redraw re-sends only the open view). A turn lasts ``TURN_S`` while few runs share the server, so that a run alone samples
-at the engine's speed, and less with many (``turn_seconds``), so that every running session
-still samples between two redraws of its page.
+and safety"; since issue 29 a redraw re-sends only the open view). A turn lasts ``TURN_S``
+while few runs share the server, so that a run alone samples at the engine's speed, and less
+with many (``turn_seconds``), so that every running session still samples between two redraws
+of its page.
 """
 
 from __future__ import annotations
