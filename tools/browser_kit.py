@@ -330,7 +330,9 @@ STATUS_LINE = re.compile(r"Step ([\d,]+) · .*target evaluations")  # sweeps com
 
 def status_text(page) -> str:
     """The run's status line ("Step N · sweeps · target evaluations per chain … · speed")."""
-    texts = page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
+    # visible ones only: a tab left keeps its last drawing (its status line too) until shown
+    captions = page.locator('[data-testid="stCaptionContainer"]').filter(visible=True)
+    texts = captions.all_inner_texts()
     return next((t.strip() for t in texts if STATUS_LINE.search(t)), "")
 
 
