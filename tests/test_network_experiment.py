@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -203,7 +204,7 @@ def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path, monkeypatch):
     def interrupted(source, destination):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report.os, "replace", interrupted)
+    monkeypatch.setattr(os, "replace", interrupted)  # as the written file is renamed into place
     with pytest.raises(KeyboardInterrupt):
         report.write_section(doc, f"{report.BEGIN}\nnew\n{report.END}\n")
     assert doc.read_text(encoding="utf-8") == "# old\n"

@@ -26,12 +26,13 @@ import torch
 from lsbcore.bounded_json import read_capped
 from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, ess_paper
 from lsbcore.experiment import out_path
+from lsbcore.experiment.out_path import write_text
 from lsbcore.experiment.shown_command import shown_command
 from lsbcore.learning.balancing import make_balancing
 from lsbcore.networks import protocol
 from lsbcore.networks.escape import escape_times, g_at_zero
 from lsbcore.networks.presets import PRESETS, preset
-from lsbcore.networks.report import commit, section, write_atomically, write_section
+from lsbcore.networks.report import commit, section, write_section
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 
@@ -241,7 +242,7 @@ def main(argv=None) -> int:
 
     if args.json is not None:
         try:
-            write_atomically(args.json, json.dumps(results, indent=1))
+            write_text(args.json, json.dumps(results, indent=1))
         except OSError as err:
             print(f"could not write {args.json}: {err.strerror or err}.", file=sys.stderr)
             return 1

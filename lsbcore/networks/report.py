@@ -10,13 +10,12 @@ hyperparameters) are typed, in ``protocol``. The section sits between ``BEGIN`` 
 from __future__ import annotations
 
 import math
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from lsbcore.experiment.out_path import write_text
 from lsbcore.networks import protocol
 from lsbcore.networks.presets import PRESETS
 
@@ -273,21 +272,7 @@ def write_section(path, text: str) -> None:
         new = old[:start] + text + old[stop + len(END) :].lstrip("\n")
     else:
         new = old.rstrip("\n") + ("\n\n" if old else "") + text
-    write_atomically(path, new)
+    write_text(path, new)
 
 
-def write_atomically(path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file in the same folder, renamed over it: a
-    reader sees the old file or the new, never a part (an interrupted write leaves no trace)."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-__all__ = ["BEGIN", "END", "commit", "section", "write_atomically", "write_section"]
+__all__ = ["BEGIN", "END", "commit", "section", "write_section"]
