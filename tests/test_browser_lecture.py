@@ -13,6 +13,7 @@ Screenshots land in ``artifacts/browser/`` (``tools.screenshots`` makes the READ
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -152,6 +153,19 @@ def test_presentation_mode_fits_the_screen(browser, server, screen):
         server.check()
 
 
+def _settled_steps(page, until=lambda n: n > 0, timeout_s: float = 60.0) -> int:
+    """The visible status line's step count once ``until`` holds and two reads agree."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        now = steps_shown(page)
+        if now == last and until(now):
+            return now
+        last = now
+        page.wait_for_timeout(300)
+    return steps_shown(page)
+
+
 def test_presentation_mode_from_a_link(browser, server):
     context, page = new_page(browser, server, 1600)
     try:
@@ -178,14 +192,10 @@ def test_presentation_mode_from_a_link(browser, server):
         page.keyboard.press("Space")
         expect(button(page, "run")).to_be_enabled()
         open_tab(page, "Mixing")  # a clicked tab keeps the focus while S is pressed
-        before = steps_shown(page)
+        # the open tab draws its own status line: read it once it is there and settled
+        before = _settled_steps(page)
         page.keyboard.press("s")
-        page.wait_for_function(
-            "n => { const m = document.body.innerText.match(/Step ([\\d,]+)/);"
-            " return m && parseInt(m[1].replace(/,/g, '')) === n + 1; }",
-            arg=before,
-        )
-        assert steps_shown(page) == before + 1
+        assert _settled_steps(page, until=lambda n: n != before) == before + 1
 
         # the Step key opened the Proposal tab: its sentence and the why panel are there, and
         # the tab left behind shows no focus ring
