@@ -28,6 +28,7 @@ from lsbcore.samplers.dmala import MAX_STEP_SIZE, MIN_STEP_SIZE, DiscreteLangevi
 from lsbcore.samplers.gwg import GibbsWithGradients
 from lsbcore.samplers.hamming_ball import HammingBallSampler
 from lsbcore.samplers.locally_balanced import OPTIMIZERS, LocallyBalancedSampler
+from lsbcore.samplers.neural_block import WEIGHTS, NeuralBlockSampler, grid_refusal
 from lsbcore.samplers.pas import MAX_PATH_LENGTH, PathAuxiliarySampler
 from lsbcore.samplers.uniform_batched import uniform_builder
 from lsbcore.samplers.uniform_site import UniformSiteSampler
@@ -90,6 +91,8 @@ class SamplerSpec:
     needs: frozenset = frozenset()
     build_any: Callable | None = None
     app: bool = True
+    # beyond capabilities: the sentence refusing a target it cannot run on (None: it can)
+    refuse: Callable | None = None
 
     @property
     def batched_only(self) -> bool:
@@ -120,7 +123,9 @@ def refusal(name: str, target) -> str | None:
     if not isinstance(target, PairwiseTarget) and spec.build_any is None:
         return _missing_sentence(name, target, ["pairwise"])
     missing = sorted(set(spec.needs) - set(target.provides))
-    return _missing_sentence(name, target, missing) if missing else None
+    if missing:
+        return _missing_sentence(name, target, missing)
+    return spec.refuse(target) if spec.refuse is not None else None
 
 
 def samplers_for(target) -> tuple[str, ...]:
@@ -329,6 +334,22 @@ register(
         "#17BECF", _balanced("lsb2-monotone"), (*LEARN_OPTIONS, *MONOTONE_SHAPE),
         learnable=True, family="learned", build_any=balanced_builder("lsb2-monotone"),
         app=False,
+    )
+)  # fmt: skip
+
+# Learned block proposals (Wang et al. 2018): a meta-trained network proposes whole k x k tiles
+# of a grid, accepted by Metropolis-Hastings with the exact target ratio
+register(
+    SamplerSpec(
+        "neural-block", "Neural block",
+        "Learned block proposals: a network trained once on random k x k blocks proposes whole "
+        "tiles given their boundary, accepted by Metropolis-Hastings (exact whatever the network)",
+        "#F1CE63", NeuralBlockSampler,
+        (Option("block_size", 2, 2, 4, help="k: tiles of k x k sites (2^(k^2) states each)"),
+         Option("weights", "trained", choices=WEIGHTS,
+                help="the shipped meta-trained network, or the untrained one (exact either way)")),
+        sites_per_step="all", family="block", build_any=NeuralBlockSampler, app=False,
+        refuse=grid_refusal,
     )
 )  # fmt: skip
 
