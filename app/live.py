@@ -35,6 +35,7 @@ from app.pace import speed_text
 from app.views import (
     annealing,
     balancing,
+    block_proposals,
     chains,
     compare,
     convergence,
@@ -65,10 +66,14 @@ VIEWS = (
     ("Tempering", tempering.render_run),
     ("MAP (annealing)", annealing.render_run),
     ("Importance sampling", importance_view.render_run),
+    ("Block proposals", block_proposals.render_live),
     ("Export", export.render),
     ("Compare", compare.render),
 )
-VIEW_CONTROLS = {"Chains": chains.controls}  # drawn above the view, outside the fragment
+VIEW_CONTROLS = {  # drawn above the view, outside the fragment
+    "Chains": chains.controls,
+    "Block proposals": block_proposals.render_run,  # a state taken once: nothing live to redraw
+}
 TAB_LABELS = [name for name, _ in VIEWS]
 RENDER = dict(VIEWS)
 assert set(TAB_LABELS) == set(view_links.VIEW_NAMES), "every view in exactly one group"

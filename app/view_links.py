@@ -159,7 +159,13 @@ VIEW_GROUPS = {
         "Mixing",
         "Segmentation",
     ),
-    "Beyond LSB": ("Exact chain", "Tempering", "MAP (annealing)", "Importance sampling"),
+    "Beyond LSB": (
+        "Exact chain",
+        "Tempering",
+        "MAP (annealing)",
+        "Importance sampling",
+        "Block proposals",
+    ),
     "Results": ("Export", "Compare"),
 }
 VIEW_NAMES = tuple(name for names in VIEW_GROUPS.values() for name in names)
@@ -194,6 +200,13 @@ register(
     ViewParam(
         "exact_window", "3 x 3", "exact chain window", choices=("2 x 2", "2 x 3", "3 x 3", "3 x 4")
     )
+)
+# the Block proposals tab (app/views/block_proposals.py): block size, weights, the chosen tile
+register(
+    ViewParam("bp_k", 2, "block size", 2, 4),
+    ViewParam("bp_weights", "trained", "block proposal weights", choices=("trained", "untrained")),
+    ViewParam("bp_row", 1, "block tile row", 1, 4096),
+    ViewParam("bp_col", 1, "block tile column", 1, 4096),
 )
 # presentation mode (app/presentation.py): large type, collapsed sidebar, a sentence per view
 register(ViewParam("present", False, "presentation mode"))

@@ -1,0 +1,259 @@
+"""The Block proposals view: what it shows is the network's distribution and the enumerated
+block conditional, its KL and acceptance are right, bad inputs give sentences, and the tab
+draws on the Ising page with no error, before and after the trained weights exist."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from app.views import block_proposals as bp
+from lsbcore.blocks.motif import GridMotif
+from lsbcore.blocks.proposal import BlockProposal
+from lsbcore.targets.ising import IsingPosterior
+from tests.app_support import open_app, stop_runs_fixture  # noqa: F401 (autouse fixture)
+
+
+def _ising(h=6, w=7, lam=0.7, seed=0, batch=None):
+    g = torch.Generator().manual_seed(seed)
+    shape = (h, w) if batch is None else (batch, h, w)
+    alpha = torch.randn(shape, generator=g, dtype=torch.float64)
+    x = torch.where(torch.rand(h, w, generator=g) < 0.5, 1.0, -1.0).double()
+    return IsingPosterior(alpha, lam), x
+
+
+def _bad_network(k: int, seed: int = 3) -> BlockProposal:
+    """A network whose correction is far from zero: q is then visibly unlike p."""
+    net = BlockProposal(k, hidden=16, depth=1, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.8)
+    return net.eval().requires_grad_(False)
+
+
+def _log_p_by_hand(target, x, sites):
+    """The block conditional from the whole target's log p~, every block state enumerated."""
+    flat = x.reshape(-1).clone()
+    rows = []
+    for bits in itertools.product((0, 1), repeat=len(sites)):
+        y = flat.clone()
+        # code order: bit i of the code is site i of the block (itertools gives the last fastest)
+        y[sites] = torch.tensor([2.0 * b - 1 for b in reversed(bits)], dtype=torch.float64)
+        rows.append(y)
+    log_w = target.log_prob(torch.stack(rows).view(-1, *target.shape))
+    return torch.log_softmax(log_w, 0)
+
+
+def test_tile_report_shows_the_enumerated_conditional_and_the_networks_distribution():
+    target, x = _ising()
+    lay = bp.layout(target, x, 2)
+    assert (lay.rows, lay.cols) == (3, 3)
+    net = _bad_network(2)
+    report = bp.tile_report(lay, net, 2, 3)
+    t = lay.tile(2, 3)
+    sites = lay.blocks.sites[t]
+    assert sites.tolist() == [1 * 2 * 7 + 4, 1 * 2 * 7 + 5, 3 * 7 + 4, 3 * 7 + 5]
+    # p is the target's own conditional (log p~ of every completion), q the network's
+    assert np.allclose(report.log_p, _log_p_by_hand(target, x, sites).numpy(), atol=1e-10)
+    assert np.allclose(report.log_q, net.all_log_probs(lay.c[t : t + 1])[0].numpy())
+    assert math.isclose(np.exp(report.log_p).sum(), 1.0, abs_tol=1e-12)
+    assert math.isclose(np.exp(report.log_q).sum(), 1.0, abs_tol=1e-9)
+    # q by brute force equals the network's log_prob of each state
+    states = GridMotif(2).states
+    direct = net.log_prob(states, lay.c[t].expand(16, -1)).numpy()
+    assert np.allclose(report.log_q, direct)
+    # the current state is the tile's, and is shown; the likeliest of p and of q are shown
+    assert report.state(report.current).reshape(-1).tolist() == x.reshape(-1)[sites].tolist()
+    assert report.current in report.shown
+    assert int(np.argmax(report.log_p)) in report.shown
+    assert int(np.argmax(report.log_q)) in report.shown
+    assert len(set(report.shown)) == len(report.shown) <= bp.TOP_STATES + 1
+
+
+def test_kl_and_acceptance_match_a_hand_computation():
+    log_p = torch.log(torch.tensor([[0.5, 0.25, 0.125, 0.125]], dtype=torch.float64))
+    log_q = torch.log(torch.tensor([[0.25, 0.25, 0.25, 0.25]], dtype=torch.float64))
+    kl = 0.5 * math.log(2) + 0.25 * 0 + 2 * 0.125 * math.log(0.5)
+    assert float(bp.kl_divergence(log_p, log_q)[0]) == pytest.approx(kl, abs=1e-15)
+    assert float(bp.kl_divergence(log_p, log_p)[0]) == 0.0
+    # from state 1 (p = q there): sum_y min(q(y), p(y)) = .25 + .25 + .125 + .125
+    assert float(bp.expected_acceptance(log_p, log_q, 1)[0]) == pytest.approx(0.75)
+    # from state 0 (p/q = 2): sum_y min(q, p q(0)/p(0)) = sum min(.25, p / 2) = .25+.125+2*.0625
+    assert float(bp.expected_acceptance(log_p, log_q, 0)[0]) == pytest.approx(0.5)
+    # from state 3 (p/q = 1/2): every proposal is accepted
+    assert float(bp.expected_acceptance(log_p, log_q, 3)[0]) == pytest.approx(1.0)
+    # a zero of p adds nothing to the KL
+    zero_p = torch.tensor([[0.0, -math.inf]], dtype=torch.float64)
+    assert float(bp.kl_divergence(zero_p, torch.log(torch.tensor([[0.5, 0.5]])))[0]) == (
+        pytest.approx(math.log(2))
+    )
+
+
+def test_the_acceptance_is_the_samplers_own_on_a_tile():
+    """The expected acceptance equals the average of min(1, MH ratio) over q, by brute force."""
+    target, x = _ising(seed=2)
+    lay = bp.layout(target, x, 2)
+    net = _bad_network(2, seed=5)
+    report = bp.tile_report(lay, net, 3, 1)
+    p, q = np.exp(report.log_p), np.exp(report.log_q)
+    now = report.current
+    by_hand = sum(q[y] * min(1.0, p[y] * q[now] / (p[now] * q[y])) for y in range(16))
+    assert report.acceptance == pytest.approx(by_hand, rel=1e-12)
+    assert 0.0 < report.acceptance < 1.0
+
+
+def test_tile_kls_are_exact_where_small_and_unbiased_estimates_beyond():
+    target, x = _ising(h=8, w=8, seed=1)
+    net = _bad_network(2)
+    lay = bp.layout(target, x, 2)
+    kl, exact = bp.tile_kls(lay, net)
+    assert exact and kl.shape == (16,)
+    for t in (0, 7, 15):
+        row, col = divmod(t, 4)
+        assert kl[t] == pytest.approx(bp.tile_report(lay, net, row + 1, col + 1).kl, rel=1e-9)
+    # above the enumeration budget each tile's KL is estimated from exact draws of p
+    old = bp.EXACT_HISTOGRAM_STATES
+    try:
+        bp.EXACT_HISTOGRAM_STATES = 16
+        estimate, exact = bp.tile_kls(lay, net)
+    finally:
+        bp.EXACT_HISTOGRAM_STATES = old
+    assert not exact
+    se = np.sqrt(np.maximum(kl, 0.05) * 4 / bp.KL_DRAWS)  # generous: a few standard errors
+    assert np.all(np.abs(estimate - kl) < 4 * se + 0.05)
+    assert np.corrcoef(estimate, kl)[0, 1] > 0.8
+
+
+def test_per_chain_fields_use_the_first_chains():
+    target, x = _ising(batch=3, seed=4)
+    first, _ = _ising(seed=4)
+    lay = bp.layout(target, x, 3)
+    assert torch.equal(lay.c, bp.layout(IsingPosterior(target.alpha[0], target.lam), x, 3).c)
+    assert lay.c.shape == (2 * 2, GridMotif(3).n_terms)
+    del first
+
+
+@pytest.mark.parametrize(
+    ("k", "weights", "words"),
+    [
+        (5, "trained", "block size must be one of 2, 3, 4"),
+        ("2", "trained", "block size must be one of"),
+        (True, "trained", "block size must be one of"),
+        (2, "clever", "weights must be trained or untrained"),
+    ],
+)
+def test_bad_choices_give_sentences(k, weights, words):
+    with pytest.raises(ValueError, match=words):
+        bp.check_choice(k, weights)
+
+
+def test_bad_tiles_states_and_targets_give_sentences():
+    target, x = _ising()
+    lay = bp.layout(target, x, 2)
+    with pytest.raises(ValueError, match=r"Tile row 4 is outside 1–3: the 6 x 7 lattice"):
+        lay.tile(4, 1)
+    with pytest.raises(ValueError, match="Tile column 0 is outside 1–3"):
+        lay.tile(1, 0)
+    with pytest.raises(ValueError, match="tile row must be a whole number"):
+        lay.tile(1.5, 1)
+    with pytest.raises(ValueError, match="only \\+1 and −1"):
+        bp.layout(target, x * 0.5, 2)
+    with pytest.raises(ValueError, match="has 41 sites; the 6 x 7 lattice has 42"):
+        bp.layout(target, x.reshape(-1)[:41], 2)
+    small, y = _ising(h=3, w=5)
+    with pytest.raises(ValueError, match="at least 4 sites on each side"):
+        bp.layout(small, y, 4)
+    with pytest.raises(ValueError, match="BlockProposal for 2 x 2"):
+        bp.tile_report(lay, BlockProposal(3), 1, 1)
+
+
+def test_missing_trained_weights_are_a_sentence(monkeypatch, tmp_path):
+    monkeypatch.setattr(bp, "weights_file", lambda k: tmp_path / f"neural_block_k{k}.pt")
+    proposal, message = bp.load_proposal(3, "trained")
+    assert proposal is None
+    assert "not in this copy yet" in message and "--block-size 3" in message
+    proposal, message = bp.load_proposal(3, "untrained")
+    assert isinstance(proposal, BlockProposal) and message == ""
+    (tmp_path / "neural_block_k2.pt").write_bytes(b"not weights")
+    proposal, message = bp.load_proposal(2, "trained")
+    assert proposal is None and "cannot be read" in message
+    BlockProposal(2, hidden=8, depth=1).save(tmp_path / "neural_block_k3.pt")  # another size
+    proposal, message = bp.load_proposal(3, "trained")
+    assert proposal is None and "holds a proposal for 2 x 2 blocks" in message
+    good = BlockProposal(4, hidden=8, depth=1)
+    good.save(tmp_path / "neural_block_k4.pt")
+    proposal, message = bp.load_proposal(4, "trained")
+    assert proposal is not None and proposal.hidden == 8 and message == ""
+
+
+def test_figures_draw_every_tile_and_the_chosen_one():
+    target, x = _ising()
+    lay = bp.layout(target, x, 2)
+    fig = bp.state_figure(x.numpy(), lay, (2, 3))
+    centres = fig.data[2]
+    assert len(centres.x) == 9 and centres.customdata.tolist()[5] == [2, 3]
+    rect = fig.layout.shapes[0]
+    assert (rect.x0, rect.x1, rect.y0, rect.y1) == (3.5, 5.5, 1.5, 3.5)
+    report = bp.tile_report(lay, _bad_network(2), 2, 3)
+    bars = bp.probability_figure(report)
+    assert np.allclose(bars.data[0].y, np.exp(report.log_p[report.shown]))
+    assert np.allclose(bars.data[1].y, np.exp(report.log_q[report.shown]))
+    hist = bp.kl_histogram({"untrained": np.array([1e-9, 0.1, 2.0])})
+    assert len(hist.data) == 1 and hist.data[0].x.min() == pytest.approx(np.log10(bp.KL_FLOOR))
+
+
+# ----------------------------------------------------------------------------- in the app
+def _open_tab(**query):
+    at = open_app(size="16", chains="2", samplers="checkerboard,barker", **query)
+    at.session_state["view"] = "Block proposals"
+    return at.run()
+
+
+def _healthy(at):
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_the_tab_draws_with_no_error_and_follows_its_controls_and_link():
+    at = _open_tab(bp_k="3", bp_weights="untrained", bp_row="2", bp_col="4")
+    _healthy(at)
+    assert at.segmented_control(key=bp.K_KEY).value == 3
+    assert (at.number_input(key=bp.ROW_KEY).value, at.number_input(key=bp.COL_KEY).value) == (
+        2,
+        4,
+    )
+    metrics = {m.label: m.value for m in at.metric}
+    assert set(metrics) == {"KL(p ‖ q)", "Expected acceptance"}
+    run = at.session_state["_run"]
+    step, sampler, x = run.cache[bp.SNAPSHOT]
+    lay = bp.layout(run.problem.target, x, 3)
+    report = bp.tile_report(lay, bp.load_proposal(3, "untrained")[0], 2, 4)
+    assert metrics["Expected acceptance"] == f"{report.acceptance:.3f}"
+    # a larger block: the tile is clamped into the new range, the numbers change
+    at.segmented_control(key=bp.K_KEY).set_value(4).run()
+    _healthy(at)
+    assert at.number_input(key=bp.COL_KEY).value == 4
+    report4 = bp.tile_report(
+        bp.layout(run.problem.target, x, 4), bp.load_proposal(4, "untrained")[0], 2, 4
+    )
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Expected acceptance"] == f"{report4.acceptance:.3f}" and shown != metrics
+    at.number_input(key=bp.ROW_KEY).set_value(1).run()
+    _healthy(at)
+    assert at.query_params["bp_k"] in ("4", ["4"]) and at.query_params["bp_col"] in ("4", ["4"])
+    assert "bp_row" not in at.query_params  # back at its default: links carry only changes
+    assert "Median KL in nats" in " ".join(str(c.value) for c in at.caption)
+
+
+def test_trained_without_weights_says_so_in_a_sentence(monkeypatch, tmp_path):
+    monkeypatch.setattr(bp, "weights_file", lambda k: tmp_path / f"neural_block_k{k}.pt")
+    at = _open_tab(bp_k="2", bp_weights="trained")
+    _healthy(at)
+    assert any("not in this copy yet" in str(i.value) for i in at.info)
+    # the untrained histogram is still drawn
+    assert "untrained" in " ".join(str(c.value) for c in at.caption)
