@@ -71,6 +71,7 @@ def test_every_sampler_is_listed_and_described():
         "pas",
         "dmala",
         "lsb2-monotone",
+        "neural-block",
     )
     # LSB 2' runs the pairwise sampler's torch steps, off the Ising page (app=False)
     assert KERNEL_SAMPLERS == (*SAMPLERS[:10], "lsb2-monotone")

@@ -17,6 +17,10 @@ the first part the exact conditional of ``x_i`` given ``x_<i`` were the later si
 what the later sites change. An untrained network (its correction zero at the start) is
 already a sensible proposal; training only raises the acceptance. Coefficients enter the
 network through ``asinh``, so fields of a few hundred (clean photos) do not swamp it.
+
+The network computes in its parameters' dtype: float32 to train, float64 in the sampler, so
+that ``log q`` of a state is the same number (to 1e-16) in whatever batch it is scored, and the
+Metropolis-Hastings test reads one ``q`` forwards and backwards.
 """
 
 from __future__ import annotations
@@ -99,18 +103,25 @@ class BlockProposal(nn.Module):
         logits = torch.zeros(x.shape[0], self.motif.n, dtype=torch.float64, device=x.device)
         return logits.index_add_(1, self._last, 2.0 * c * rest)
 
-    def correction(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        """The network's part of the logits, ``[N, k^2]`` float64."""
-        a = torch.asinh(c).to(torch.float32)
-        h = x.to(torch.float32)
-        for layer, context in zip(self.layers, self.context, strict=True):
-            h = torch.tanh(layer(h) + context(a))
-        return (self.out(h) + self.out_context(a)).to(torch.float64)
+    def context_terms(self, c: torch.Tensor) -> list[torch.Tensor]:
+        """What the context adds to each hidden layer and to the output: computed once per
+        proposal, not once per site of the sampling loop."""
+        a = torch.asinh(c).to(self.out.weight.dtype)
+        return [context(a) for context in self.context] + [self.out_context(a)]
 
-    def logits(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    def correction(self, x: torch.Tensor, c: torch.Tensor, terms=None) -> torch.Tensor:
+        """The network's part of the logits, ``[N, k^2]`` float64 (``terms``: the context's
+        ``context_terms``, when already computed)."""
+        terms = self.context_terms(c) if terms is None else terms
+        h = x.to(self.out.weight.dtype)
+        for layer, term in zip(self.layers, terms, strict=False):
+            h = torch.tanh(layer(h) + term)
+        return (self.out(h) + terms[-1]).to(torch.float64)
+
+    def logits(self, x: torch.Tensor, c: torch.Tensor, terms=None) -> torch.Tensor:
         """``l_i(x_<i, c)`` for every site, ``[N, k^2]`` float64."""
         x, c = x.to(torch.float64), c.to(torch.float64)
-        return self.known_logits(x, c) + self.correction(x, c)
+        return self.known_logits(x, c) + self.correction(x, c, terms)
 
     # ----------------------------------------------------------------- q
     def log_prob(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -125,8 +136,9 @@ class BlockProposal(nn.Module):
         c = c.to(torch.float64)
         x = torch.zeros(n_rows, n, dtype=torch.float64, device=c.device)
         u = torch.rand(n_rows, n, generator=generator, dtype=torch.float64, device=c.device)
+        terms = self.context_terms(c)
         for i in range(n):
-            logit = self.logits(x, c)[:, i]
+            logit = self.logits(x, c, terms)[:, i]
             x[:, i] = torch.where(u[:, i] < torch.sigmoid(logit), 1.0, -1.0)
         return x, self.log_prob(x, c)
 

@@ -121,11 +121,13 @@ class NeuralBlockSampler(BatchedSampler):
             raise ValueError(f"proposal must be a BlockProposal for {k} x {k} blocks.")
         self.block_size = k
         self.weights = weights if proposal is None else "given"
-        self.proposal = proposal.to(self.device).eval().requires_grad_(False)
+        # float64, so that log q is one number forwards and backwards (the proposal's docstring)
+        self.proposal = proposal.to(self.device, torch.float64).eval().requires_grad_(False)
         self.motif = proposal.motif
         self.tiling = Tiling(grid, k, interaction_pairs(target))
         self.context = block_context(target, self.motif, self.tiling)
         self._selections: dict[tuple[int, int], Blocks] = {}
+        self.last_selection: tuple[int, int] | None = None  # the last step's (offset, colour)
         self.sites_per_step = k * k
         self._n_proposed = torch.zeros(self.n_chains, dtype=torch.int64, device=self.device)
         self._n_block_accepted = torch.zeros_like(self._n_proposed)
@@ -151,6 +153,7 @@ class NeuralBlockSampler(BatchedSampler):
         offset = int(self._uniforms(1).item() * n_offsets)
         colours = self.tiling.blocks(offset).n_colours
         colour = int(self._uniforms(1).item() * colours)
+        self.last_selection = (offset, colour)
         return self.selection(offset, colour)
 
     def _step(self) -> None:
@@ -202,18 +205,22 @@ class NeuralBlockSampler(BatchedSampler):
             for t in range(len(blocks.tops)):
                 sites = blocks.sites[t]
                 c_t = c[:, t]  # [B, terms]
-                log_q = self.proposal.all_log_probs(c_t)  # [B, M]
+                # chains share contexts (those of the sites outside the tile): score each once
+                unique, which = torch.unique(c_t, dim=0, return_inverse=True)
+                log_q = self.proposal.all_log_probs(unique)[which]  # [B, M]
                 x_t = x[:, sites]
-                log_q_x = self.proposal.log_prob(x_t, c_t)  # [B]
+                log_q_x = log_q.gather(1, self.motif.codes(x_t).unsqueeze(1)).squeeze(1)
                 y = states.unsqueeze(0).expand(self.n_chains, -1, -1)  # [B, M, k^2]
                 x_rep = x_t.unsqueeze(1).expand_as(y)
-                tile = Blocks(
-                    blocks.tops[t].expand(len(states), -1),
-                    sites.expand(len(states), -1),
-                    blocks.colour[:1].expand(len(states)),
-                )
-                c_rep = c_t.unsqueeze(1).expand(-1, len(states), -1)
-                log_ratio = self.context.log_ratios(x, tile, y, c_rep)  # [B, M]: each alone
+                if isinstance(self.context, PairwiseBlocks):  # the ratio is exact from c
+                    log_w = c_t @ self.motif.state_features.to(c_t).T  # [B, M]
+                    log_ratio = log_w - log_w.gather(1, self.motif.codes(x_t).unsqueeze(1))
+                else:
+                    m = len(states)
+                    tile = Blocks(blocks.tops[t].expand(m, -1), sites.expand(m, -1),
+                                  blocks.colour[:1].expand(m))  # fmt: skip
+                    c_rep = c_t.unsqueeze(1).expand(-1, m, -1)
+                    log_ratio = self.context.log_ratios(x, tile, y, c_rep)  # [B, M]: each alone
                 log_alpha = (log_ratio + log_q_x.unsqueeze(1) - log_q).clamp(max=0.0)
                 move = (log_q + log_alpha).exp()  # [B, M]
                 same = (y == x_rep).all(-1)
