@@ -302,3 +302,31 @@ def test_it_is_refused_where_there_is_no_grid_in_a_sentence():
         make_sampler("neural-block", posterior(), 2, block_size=5, weights="untrained")
     with pytest.raises(ValueError, match="weights must be one of"):
         make_sampler("neural-block", posterior(), 2, weights="mine")
+
+
+def test_exact_tiles_are_block_gibbs_every_move_accepted():
+    target = posterior((3, 3), "periodic", seed=2, scale=1.0)
+    p = step_matrix(target, block_size=2, weights="exact").toarray()
+    pi = exact_law(target)
+    np.testing.assert_allclose(pi @ p, pi, atol=1e-14)
+    flow = pi[:, None] * p
+    np.testing.assert_allclose(flow, flow.T, atol=1e-14)
+    sampler = make_sampler("neural-block", posterior((9, 7), seed=3), 3, block_size=3,
+                           weights="exact", seed=2)  # fmt: skip
+    sampler.step(30)
+    assert sampler.block_accept_rate == 1.0
+    assert sampler.invariant_error() < 1e-10
+
+
+def test_a_segmentation_runs_on_neural_block_with_its_options():
+    from lsbcore import segment
+
+    image = np.zeros((24, 24))
+    image[6:18, 6:18] = 1.0
+    result = segment(image, sampler="neural-block", sweeps=8, max_side=24,
+                     sampler_options={"block_size": 2, "weights": "untrained"})  # fmt: skip
+    assert result.sweeps == 8 and result.working_mask[12, 12] != result.working_mask[1, 1]
+    with pytest.raises(ValueError, match="sampler_options must be a dict"):
+        segment(image, sampler="neural-block", sweeps=8, sampler_options=["block_size"])
+    with pytest.raises(ValueError, match="block_size must be an integer between 2 and 4"):
+        segment(image, sampler="neural-block", sweeps=8, sampler_options={"block_size": 7})

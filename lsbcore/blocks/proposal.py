@@ -93,6 +93,7 @@ class BlockProposal(nn.Module):
         others = torch.where(terms == self.motif.last.unsqueeze(1), n, terms)  # [T, 3]
         self.register_buffer("_others", others, persistent=False)
         self.register_buffer("_last", self.motif.last.clone(), persistent=False)
+        self._closing = [torch.nonzero(self.motif.last == i).view(-1) for i in range(n)]
 
     # ----------------------------------------------------------------- logits
     def known_logits(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -131,15 +132,34 @@ class BlockProposal(nn.Module):
 
     def sample(self, c: torch.Tensor, generator: torch.Generator):
         """One block state per row of ``c`` (``[N, T]``) and its ``log q``: ``([N, k^2], [N])``,
-        site by site in row-major order, from the generator's uniforms."""
+        site by site in row-major order, from the generator's uniforms.
+
+        The loop computes what site ``i`` needs and nothing more: the first layer's input is
+        updated by one column per site (it is linear in ``x``), only row ``i`` of the output
+        layer is read, and the known logit of site ``i`` sums only the terms that close there.
+        ``log q`` is then scored by ``log_prob``, the function the reverse move reads."""
         n_rows, n = c.shape[0], self.motif.n
         c = c.to(torch.float64)
+        dtype = self.out.weight.dtype
         x = torch.zeros(n_rows, n, dtype=torch.float64, device=c.device)
         u = torch.rand(n_rows, n, generator=generator, dtype=torch.float64, device=c.device)
         terms = self.context_terms(c)
+        first = self.layers[0]
+        w_first = (first.weight * first.mask).T  # [n, H]
+        pre = first.bias + terms[0]  # [N, H]: x = 0 so far
+        w_out = self.out.weight * self.out.mask  # [n, H]
+        ones = torch.ones(n_rows, 1, dtype=torch.float64, device=c.device)
         for i in range(n):
-            logit = self.logits(x, c, terms)[:, i]
+            h = torch.tanh(pre)
+            for layer, term in zip(self.layers[1:], terms[1:-1], strict=True):
+                h = torch.tanh(layer(h) + term)
+            closing = self._closing[i]  # the terms whose last site is i
+            rest = torch.cat([x, ones], 1)[:, self._others[closing]].prod(-1)  # [N, t_i]
+            known = 2.0 * (c[:, closing] * rest).sum(1)
+            learned = h @ w_out[i] + self.out.bias[i] + terms[-1][:, i]
+            logit = known + learned.to(torch.float64)
             x[:, i] = torch.where(u[:, i] < torch.sigmoid(logit), 1.0, -1.0)
+            pre = pre + x[:, i : i + 1].to(dtype) * w_first[i]
         return x, self.log_prob(x, c)
 
     def all_log_probs(self, c: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lsbcore.blocks.exact_proposal import ExactBlockProposal
 from lsbcore.blocks.motif import check_side
 from lsbcore.blocks.pairwise_context import PairwiseBlocks
 from lsbcore.blocks.proposal import BlockProposal, load_proposal
@@ -35,8 +36,9 @@ from lsbcore.targets.pairwise_target import PairwiseTarget
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 #: Which network proposes: the shipped meta-trained one, or the untrained start (its correction
-#: zero: the last-site conditionals alone), which shows that exactness does not rest on training.
-WEIGHTS = ("trained", "untrained")
+#: zero: the last-site conditionals alone), which shows that exactness does not rest on training;
+#: or "exact", the enumerated block conditional itself: block Gibbs on the same tiles.
+WEIGHTS = ("trained", "untrained", "exact")
 #: Enumerated transition laws: at most this many sites.
 MAX_EXACT_SITES = 16
 
@@ -53,6 +55,8 @@ def shipped_proposal(k: int, weights: str = "trained") -> BlockProposal:
         raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}.")
     if weights == "untrained":
         return BlockProposal(k).eval().requires_grad_(False)
+    if weights == "exact":
+        return ExactBlockProposal(k)
     path = weights_file(k)
     if not path.is_file():
         raise ValueError(
@@ -109,18 +113,18 @@ class NeuralBlockSampler(BatchedSampler):
         n_chains: int,
         block_size: int = 2,
         weights: str = "trained",
-        proposal: BlockProposal | None = None,
+        proposal: BlockProposal | ExactBlockProposal | None = None,
         **common,
     ):
         k = check_side(block_size)
         grid = grid_shape(target, k)
         super().__init__(target, n_chains, **common)
+        self.weights = weights if proposal is None else "given"
         if proposal is None:
             proposal = shipped_proposal(k, weights)
-        if not isinstance(proposal, BlockProposal) or proposal.k != k:
+        if not isinstance(proposal, (BlockProposal, ExactBlockProposal)) or proposal.k != k:
             raise ValueError(f"proposal must be a BlockProposal for {k} x {k} blocks.")
         self.block_size = k
-        self.weights = weights if proposal is None else "given"
         # float64, so that log q is one number forwards and backwards (the proposal's docstring)
         self.proposal = proposal.to(self.device, torch.float64).eval().requires_grad_(False)
         self.motif = proposal.motif

@@ -261,6 +261,7 @@ def segment(
     box=None,
     points=None,
     refits: int = 2,
+    sampler_options: dict | None = None,
 ) -> SegmentationResult:
     """Segment ``image`` into object (+1) and background (-1) under an Ising prior.
 
@@ -285,6 +286,8 @@ def segment(
             marginal, each followed by a new round of sampling from the chains' states.
             ``sweeps`` and ``max_sweeps`` apply to each round; the result's ``sweeps`` counts
             all rounds and ``rounds`` each.
+        sampler_options: the sampler's registry options (``neural-block``'s ``block_size`` and
+            ``weights``, for example), checked by ``make_sampler``.
     """
     max_side = _integer(max_side, "max_side", *MAX_SIDE)
     n_chains = _integer(n_chains, "n_chains", 2, MAX_CHAINS)
@@ -295,6 +298,11 @@ def segment(
     if sampler not in REGISTRY or REGISTRY[sampler].needs_balancing:
         usable = [n for n, s in REGISTRY.items() if not s.needs_balancing]
         raise ValueError(f"sampler must be one of {', '.join(usable)}, got {sampler!r}.")
+    if sampler_options is not None and not isinstance(sampler_options, dict):
+        raise ValueError(
+            f"sampler_options must be a dict of the sampler's options, got "
+            f"{type(sampler_options).__name__}."
+        )
     if start not in STARTS:
         raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}.")
     if boundary not in BOUNDARIES:
@@ -324,8 +332,9 @@ def segment(
         target = IsingPosterior(data.alpha, lam, boundary=boundary)
         t0 = time.perf_counter()
         chain, blocks, verdict, done = _sample_until_settled(
-            target, sampler, n_chains, (seed + round_) % 2**63, x0, sweeps, max_sweeps
-        )
+            target, sampler, n_chains, (seed + round_) % 2**63, x0, sweeps, max_sweeps,
+            sampler_options or {},
+        )  # fmt: skip
         timings["sampling"] += time.perf_counter() - t0
         rounds.append(done)
         x0 = chain.x.detach().clone()  # the next round goes on from where the chains are
@@ -348,11 +357,11 @@ def segment(
     )
 
 
-def _sample_until_settled(target, sampler, n_chains, seed, x0, sweeps, max_sweeps):
+def _sample_until_settled(target, sampler, n_chains, seed, x0, sweeps, max_sweeps, options):
     """Sample ``target`` from ``x0``: exactly ``sweeps`` sweeps, or until the marginal has
     settled (at least MIN_SWEEPS, at most ``max_sweeps``). Returns the sampler, the block
     sums of its draws, the last verdict and the sweeps run."""
-    chain = make_sampler(sampler, target, n_chains, seed=seed, device="cpu", x0=x0)
+    chain = make_sampler(sampler, target, n_chains, seed=seed, device="cpu", x0=x0, **options)
     per_sweep = target.n_sites if REGISTRY[sampler].sites_per_step == "one" else 1
     blocks = BlockSums()
     done, verdict = 0, None
