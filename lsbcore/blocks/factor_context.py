@@ -24,9 +24,13 @@ the coefficients only, each is read as ``ZERO_GAP`` below the least finite entry
 refused: ``log_ratios`` is exact, read from the tables themselves, and ``-inf`` for such a move.
 
 Everything is batched over chains and tiles: the tiles' incidences with the factors (which
-factor touches which tile, where its variables lie in the tile, which term each subset adds to)
-are laid out once per tile selection (a ``Blocks``), cached, and a step is a few gathers, one
-small Hadamard product per arity of factor and one scatter-add.
+factor touches which tile, padded to the same number of slots per tile; where its variables lie
+in the tile; which term each subset adds to) are laid out once per tile selection (a
+``Blocks``: the sampler keeps one per offset and colour), cached, and per arity of factor a step
+is one gather of the distinct factors' table rows at ``x``, one batched product for the part of
+each row that the tile's own sites set, and for the coefficients one ``2^a x 2^a`` Walsh
+product and one scatter-add. A tile listed several times (``tile_law``) gets its own slots,
+and its factors' rows at ``x`` are read once.
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ from lsbcore.blocks.tiling import Blocks, Tiling
 #: below the least finite entry of its table: ``log 1000``, a thousand times less likely than the
 #: table's least likely allowed value. A conditional with ``-inf`` coefficients has no finite
 #: expansion for the network to read; with this reading a deterministic row ``(1, 0)`` of an
-#: ``epsilon = 0`` grid network gives the coefficients of the default ``epsilon = 1e-3`` row, the
-#: regime the proposal is trained on. The sampler stays exact: its ratios read the true tables.
+#: ``epsilon = 0`` grid network gives the coefficients of the default ``epsilon = 1e-3`` row
+#: (``(0.999, 0.001)``, to 1e-3), so the proposal sees the networks it is meant for. The sampler
+#: stays exact: its ratios read the true tables.
 ZERO_GAP = math.log(1000.0)
 #: Tile selections whose layouts are kept (a sampler uses one per offset and colour).
 MAX_CACHED_LAYOUTS = 256
