@@ -145,6 +145,7 @@ def test_per_chain_fields_use_the_first_chains():
         ("2", "trained", "block size must be one of"),
         (True, "trained", "block size must be one of"),
         (2, "clever", "weights must be trained or untrained"),
+        (2, "exact", "weights must be trained or untrained"),
     ],
 )
 def test_bad_choices_give_sentences(k, weights, words):
@@ -257,3 +258,16 @@ def test_trained_without_weights_says_so_in_a_sentence(monkeypatch, tmp_path):
     assert any("not in this copy yet" in str(i.value) for i in at.info)
     # the untrained histogram is still drawn
     assert "untrained" in " ".join(str(c.value) for c in at.caption)
+
+
+def test_a_click_picks_the_tile_it_landed_on():
+    centre = {"curve_number": 2, "point_index": 5, "x": 4.5, "y": 2.5, "customdata": [2, 3]}
+    assert bp.picked_tile([centre], 2) == (2, 3)
+    # the browser may send customdata as a mapping by position
+    assert bp.picked_tile([{**centre, "customdata": {"0": 4, "1": 1}}], 2) == (4, 1)
+    # a point of the image itself: its pixel's tile
+    assert bp.picked_tile([{"curve_number": 0, "x": 7, "y": 3}], 3) == (2, 3)
+    # the outline trace, nothing, or garbage: no tile
+    assert bp.picked_tile([{"curve_number": 1, "x": 1.5, "y": 0}], 2) is None
+    assert bp.picked_tile([], 2) is None and bp.picked_tile(None, 2) is None
+    assert bp.picked_tile([{"customdata": ["a", "b"]}, "junk"], 2) is None

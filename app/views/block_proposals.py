@@ -16,6 +16,7 @@ state, tensors), tested without a browser; bad inputs raise ``ValueError`` with 
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,13 +32,14 @@ from lsbcore.blocks.proposal import load_proposal as read_proposal
 from lsbcore.blocks.tiling import Blocks, Tiling, grid_shape, interaction_pairs
 from lsbcore.number_text import number_text
 from lsbcore.samplers.neural_block import (
-    WEIGHTS,
     block_context,
     grid_refusal,
     shipped_proposal,
     weights_file,
 )
 
+#: The networks the view compares (the sampler's third choice, "exact", is p itself).
+WEIGHTS = ("trained", "untrained")
 #: Block states shown for a tile (the likeliest of p and of q together).
 TOP_STATES = 8
 #: Tiles whose KL is enumerated exactly for the histogram: at most this many block states
@@ -48,6 +50,7 @@ KL_DRAWS = 256
 KL_SEED = 0
 #: The smallest KL the histogram separates (nats); smaller ones fall in its first bin.
 KL_FLOOR = 1e-6
+log = logging.getLogger(__name__)
 NOT_TRAINED = (
     "The trained proposal for {k} x {k} blocks is not in this copy yet ({file}): train it with "
     "python -m lsbcore.blocks.train --block-size {k}, or choose the untrained network."
@@ -386,9 +389,16 @@ def kl_histogram(kls: dict[str, np.ndarray]) -> go.Figure:
     return fig
 
 
-def thumbnail(state: np.ndarray, side: int = 48) -> np.ndarray:
-    """A ``k x k`` block state as a crisp uint8 image about ``side`` pixels wide."""
-    return pixels.upscale(pixels.spins(state), max(1, side // state.shape[0]))
+def thumbnail(state: np.ndarray, side: int = 48, now: bool = False) -> np.ndarray:
+    """A ``k x k`` block state as a crisp RGB image about ``side`` pixels wide (+1 white), in a
+    gray frame (red for the tile's current state) so that an all-white block shows."""
+    cell = max(1, side // state.shape[0])
+    image = pixels.to_rgb(pixels.upscale(pixels.spins(state), cell))
+    frame = np.array([220, 38, 38] if now else [150, 150, 150], dtype=np.uint8)
+    out = np.empty((image.shape[0] + 6, image.shape[1] + 6, 3), dtype=np.uint8)
+    out[:] = frame
+    out[3:-3, 3:-3] = image
+    return out
 
 
 # ----------------------------------------------------------------------------- in the app
@@ -418,20 +428,38 @@ def _cached(run, key: tuple, build):
     return cache[key]
 
 
-def _on_pick(k: int) -> None:
-    """A click on the image: the tile under it becomes the chosen one."""
-    event = st.session_state.get(PICK_KEY) or {}
-    points = (event.get("selection") or {}).get("points") or []
-    for point in points:
-        data = point.get("customdata")
-        if data is not None and len(data) == 2:
-            row, col = int(data[0]), int(data[1])
-        elif point.get("curve_number") == 0 and "x" in point and "y" in point:  # the image
-            row, col = int(point["y"]) // k + 1, int(point["x"]) // k + 1
-        else:
+def picked_tile(points, k: int) -> tuple[int, int] | None:
+    """The tile (row, column, 1-based) that a click on the image chose, from Plotly's selected
+    points: a tile centre carries it as ``customdata`` (a list, or a mapping by position as
+    the browser may send it), a point of the image itself by its ``x`` and ``y``; None when
+    no point says."""
+    for point in points or []:
+        if not isinstance(point, dict):
             continue
-        st.session_state[ROW_KEY], st.session_state[COL_KEY] = row, col
+        data = point.get("customdata")
+        if isinstance(data, dict):
+            data = [data.get(i, data.get(str(i))) for i in range(2)]
+        try:
+            if isinstance(data, (list, tuple)) and len(data) == 2:
+                return int(data[0]), int(data[1])
+            if point.get("curve_number") == 0 and "x" in point and "y" in point:
+                return int(round(point["y"])) // k + 1, int(round(point["x"])) // k + 1
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _on_pick(k: int) -> None:
+    """A click on the image: the tile under it becomes the chosen one (a tile off the range is
+    clamped when the view is drawn)."""
+    try:
+        event = st.session_state.get(PICK_KEY) or {}
+        tile = picked_tile((event.get("selection") or {}).get("points"), k)
+    except Exception:  # a click must never take the page down
+        log.exception("block proposals: unreadable selection")
         return
+    if tile is not None:
+        st.session_state[ROW_KEY], st.session_state[COL_KEY] = tile
 
 
 def _snapshot(run, sampler: str, take: bool):
@@ -537,7 +565,10 @@ def _draw_tile(report: TileReport, weights: str, run, charts) -> None:
         st.metric("KL(p ‖ q)", f"{number_text(report.kl)} nats", border=True)
         st.metric("Expected acceptance", f"{report.acceptance:.3f}", border=True)
     st.image(
-        [pixels.data_uri(thumbnail(report.state(m))) for m in report.shown],
+        [
+            pixels.data_uri(thumbnail(report.state(m), now=m == report.current))
+            for m in report.shown
+        ],
         caption=[
             f"{i + 1}{' now' if m == report.current else ''}" for i, m in enumerate(report.shown)
         ],
@@ -547,8 +578,9 @@ def _draw_tile(report: TileReport, weights: str, run, charts) -> None:
     p_shown = float(np.exp(report.log_p[report.shown]).sum())
     st.caption(
         f"The likeliest block states of p and of q (white +1), {p_shown:.1%} of p's mass; "
-        "“now” is the tile's current state. Expected acceptance: the probability that one "
-        "proposal from it is accepted, sum over y of min(q(y), p(y) q(now) / p(now))."
+        "“now” (framed in red) is the tile's current state. Expected acceptance: the "
+        "probability that one proposal from it is accepted, sum over y of "
+        "min(q(y), p(y) q(now) / p(now))."
     )
 
 
