@@ -331,3 +331,17 @@ def test_a_segmentation_runs_on_neural_block_with_its_options():
         segment(image, sampler="neural-block", sweeps=8, sampler_options=["block_size"])
     with pytest.raises(ValueError, match="block_size must be an integer between 2 and 4"):
         segment(image, sampler="neural-block", sweeps=8, sampler_options={"block_size": 7})
+
+
+def test_tiles_of_a_grid_network_take_four_colours_and_a_smallest_grid_is_served():
+    from lsbcore.blocks.tiling import Tiling, interaction_pairs
+    from lsbcore.targets.grid_network import grid_network
+
+    network = grid_network(12, 0.5, seed=1)  # factors join tiles at their corners
+    tiling = Tiling((12, 12), 2, interaction_pairs(network))
+    assert [tiling.blocks(o).n_colours for o in range(4)] == [4, 4, 4, 4]
+    for side in (4, 5):  # one whole 4 x 4 tile at one offset, none at the others
+        sampler = make_sampler("neural-block", grid_network(side), 2, block_size=4,
+                               weights="untrained")  # fmt: skip
+        sampler.step(20)
+        assert sampler.invariant_error() < 1e-10

@@ -10,8 +10,9 @@ Metropolis-Hastings tests read disjoint sites and no term joins them), so the st
 mixture of products of commuting reversible updates: reversible.
 
 The colouring is the checkerboard of tiles where it is proper (any 4-neighbour lattice with
-free boundaries), else a greedy colouring of the tiles' adjacency (a torus whose tiles meet
-round the wrap, a factor graph whose factors reach diagonally).
+free boundaries), else the four colours of ``(t_r mod 2, t_c mod 2)`` where that is (a grid
+network, whose factors join tiles at their corners), else a greedy colouring of the tiles'
+adjacency (a torus whose tiles meet round the wrap). Fewer colours update more tiles a step.
 """
 
 from __future__ import annotations
@@ -94,9 +95,8 @@ class Tiling:
 
     def _build(self, o_r: int, o_c: int) -> Blocks:
         k, h, w = self.k, self.height, self.width
-        rows = torch.arange(o_r, h - k + 1, k)
-        cols = torch.arange(o_c, w - k + 1, k)
-        t_c = len(cols)
+        rows = torch.arange(o_r, max(o_r, h - k + 1), k)  # empty where no whole tile fits
+        cols = torch.arange(o_c, max(o_c, w - k + 1), k)
         tops = torch.stack(torch.meshgrid(rows, cols, indexing="ij"), -1).reshape(-1, 2)
         inner = torch.arange(k)
         cell = (inner.unsqueeze(1) * w + inner.unsqueeze(0)).reshape(-1)  # [k^2] row-major
@@ -106,9 +106,12 @@ class Tiling:
         a, b = tile_of[self.pairs[:, 0]], tile_of[self.pairs[:, 1]]
         meet = (a >= 0) & (b >= 0) & (a != b)
         a, b = a[meet], b[meet]  # tiles some interaction joins
-        grid_index = torch.arange(len(tops))
-        colour = (grid_index // max(1, t_c) + grid_index % max(1, t_c)) % 2  # tile checkerboard
-        if bool((colour[a] == colour[b]).any()):
+        index = torch.arange(len(tops))
+        t_r, t_c = index // max(1, len(cols)), index % max(1, len(cols))
+        colour = (t_r + t_c) % 2  # the checkerboard of tiles
+        if bool((colour[a] == colour[b]).any()):  # diagonal terms: tiles meet at corners
+            colour = 2 * (t_r % 2) + t_c % 2
+        if bool((colour[a] == colour[b]).any()):  # a torus whose tiles meet round the wrap
             colour = _greedy(len(tops), a, b)
         return Blocks(tops, sites, colour)
 
