@@ -75,6 +75,27 @@ def test_tile_report_shows_the_enumerated_conditional_and_the_networks_distribut
     assert len(set(report.shown)) == len(report.shown) <= bp.TOP_STATES + 1
 
 
+def test_on_a_grid_network_with_zeros_p_is_the_targets_own_conditional():
+    """A factor graph's motif coefficients stand in for zeros by a gap: the view's p scores
+    every block state by the target itself instead, zeros included."""
+    from app import network_targets
+
+    graph = network_targets.preset("mn1", 0.0)  # exact zeros in its tables
+    x = graph.start(1, torch.Generator().manual_seed(0)).reshape(-1).double()
+    lay = bp.layout(graph, x, 2)
+    net = _bad_network(2)
+    zeros = 0
+    for row, col in ((2, 2), (4, 5), (1, 3)):
+        report = bp.tile_report(lay, net, row, col)
+        by_hand = _log_p_by_hand(graph, x.view(graph.shape), lay.blocks.sites[lay.tile(row, col)])
+        assert np.array_equal(np.isneginf(report.log_p), np.isneginf(by_hand.numpy()))
+        finite = np.isfinite(report.log_p)
+        assert np.allclose(report.log_p[finite], by_hand.numpy()[finite], atol=1e-12)
+        zeros += int((~finite).sum())
+        assert math.isfinite(report.kl) and 0.0 <= report.acceptance <= 1.0
+    assert zeros > 0  # the case the gap would get wrong is present
+
+
 def test_kl_and_acceptance_match_a_hand_computation():
     log_p = torch.log(torch.tensor([[0.5, 0.25, 0.125, 0.125]], dtype=torch.float64))
     log_q = torch.log(torch.tensor([[0.25, 0.25, 0.25, 0.25]], dtype=torch.float64))

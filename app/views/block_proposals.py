@@ -27,6 +27,7 @@ import torch
 from app.text import plain
 from app.views import pixels
 from lsbcore.blocks.motif import BLOCK_SIDES, GridMotif
+from lsbcore.blocks.pairwise_context import PairwiseBlocks
 from lsbcore.blocks.proposal import BlockProposal
 from lsbcore.blocks.proposal import load_proposal as read_proposal
 from lsbcore.blocks.tiling import Blocks, Tiling, grid_shape, interaction_pairs
@@ -47,6 +48,8 @@ TOP_STATES = 8
 #: KL of each tile is estimated from ``KL_DRAWS`` exact draws of p (unbiased, seeded).
 EXACT_HISTOGRAM_STATES = 1 << 20
 KL_DRAWS = 256
+#: Site values held at once while a factor graph's block states are scored (float64: 32 MiB).
+EXACT_RATIO_VALUES = 1 << 22
 KL_SEED = 0
 #: The smallest KL the histogram separates (nats); smaller ones fall in its first bin.
 KL_FLOOR = 1e-6
@@ -120,6 +123,7 @@ class Layout:
     blocks: Blocks
     c: torch.Tensor
     x: torch.Tensor  # [H * W] float64, +-1
+    context: object = None  # the target's block context (coefficients, exact ratios)
 
     def tile(self, row: int, col: int) -> int:
         """The index of tile ``(row, col)`` (1-based, as the page shows them)."""
@@ -162,10 +166,39 @@ def layout(target, x, k: int) -> Layout:
             keep = blocks.colour == colour
             c[keep] = context.coefficients(x.unsqueeze(0), blocks.of_colour(colour))[0]
     rows, cols = (shape[0] // k), (shape[1] // k)
-    return Layout(k, shape, rows, cols, blocks, c, x)
+    return Layout(k, shape, rows, cols, blocks, c, x, context)
 
 
 # ----------------------------------------------------------------------------- the numbers
+def exact_log_probs(lay: Layout, tiles) -> torch.Tensor:
+    """``log p(x_B = states[m] | x_-B)`` of the tiles ``tiles`` (indices), ``[len, 2^(k^2)]``.
+
+    On a pairwise lattice the motif's coefficients hold the whole conditional
+    (``GridMotif.exact_log_probs``). On a factor graph they stand in for a table's zeros by a
+    finite gap, so there every block state is scored by the target's own exact ratio (a zero of
+    a table is a zero here) and normalised."""
+    motif = GridMotif(lay.k)
+    tiles = torch.as_tensor(tiles, dtype=torch.long).reshape(-1)
+    if lay.context is None or isinstance(lay.context, PairwiseBlocks):
+        return motif.exact_log_probs(lay.c[tiles])
+    states = motif.states
+    m, n = len(states), lay.x.numel()
+    out = torch.empty(len(tiles), m, dtype=torch.float64)
+    chunk = max(1, EXACT_RATIO_VALUES // max(1, n))  # block states scored at once
+    with torch.no_grad():
+        for row, t in enumerate(tiles.tolist()):
+            one = Blocks(lay.blocks.tops[t : t + 1], lay.blocks.sites[t : t + 1],
+                         lay.blocks.colour[t : t + 1])  # fmt: skip
+            log_ratio = torch.empty(m, dtype=torch.float64)
+            for first in range(0, m, chunk):  # the block states on the chain axis
+                y = states[first : first + chunk].unsqueeze(1)  # [m', 1, k^2]
+                x = lay.x.expand(len(y), -1)
+                c = lay.c[t].expand(len(y), 1, -1)
+                log_ratio[first : first + chunk] = lay.context.log_ratios(x, one, y, c)[:, 0]
+            out[row] = torch.log_softmax(log_ratio, 0)
+    return out
+
+
 def kl_divergence(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
     """``KL(p || q) = sum_y p(y) (log p(y) - log q(y))`` per row, in nats (``[N, M]`` -> ``[N]``),
     a state of zero probability under p adding nothing."""
@@ -214,7 +247,7 @@ def tile_report(
     motif = proposal.motif
     c = lay.c[t : t + 1]
     with torch.no_grad():
-        log_p = motif.exact_log_probs(c)
+        log_p = exact_log_probs(lay, [t])
         log_q = proposal.all_log_probs(c)
     current = int(motif.codes(lay.x[lay.blocks.sites[t]]))
     kl = float(kl_divergence(log_p, log_q)[0])
@@ -246,10 +279,11 @@ def tile_kls(lay: Layout, proposal: BlockProposal) -> tuple[np.ndarray, bool]:
         return np.zeros(0), True
     with torch.no_grad():
         if n_tiles * motif.n_states <= EXACT_HISTOGRAM_STATES:
-            kl = kl_divergence(motif.exact_log_probs(lay.c), proposal.all_log_probs(lay.c))
+            every = torch.arange(n_tiles)
+            kl = kl_divergence(exact_log_probs(lay, every), proposal.all_log_probs(lay.c))
             return kl.numpy(), True
         generator = torch.Generator().manual_seed(KL_SEED)
-        log_p = motif.exact_log_probs(lay.c)  # [T, M]: cheap, one matrix product
+        log_p = exact_log_probs(lay, torch.arange(n_tiles))  # [T, M]: cheap beside q
         draws = torch.multinomial(log_p.exp(), KL_DRAWS, replacement=True, generator=generator)
         states = motif.states[draws]  # [T, D, k^2]
         c = lay.c.repeat_interleave(KL_DRAWS, 0)
