@@ -14,7 +14,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app import panel_tabs, view_links
-from app.views import convergence, network_balancing, network_ess, network_graph
+from app.views import (
+    block_proposals,
+    convergence,
+    network_balancing,
+    network_ess,
+    network_graph,
+)
 from app.views import weights as weights_view
 from app.widgets import ensure
 
@@ -32,6 +38,7 @@ VIEWS = (
     ("ESS", network_ess.render),
     ("Balancing functions", network_balancing.render),
     ("Softmax weights", weights_view.render),
+    ("Block proposals", block_proposals.render_network),
 )
 TAB_LABELS = tuple(name for name, _ in VIEWS)
 RENDER = dict(VIEWS)

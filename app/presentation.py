@@ -48,8 +48,8 @@ SEEING = {
     "sampler's energy falls as the temperature drops, against the exact optimum from a minimum "
     "cut.",
     "Block proposals": "A network trained once on random blocks proposes a whole k x k block "
-    "of this picture at once: its guess beside the exact answer for the block, and how close "
-    "it comes over every block.",
+    "of the grid at once: its guess beside the exact answer for the block, and how close it "
+    "comes over every block.",
     "Compare": "Pinned runs side by side: what differs in their settings, and how that changes "
     "the mixing and the learned balancing functions.",
     "Export": "Everything to keep: the report, the traces, the learned functions and a link "

@@ -192,7 +192,14 @@ register(ViewParam(RBM_VIEW, RBM_VIEW_NAMES[0], "RBM view", choices=RBM_VIEW_NAM
 
 # The open view of a Markov-network run (app/network_panel.py): ``network_view=ESS``
 NETWORK_VIEW = "network_view"
-NETWORK_VIEW_NAMES = ("Network", "Trace", "ESS", "Balancing functions", "Softmax weights")
+NETWORK_VIEW_NAMES = (
+    "Network",
+    "Trace",
+    "ESS",
+    "Balancing functions",
+    "Softmax weights",
+    "Block proposals",
+)
 register(ViewParam(NETWORK_VIEW, NETWORK_VIEW_NAMES[0], "network view", choices=NETWORK_VIEW_NAMES))
 
 # the Exact chain tab: the window of the posterior that is enumerated

@@ -292,3 +292,16 @@ def test_a_click_picks_the_tile_it_landed_on():
     assert bp.picked_tile([{"curve_number": 1, "x": 1.5, "y": 0}], 2) is None
     assert bp.picked_tile([], 2) is None and bp.picked_tile(None, 2) is None
     assert bp.picked_tile([{"customdata": ["a", "b"]}, "junk"], 2) is None
+
+
+def test_the_tab_draws_on_a_markov_networks_page():
+    at = open_app(
+        target="mn2", chains="2", network_view="Block proposals", bp_k="3", bp_weights="untrained"
+    )
+    _healthy(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert set(metrics) >= {"KL(p ‖ q)", "Expected acceptance"}
+    assert "3 x 3 tiles of 3 x 3" in " ".join(str(c.value) for c in at.caption)
+    at.number_input(key=bp.COL_KEY).set_value(3).run()
+    _healthy(at)
+    assert {m.label: m.value for m in at.metric} != metrics

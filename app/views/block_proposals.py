@@ -447,7 +447,7 @@ MAX_CACHED = 24
 INTRO = (
     "neural-block proposes a whole k x k block at once from a network that saw only random "
     "instances of the block, and keeps the chain exact by Metropolis-Hastings. Here its proposal "
-    "q on one block of this posterior stands beside the exact block conditional p (every block "
+    "q on one block of this target stands beside the exact block conditional p (every block "
     "state enumerated): the closer q is to p, the more of its proposals are accepted."
 )
 
@@ -646,6 +646,12 @@ def _draw_histogram(run, lay: Layout, digest: str, k: int, charts) -> None:
         f"{KL_FLOOR:g} share the first bin. A KL near 0 means q is almost the exact block "
         "conditional; proposals are then accepted almost always."
     )
+
+
+def render_network(run) -> None:
+    """The tab on a Markov network's page (its tabs are drawn whole inside the live part)."""
+    render_run(run)
+    render_live(run)
 
 
 def render_live(run) -> None:
