@@ -150,6 +150,19 @@ def test_tile_kls_are_exact_where_small_and_unbiased_estimates_beyond():
     assert np.corrcoef(estimate, kl)[0, 1] > 0.8
 
 
+def test_a_large_lattice_scores_a_subset_of_tiles_spread_evenly(monkeypatch):
+    target, x = _ising(h=12, w=12, seed=6)
+    lay = bp.layout(target, x, 2)
+    assert torch.equal(bp.histogram_tiles(lay), torch.arange(36))
+    monkeypatch.setitem(bp.HISTOGRAM_TILES, 2, 5)
+    chosen = bp.histogram_tiles(lay)
+    assert chosen.tolist() == [0, 9, 18, 26, 35]  # first and last included, evenly between
+    net = _bad_network(2)
+    kl, exact = bp.tile_kls(lay, net, chosen)
+    everything, _ = bp.tile_kls(lay, net)
+    assert exact and np.allclose(kl, everything[chosen.numpy()])
+
+
 def test_per_chain_fields_use_the_first_chains():
     target, x = _ising(batch=3, seed=4)
     first, _ = _ising(seed=4)

@@ -43,10 +43,15 @@ from lsbcore.samplers.neural_block import (
 WEIGHTS = ("trained", "untrained")
 #: Block states shown for a tile (the likeliest of p and of q together).
 TOP_STATES = 8
-#: Tiles whose KL is enumerated exactly for the histogram: at most this many block states
-#: scored by the network in all (k = 2: 65,536 tiles; k = 3: 2,048; k = 4: 16). Beyond it the
-#: KL of each tile is estimated from ``KL_DRAWS`` exact draws of p (unbiased, seeded).
-EXACT_HISTOGRAM_STATES = 1 << 20
+#: The histogram's tiles: every tile up to this many per block size, else as many spread
+#: evenly over the lattice (a second or two of scoring per network on two cores). Exact p costs
+#: 2^(k^2) terms per tile, and on a factor graph one exact ratio per block state, hence fewer.
+HISTOGRAM_TILES = {2: 16_384, 3: 1_024, 4: 256}
+FACTOR_HISTOGRAM_TILES = {2: 4_096, 3: 256, 4: 8}
+#: Tiles whose KL is enumerated exactly: at most this many block states scored by the network
+#: in all (k = 2: 16,384 tiles; k = 3: 512; k = 4: 4). Beyond it the KL of each tile is
+#: estimated from ``KL_DRAWS`` exact draws of its p (unbiased, seeded).
+EXACT_HISTOGRAM_STATES = 1 << 18
 KL_DRAWS = 256
 #: Site values held at once while a factor graph's block states are scored (float64: 32 MiB).
 EXACT_RATIO_VALUES = 1 << 22
@@ -266,27 +271,38 @@ def tile_report(
     return TileReport(int(row), int(col), lay.k, log_p, log_q, current, kl, acceptance, shown)
 
 
-def tile_kls(lay: Layout, proposal: BlockProposal) -> tuple[np.ndarray, bool]:
-    """``KL(p || q)`` of every tile of the layout (nats, ``[T]``) and whether it is exact: by
-    enumeration while ``T 2^(k^2)`` stays within ``EXACT_HISTOGRAM_STATES``, else estimated
-    from ``KL_DRAWS`` exact draws of each tile's p (seeded: the same state gives the same
-    numbers)."""
+def histogram_tiles(lay: Layout) -> torch.Tensor:
+    """The tiles the histogram scores: all of them, or ``HISTOGRAM_TILES[k]`` spread evenly
+    (``FACTOR_HISTOGRAM_TILES`` on a factor graph)."""
+    n_tiles = lay.c.shape[0]
+    pairwise = lay.context is None or isinstance(lay.context, PairwiseBlocks)
+    most = (HISTOGRAM_TILES if pairwise else FACTOR_HISTOGRAM_TILES)[lay.k]
+    if n_tiles <= most:
+        return torch.arange(n_tiles)
+    return torch.linspace(0, n_tiles - 1, most, dtype=torch.float64).round().long().unique()
+
+
+def tile_kls(lay: Layout, proposal: BlockProposal, tiles=None) -> tuple[np.ndarray, bool]:
+    """``KL(p || q)`` of the tiles ``tiles`` (indices; every tile by default), nats, and
+    whether it is exact: by enumeration while ``len(tiles) 2^(k^2)`` stays within
+    ``EXACT_HISTOGRAM_STATES``, else estimated from ``KL_DRAWS`` exact draws of each tile's p
+    (seeded: the same state gives the same numbers)."""
     if proposal.k != lay.k:
         raise ValueError(f"The proposal must be a BlockProposal for {lay.k} x {lay.k} blocks.")
     motif = proposal.motif
-    n_tiles = lay.c.shape[0]
+    tiles = torch.arange(lay.c.shape[0]) if tiles is None else torch.as_tensor(tiles).long()
+    n_tiles = len(tiles)
     if n_tiles == 0:
         return np.zeros(0), True
+    c = lay.c[tiles]
     with torch.no_grad():
+        log_p = exact_log_probs(lay, tiles)  # [T, M]
         if n_tiles * motif.n_states <= EXACT_HISTOGRAM_STATES:
-            every = torch.arange(n_tiles)
-            kl = kl_divergence(exact_log_probs(lay, every), proposal.all_log_probs(lay.c))
-            return kl.numpy(), True
+            return kl_divergence(log_p, proposal.all_log_probs(c)).numpy(), True
         generator = torch.Generator().manual_seed(KL_SEED)
-        log_p = exact_log_probs(lay, torch.arange(n_tiles))  # [T, M]: cheap beside q
         draws = torch.multinomial(log_p.exp(), KL_DRAWS, replacement=True, generator=generator)
         states = motif.states[draws]  # [T, D, k^2]
-        c = lay.c.repeat_interleave(KL_DRAWS, 0)
+        c = c.repeat_interleave(KL_DRAWS, 0)
         log_q = proposal.log_prob(states.reshape(-1, motif.n), c).view(n_tiles, KL_DRAWS)
         kl = (log_p.gather(1, draws) - log_q).mean(1)
     return kl.clamp(min=0.0).numpy(), False
@@ -619,16 +635,17 @@ def _draw_tile(report: TileReport, weights: str, run, charts) -> None:
 
 
 def _draw_histogram(run, lay: Layout, digest: str, k: int, charts) -> None:
-    st.subheader("KL(p ‖ q) over every tile of this state")
+    st.subheader("KL(p ‖ q) over the tiles of this state")
     kls, exact, notes = {}, True, []
-    with st.spinner("Scoring every tile…"):
+    tiles = histogram_tiles(lay)
+    with st.spinner("Scoring the tiles…"):
         for weights in WEIGHTS:
             proposal, missing = load_proposal(k, weights)
             if proposal is None:
                 notes.append(missing)
                 continue
             kls[weights], exact = _cached(
-                run, ("kl", digest, k, weights), lambda p=proposal: tile_kls(lay, p)
+                run, ("kl", digest, k, weights), lambda p=proposal: tile_kls(lay, p, tiles)
             )
     for note in notes:
         st.caption(note)
@@ -641,8 +658,13 @@ def _draw_histogram(run, lay: Layout, digest: str, k: int, charts) -> None:
         if exact
         else f"each estimated from {KL_DRAWS} exact draws of the tile's p (unbiased, seeded)"
     )
+    which = (
+        f"All {len(tiles):,} tiles"
+        if len(tiles) == len(lay.c)
+        else f"{len(tiles):,} of the {len(lay.c):,} tiles, spread evenly"
+    )
     st.caption(
-        f"Median KL in nats: {medians}. {len(lay.c):,} tiles, {how}; values below "
+        f"Median KL in nats: {medians}. {which}, {how}; values below "
         f"{KL_FLOOR:g} share the first bin. A KL near 0 means q is almost the exact block "
         "conditional; proposals are then accepted almost always."
     )
