@@ -318,3 +318,21 @@ def test_the_tab_draws_on_a_markov_networks_page():
     at.number_input(key=bp.COL_KEY).set_value(3).run()
     _healthy(at)
     assert {m.label: m.value for m in at.metric} != metrics
+
+
+def test_the_shipped_trained_network_is_closer_to_p_than_the_untrained_one():
+    """With the shipped weights the tab shows both networks' KL over the tiles, and on a paper
+    case the trained one's median is the smaller."""
+    assert bp.weights_file(2).is_file(), "the trained 2 x 2 weights ship in assets/"
+    at = _open_tab(bp_k="2")
+    _healthy(at)
+    assert {m.label for m in at.metric} == {"KL(p ‖ q)", "Expected acceptance"}
+    run = at.session_state["_run"]
+    _, _, x = run.cache[bp.SNAPSHOT]
+    lay = bp.layout(run.problem.target, x, 2)
+    medians = {
+        w: float(np.median(bp.tile_kls(lay, bp.load_proposal(2, w)[0])[0])) for w in bp.WEIGHTS
+    }
+    assert medians["trained"] < 0.5 * medians["untrained"], medians
+    caption = " ".join(str(c.value) for c in at.caption)
+    assert "Median KL in nats: trained" in caption and "untrained" in caption
