@@ -135,17 +135,16 @@ def held_out_report(
 
 
 def format_report(report: dict) -> str:
-    """The report as a table: median, 90th percentile and maximum KL (nats), trained and not."""
-    lines = [
-        f"{'setting':<28} {'trained: median':>15} {'p90':>9} {'max':>9}   "
-        f"{'untrained: median':>17} {'p90':>9} {'max':>9}"
-    ]
+    """The report as a table: mean, median, 90th percentile and maximum KL (nats), trained and
+    untrained."""
+    head = f"{'mean':>8} {'median':>8} {'p90':>8} {'max':>8}"
+    lines = [f"{'':<24} {'trained':^35}   {'untrained':^35}", f"{'setting':<24} {head}   {head}"]
     for name, row in report.items():
-        t, u = row["trained"], row["untrained"]
-        lines.append(
-            f"{name:<28} {t['median']:>15.4f} {t['p90']:>9.4f} {t['max']:>9.3f}   "
-            f"{u['median']:>17.4f} {u['p90']:>9.4f} {u['max']:>9.3f}"
-        )
+        cells = [
+            " ".join(f"{row[side][key]:>8.4f}" for key in ("mean", "median", "p90", "max"))
+            for side in ("trained", "untrained")
+        ]
+        lines.append(f"{name:<24} {cells[0]}   {cells[1]}")
     return "\n".join(lines)
 
 
