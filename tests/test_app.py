@@ -37,6 +37,7 @@ TABS = (
     "Tempering",
     "MAP (annealing)",
     "Importance sampling",
+    "Block proposals",
     "Export",
     "Compare",
 )

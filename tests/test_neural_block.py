@@ -345,3 +345,14 @@ def test_tiles_of_a_grid_network_take_four_colours_and_a_smallest_grid_is_served
                                weights="untrained")  # fmt: skip
         sampler.step(20)
         assert sampler.invariant_error() < 1e-10
+
+
+def test_the_dense_law_of_each_chain_is_its_row_of_the_step_matrix():
+    from lsbcore.exact.neural_block import sampler_at_every_state
+
+    target = posterior((3, 3), "periodic", seed=5, scale=1.0)
+    proposal = bad_proposal()
+    sampler, codes = sampler_at_every_state(target, block_size=2, proposal=proposal)
+    rows = sampler.transition_probabilities().numpy()
+    p = step_matrix(target, block_size=2, proposal=proposal).toarray()
+    np.testing.assert_allclose(rows, p[codes], atol=1e-14)

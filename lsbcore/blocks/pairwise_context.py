@@ -73,7 +73,8 @@ class PairwiseBlocks:
 
     def coefficients(self, x: torch.Tensor, blocks: Blocks) -> torch.Tensor:
         """The motif coefficients of every chain's tiles, ``[B, T_b, n_terms]`` float64, from
-        ``x [B, n]``; they read only sites outside the tiles (which no term joins)."""
+        ``x [B, n]``; they read only sites outside the tiles. ``blocks`` are tiles of one
+        colour (no term joins two of them): every tile's sites are set to 0 at once."""
         sites = blocks.sites.to(x.device)  # [T_b, k^2]
         outside = x.clone()
         outside[:, sites.reshape(-1)] = 0.0

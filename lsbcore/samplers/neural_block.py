@@ -63,7 +63,10 @@ def shipped_proposal(k: int, weights: str = "trained") -> BlockProposal:
             f"no trained proposal for {k} x {k} blocks ships at {path.name}; train one with "
             f"python -m lsbcore.blocks.train --block-size {k}."
         )
-    return load_proposal(path)
+    proposal = load_proposal(path)
+    if proposal.k != k:
+        raise ValueError(f"{path.name} holds a proposal for {proposal.k} x {proposal.k} blocks.")
+    return proposal
 
 
 def grid_refusal(target, k: int = 2) -> str | None:
@@ -193,17 +196,17 @@ class NeuralBlockSampler(BatchedSampler):
         return float("nan") if proposed == 0 else int(self._n_block_accepted.sum()) / proposed
 
     # ----------------------------------------------------------------- the exact law
-    def tile_law(self, blocks: Blocks) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """The law of one tile's update from every chain's state, for each tile of ``blocks``:
-        ``(chain, state code, probability)`` triples, the functions the step uses scored on
-        every block state (``proposal.all_log_probs``) instead of one draw."""
-        n = self.n_sites
-        if n > MAX_EXACT_SITES:
-            raise ValueError(f"tile_law enumerates states: at most {MAX_EXACT_SITES} sites.")
+    def tile_moves(self, blocks: Blocks) -> list[torch.Tensor]:
+        """For each tile of ``blocks``, the probability that one step's update of that tile
+        takes every chain's tile to each block state (``motif.states``), ``[B, 2^(k^2)]``: the
+        functions the step uses, scored on every block state (``proposal.all_log_probs``)
+        instead of one draw. A tile's law does not depend on the other tiles of its colour (no
+        term joins them), so a selection's law is the product of these."""
+        if self.n_sites > MAX_EXACT_SITES:
+            raise ValueError(f"the exact law enumerates states: at most {MAX_EXACT_SITES} sites.")
         x = self._x
         states = self.motif.states.to(self.device)  # [M, k^2]
-        powers = 2 ** torch.arange(n, device=self.device)
-        laws = []
+        moves = []
         with torch.no_grad():
             c = self.context.coefficients(x, blocks)  # [B, T, terms]
             for t in range(len(blocks.tops)):
@@ -212,29 +215,73 @@ class NeuralBlockSampler(BatchedSampler):
                 # chains share contexts (those of the sites outside the tile): score each once
                 unique, which = torch.unique(c_t, dim=0, return_inverse=True)
                 log_q = self.proposal.all_log_probs(unique)[which]  # [B, M]
-                x_t = x[:, sites]
-                log_q_x = log_q.gather(1, self.motif.codes(x_t).unsqueeze(1)).squeeze(1)
-                y = states.unsqueeze(0).expand(self.n_chains, -1, -1)  # [B, M, k^2]
-                x_rep = x_t.unsqueeze(1).expand_as(y)
+                now = self.motif.codes(x[:, sites]).unsqueeze(1)  # [B, 1]
+                log_q_x = log_q.gather(1, now)
                 if isinstance(self.context, PairwiseBlocks):  # the ratio is exact from c
                     log_w = c_t @ self.motif.state_features.to(c_t).T  # [B, M]
-                    log_ratio = log_w - log_w.gather(1, self.motif.codes(x_t).unsqueeze(1))
+                    log_ratio = log_w - log_w.gather(1, now)
                 else:
                     m = len(states)
                     tile = Blocks(blocks.tops[t].expand(m, -1), sites.expand(m, -1),
                                   blocks.colour[:1].expand(m))  # fmt: skip
+                    y = states.unsqueeze(0).expand(self.n_chains, -1, -1)  # [B, M, k^2]
                     c_rep = c_t.unsqueeze(1).expand(-1, m, -1)
                     log_ratio = self.context.log_ratios(x, tile, y, c_rep)  # [B, M]: each alone
-                log_alpha = (log_ratio + log_q_x.unsqueeze(1) - log_q).clamp(max=0.0)
-                move = (log_q + log_alpha).exp()  # [B, M]
-                same = (y == x_rep).all(-1)
-                move = torch.where(same, 0.0, move)
-                stay = 1.0 - move.sum(1)
-                move = move + same * stay.unsqueeze(1)
-                new = x.unsqueeze(1).repeat(1, y.shape[1], 1)
-                new[:, :, sites] = y
-                codes = ((new > 0).long() * powers).sum(-1)  # [B, M]
-                chains = torch.arange(self.n_chains).unsqueeze(1).expand_as(codes)
-                laws.append((chains.reshape(-1).numpy(), codes.reshape(-1).cpu().numpy(),
-                             move.reshape(-1).cpu().numpy()))  # fmt: skip
+                log_alpha = (log_ratio + log_q_x - log_q).clamp(max=0.0)
+                move = (log_q + log_alpha).exp().scatter(1, now, 0.0)  # [B, M]
+                moves.append(move.scatter(1, now, 1.0 - move.sum(1, keepdim=True)))
+        return moves
+
+    def tile_law(self, blocks: Blocks) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``tile_moves`` as ``(chain, state code, probability)`` triples over whole states
+        (state codes of ``lsbcore.exact.states``), for sparse matrices."""
+        powers = 2 ** torch.arange(self.n_sites, device=self.device)
+        states = self.motif.states.to(self.device)
+        laws = []
+        for sites, move in zip(blocks.sites, self.tile_moves(blocks), strict=True):
+            new = self._x.unsqueeze(1).repeat(1, len(states), 1)
+            new[:, :, sites] = states
+            codes = ((new > 0).long() * powers).sum(-1)  # [B, M]
+            chains = torch.arange(self.n_chains).unsqueeze(1).expand_as(codes)
+            laws.append((chains.reshape(-1).numpy(), codes.reshape(-1).cpu().numpy(),
+                         move.reshape(-1).cpu().numpy()))  # fmt: skip
         return laws
+
+    def transition_probabilities(self) -> torch.Tensor:
+        """The law of every chain's next state, ``[B, 2^n]`` float64 (columns: state codes of
+        ``lsbcore.exact.states``; tiny targets, ``n <= 12``): the average over the step's
+        selections of the product of their tiles' updates."""
+        from lsbcore.exact.states import MAX_SITES
+
+        if self.n_sites > MAX_SITES:
+            raise ValueError(f"transition_probabilities: at most {MAX_SITES} sites.")
+        powers = 2 ** torch.arange(self.n_sites, device=self.device)
+        start = ((self._x > 0).long() * powers).sum(1, keepdim=True)  # [B, 1]
+        rows = torch.zeros(self.n_chains, 2**self.n_sites, dtype=torch.float64)
+        n_offsets = len(self.tiling.offsets)
+        for offset in range(n_offsets):
+            colours = self.tiling.blocks(offset).n_colours
+            if colours == 0:  # no whole tile: the step stays
+                rows.scatter_add_(
+                    1, start, torch.full(start.shape, 1.0 / n_offsets, dtype=rows.dtype)
+                )
+                continue
+            for colour in range(colours):
+                blocks = self.selection(offset, colour)
+                law = torch.zeros_like(rows).scatter_(1, start, 1.0)
+                for sites, move in zip(blocks.sites, self.tile_moves(blocks), strict=True):
+                    law = self._move_tile(law, sites, move)
+                rows += law / (n_offsets * colours)
+        return rows
+
+    def _move_tile(self, law: torch.Tensor, sites: torch.Tensor, move: torch.Tensor):
+        """``law [B, 2^n]`` after the tile ``sites`` moves to block state ``m`` with
+        probability ``move[:, m]``, whatever the rest of the state."""
+        codes = torch.arange(law.shape[1])
+        mask = int((2**sites).sum())
+        states = self.motif.states  # [M, k^2]
+        out = torch.zeros_like(law)
+        for m in range(len(states)):
+            bits = int(((states[m] > 0).long() * 2**sites).sum())
+            out.index_add_(1, (codes & ~mask) | bits, law * move[:, m : m + 1])
+        return out
