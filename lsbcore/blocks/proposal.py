@@ -69,10 +69,11 @@ class BlockProposal(nn.Module):
         self.depth = integer(depth, "depth", 1, MAX_DEPTH)
         self.info: dict = {}
         generator = torch.Generator().manual_seed(integer(seed, "seed", 0, 2**63 - 1))
-        # MADE degrees: input site i has degree i + 1, hidden units 1 .. n - 1 in turn, and
-        # output i sees the units of degree <= i, so logit i reads x_<i only
+        # MADE degrees: input site i has degree i + 1, hidden units 0 .. n - 1 in turn (a unit
+        # of degree 0 reads the context alone, so the first site's logit is a nonlinear function
+        # of the context too), and output i sees the units of degree <= i: logit i reads x_<i only
         d_in = torch.arange(1, n + 1)
-        d_hidden = torch.arange(self.hidden) % max(1, n - 1) + 1
+        d_hidden = torch.arange(self.hidden) % n
         masks = [d_hidden.unsqueeze(1) >= d_in.unsqueeze(0)]
         masks += [d_hidden.unsqueeze(1) >= d_hidden.unsqueeze(0)] * (self.depth - 1)
         out_mask = d_in.unsqueeze(1) > d_hidden.unsqueeze(0)  # [n, H]
