@@ -171,3 +171,24 @@ def test_held_out_report_sets_trained_beside_untrained(tmp_path):
     assert row["trained"] == row["untrained"]
     assert len(row["trained"]["kl"]) == 20
     assert row["trained"]["median"] <= row["trained"]["p90"] <= row["trained"]["max"]
+
+
+def test_held_out_histograms_show_every_setting_trained_over_untrained(tmp_path, capsys):
+    proposal = BlockProposal(2, hidden=8)
+    report = held_out.held_out_report(proposal, n=12, sweeps=False)
+    figure = held_out.kl_histograms(report, 2)
+    names = [a.text for a in figure.layout.annotations]
+    assert names == list(held_out.HISTOGRAM_SETTINGS)
+    assert len(figure.data) == 2 * len(names)
+    kls = report["in range, network"]["trained"]["kl"]
+    panel = figure.data[2]  # the second setting, trained
+    assert panel.name == "trained" and len(panel.x) == len(kls)
+    page = tmp_path / "kl.html"
+    weights = tmp_path / "q.pt"
+    proposal.save(weights)
+    argv = ["--block-size", "2", "--weights", str(weights), "--instances", "4", "--no-sweeps"]
+    assert held_out.main([*argv, "--html", str(page)]) == 0
+    assert "KL(p || q)" in page.read_text()
+    (tmp_path / "folder").mkdir()
+    assert held_out.main([*argv, "--html", str(tmp_path / "folder")]) == 2
+    assert "is a folder" in capsys.readouterr().err

@@ -11,7 +11,11 @@ ranges (each family) and beyond them (``instances.OUT_OF_RANGE``: one parameter 
 along a sweep of each parameter held at one value, the trained network beside the untrained one:
 where the sweep's KL climbs is where the network stops generalising.
 
-    python -m lsbcore.blocks.held_out --block-size K [--weights PATH] [--instances N] [--json OUT]
+    python -m lsbcore.blocks.held_out --block-size K [--weights PATH] [--instances N]
+        [--json OUT] [--html OUT]
+
+``--html`` writes ``kl_histograms``: the KL's histogram per setting in and out of range,
+trained over untrained, as one self-contained page.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
@@ -28,6 +31,7 @@ from lsbcore.blocks.instances import OUT_OF_RANGE, OUT_OF_RANGE_FAMILY, TRAINING
 from lsbcore.blocks.motif import BLOCK_SIDES
 from lsbcore.blocks.proposal import BlockProposal, load_proposal
 from lsbcore.checks import integer
+from lsbcore.experiment.out_path import OutPathError, check_file, write_text
 
 #: Held-out instances come from this seed (training seeds its own generator apart from it).
 HELD_OUT_SEED = 271_828
@@ -148,6 +152,44 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+#: The settings the histograms show: in range, then out of range one parameter at a time.
+HISTOGRAM_SETTINGS = ("in range, ising", "in range, network") + tuple(
+    f"out of range, {name}" for name in OUT_OF_RANGE
+)
+#: KLs below this (nats) fall in the histograms' first bin (log axis).
+KL_FLOOR = 1e-6
+
+
+def kl_histograms(report: dict, k: int):
+    """The KL per held-out instance as histograms (log10 of nats), one panel per setting of
+    ``HISTOGRAM_SETTINGS`` that ``report`` holds, the trained network over the untrained one."""
+    import math
+
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    shown = [name for name in HISTOGRAM_SETTINGS if name in report]
+    figure = make_subplots(rows=len(shown), cols=1, subplot_titles=shown, shared_xaxes=True)
+    colours = {"trained": "#F1CE63", "untrained": "#9C755F"}
+    for row, name in enumerate(shown, start=1):
+        for side, colour in colours.items():
+            values = [math.log10(max(v, KL_FLOOR)) for v in report[name][side]["kl"]]
+            figure.add_trace(
+                go.Histogram(
+                    x=values, name=side, marker_color=colour, opacity=0.7,
+                    xbins={"start": math.log10(KL_FLOOR), "end": 1.5, "size": 0.25},
+                    showlegend=row == 1, legendgroup=side,
+                ),
+                row=row, col=1,
+            )  # fmt: skip
+    figure.update_layout(
+        barmode="overlay", height=220 * len(shown) + 80,
+        title=f"KL(p || q) of the {k} x {k} block proposal on held-out instances (nats, log10)",
+    )  # fmt: skip
+    figure.update_xaxes(title_text="log10 KL (nats)", row=len(shown), col=1)
+    return figure
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m lsbcore.blocks.held_out",
@@ -161,11 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=None, help="instances per setting")
     parser.add_argument("--no-sweeps", action="store_true", help="skip the parameter sweeps")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
+    parser.add_argument("--html", default=None, help="write the KL histograms to this page")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small matrices: one thread is as fast, and the machine is shared
     try:
         if args.block_size not in BLOCK_SIDES:
             raise ValueError(f"--block-size must be one of {BLOCK_SIDES}, got {args.block_size}.")
+        for flag, path in (("--json", args.json), ("--html", args.html)):
+            if path is not None:
+                check_file(path, flag)
         if args.instances is not None and not 1 <= args.instances <= 100_000:
             raise ValueError(f"--instances must be between 1 and 100000, got {args.instances}.")
         if args.weights is None:
@@ -182,8 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         report = held_out_report(proposal, args.instances, sweeps=not args.no_sweeps)
         print(format_report(report))
         if args.json:
-            Path(args.json).write_text(json.dumps(report))
-    except (OSError, ValueError) as error:
+            write_text(args.json, json.dumps(report))
+        if args.html:
+            page = kl_histograms(report, proposal.k).to_html(include_plotlyjs=True)
+            write_text(args.html, page)
+    except (OSError, ValueError, OutPathError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
