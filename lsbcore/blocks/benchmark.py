@@ -30,6 +30,7 @@ import torch
 
 from lsbcore.cases import paper_case
 from lsbcore.image import load_photo
+from lsbcore.samplers.block_gibbs import MAX_BLOCK
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.segmentation.benchmark import photo_path
 from lsbcore.segmentation.data_term import fit_data_term
@@ -112,9 +113,10 @@ def convergence_targets(quick: bool) -> dict:
 
 
 def convergence_samplers(k: int) -> list[tuple[str, str, dict]]:
+    sites = min(k * k, MAX_BLOCK)  # block Gibbs scores 2^sites states: at most 12 sites
     return [
         ("gibbs", "gibbs", {}),
-        (f"block-gibbs {k * k} sites", "block-gibbs", {"block_size": k * k}),
+        (f"block-gibbs {sites} sites", "block-gibbs", {"block_size": sites}),
         ("checkerboard", "checkerboard", {}),
         ("barker", "barker", {}),
         (f"neural-block k={k} trained", "neural-block", {"block_size": k, "weights": "trained"}),
@@ -123,8 +125,9 @@ def convergence_samplers(k: int) -> list[tuple[str, str, dict]]:
 
 
 def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tuple[float, float]]:
-    """``(wall seconds, mean log p~ over chains)`` after each chunk of about one sweep, for
-    ``seconds`` of sampling from uniform random starts (the same for every sampler)."""
+    """``(wall seconds, mean log p~ over chains)`` after each chunk of about one sweep (fewer
+    steps where a sweep takes longer than 0.2 s), for ``seconds`` of sampling from uniform
+    random starts (the same for every sampler)."""
     batch = target.batch if target.batch > 1 else CHAINS
     shape = (batch, *target.shape)
     x0 = (2 * torch.randint(0, 2, shape, generator=torch.Generator().manual_seed(seed)) - 1).to(
@@ -138,8 +141,12 @@ def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tupl
         per_sweep = 2  # one step is one colour of one offset: about half the tiles
     points = [(0.0, float(sampler.log_p.mean()))]
     start = time.perf_counter()
+    sampler.step(1)
+    one = time.perf_counter() - start
+    points.append((one, float(sampler.log_p.mean())))
+    chunk = max(1, min(per_sweep, int(0.2 / max(one, 1e-9))))  # a point every 0.2 s at most
     while time.perf_counter() - start < seconds:
-        sampler.step(per_sweep)
+        sampler.step(chunk)
         points.append((time.perf_counter() - start, float(sampler.log_p.mean())))
     return points
 
@@ -188,6 +195,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-sweeps", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0, help="convergence budget each")
     parser.add_argument("--parts", default="settle,acceptance,convergence")
+    parser.add_argument("--block-size", type=int, default=2, help="k of the convergence runs")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     parts = set(args.parts.split(","))
@@ -200,7 +208,9 @@ def main(argv=None) -> int:
         figures["acceptance"] = acceptance_figures((2, 3, 4), 20 if quick else 200, quick)
     if "convergence" in parts:
         seconds = 3.0 if quick else args.seconds
-        figures["convergence"] = convergence_figures(2, seconds, quick)
+        if args.block_size not in (2, 3, 4):
+            parser.error(f"--block-size must be 2, 3 or 4, got {args.block_size}")
+        figures["convergence"] = convergence_figures(args.block_size, seconds, quick)
     if "settle" in parts:
         photos = args.photos.split(",")[: 1 if quick else None]
         figures["settle"] = settle_figures(photos, (2, 4), 200 if quick else args.max_sweeps)
