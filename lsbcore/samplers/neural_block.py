@@ -236,13 +236,13 @@ class NeuralBlockSampler(BatchedSampler):
         """``tile_moves`` as ``(chain, state code, probability)`` triples over whole states
         (state codes of ``lsbcore.exact.states``), for sparse matrices."""
         powers = 2 ** torch.arange(self.n_sites, device=self.device)
-        states = self.motif.states.to(self.device)
+        now = ((self._x > 0).long() * powers).sum(1, keepdim=True)  # [B, 1] state codes
+        up = (self.motif.states.to(self.device) > 0).long()  # [M, k^2]
+        chains = torch.arange(self.n_chains).unsqueeze(1).expand(-1, len(up))
         laws = []
         for sites, move in zip(blocks.sites, self.tile_moves(blocks), strict=True):
-            new = self._x.unsqueeze(1).repeat(1, len(states), 1)
-            new[:, :, sites] = states
-            codes = ((new > 0).long() * powers).sum(-1)  # [B, M]
-            chains = torch.arange(self.n_chains).unsqueeze(1).expand_as(codes)
+            bits = (up * powers[sites]).sum(1)  # [M]: the tile's sites set as each state says
+            codes = (now & ~int(powers[sites].sum())) | bits.unsqueeze(0)  # [B, M]
             laws.append((chains.reshape(-1).numpy(), codes.reshape(-1).cpu().numpy(),
                          move.reshape(-1).cpu().numpy()))  # fmt: skip
         return laws
