@@ -336,3 +336,18 @@ def test_the_shipped_trained_network_is_closer_to_p_than_the_untrained_one():
     assert medians["trained"] < 0.5 * medians["untrained"], medians
     caption = " ".join(str(c.value) for c in at.caption)
     assert "Median KL in nats: trained" in caption and "untrained" in caption
+
+
+def test_the_state_stays_visible_under_the_tiles_of_a_large_lattice():
+    """Outlines and tile markers on a small lattice; on a 464 px one (232 x 232 tiles of 2 x 2)
+    no outlines and nearly transparent markers, so the state is not covered."""
+    for side, outlined in ((24, True), (464, False)):
+        target = IsingPosterior(torch.zeros(side, side), 1.0)
+        x = target.start(1, torch.Generator().manual_seed(0))[0]
+        lay = bp.layout(target, x, 2)
+        fig = bp.state_figure(x.numpy(), lay, (1, 1))
+        lines = [t for t in fig.data if t.type == "scatter" and t.mode == "lines"]
+        markers = next(t for t in fig.data if t.type == "scatter" and t.mode == "markers")
+        assert bool(lines) == outlined
+        assert (markers.marker.opacity >= 0.15) == outlined
+        assert len(markers.x) == (side // 2) ** 2  # every tile still clickable

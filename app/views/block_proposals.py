@@ -41,6 +41,9 @@ from lsbcore.samplers.neural_block import (
 
 #: The networks the view compares (the sampler's third choice, "exact", is p itself).
 WEIGHTS = ("trained", "untrained")
+#: Tiles narrower than this on screen (px) are not outlined: on a large lattice the outlines
+#: would cover the state (232 x 232 tiles of a 464 px photo drew a solid blue square).
+MIN_OUTLINED_TILE_PX = 6.0
 #: Block states shown for a tile (the likeliest of p and of q together).
 TOP_STATES = 8
 #: The histogram's tiles: every tile up to this many per block size, else as many spread
@@ -331,32 +334,38 @@ def state_figure(x: np.ndarray, lay: Layout, chosen: tuple[int, int] | None) -> 
             zmax=1,
         )
     )
-    lx, ly = [], []  # every tile edge as one line trace (None separates the segments)
-    for r in range(lay.rows + 1):
-        y = r * k - 0.5
-        lx += [-0.5, lay.cols * k - 0.5, None]
-        ly += [y, y, None]
-    for col in range(lay.cols + 1):
-        xv = col * k - 0.5
-        lx += [xv, xv, None]
-        ly += [-0.5, lay.rows * k - 0.5, None]
-    fig.add_trace(
-        go.Scatter(
-            x=lx, y=ly, mode="lines", line={"color": "#3b82f6", "width": 1}, hoverinfo="skip"
+    side = 420
+    tile_px = side / max(lay.rows, lay.cols)  # about how wide a tile is drawn
+    if tile_px >= MIN_OUTLINED_TILE_PX:  # outlines only where they leave the state visible
+        lx, ly = [], []  # every tile edge as one line trace (None separates the segments)
+        for r in range(lay.rows + 1):
+            y = r * k - 0.5
+            lx += [-0.5, lay.cols * k - 0.5, None]
+            ly += [y, y, None]
+        for col in range(lay.cols + 1):
+            xv = col * k - 0.5
+            lx += [xv, xv, None]
+            ly += [-0.5, lay.rows * k - 0.5, None]
+        fig.add_trace(
+            go.Scatter(
+                x=lx, y=ly, mode="lines", line={"color": "#3b82f6", "width": 1}, hoverinfo="skip"
+            )
         )
-    )
     rr, cc = np.meshgrid(np.arange(lay.rows), np.arange(lay.cols), indexing="ij")
     fig.add_trace(
         go.Scatter(
             x=(cc * k + (k - 1) / 2).ravel(),
             y=(rr * k + (k - 1) / 2).ravel(),
             mode="markers",
-            marker={"symbol": "square", "size": 10, "color": "#3b82f6", "opacity": 0.15},
+            # a tile's size on screen; nearly transparent where tiles are small (still clickable)
+            marker={"symbol": "square", "size": float(np.clip(0.8 * tile_px, 2.0, 10.0)),
+                    "color": "#3b82f6",
+                    "opacity": 0.15 if tile_px >= MIN_OUTLINED_TILE_PX else 0.01},
             customdata=np.stack([rr.ravel() + 1, cc.ravel() + 1], 1),
             hovertemplate="tile row %{customdata[0]}, column %{customdata[1]}<extra></extra>",
             name="tiles",
         )
-    )
+    )  # fmt: skip
     if chosen is not None:
         r, col = chosen
         fig.add_shape(
@@ -367,7 +376,6 @@ def state_figure(x: np.ndarray, lay: Layout, chosen: tuple[int, int] | None) -> 
             y1=r * k - 0.5,
             line={"color": "#ef4444", "width": 3},
         )
-    side = 420
     fig.update_layout(
         showlegend=False,
         height=side,
