@@ -67,10 +67,31 @@ def paper_case(
     if case not in PAPER_CASES:
         raise ValueError(f"case must be one of {sorted(PAPER_CASES)}, got {case!r}.")
     case = int(case)
+    name, lam, mu, sigma, burn_in = PAPER_CASES[case]
+    problem = square_problem(lam, mu, sigma, n=n, n_chains=n_chains, seed=seed, start=start)
+    problem.burn_in, problem.name = burn_in, f"case {case}: {name}"
+    return problem
+
+
+def square_problem(
+    lam: float,
+    mu: float,
+    sigma: float,
+    n: int = 30,
+    n_chains: int = 30,
+    seed: int = 0,
+    start: str = "shared",
+) -> Problem:
+    """The paper's synthetic problem for any ``(lambda, mu, sigma)``: ``paper_case`` without the
+    case's numbers (a parameter sweep's target; the paper's four cases are four of its points).
+    Periodic ``n x n`` lattice, ``alpha = mu * truth + U(-sigma, sigma)`` per chain; ``start`` and
+    ``seed`` as in ``paper_case``."""
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS}, got {start!r}.")
+    lam, mu, sigma = real(lam, "lambda", 0.0), real(mu, "mu"), real(sigma, "sigma", 0.0)
     n = integer(n, "n", 3, 1024)
     n_chains = integer(n_chains, "n_chains", 1, 10_000)
     seed = integer(seed, "seed", 0, MAX_SEED)
-    name, lam, mu, sigma, burn_in = PAPER_CASES[case]
     truth = square_truth(n)
     generator = torch.Generator().manual_seed(int(seed))
     noise = (torch.rand(n_chains, n, n, generator=generator, dtype=torch.float64) * 2 - 1) * sigma
@@ -86,9 +107,9 @@ def paper_case(
         lam=lam,
         mu=mu,
         sigma=sigma,
-        burn_in=burn_in,
+        burn_in=0,
         steps=MIXING_STEPS,
-        name=f"case {case}: {name}",
+        name=f"square: lambda {lam:g}, mu {mu:g}, sigma {sigma:g}",
     )
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from lsbcore.backends import resolve_device
-from lsbcore.cases import image_problem, paper_case
+from lsbcore.cases import image_problem, paper_case, square_problem
 from lsbcore.comparison import Comparison
 from lsbcore.diagnostics.mixing import (
     PAPER_MAX_LAG,
@@ -49,6 +49,7 @@ __all__ = [
     "build_problem",
     "log_message",
     "run_experiment",
+    "run_sampler",
     "thin_for_csv",
 ]
 
@@ -305,6 +306,16 @@ class SamplerRun:
 
 def build_problem(spec: dict):
     """The ``lsbcore.Problem`` of a spec made by ``_problem_spec`` (deterministic)."""
+    if spec["kind"] == "square":  # the synthetic problem at any point (lsbcore.sweep)
+        return square_problem(
+            spec["lam"],
+            spec["mu"],
+            spec["sigma"],
+            n=spec["size"],
+            n_chains=spec["chains"],
+            seed=spec["seed"],
+            start=spec.get("start", "shared"),
+        )
     if spec["kind"] == "case":
         return paper_case(
             spec["case"],
@@ -421,6 +432,11 @@ def _run_sampler(task: dict, progress=None) -> SamplerRun:
         burnin_steps=per_iteration,
         csv_seconds=csv_seconds,
     )
+
+
+def run_sampler(task: dict, progress=None) -> SamplerRun:
+    """One sampler's task, run here: what a worker runs (``lsbcore.sweep`` runs its cells so)."""
+    return _run_sampler(task, progress)
 
 
 _WORKER_QUEUE = None
