@@ -5,21 +5,30 @@ balancing function mixes best where.
     python -m lsbcore.sweep --config sweep.toml --out sweeps/map.sqlite --resume
 
 The package, one concept per module: ``grid`` (the cells a sweep asks for), ``cell`` (running
-one), ``store`` (the SQLite results file that survives crashes).
+one), ``store`` (the SQLite results file that survives crashes), ``winner`` (who wins at one
+point, ties and margin), ``which_g_where`` (the map document the report and dashboard draw).
 """
 
 from lsbcore.sweep.cell import RESULT_FIELDS, run_cell
 from lsbcore.sweep.grid import Cell, Protocol, SweepGrid, parse_axis
 from lsbcore.sweep.store import ResultStore, StoreError, read_results
+from lsbcore.sweep.which_g_where import build_map, map_from_json, read_map, write_map
+from lsbcore.sweep.winner import Ranking, rank_point
 
 __all__ = [
     "RESULT_FIELDS",
     "Cell",
     "Protocol",
+    "Ranking",
     "ResultStore",
     "StoreError",
     "SweepGrid",
+    "build_map",
+    "map_from_json",
     "parse_axis",
+    "rank_point",
+    "read_map",
     "read_results",
     "run_cell",
+    "write_map",
 ]
