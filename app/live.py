@@ -45,6 +45,7 @@ from app.views import (
     proposal,
     segmentation,
     tempering,
+    which_g_where,
     why,
 )
 from app.views import importance as importance_view
@@ -69,10 +70,12 @@ VIEWS = (
     ("Block proposals", block_proposals.render_live),
     ("Export", export.render),
     ("Compare", compare.render),
+    ("Which g where", which_g_where.render_live),
 )
 VIEW_CONTROLS = {  # drawn above the view, outside the fragment
     "Chains": chains.controls,
     "Block proposals": block_proposals.render_run,  # a state taken once: nothing live to redraw
+    "Which g where": which_g_where.render,  # a sweep's map: nothing of the run in it
 }
 TAB_LABELS = [name for name, _ in VIEWS]
 RENDER = dict(VIEWS)

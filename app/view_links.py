@@ -166,7 +166,7 @@ VIEW_GROUPS = {
         "Importance sampling",
         "Block proposals",
     ),
-    "Results": ("Export", "Compare"),
+    "Results": ("Export", "Compare", "Which g where"),
 }
 VIEW_NAMES = tuple(name for names in VIEW_GROUPS.values() for name in names)
 
@@ -214,6 +214,12 @@ register(
     ViewParam("bp_weights", "trained", "block proposal weights", choices=("trained", "untrained")),
     ViewParam("bp_row", 1, "block tile row", 1, 4096),
     ViewParam("bp_col", 1, "block tile column", 1, 4096),
+)
+# the Which g where tab (app/views/which_g_where.py): the map's panel and the chosen point
+register(
+    ViewParam("wg_panel", 1, "which-g-where panel", 1, 1000),
+    ViewParam("wg_lam", 0.0, "which-g-where λ", 0.0, 100.0),
+    ViewParam("wg_sigma", 1.0, "which-g-where σ", 1e-3, 100.0),
 )
 # presentation mode (app/presentation.py): large type, collapsed sidebar, a sentence per view
 register(ViewParam("present", False, "presentation mode"))

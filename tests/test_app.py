@@ -40,6 +40,7 @@ TABS = (
     "Block proposals",
     "Export",
     "Compare",
+    "Which g where",
 )
 SAMPLES = sources.sample_names()
 

@@ -1,0 +1,512 @@
+"""View: Which g where. The map of a parameter sweep (``python -m lsbcore.sweep``): for every
+coupling lambda and noise sigma of a target, which balancing function mixes best per target
+evaluation, with its ties and margin (``lsbcore.sweep.which_g_where``).
+
+The tab shows the small map shipped in ``assets/which_g_where.json``, or a sweep's results file
+(``.sqlite``) or map (``.json``) that the user opens. A click on a cell (or the lambda and sigma
+pickers) shows that point's ranking; "Open in the live views" sets the sidebar to that point's
+configuration and opens the Chains tab. Nothing here changes with the run: the tab is drawn once
+per page run, outside the live fragment.
+
+``load_upload``, ``nearest``, ``picked_point`` and ``live_config`` are plain data, tested
+without a browser.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app import config as cfgmod
+from app import view_links
+from app.text import counted, plain, quote
+from lsbcore.figures import sampler_colour, sampler_label
+from lsbcore.number_text import number_text
+from lsbcore.sweep import StoreError, build_map, map_from_json, read_map, read_results, write_map
+from lsbcore.sweep.grid import ASSETS
+
+log = logging.getLogger(__name__)
+
+SHIPPED = ASSETS / "which_g_where.json"
+MAX_UPLOAD_BYTES = 200_000_000  # a results file of a sweep of about 600,000 cells
+SQLITE_HEADER = b"SQLite format 3\x00"
+PANEL_KEY, LAM_KEY, SIGMA_KEY = "wg_panel", "wg_lam", "wg_sigma"
+KEYS = (PANEL_KEY, LAM_KEY, SIGMA_KEY)
+UPLOAD_KEY = "wg_upload"
+LOADED = "_wg_loaded"  # the upload read: (file id, name, map or None, error or None)
+PICK_KEY = "wg_pick"  # the heat map's selection
+OPEN_KEY = "wg_open"
+INTRO = (
+    "No single balancing function is best: which g mixes best per target evaluation depends on "
+    "the coupling λ, the noise σ and the target. Each cell is one point of a sweep "
+    "(`python -m lsbcore.sweep`), coloured by the winner (highest ESS per 1,000 target "
+    "evaluations, mean over seeds); “=” marks a tie within two standard errors of the paired "
+    "seed differences, the number is the winner's margin over the runner-up."
+)
+
+
+# ----------------------------------------------------------------------------- the map
+@st.cache_data(show_spinner=False)
+def shipped_map() -> dict:
+    """The map shipped with the product, read and checked once per server."""
+    return read_map(SHIPPED)
+
+
+def _checked(document: dict) -> dict:
+    """A map built here, written and read back: the reader checks it whole."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "map.json"
+        write_map(document, path)
+        return read_map(path)
+
+
+def load_upload(name: str, data: bytes) -> dict:
+    """The map of an uploaded file: a sweep's results (SQLite) or a map (JSON). A ``ValueError``
+    with one sentence when it is neither, is too large, or holds no finished cell."""
+    shown = quote(name)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ValueError(
+            f"{shown} is over {MAX_UPLOAD_BYTES // 1_000_000} MB; open a smaller results file "
+            "or its map (python -m lsbcore.sweep writes one)."
+        )
+    if not data:
+        raise ValueError(f"{shown} is empty.")
+    if data.startswith(SQLITE_HEADER):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "results.sqlite"
+            path.write_bytes(data)
+            try:
+                rows = read_results(path)
+            except StoreError as err:
+                for where in (str(path.resolve()), str(path)):
+                    err = str(err).replace(where, f"“{name}”")
+                raise ValueError(plain(err)) from None
+        if not rows:
+            raise ValueError(f"{shown} holds no finished cell yet: nothing to map.")
+        try:
+            return _checked(build_map(rows))
+        except ValueError as err:
+            raise ValueError(f"{shown} cannot be mapped: {plain(err)}") from None
+    if data.lstrip()[:1] in (b"{", b"["):
+        try:
+            return map_from_json(data)
+        except ValueError as err:
+            raise ValueError(f"{shown}: {plain(err)}") from None
+    raise ValueError(
+        f"{shown} is neither a sweep's results file (SQLite, .sqlite) nor a map (JSON, .json)."
+    )
+
+
+def panel_label(panel: dict) -> str:
+    target = "square (the paper's synthetic problem)" if panel["target"] == "square" else None
+    return f"{target or panel['target']}, μ = {panel['mu']:g}"
+
+
+def nearest(values: list[float], wanted: float) -> float:
+    """The value of an axis closest to ``wanted`` (the first on a tie)."""
+    return min(values, key=lambda v: abs(v - wanted))
+
+
+def point_at(panel: dict, lam: float, sigma: float) -> dict | None:
+    return next((p for p in panel["points"] if p["lam"] == lam and p["sigma"] == sigma), None)
+
+
+def picked_point(points) -> tuple[float, float] | None:
+    """The (lambda, sigma) of the cell a click chose, from Plotly's selected points: a cell
+    centre carries them as ``customdata`` (a list, or a mapping by position as the browser may
+    send it); None when no point says."""
+    for point in points or []:
+        if not isinstance(point, dict):
+            continue
+        data = point.get("customdata")
+        if isinstance(data, dict):
+            data = [data.get(i, data.get(str(i))) for i in range(2)]
+        try:
+            if isinstance(data, (list, tuple)) and len(data) >= 2:
+                lam, sigma = float(data[0]), float(data[1])
+                if math.isfinite(lam) and math.isfinite(sigma):
+                    return lam, sigma
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+# ----------------------------------------------------------------------------- figures
+def _margin_text(point: dict) -> str:
+    if point.get("winner") is None:
+        return "—"
+    mark = "=" if len(point.get("tied") or []) > 1 else ""
+    margin = point.get("margin")
+    shown = f"+{margin:.0%}" if margin is not None and math.isfinite(margin) else ""
+    return f"{mark}{sampler_label(point['winner'])}<br>{shown}"
+
+
+def map_figure(panel: dict, samplers: list[str], chosen: tuple[float, float] | None) -> go.Figure:
+    """One panel: lambda across, sigma up, each cell coloured by its winner, ties marked "=",
+    the margin written; nearly transparent markers at the cell centres take the clicks."""
+    lams, sigmas = panel["lam"], panel["sigma"]
+    index = {s: i for i, s in enumerate(samplers)}
+    z = np.full((len(sigmas), len(lams)), np.nan)
+    text = np.full((len(sigmas), len(lams)), "", dtype=object)
+    for point in panel["points"]:
+        r, c = sigmas.index(point["sigma"]), lams.index(point["lam"])
+        if point.get("winner") in index:
+            z[r, c] = index[point["winner"]]
+        text[r, c] = _margin_text(point)
+    n = max(1, len(samplers))
+    scale = []
+    for i, name in enumerate(samplers):  # one flat band of colour per sampler
+        scale += [[i / n, sampler_colour(name)], [(i + 1) / n, sampler_colour(name)]]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(len(lams))),
+            y=list(range(len(sigmas))),
+            text=text,
+            texttemplate="%{text}",
+            textfont={"size": 12, "color": "white"},
+            colorscale=scale or [[0, "#888"], [1, "#888"]],
+            zmin=-0.5,
+            zmax=n - 0.5,
+            showscale=False,
+            hoverinfo="skip",
+            xgap=2,
+            ygap=2,
+        )
+    )
+    rr, cc = np.meshgrid(np.arange(len(sigmas)), np.arange(len(lams)), indexing="ij")
+    fig.add_trace(
+        go.Scatter(
+            x=cc.ravel(),
+            y=rr.ravel(),
+            mode="markers",
+            marker={"symbol": "square", "size": 28, "color": "#ffffff", "opacity": 0.01},
+            customdata=np.stack([np.asarray(lams)[cc.ravel()], np.asarray(sigmas)[rr.ravel()]], 1),
+            hovertemplate="λ = %{customdata[0]:g}, σ = %{customdata[1]:g}<extra></extra>",
+            name="cells",
+            showlegend=False,
+        )
+    )
+    for name in samplers:  # the legend: one entry per sampler's colour
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"symbol": "square", "size": 12, "color": sampler_colour(name)},
+                name=sampler_label(name),
+            )
+        )
+    if chosen is not None and chosen[0] in lams and chosen[1] in sigmas:
+        c, r = lams.index(chosen[0]), sigmas.index(chosen[1])
+        fig.add_shape(
+            type="rect",
+            x0=c - 0.5,
+            x1=c + 0.5,
+            y0=r - 0.5,
+            y1=r + 0.5,
+            line={"color": "#111111", "width": 3},
+        )
+    fig.update_layout(
+        title=panel_label(panel),
+        height=max(300, 70 * len(sigmas) + 150),
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        legend={"orientation": "h", "y": -0.18, "yanchor": "top", "x": 0},
+        dragmode=False,
+        clickmode="event+select",
+    )
+    fig.update_xaxes(
+        title="λ (coupling)",
+        tickvals=list(range(len(lams))),
+        ticktext=[f"{v:g}" for v in lams],
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+    )
+    fig.update_yaxes(
+        title="σ (noise)",
+        tickvals=list(range(len(sigmas))),
+        ticktext=[f"{v:g}" for v in sigmas],
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+    )
+    return fig
+
+
+def ranking_figure(point: dict, samplers: list[str]) -> go.Figure:
+    """ESS per 1,000 target evaluations per sampler at one point, with +-2 standard errors."""
+    names = [s for s in samplers if s in point["means"]]
+    means = [point["means"][s] for s in names]
+    errors = [2 * point["stderrs"].get(s, math.nan) for s in names]
+    fig = go.Figure(
+        go.Bar(
+            x=[sampler_label(s) for s in names],
+            y=[m if math.isfinite(m) else None for m in means],
+            error_y={
+                "type": "data",
+                "array": [e if math.isfinite(e) else 0.0 for e in errors],
+                "visible": True,
+            },
+            marker={
+                "color": [sampler_colour(s) for s in names],
+                "line": {
+                    "color": ["#111111" if s in (point.get("tied") or []) else "rgba(0,0,0,0)"
+                              for s in names],
+                    "width": 2,
+                },
+            },
+            hovertemplate="%{x}: %{y:.4g}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        title=f"λ = {point['lam']:g}, σ = {point['sigma']:g}",
+        yaxis_title="ESS per 1,000 evaluations",
+        height=360,
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+        showlegend=False,
+    )
+    return fig
+
+
+# ----------------------------------------------------------------------------- open live
+def live_config(
+    document: dict, panel: dict, point: dict, samples: tuple[str, ...], base: cfgmod.Config
+) -> tuple[cfgmod.Config | None, list[str]]:
+    """The dashboard configuration closest to a map point, and sentences saying where it is not
+    the sweep's (a value clamped to the dashboard's bounds, a sample this install lacks).
+
+    ``square``: the paper source (its square geometry, alpha = mu truth + U(-sigma, sigma) per
+    chain) at that lambda, mu, sigma. A sample: the sample at its threshold data model with the
+    object bright, the sweep's own posterior (alpha = mu y / sigma^2, y = 2 I - 1). Size, chains,
+    burn-in and mixing steps from the map's protocol; the map's samplers; device and speed kept.
+    """
+    protocol = document["protocol"]
+    target = panel["target"]
+    values: dict = {
+        "lam": point["lam"],
+        "mu": panel["mu"],
+        "sigma": point["sigma"],
+        "size": protocol["size"],
+        "chains": protocol["chains"],
+        "burn_in": protocol["burn_in"],
+        "steps": protocol["steps"],
+        "samplers": ",".join(document["samplers"]),
+        "seed": (document.get("seeds") or [0])[0],
+        "device": base.device,
+        "speed": base.speed,
+        "thin": 1,
+    }
+    if target == "square":
+        values.update(source="paper", case=3, boundary="periodic", shared_alpha="0")
+    elif target in samples:
+        values.update(
+            source="sample",
+            sample=target,
+            model="threshold",
+            polarity="bright",
+            boundary="free",
+            noise=0.0,
+            until_settled="0",  # the sweep ran its steps whatever the marginal did
+        )
+    else:
+        return None, [
+            f"The map's target {quote(target)} is not a sample of this install; it cannot be "
+            "opened here."
+        ]
+    cfg, problems = cfgmod.validate(values, samples)
+    cfg, capped = cfgmod.cap_workload(cfg)
+    notes = [f"Not the sweep's exactly: {p}" for p in problems + capped]
+    return cfg, notes
+
+
+def _open_live(cfg: cfgmod.Config, notes: list[str]) -> None:
+    """The button's callback: the sidebar's keys take ``cfg`` before the sidebar is drawn, and
+    the Chains tab opens."""
+    state = st.session_state
+    for f in fields(cfgmod.Config):
+        value = getattr(cfg, f.name)
+        state[f.name] = list(value) if f.name == "samplers" else value
+    state.pop("_size_note", None)
+    state[view_links.VIEW] = "Chains"
+    # written by the callback, these show at the top of the page run it starts
+    st.toast("The sweep's point is open in the live views: press Run.")
+    for note in notes:
+        st.info(note)
+
+
+# ----------------------------------------------------------------------------- in the app
+def _shown_map() -> tuple[dict | None, str]:
+    """The map to draw and what it is called; an upload that cannot be read says why and the
+    shipped map stays."""
+    state = st.session_state
+    file = st.file_uploader(
+        "Open a sweep's results (.sqlite) or a map (.json)",
+        type=["sqlite", "db", "json"],
+        key=UPLOAD_KEY,
+        help="A results file that python -m lsbcore.sweep wrote (--out), or the map it derived. "
+        f"Up to {MAX_UPLOAD_BYTES // 1_000_000} MB. Without one, the map shipped with "
+        "LSB Explorer is shown.",
+    )
+    if file is not None:
+        held = state.get(LOADED)
+        if held is None or held[0] != file.file_id:
+            try:
+                document, error = load_upload(file.name, file.getvalue()), None
+            except ValueError as err:
+                document, error = None, str(err)
+            except Exception:  # an unreadable file must never take the page down
+                log.exception("which g where: upload %r failed", file.name)
+                document, error = None, f"{quote(file.name)} could not be read as a map."
+            held = state[LOADED] = (file.file_id, file.name, document, error)
+        if held[2] is not None:
+            return held[2], quote(held[1])
+        st.error(f"{held[3]} Showing the shipped map.")
+    try:
+        return shipped_map(), "the shipped map"
+    except ValueError as err:
+        st.error(f"The shipped map cannot be read: {err}")
+        return None, ""
+
+
+def _on_pick() -> None:
+    """A click on the map: the cell under it becomes the chosen point."""
+    try:
+        event = st.session_state.get(PICK_KEY) or {}
+        picked = picked_point((event.get("selection") or {}).get("points"))
+    except Exception:  # a click must never take the page down
+        log.exception("which g where: unreadable selection")
+        return
+    if picked is not None:
+        st.session_state[LAM_KEY], st.session_state[SIGMA_KEY] = picked
+
+
+def _snap(key: str, values: list[float]) -> None:
+    state = st.session_state
+    try:
+        wanted = float(state.get(key, values[0]))
+    except (TypeError, ValueError):
+        wanted = values[0]
+    state[key] = nearest(values, wanted if math.isfinite(wanted) else values[0])
+
+
+def render(run) -> None:
+    """The Which g where tab (drawn once per page run, outside the live fragment)."""
+    from app import sources
+
+    state = st.session_state
+    st.caption(INTRO)
+    document, name = _shown_map()
+    if document is None:
+        return
+    protocol = document["protocol"]
+    seeds = document["seeds"]
+    st.caption(
+        f"Showing {name}: {counted(len(document['panels']), 'panel')}, samplers "
+        f"{', '.join(sampler_label(s) for s in document['samplers'])}; protocol "
+        f"{protocol['size']} sites a side (longer side in pixels for a photo), "
+        f"{protocol['chains']} chains, burn-in {protocol['burn_in']:,}, "
+        f"{protocol['steps']:,} mixing steps, ESS lags up to {protocol['max_lag']:,}; "
+        f"{counted(len(seeds), 'seed')} ({', '.join(map(str, seeds[:10]))}"
+        f"{', …' if len(seeds) > 10 else ''})."
+    )
+    for note in document.get("notes") or []:
+        st.caption(f"Note: {note}")
+    view_links.restore(state, KEYS)
+    panels = document["panels"]
+    options = list(range(1, len(panels) + 1))
+    if state.get(PANEL_KEY) not in options:
+        state[PANEL_KEY] = min(max(int(state.get(PANEL_KEY) or 1), 1), len(panels))
+    panel = panels[state[PANEL_KEY] - 1]
+    _snap(LAM_KEY, panel["lam"])
+    _snap(SIGMA_KEY, panel["sigma"])
+    view_links.remember(state, KEYS)
+    view_links.publish(st.query_params, state)
+    with st.container(horizontal=True, gap="medium"):
+        if len(panels) > 1:
+            st.selectbox(
+                "Panel (target, μ)",
+                options,
+                key=PANEL_KEY,
+                format_func=lambda i: panel_label(panels[i - 1]),
+                width=320,
+            )
+        st.selectbox("λ", panel["lam"], key=LAM_KEY, format_func=lambda v: f"{v:g}", width=120)
+        st.selectbox("σ", panel["sigma"], key=SIGMA_KEY, format_func=lambda v: f"{v:g}", width=120)
+    lam, sigma = float(state[LAM_KEY]), float(state[SIGMA_KEY])
+    samplers = list(document["samplers"])
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.plotly_chart(
+            map_figure(panel, samplers, (lam, sigma)),
+            key=PICK_KEY,
+            on_select=_on_pick,
+            selection_mode="points",
+            config={"displayModeBar": False},
+        )
+        st.caption("Click a cell, or choose its λ and σ above.")
+    point = point_at(panel, lam, sigma)
+    with right, st.container(key="wg_point"):
+        if point is None:
+            st.info(f"The sweep has no finished cell at λ = {lam:g}, σ = {sigma:g}.")
+            return
+        _draw_point(document, panel, point, samplers, sources.sample_names())
+
+
+def _draw_point(document, panel, point, samplers, samples) -> None:
+    winner = point.get("winner")
+    tied = [s for s in point.get("tied") or [] if s != winner]
+    if winner is None:
+        st.markdown(f"**λ = {point['lam']:g}, σ = {point['sigma']:g}**: no winner (no ESS).")
+    else:
+        margin = point.get("margin")
+        st.markdown(
+            f"**λ = {point['lam']:g}, σ = {point['sigma']:g}**: winner "
+            f"**{sampler_label(winner)}**"
+            + (f", {number_text(margin * 100, 3)}% above the runner-up" if margin is not None
+               and math.isfinite(margin) else "")
+            + (f"; tied with {', '.join(sampler_label(s) for s in tied)}" if tied else "")
+            + "."
+        )  # fmt: skip
+    st.plotly_chart(ranking_figure(point, samplers), config={"displayModeBar": False})
+    seeds = sorted(set((point.get("n_seeds") or {}).values()))
+    st.caption(
+        "Bars: mean over seeds; whiskers: ± 2 standard errors; outlined: within the tie rule of "
+        f"the winner. Seeds per sampler: {', '.join(map(str, seeds)) or '—'}."
+    )
+    for note in point.get("notes") or []:
+        st.caption(f"Note: {note}")
+    run = st.session_state.get("_run")
+    base = run.config if run is not None else cfgmod.Config()
+    cfg, notes = live_config(document, panel, point, samples, base)
+    if cfg is None:
+        st.info(notes[0])
+        return
+    if panel["target"] != "square":
+        notes = [
+            "Opens the sample at the threshold data model, object bright: the sweep's "
+            "posterior (α = μ y / σ², y = 2I − 1).",
+            *notes,
+        ]
+    st.button(
+        "Open in the live views",
+        key=OPEN_KEY,
+        type="primary",
+        on_click=_open_live,
+        args=(cfg, notes),
+        help="Sets the sidebar to this point (its target, λ, μ, σ, the map's samplers and "
+        "protocol) and opens the Chains tab; press Run there.",
+    )
+    for note in notes:
+        st.caption(note)
+
+
+def render_live(run) -> None:
+    """Nothing of this tab follows the run."""
