@@ -36,8 +36,8 @@ __all__ = [
     "point_label",
 ]
 
-#: A point whose winner the seeds cannot single out is drawn in this neutral grey.
-TIE_COLOUR = "#BDBDBD"
+#: The legend's swatch for a tie (a tied point is drawn in a lighter shade of its leader).
+TIE_COLOUR = "#D9D9D9"
 EMPTY_COLOUR = "#FFFFFF"
 _CELL_PX = 56  # height of one sigma row in the heat map
 
@@ -63,7 +63,7 @@ def point_label(point: dict) -> str:
     if point.get("winner") is None:
         return "no ESS"
     if len(tied) > 1:
-        return f"tie ×{len(tied)}"
+        return f"≈ tie ×{len(tied)}"
     return _percent(point.get("margin"))
 
 
@@ -76,8 +76,11 @@ def point_hover(point: dict) -> str:
     if winner is None:
         lines.append("no sampler gave a finite ESS")
     elif len(tied) > 1:
-        names = ", ".join(figures.sampler_label(s) for s in tied)
-        lines.append(f"<b>tie</b> within {TIE_Z:g} paired standard errors: {names}")
+        others = ", ".join(html.escape(figures.sampler_label(s)) for s in tied[1:])
+        leader = html.escape(figures.sampler_label(winner))
+        lines.append(
+            f"<b>tie</b> led by {leader}; within {TIE_Z:g} paired standard errors: {others}"
+        )
     else:
         lines.append(f"<b>winner {html.escape(figures.sampler_label(winner))}</b>")
     if winner is not None:
@@ -96,25 +99,33 @@ def point_hover(point: dict) -> str:
     return "<br>".join(lines)
 
 
-def _categories(samplers: list[str]) -> tuple[list[str], list[str]]:
-    """The heat map's categories (every sampler, then "tie") and their colours."""
-    names = [figures.sampler_label(s) for s in samplers] + ["tie"]
-    colours = [figures.sampler_colour(s) for s in samplers] + [TIE_COLOUR]
-    return names, colours
+def _tint(hex_colour: str, amount: float = 0.6) -> str:
+    """``hex_colour`` mixed with white (``amount`` of white): a tied point's lighter shade."""
+    h = hex_colour.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    r, g, b = (round(c + (255 - c) * amount) for c in (r, g, b))
+    return f"#{r:02X}{g:02X}{b:02X}"
+
+
+def _categories(samplers: list[str]) -> list[str]:
+    """The heat map's colours: each sampler's own (a clear winner), then each sampler's
+    lighter shade (a tie that sampler leads)."""
+    solid = [figures.sampler_colour(s) for s in samplers]
+    return solid + [_tint(c) for c in solid]
 
 
 def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go.Figure:
     """One panel of the map (one target and mu): lambda across, sigma up, each cell coloured
-    by its winner (grey where the winner is tied within the seed spread), its margin written
-    in the cell, the ranking in the hover text.
+    by its winner, in a lighter shade and marked "≈ tie" where the seeds cannot tell the
+    winner from another sampler; the winner's margin written in the cell, the ranking in the
+    hover text.
 
     ``panel`` and ``samplers`` are a map document's (``which_g_where.build_map`` or
     ``read_map``). Each cell's ``customdata`` is ``[lam, sigma]``, so a click handler can
     open that point. Points missing from the panel are left white.
     """
     lam, sigma = list(panel["lam"]), list(panel["sigma"])
-    names, colours = _categories(samplers)
-    tie_index = len(samplers)
+    colours = _categories(samplers)
     z = [[None] * len(lam) for _ in sigma]
     text = [[""] * len(lam) for _ in sigma]
     hover = [["no result at this point"] * len(lam) for _ in sigma]
@@ -127,7 +138,8 @@ def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go
         winner = point.get("winner")
         if winner is not None:
             tied = point.get("tied") or []
-            z[i][j] = tie_index if len(tied) > 1 else samplers.index(winner)
+            tie = len(samplers) if len(tied) > 1 else 0
+            z[i][j] = tie + samplers.index(winner)
         text[i][j] = point_label(point)
         hover[i][j] = point_hover(point)
     n = len(colours)
@@ -154,7 +166,9 @@ def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go
             name="winner",
         )
     )
-    for name, colour in zip(names, colours, strict=True):  # the legend: one swatch per category
+    legend = [(figures.sampler_label(s), figures.sampler_colour(s)) for s in samplers]
+    legend.append(("≈ tie: lighter shade of the leader", TIE_COLOUR))
+    for name, colour in legend:  # one swatch per sampler; the heat map itself has no legend
         fig.add_trace(
             go.Scatter(
                 x=[None],
@@ -168,11 +182,12 @@ def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go
         )
     if title is None:
         title = f"{panel['target']}, μ = {panel['mu']:g}: which g mixes best per evaluation"
+    top = 60 if title else 20
     fig.update_layout(
         template="plotly_white",
         title={"text": title, "x": 0.01, "xanchor": "left"},
-        height=max(300, 170 + _CELL_PX * len(sigma)),
-        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        height=max(260, top + 110 + _CELL_PX * len(sigma)),
+        margin={"l": 60, "r": 20, "t": top, "b": 50},
         legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0, "xanchor": "left"},
         font={"size": 13},
         plot_bgcolor=EMPTY_COLOUR,
@@ -254,14 +269,14 @@ def map_html(doc: dict, source: str) -> str:
     from lsbcore.experiment.report import _DRAW_FIGURES  # the report's figure loader
 
     samplers = doc["samplers"]
-    names, colours = _categories(samplers)
     swatches = "".join(
-        f'<span class="swatch" style="background:{c}"></span>{html.escape(n)}'
-        for n, c in zip(names, colours, strict=True)
+        f'<span class="swatch" style="background:{figures.sampler_colour(s)}"></span>'
+        f"{html.escape(figures.sampler_label(s))} ({html.escape(s)})"
+        for s in samplers
     )
     parts = []
     for i, panel in enumerate(doc["panels"]):
-        fig = map_figure(panel, samplers)
+        fig = map_figure(panel, samplers, title="")  # the heading above says which panel
         height = int(fig.layout.height)
         heading = f"{panel['target']}, μ = {panel['mu']:g}"
         parts.append(
@@ -288,8 +303,8 @@ def map_html(doc: dict, source: str) -> str:
 unpack the report's plotly.js (it needs DecompressionStream: Chrome 80, Firefox 113, Safari 16.4
 or later).</p>
 <p class="note">{html.escape(protocol_text(doc))} The number in a cell is the winner's margin
-over the runner-up (+25%: it mixes 25% more per evaluation); a grey cell is a tie; hover for
-every sampler's ranking.</p>
+over the runner-up (+25%: it mixes 25% more per evaluation); a lighter cell marked "≈ tie" is
+a tie its colour's sampler leads; hover for every sampler's ranking.</p>
 {notes}
 <p>{swatches}</p>
 {"".join(parts)}
