@@ -117,7 +117,7 @@ def test_the_grid_checks_targets_samplers_and_seeds():
         assert name in str(err.value)
 
 
-def test_a_grid_over_max_cells_is_refused_before_any_cell_is_made(monkeypatch):
+def test_a_grid_over_max_cells_is_refused():
     lam = tuple(i / 10 for i in range(1000))
     sigma = tuple(1 + i / 100 for i in range(1000))  # 1000 x 1000 x 1 sampler = 1e6 cells
     assert SweepGrid(lam=lam, sigma=sigma, samplers=("barker",)).n_cells == MAX_CELLS

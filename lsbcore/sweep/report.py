@@ -43,9 +43,12 @@ _CELL_PX = 56  # height of one sigma row in the heat map
 
 
 def _g(value) -> str:
-    """A number for a label: ``n/a`` when missing or not finite."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    """A number for a label: ``n/a`` when missing, ``∞`` for infinity (a lead with no spread
+    over seeds has an infinite z)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "-∞"
     return f"{value:.3g}"
 
 
