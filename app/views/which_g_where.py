@@ -20,22 +20,24 @@ import tempfile
 from dataclasses import fields
 from pathlib import Path
 
-import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
 from app import config as cfgmod
-from app import view_links
+from app import presentation, view_links
 from app.text import counted, plain, quote
 from lsbcore.figures import sampler_colour, sampler_label
 from lsbcore.number_text import number_text
 from lsbcore.sweep import StoreError, build_map, map_from_json, read_map, read_results, write_map
 from lsbcore.sweep.grid import ASSETS
+from lsbcore.sweep.report import map_figure, point_hover
 
 log = logging.getLogger(__name__)
 
 SHIPPED = ASSETS / "which_g_where.json"
-MAX_UPLOAD_BYTES = 200_000_000  # a results file of a sweep of about 600,000 cells
+# Streamlit's own upload limit (.streamlit/config.toml, maxUploadSize): a results file of about
+# 60,000 cells, or any map; a larger sweep is opened through its map (lsbcore.sweep.report --json)
+MAX_UPLOAD_BYTES = 20_000_000
 SQLITE_HEADER = b"SQLite format 3\x00"
 PANEL_KEY, LAM_KEY, SIGMA_KEY = "wg_panel", "wg_lam", "wg_sigma"
 KEYS = (PANEL_KEY, LAM_KEY, SIGMA_KEY)
@@ -47,8 +49,9 @@ INTRO = (
     "No single balancing function is best: which g mixes best per target evaluation depends on "
     "the coupling λ, the noise σ and the target. Each cell is one point of a sweep "
     "(`python -m lsbcore.sweep`), coloured by the winner (highest ESS per 1,000 target "
-    "evaluations, mean over seeds); “=” marks a tie within two standard errors of the paired "
-    "seed differences, the number is the winner's margin over the runner-up."
+    "evaluations, mean over seeds) with its margin over the runner-up; “≈ tie” where the seeds "
+    "cannot single one out (paired differences within two standard errors), in a lighter shade "
+    "of the leader."
 )
 
 
@@ -73,8 +76,8 @@ def load_upload(name: str, data: bytes) -> dict:
     shown = quote(name)
     if len(data) > MAX_UPLOAD_BYTES:
         raise ValueError(
-            f"{shown} is over {MAX_UPLOAD_BYTES // 1_000_000} MB; open a smaller results file "
-            "or its map (python -m lsbcore.sweep writes one)."
+            f"{shown} is over {MAX_UPLOAD_BYTES // 1_000_000} MB; open its map instead "
+            "(python -m lsbcore.sweep.report RESULTS --json map.json writes one)."
         )
     if not data:
         raise ValueError(f"{shown} is empty.")
@@ -139,73 +142,29 @@ def picked_point(points) -> tuple[float, float] | None:
 
 
 # ----------------------------------------------------------------------------- figures
-def _margin_text(point: dict) -> str:
-    if point.get("winner") is None:
-        return "—"
-    mark = "=" if len(point.get("tied") or []) > 1 else ""
-    margin = point.get("margin")
-    shown = f"+{margin:.0%}" if margin is not None and math.isfinite(margin) else ""
-    return f"{mark}{sampler_label(point['winner'])}<br>{shown}"
-
-
-def map_figure(panel: dict, samplers: list[str], chosen: tuple[float, float] | None) -> go.Figure:
-    """One panel: lambda across, sigma up, each cell coloured by its winner, ties marked "=",
-    the margin written; nearly transparent markers at the cell centres take the clicks."""
+def clickable_map(panel: dict, samplers: list[str], chosen: tuple[float, float] | None):
+    """The report's heat map of one panel (``lsbcore.sweep.report.map_figure``), made to take
+    clicks: heat maps report clicks poorly, so nearly transparent markers at the cell centres
+    carry each cell's ``[lam, sigma]``; the chosen cell is framed."""
     lams, sigmas = panel["lam"], panel["sigma"]
-    index = {s: i for i, s in enumerate(samplers)}
-    z = np.full((len(sigmas), len(lams)), np.nan)
-    text = np.full((len(sigmas), len(lams)), "", dtype=object)
-    for point in panel["points"]:
-        r, c = sigmas.index(point["sigma"]), lams.index(point["lam"])
-        if point.get("winner") in index:
-            z[r, c] = index[point["winner"]]
-        text[r, c] = _margin_text(point)
-    n = max(1, len(samplers))
-    scale = []
-    for i, name in enumerate(samplers):  # one flat band of colour per sampler
-        scale += [[i / n, sampler_colour(name)], [(i + 1) / n, sampler_colour(name)]]
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(range(len(lams))),
-            y=list(range(len(sigmas))),
-            text=text,
-            texttemplate="%{text}",
-            textfont={"size": 12, "color": "white"},
-            colorscale=scale or [[0, "#888"], [1, "#888"]],
-            zmin=-0.5,
-            zmax=n - 0.5,
-            showscale=False,
-            hoverinfo="skip",
-            xgap=2,
-            ygap=2,
-        )
-    )
-    rr, cc = np.meshgrid(np.arange(len(sigmas)), np.arange(len(lams)), indexing="ij")
+    fig = map_figure(panel, samplers, title=panel_label(panel))
+    hover = {(p["lam"], p["sigma"]): point_hover(p) for p in panel["points"]}
+    cells = [(lam, sigma) for sigma in sigmas for lam in lams]
     fig.add_trace(
         go.Scatter(
-            x=cc.ravel(),
-            y=rr.ravel(),
+            x=[f"{lam:g}" for lam, _ in cells],
+            y=[f"{sigma:g}" for _, sigma in cells],
             mode="markers",
-            marker={"symbol": "square", "size": 28, "color": "#ffffff", "opacity": 0.01},
-            customdata=np.stack([np.asarray(lams)[cc.ravel()], np.asarray(sigmas)[rr.ravel()]], 1),
-            hovertemplate="λ = %{customdata[0]:g}, σ = %{customdata[1]:g}<extra></extra>",
+            marker={"symbol": "square", "size": 30, "color": "#ffffff", "opacity": 0.01},
+            customdata=[[lam, sigma] for lam, sigma in cells],
+            hovertext=[hover.get(c, "no result at this point") for c in cells],
+            hovertemplate="%{hovertext}<extra></extra>",
             name="cells",
             showlegend=False,
         )
     )
-    for name in samplers:  # the legend: one entry per sampler's colour
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                marker={"symbol": "square", "size": 12, "color": sampler_colour(name)},
-                name=sampler_label(name),
-            )
-        )
     if chosen is not None and chosen[0] in lams and chosen[1] in sigmas:
-        c, r = lams.index(chosen[0]), sigmas.index(chosen[1])
+        c, r = lams.index(chosen[0]), sigmas.index(chosen[1])  # category axes: index positions
         fig.add_shape(
             type="rect",
             x0=c - 0.5,
@@ -214,30 +173,9 @@ def map_figure(panel: dict, samplers: list[str], chosen: tuple[float, float] | N
             y1=r + 0.5,
             line={"color": "#111111", "width": 3},
         )
-    fig.update_layout(
-        title=panel_label(panel),
-        height=max(300, 70 * len(sigmas) + 150),
-        margin={"l": 60, "r": 20, "t": 50, "b": 50},
-        legend={"orientation": "h", "y": -0.18, "yanchor": "top", "x": 0},
-        dragmode=False,
-        clickmode="event+select",
-    )
-    fig.update_xaxes(
-        title="λ (coupling)",
-        tickvals=list(range(len(lams))),
-        ticktext=[f"{v:g}" for v in lams],
-        showgrid=False,
-        zeroline=False,
-        fixedrange=True,
-    )
-    fig.update_yaxes(
-        title="σ (noise)",
-        tickvals=list(range(len(sigmas))),
-        ticktext=[f"{v:g}" for v in sigmas],
-        showgrid=False,
-        zeroline=False,
-        fixedrange=True,
-    )
+    fig.update_layout(dragmode=False, clickmode="event+select")
+    fig.update_xaxes(fixedrange=True)
+    fig.update_yaxes(fixedrange=True)
     return fig
 
 
@@ -323,7 +261,7 @@ def live_config(
         ]
     cfg, problems = cfgmod.validate(values, samples)
     cfg, capped = cfgmod.cap_workload(cfg)
-    notes = [f"Not the sweep's exactly: {p}" for p in problems + capped]
+    notes = [f"Within the dashboard's bounds, not the sweep's: {p}" for p in problems + capped]
     return cfg, notes
 
 
@@ -347,14 +285,16 @@ def _shown_map() -> tuple[dict | None, str]:
     """The map to draw and what it is called; an upload that cannot be read says why and the
     shipped map stays."""
     state = st.session_state
-    file = st.file_uploader(
-        "Open a sweep's results (.sqlite) or a map (.json)",
-        type=["sqlite", "db", "json"],
-        key=UPLOAD_KEY,
-        help="A results file that python -m lsbcore.sweep wrote (--out), or the map it derived. "
-        f"Up to {MAX_UPLOAD_BYTES // 1_000_000} MB. Without one, the map shipped with "
-        "LSB Explorer is shown.",
-    )
+    with st.expander("Open your own sweep", expanded=state.get(UPLOAD_KEY) is not None):
+        file = st.file_uploader(
+            "A sweep's results (.sqlite) or its map (.json)",
+            type=["sqlite", "db", "json"],
+            key=UPLOAD_KEY,
+            help="A results file that python -m lsbcore.sweep wrote (--out), or the map that "
+            "python -m lsbcore.sweep.report derived from one (--json). Up to "
+            f"{MAX_UPLOAD_BYTES // 1_000_000} MB. Without one, the map shipped with LSB "
+            "Explorer is shown.",
+        )
     if file is not None:
         held = state.get(LOADED)
         if held is None or held[0] != file.file_id:
@@ -402,7 +342,8 @@ def render(run) -> None:
     from app import sources
 
     state = st.session_state
-    st.caption(INTRO)
+    if not presentation.is_on():  # a lecture has the view's one sentence instead
+        st.caption(INTRO)
     document, name = _shown_map()
     if document is None:
         return
@@ -418,7 +359,7 @@ def render(run) -> None:
         f"{', …' if len(seeds) > 10 else ''})."
     )
     for note in document.get("notes") or []:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {plain(note)}")
     view_links.restore(state, KEYS)
     panels = document["panels"]
     options = list(range(1, len(panels) + 1))
@@ -445,7 +386,7 @@ def render(run) -> None:
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.plotly_chart(
-            map_figure(panel, samplers, (lam, sigma)),
+            clickable_map(panel, samplers, (lam, sigma)),
             key=PICK_KEY,
             on_select=_on_pick,
             selection_mode="points",
@@ -463,18 +404,46 @@ def render(run) -> None:
 def _draw_point(document, panel, point, samplers, samples) -> None:
     winner = point.get("winner")
     tied = [s for s in point.get("tied") or [] if s != winner]
+    where = f"**λ = {point['lam']:g}, σ = {point['sigma']:g}**"
+    margin = point.get("margin")
+    above = (
+        f", {number_text(margin * 100, 3)}% above the runner-up"
+        if margin is not None and math.isfinite(margin)
+        else ""
+    )
     if winner is None:
-        st.markdown(f"**λ = {point['lam']:g}, σ = {point['sigma']:g}**: no winner (no ESS).")
-    else:
-        margin = point.get("margin")
+        st.markdown(f"{where}: no winner (no sampler gave a finite ESS).")
+    elif tied:
+        names = ", ".join(sampler_label(s) for s in tied)
         st.markdown(
-            f"**λ = {point['lam']:g}, σ = {point['sigma']:g}**: winner "
-            f"**{sampler_label(winner)}**"
-            + (f", {number_text(margin * 100, 3)}% above the runner-up" if margin is not None
-               and math.isfinite(margin) else "")
-            + (f"; tied with {', '.join(sampler_label(s) for s in tied)}" if tied else "")
-            + "."
-        )  # fmt: skip
+            f"{where}: winner **{sampler_label(winner)}**{above}, but tied with {names}: the "
+            "seeds cannot tell them apart."
+        )
+    else:
+        st.markdown(f"{where}: winner **{sampler_label(winner)}**{above}.")
+    run = st.session_state.get("_run")
+    base = run.config if run is not None else cfgmod.Config()
+    cfg, notes = live_config(document, panel, point, samples, base)
+    if cfg is None:
+        st.info(notes[0])
+    else:
+        if panel["target"] != "square":
+            notes = [
+                "Opens the sample at the threshold data model, object bright: the sweep's "
+                "posterior (α = μ y / σ², y = 2I − 1).",
+                *notes,
+            ]
+        st.button(
+            "Open in the live views",
+            key=OPEN_KEY,
+            type="primary",
+            on_click=_open_live,
+            args=(cfg, notes),
+            help="Sets the sidebar to this point (its target, λ, μ, σ, the map's samplers and "
+            "protocol) and opens the Chains tab; press Run there.",
+        )
+        for note in notes:
+            st.caption(note)
     st.plotly_chart(ranking_figure(point, samplers), config={"displayModeBar": False})
     seeds = sorted(set((point.get("n_seeds") or {}).values()))
     st.caption(
@@ -482,30 +451,7 @@ def _draw_point(document, panel, point, samplers, samples) -> None:
         f"the winner. Seeds per sampler: {', '.join(map(str, seeds)) or '—'}."
     )
     for note in point.get("notes") or []:
-        st.caption(f"Note: {note}")
-    run = st.session_state.get("_run")
-    base = run.config if run is not None else cfgmod.Config()
-    cfg, notes = live_config(document, panel, point, samples, base)
-    if cfg is None:
-        st.info(notes[0])
-        return
-    if panel["target"] != "square":
-        notes = [
-            "Opens the sample at the threshold data model, object bright: the sweep's "
-            "posterior (α = μ y / σ², y = 2I − 1).",
-            *notes,
-        ]
-    st.button(
-        "Open in the live views",
-        key=OPEN_KEY,
-        type="primary",
-        on_click=_open_live,
-        args=(cfg, notes),
-        help="Sets the sidebar to this point (its target, λ, μ, σ, the map's samplers and "
-        "protocol) and opens the Chains tab; press Run there.",
-    )
-    for note in notes:
-        st.caption(note)
+        st.caption(f"Note: {plain(note)}")
 
 
 def render_live(run) -> None:
