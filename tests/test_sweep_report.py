@@ -167,6 +167,18 @@ def test_the_html_is_self_contained_with_plotly_once_and_states_protocol_and_see
     assert "<h2>square, μ = 1</h2>" in page and "<h2>horse, μ = 1</h2>" in page
 
 
+def test_a_map_of_one_seed_says_its_winners_rest_on_one_seed(tmp_path, capsys):
+    store = tmp_path / "one.sqlite"
+    with ResultStore(store) as results:
+        for sampler, value in (("barker", 1.0), ("sqrt", 1.01)):
+            results.write(Cell("square", 0.0, 1.0, 1.0, sampler, 0, PROTOCOL),
+                          {"ess_per_kevals": value})  # fmt: skip
+    assert main([str(store)]) == 0
+    text = capsys.readouterr().out
+    assert "1 seed (0)" in text and "every winner rests on one seed" in text
+    assert "sqrt +1%" in text and "~" not in text.split("Cells:")[1].split("\n", 1)[1]
+
+
 def test_a_map_json_gives_the_same_report_as_its_results(report, capsys):
     folder, store = report
     json_path, from_results, from_json = folder / "m.json", folder / "a.html", folder / "b.html"

@@ -229,18 +229,19 @@ def protocol_text(doc: dict) -> str:
     """One sentence: the protocol, the seeds and the tie rule."""
     p = doc["protocol"]
     seeds = doc.get("seeds") or []
-    seed_text = (
-        f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
-        + (f" ({', '.join(map(str, seeds[:10]))}{', ...' if len(seeds) > 10 else ''})")
-        if seeds
-        else "no seeds"
-    )
+    if seeds:
+        shown = ", ".join(map(str, seeds[:10])) + (", ..." if len(seeds) > 10 else "")
+        seed_text = f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} ({shown})"
+    else:
+        seed_text = "no seeds"
     return (
         f"Protocol: size {p['size']}, {p['chains']} chains, burn-in {p['burn_in']:,}, "
         f"{p['steps']:,} mixing steps, ESS lag window {p['max_lag']:,}; {seed_text}. "
         "The winner has the highest mean ESS per 1,000 target evaluations; a sampler within "
         f"{TIE_Z:g} paired standard errors of it (seed by seed) is tied with it."
-    )
+        + (" With one seed no tie can be called: every winner rests on one seed." if
+           len(seeds) == 1 else "")
+    )  # fmt: skip
 
 
 def map_text(doc: dict) -> str:
@@ -359,12 +360,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(map_text(doc))
-    if args.json:
-        write_map(doc, Path(args.json))
-        print(f"\nmap written to {args.json}")
-    if args.html:
-        write_text(args.html, map_html(doc, Path(args.results).name))
-        print(f"report written to {args.html}")
+    try:
+        if args.json:
+            write_map(doc, Path(args.json))
+            print(f"\nmap written to {args.json}")
+        if args.html:
+            write_text(args.html, map_html(doc, Path(args.results).name))
+            print(f"report written to {args.html}")
+    except OSError as err:
+        print(f"error: cannot write the map: {err.strerror or err}.", file=sys.stderr)
+        return 2
     return 0
 
 
