@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import sqlite3
+import tempfile
 
 import pytest
 import torch
@@ -96,7 +98,7 @@ def test_the_tab_draws_the_shipped_map_on_the_ising_page():
     assert at.button(key="wg_open").label == "Open in the live views"
 
 
-@pytest.mark.parametrize("panel_index", [0, 1])
+@pytest.mark.parametrize("panel_index", range(len(SHIPPED["panels"])))
 def test_a_chosen_point_shows_the_map_documents_winner_and_means(panel_index):
     panel = SHIPPED["panels"][panel_index]
     point = panel["points"][-1]  # the largest lambda and sigma
@@ -182,6 +184,16 @@ def test_a_results_file_without_finished_cells_says_so(tmp_path):
     assert "Showing the shipped map" in texts(at.caption)
 
 
+def test_an_sqlite_file_that_is_not_a_sweeps_results_says_so(tmp_path):
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    with pytest.raises(ValueError, match="is not a sweep") as err:
+        wg.load_upload("other.sqlite", path.read_bytes())
+    message = str(err.value)  # the user's file name, not the server's temporary copy
+    assert message.startswith("“other") and tempfile.gettempdir() not in message
+
+
 def test_an_oversized_upload_is_refused_before_it_is_read(monkeypatch):
     monkeypatch.setattr(wg, "MAX_UPLOAD_BYTES", 100)
     with pytest.raises(ValueError, match="is over"):
@@ -206,9 +218,10 @@ def test_open_in_the_live_views_sets_the_run_to_the_point_twice():
     assert cfg.size == max(SHIPPED["protocol"]["size"], cfgmod.BOUNDS["size"][1])
     assert at.session_state["view"] == "Chains"
     assert at.query_params["lam"] == repr(lam) and at.query_params["source"] == "paper"
-    assert "working resolution" in texts(at.info)  # the map's 12 sites clamped to 16, said
-    # second: back to the tab, the other panel (a sample photo) at other values
-    other = 1 - square
+    clamped = SHIPPED["protocol"]["size"] < cfgmod.BOUNDS["size"][1]
+    assert ("working resolution" in texts(at.info)) == clamped  # a clamped size is said
+    # second: back to the tab, a sample photo's panel at other values
+    other = next(i for i, p in enumerate(SHIPPED["panels"]) if p["target"] != "square")
     panel = SHIPPED["panels"][other]
     lam, sigma = panel["lam"][-1], panel["sigma"][0]
     at.session_state["view"] = TAB
