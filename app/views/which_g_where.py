@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import config as cfgmod
-from app import presentation, view_links
+from app import presentation, sources, view_links
 from app.text import counted, plain, quote
 from lsbcore.figures import sampler_colour, sampler_label
 from lsbcore.number_text import number_text
@@ -312,7 +312,7 @@ def _shown_map() -> tuple[dict | None, str]:
     try:
         return shipped_map(), "the shipped map"
     except ValueError as err:
-        st.error(f"The shipped map cannot be read: {err}")
+        st.error(f"The shipped map cannot be read: {plain(err)}")
         return None, ""
 
 
@@ -339,8 +339,6 @@ def _snap(key: str, values: list[float]) -> None:
 
 def render(run) -> None:
     """The Which g where tab (drawn once per page run, outside the live fragment)."""
-    from app import sources
-
     state = st.session_state
     if not presentation.is_on():  # a lecture has the view's one sentence instead
         st.caption(INTRO)
@@ -398,10 +396,12 @@ def render(run) -> None:
         if point is None:
             st.info(f"The sweep has no finished cell at λ = {lam:g}, σ = {sigma:g}.")
             return
-        _draw_point(document, panel, point, samplers, sources.sample_names())
+        _draw_point(document, panel, point, sources.sample_names(), run.config)
 
 
-def _draw_point(document, panel, point, samplers, samples) -> None:
+def _draw_point(document, panel, point, samples, base: cfgmod.Config) -> None:
+    """The chosen point: its winner in a sentence, the Open button, the ranking figure."""
+    samplers = list(document["samplers"])
     winner = point.get("winner")
     tied = [s for s in point.get("tied") or [] if s != winner]
     where = f"**λ = {point['lam']:g}, σ = {point['sigma']:g}**"
@@ -421,8 +421,6 @@ def _draw_point(document, panel, point, samplers, samples) -> None:
         )
     else:
         st.markdown(f"{where}: winner **{sampler_label(winner)}**{above}.")
-    run = st.session_state.get("_run")
-    base = run.config if run is not None else cfgmod.Config()
     cfg, notes = live_config(document, panel, point, samples, base)
     if cfg is None:
         st.info(notes[0])
