@@ -40,6 +40,8 @@ __all__ = [
 TIE_COLOUR = "#D9D9D9"
 EMPTY_COLOUR = "#FFFFFF"
 _CELL_PX = 56  # height of one sigma row in the heat map
+_COMPACT_PX = 24  # ... in a map of many cells
+_COMPACT = (12, 20)  # a map over more lambda (columns) or sigma (rows) values than these
 
 
 def _g(value) -> str:
@@ -60,13 +62,14 @@ def _percent(margin) -> str:
     return f"+{100 * margin:.0f}%"
 
 
-def point_label(point: dict) -> str:
-    """What a map cell shows: the winner's margin (``+12%``), or ``tie`` and how many."""
+def point_label(point: dict, compact: bool = False) -> str:
+    """What a map cell shows: the winner's margin (``+12%``), or ``≈ tie`` and how many
+    (``≈`` alone in a ``compact`` map, whose cells are small)."""
     tied = point.get("tied") or []
     if point.get("winner") is None:
-        return "no ESS"
+        return "" if compact else "no ESS"
     if len(tied) > 1:
-        return f"≈ tie ×{len(tied)}"
+        return "≈" if compact else f"≈ tie ×{len(tied)}"
     return _percent(point.get("margin"))
 
 
@@ -129,6 +132,7 @@ def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go
     """
     lam, sigma = list(panel["lam"]), list(panel["sigma"])
     colours = _categories(samplers)
+    compact = len(lam) > _COMPACT[0] or len(sigma) > _COMPACT[1]
     z = [[None] * len(lam) for _ in sigma]
     text = [[""] * len(lam) for _ in sigma]
     hover = [["no result at this point"] * len(lam) for _ in sigma]
@@ -143,7 +147,7 @@ def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go
             tied = point.get("tied") or []
             tie = len(samplers) if len(tied) > 1 else 0
             z[i][j] = tie + samplers.index(winner)
-        text[i][j] = point_label(point)
+        text[i][j] = point_label(point, compact)
         hover[i][j] = point_hover(point)
     n = len(colours)
     scale = []
@@ -160,7 +164,7 @@ def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go
             showscale=False,
             text=text,
             texttemplate="%{text}",
-            textfont={"size": 12},
+            textfont={"size": 9 if compact else 12},
             hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>",
             customdata=custom,
@@ -189,9 +193,17 @@ def map_figure(panel: dict, samplers: list[str], title: str | None = None) -> go
     fig.update_layout(
         template="plotly_white",
         title={"text": title, "x": 0.01, "xanchor": "left"},
-        height=max(260, top + 110 + _CELL_PX * len(sigma)),
-        margin={"l": 60, "r": 20, "t": top, "b": 50},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0, "xanchor": "left"},
+        height=max(280, top + 140 + (_COMPACT_PX if compact else _CELL_PX) * len(sigma)),
+        margin={"l": 60, "r": 20, "t": top, "b": 95},
+        # at the figure's foot whatever its height (below the lambda axis's title)
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "yanchor": "bottom",
+            "y": 0.0,
+            "x": 0,
+            "xanchor": "left",
+        },  # fmt: skip
         font={"size": 13},
         plot_bgcolor=EMPTY_COLOUR,
     )
@@ -288,7 +300,8 @@ def map_html(doc: dict, source: str) -> str:
             f'<div class="figure" id="map-{i}" style="height:{height}px"></div>'
             f'<script type="application/json" data-figure="map-{i}">'
             f"{figures.figure_json(fig)}</script>"
-            f"<pre>{html.escape(panel_text(panel))}</pre>"
+            f"<details><summary>The map as text</summary>"
+            f"<pre>{html.escape(panel_text(panel))}</pre></details>"
         )
     notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in doc.get("notes") or [])
     title = f"Which g where: {source}"
