@@ -178,6 +178,15 @@ def _run(grid: SweepGrid, args, argv: list[str], p: argparse.ArgumentParser) -> 
     except StoreError as err:
         p.error(str(err))
     progress = None if args.quiet else Progress()
+    if not args.quiet:
+        done = len(store.done_keys() & {c.key for c in grid.cells()})
+        where = args.scheduler or f"{args.workers} local worker(s)"
+        print(
+            f"{grid.n_cells:,} cells"
+            + (f", {done:,} already stored (skipped)" if done else "")
+            + f": running {grid.n_cells - done:,} on {where}.",
+            file=sys.stderr,
+        )
     try:
         summary = driver.run_sweep(
             grid,

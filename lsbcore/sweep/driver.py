@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,17 +125,33 @@ def check_scheduler_address(address: str) -> str:
     return address.strip()
 
 
+@contextmanager
+def _workers_ignore_ctrl_c():
+    """Start local workers with SIGINT ignored (children inherit it, restarted ones too): Ctrl-C
+    in a terminal reaches the whole process group, and only the client should act on it,
+    stopping the sweep in order, instead of every worker dying with a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _connect(scheduler: str | None, workers: int, timeout: float):
     """A client and, for a local sweep, the cluster it owns (closed by the caller)."""
     from distributed import Client, LocalCluster
 
     if scheduler is None:
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-        )
+        with _workers_ignore_ctrl_c():
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
         return Client(cluster), cluster
     address = check_scheduler_address(scheduler)
     try:
@@ -169,14 +188,6 @@ def _check_workers(client) -> int:
         )
     info = client.scheduler_info(n_workers=-1)["workers"]
     return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
-
-
-def _error_text(future) -> str:
-    try:
-        err = future.exception()
-    except Exception as outer:  # cancelled, or the scheduler lost it
-        err = outer
-    return f"{type(err).__name__}: {err}"
 
 
 def run_sweep(
@@ -217,7 +228,7 @@ def run_sweep(
     owned = client is None
     status = "failed"
     in_flight: dict = {}
-    store.start_run(grid, label, workers)
+    store.start_run(grid, label, workers if scheduler is None else 0)  # 0: the cluster's
     started = time.monotonic()
     try:
         if owned:
@@ -241,15 +252,16 @@ def run_sweep(
                 progress.update(state)
 
         submit_more(None)
-        pool = as_completed(list(in_flight))
+        # results come with their futures: no second round trip per cell to fetch them
+        pool = as_completed(list(in_flight), with_results=True, raise_errors=False)
         show()
-        for future in pool:
+        for future, result in pool:
             cell = in_flight.pop(future)
             if future.status == "finished":
-                store.write(cell, future.result())
+                store.write(cell, result)
                 state.done += 1
-            else:
-                store.write_failure(cell, _error_text(future))
+            else:  # the exception after its retries, KilledWorker, or a cancellation
+                store.write_failure(cell, f"{type(result).__name__}: {result}")
                 state.failed += 1
             future.release()
             submit_more(pool)
