@@ -54,6 +54,9 @@ SEEING = {
     "the mixing and the learned balancing functions.",
     "Export": "Everything to keep: the report, the traces, the learned functions and a link "
     "that reopens this page.",
+    "Which g where": "A sweep's verdict: for each coupling and noise level, the balancing "
+    "function that mixes best per target evaluation, and where the seeds cannot tell two apart; "
+    "click a point to open it live.",
 }
 # An RBM run's own views (app/rbm_panel.py); its balancing and weights views use SEEING's.
 RBM_SEEING = {

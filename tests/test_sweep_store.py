@@ -176,11 +176,6 @@ def test_a_results_file_of_another_schema_version_is_refused_for_writing(tmp_pat
         ResultStore(path, resume=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (store.py): ResultStore opens another program's SQLite database (no cells "
-    "table) and adds the sweep's tables to it and switches it to WAL, instead of refusing it",
-)
 def test_writing_into_an_sqlite_file_of_another_program_is_refused_and_leaves_it_alone(
     tmp_path,
 ):
@@ -191,11 +186,6 @@ def test_writing_into_an_sqlite_file_of_another_program_is_refused_and_leaves_it
     assert tables == {"notes"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (store.py): an SQLite file whose meta table has other columns raises "
-    "sqlite3.OperationalError ('no such column: value') from ResultStore, not a StoreError",
-)
 def test_an_sqlite_file_with_another_meta_table_is_refused_in_a_sentence(tmp_path):
     path = _foreign_sqlite(tmp_path / "other.sqlite", "meta (a, b)")
     with pytest.raises(StoreError):

@@ -82,16 +82,17 @@ class ResultStore:
             raise StoreError(f"{self.path} is not a file.")
         if exists and self.path.stat().st_size > 0:
             _check_sqlite_header(self.path)
+            _check_own_tables(self.path)  # another program's database is left as it is
         try:
             self.db = sqlite3.connect(self.path, timeout=30)
-            self.db.execute(
-                "PRAGMA journal_mode=WAL"
-            )  # readers (the report, the app) never block it
-            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL keeps every commit whole on a crash
+            # WAL: readers (the report, the app) never block the sweep; NORMAL syncs keep every
+            # commit whole on a crash
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
+            version = self.db.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{self.path} cannot be used as a results file: {err}.") from None
-        version = self.db.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
         if version is None:
             self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             self.db.commit()
@@ -170,6 +171,20 @@ def _check_sqlite_header(path: Path) -> None:
         raise StoreError(f"cannot read {path}: {err.strerror or err}.") from None
     if head != b"SQLite format 3\x00":
         raise StoreError(f"{path} is not a sweep's results file (not an SQLite database).")
+
+
+def _check_own_tables(path: Path) -> None:
+    """Refuse an SQLite file that holds tables but not a sweep's (writing ours into it would
+    change another program's database)."""
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as err:
+        raise StoreError(f"{path} cannot be used as a results file: {err}.") from None
+    if tables and "cells" not in tables:
+        raise StoreError(
+            f"{path} is another program's database, not a sweep's results file; give another --out."
+        )
 
 
 def _check_columns(db: sqlite3.Connection, path: Path) -> None:

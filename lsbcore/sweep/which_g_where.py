@@ -10,8 +10,8 @@ One panel per target and mu, over lambda (columns) and sigma (rows). A document:
      "panels": [{"target": "square", "mu": 1.0, "lam": [...], "sigma": [...],
                  "points": [{"lam": 0.0, "sigma": 1.0, ...Ranking.as_dict()}, ...]}]}
 
-Non-finite numbers are written as null. ``read_map`` checks a document whole (it may come from
-a user's upload) and says in a sentence what is wrong.
+NaN is written as null, an infinite margin or z as "inf". ``read_map`` checks a document whole
+(it may come from a user's upload) and says in a sentence what is wrong.
 """
 
 from __future__ import annotations
@@ -87,8 +87,11 @@ def build_map(rows: list[dict]) -> dict:
 
 
 def _finite_or_none(value):
-    if isinstance(value, float) and not math.isfinite(value):
+    """NaN as null; an infinite margin or z (the same lead on every seed) as "inf"."""
+    if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
     if isinstance(value, dict):
         return {k: _finite_or_none(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -120,6 +123,8 @@ def read_map(path: Path) -> dict:
 def _number(value, where: str) -> float:
     if value is None:
         return math.nan
+    if value in ("inf", "-inf"):
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where} must be a number, got {value!r}.")
     return float(value)

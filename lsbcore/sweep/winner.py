@@ -101,7 +101,7 @@ def rank_point(values: dict[str, dict[int, float]]) -> Ranking:
     )
     z = _paired_z(finite[winner], finite[runner_up])
     if math.isnan(z):
-        notes.append("one seed: no spread to call a tie by")
+        notes.append("fewer than two seeds shared with the runner-up: no spread to call a tie by")
         tied = (winner,)
     else:
         tied = (winner,) + tuple(
