@@ -2,8 +2,9 @@
 
 Every function takes plain data (dicts of numpy arrays keyed by sampler name, or arrays) and
 returns a ``plotly.graph_objects.Figure``. None of them raises on empty input (the figure then
-carries the annotation "no data yet") or on NaN/inf values (they become gaps). This is the only
-module of ``lsbcore`` that imports plotly.
+carries the annotation "no data yet") or on NaN/inf values (they become gaps). Besides the
+report commands (``lsbcore.experiment.report``, ``lsbcore.sweep.report``,
+``lsbcore.blocks.held_out``) this is the only module of ``lsbcore`` that imports plotly.
 
 Colours and labels are fixed per sampler name (``SAMPLER_COLOURS``, ``SAMPLER_LABELS``, read from
 the sampler registry) so that a sampler looks the same in every figure; unknown names get a

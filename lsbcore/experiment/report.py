@@ -82,7 +82,7 @@ code { background: #f3f3f3; padding: 0.05rem 0.3rem; border-radius: 3px; font-si
 # figure from its JSON in page order, letting the browser paint between two figures so that
 # the first screen shows before the last figure is drawn. One copy of the library, no
 # network, and a sentence on the page when it fails.
-_DRAW_FIGURES = """
+DRAW_FIGURES = """
 (async () => {
   try {
     const packed = atob(document.getElementById("plotly-gzip").textContent.trim());
@@ -488,7 +488,7 @@ run (burn-in included); seconds are the samplers' own stepping time, recording e
 {html.escape(str(timings["workers"]))} worker(s).</p>
 <h2>Environment</h2>
 {env_table}
-<script>{_DRAW_FIGURES}</script>
+<script>{DRAW_FIGURES}</script>
 </body>
 </html>
 """

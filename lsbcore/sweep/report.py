@@ -282,7 +282,7 @@ def map_html(doc: dict, source: str) -> str:
     """The map as one self-contained HTML page: one heat map per panel, plotly.js embedded
     once (the experiment report's way: gzip'd, unpacked by the browser), nothing from the
     network."""
-    from lsbcore.experiment.report import _DRAW_FIGURES  # the report's figure loader
+    from lsbcore.experiment.report import DRAW_FIGURES  # the one figure loader of the reports
 
     samplers = doc["samplers"]
     swatches = "".join(
@@ -325,7 +325,7 @@ a tie its colour's sampler leads; hover for every sampler's ranking.</p>
 {notes}
 <p>{swatches}</p>
 {"".join(parts)}
-<script>{_DRAW_FIGURES}</script>
+<script>{DRAW_FIGURES}</script>
 </body>
 </html>
 """
