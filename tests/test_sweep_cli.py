@@ -7,6 +7,7 @@ The interrupted and resumed sweeps use this module's 2-worker cluster through ``
 
 from __future__ import annotations
 
+import io
 import signal
 import sqlite3
 import subprocess
@@ -18,7 +19,9 @@ import pytest
 from distributed import Client, LocalCluster
 
 from lsbcore.sweep import cli, driver
+from lsbcore.sweep.driver import SweepState
 from lsbcore.sweep.grid import SweepGrid
+from lsbcore.sweep.progress import Progress, progress_line
 from lsbcore.sweep.store import StoreError, read_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,3 +195,34 @@ def test_an_unreachable_scheduler_is_a_sentence_not_a_traceback(tmp_path, capsys
     assert "Traceback" not in err
     with sqlite3.connect(out) as db:
         assert db.execute("SELECT status FROM runs").fetchall() == [("failed",)]
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_progress_line_counts_cells_and_estimates_the_time_left_from_the_mean_rate():
+    state = SweepState(total=110, skipped=10, done=20, failed=5, running=2, queued=73, started=0.0)
+    line = progress_line(state, now=50.0)  # 25 cells through in 50 s: 75 left take 150 s
+    assert "25/100 cells" in line and "done 20, failed 5, running 2, queued 73" in line
+    assert "(10 from earlier runs)" in line and line.endswith("ETA 2 min 30 s")
+    assert line.startswith("[" + "#" * 6 + "." * 18 + "]")  # a quarter of 24
+    assert progress_line(SweepState(total=4, skipped=0), now=9.0).endswith("ETA ?")
+
+
+def test_progress_redraws_one_line_on_a_terminal_and_writes_plain_lines_to_a_log():
+    state = SweepState(total=10, skipped=0, done=1)
+    tty = Terminal()
+    shown = Progress(stream=tty, interval_s=0.5)
+    for _ in range(50):  # a burst of cells within half a second: drawn once
+        shown.update(state)
+    shown.close(state)
+    assert tty.getvalue().count("\r") == 2 and tty.getvalue().endswith("\n")
+    log = io.StringIO()
+    plain = Progress(stream=log, log_every_s=10.0)
+    for _ in range(50):
+        plain.update(state)
+    plain.close(state)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in log.getvalue() and "[" not in lines[0]

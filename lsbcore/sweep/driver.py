@@ -251,6 +251,7 @@ def run_sweep(
             if progress is not None:
                 progress.update(state)
 
+        state.started = time.monotonic()  # the rate (and ETA) counts from the first cell out
         submit_more(None)
         # results come with their futures: no second round trip per cell to fetch them
         pool = as_completed(list(in_flight), with_results=True, raise_errors=False)
