@@ -15,9 +15,10 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from lsbcore.sweep.grid import PROTOCOL_BOUNDS, SAMPLERS, SweepGrid, seeds_from
+from lsbcore.sweep.grid import PROTOCOL_BOUNDS, SAMPLERS, Protocol, SweepGrid, seeds_from
 from lsbcore.sweep.store import ResultStore, StoreError, read_results
 
 __all__ = ["main", "build_grid", "parser"]
@@ -102,8 +103,9 @@ def _resume_command(argv: list[str]) -> str:
 
 def _estimate(grid: SweepGrid, out: Path, workers: int) -> str:
     """Seconds per cell per sampler: from the file's own rows at this protocol if it has
-    them, else from one cell of each sampler timed here (after a warm-up)."""
+    them, else from one cell of each sampler timed here (after a tiny warm-up cell each)."""
     from lsbcore.sweep.cell import run_cell
+    from lsbcore.sweep.progress import format_duration
 
     rows = []
     if out.is_file() and out.stat().st_size > 0:
@@ -120,7 +122,9 @@ def _estimate(grid: SweepGrid, out: Path, workers: int) -> str:
     if missing:
         source = "one cell of each sampler timed here" if not per else source + " and timings"
         first = {c.sampler: c for c in reversed(grid.cells()) if c.sampler in missing}
-        run_cell(first[missing[0]])  # warm-up: compiled kernels, imports
+        tiny = Protocol(size=8, chains=2, burn_in=20, steps=100, max_lag=20)
+        for sampler in missing:  # warm-up: imports and each sampler's compiled kernels
+            run_cell(replace(first[sampler], protocol=tiny))
         for sampler in missing:
             t = time.perf_counter()
             run_cell(first[sampler])
@@ -128,8 +132,9 @@ def _estimate(grid: SweepGrid, out: Path, workers: int) -> str:
     mean = {s: sum(v) / len(v) for s, v in per.items()}
     cpu_s = sum(mean[c.sampler] for c in pending)
     return (
-        f"about {cpu_s / 3600:.3g} CPU-hours, {cpu_s / workers / 60:.3g} min on {workers} "
-        f"worker(s) at full speed-up (per-cell seconds from {source}: "
+        f"about {format_duration(cpu_s)} of CPU time ({cpu_s / 3600:.3g} CPU-hours), "
+        f"{format_duration(cpu_s / workers)} on {workers} worker(s) at full speed-up, "
+        f"start-up apart (seconds a cell from {source}: "
         + ", ".join(f"{s} {mean[s]:.3g}" for s in grid.samplers)
         + ")"
     )

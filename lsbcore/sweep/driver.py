@@ -190,6 +190,14 @@ def _check_workers(client) -> int:
     return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
 
 
+def _error_text(future) -> str:
+    try:
+        err = future.exception()
+    except Exception as outer:  # cancelled, or the scheduler lost it
+        err = outer
+    return f"{type(err).__name__}: {err}"
+
+
 def run_sweep(
     grid: SweepGrid,
     store: ResultStore,
@@ -253,16 +261,17 @@ def run_sweep(
 
         state.started = time.monotonic()  # the rate (and ETA) counts from the first cell out
         submit_more(None)
-        # results come with their futures: no second round trip per cell to fetch them
-        pool = as_completed(list(in_flight), with_results=True, raise_errors=False)
+        # futures alone, results fetched here: as_completed(with_results=True) can wait for
+        # ever on a result already in memory (dask/distributed#7331; seen here too)
+        pool = as_completed(list(in_flight))
         show()
-        for future, result in pool:
+        for future in pool:
             cell = in_flight.pop(future)
             if future.status == "finished":
-                store.write(cell, result)
+                store.write(cell, future.result())
                 state.done += 1
             else:  # the exception after its retries, KilledWorker, or a cancellation
-                store.write_failure(cell, f"{type(result).__name__}: {result}")
+                store.write_failure(cell, _error_text(future))
                 state.failed += 1
             future.release()
             submit_more(pool)
