@@ -116,6 +116,10 @@ def test_a_second_sweep_of_the_same_grid_runs_only_the_missing_cells(client, tmp
     assert (first.done, second.skipped, second.done) == (8, 8, 8)
     by_run = {run: sorted(r["seed"] for r in rows if r["run"] == run) for run in (1, 2)}
     assert by_run == {1: [0] * 8, 2: [1] * 8}
+    # all stored: nothing to run, so no scheduler is even asked (this one does not exist)
+    with ResultStore(path, resume=True) as store:
+        third = run_sweep(tiny_grid(seeds=(0, 1)), store, scheduler="tcp://127.0.0.1:9")
+    assert (third.status, third.done, third.skipped) == ("finished", 0, 16)
 
 
 def test_one_worker_and_two_workers_give_the_same_results(client, tmp_path):

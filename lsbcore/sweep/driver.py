@@ -239,6 +239,9 @@ def run_sweep(
     store.start_run(grid, label, workers if scheduler is None else 0)  # 0: the cluster's
     started = time.monotonic()
     try:
+        if not todo:  # every cell stored already: no cluster to start
+            status = "finished"
+            return _summary(status, state, started, store)
         if owned:
             client, cluster = _connect(scheduler, workers, connect_timeout)
         threads = _check_workers(client)
@@ -263,7 +266,7 @@ def run_sweep(
         submit_more(None)
         # futures alone, results fetched here: as_completed(with_results=True) can wait for
         # ever on a result already in memory (dask/distributed#7331; seen here too)
-        pool = as_completed(list(in_flight))
+        pool = as_completed(list(in_flight), loop=client.loop)
         show()
         for future in pool:
             cell = in_flight.pop(future)
@@ -295,6 +298,10 @@ def run_sweep(
         state.queued = state.pending
         if progress is not None:
             progress.close(state)
+    return _summary(status, state, started, store)
+
+
+def _summary(status: str, state: SweepState, started: float, store: ResultStore) -> SweepSummary:
     return SweepSummary(
         status=status,
         total=state.total,
