@@ -2,9 +2,11 @@
 
 A cell runs the experiment's own sampler task (``lsbcore.experiment.run.run_sampler``): burn-in
 (the learned samplers learn), then the mixing phase, whose magnetisation series gives the paper
-ESS (spec 6: mean over chains, lag window ``max_lag``). Its figure of merit is ESS per 1,000
-target evaluations of the mixing phase, per chain: what the map ranks samplers by, since a
-step of one sampler can cost many evaluations of another's.
+ESS (spec 6: mean over chains, lag window ``L = max_lag``). That ESS counts effective draws per
+window of ``L + 1`` draws (``lsbcore.diagnostics.mixing``), whatever the series' length, so the
+figure of merit divides it by what those ``L + 1`` steps cost: ESS per 1,000 target evaluations
+of a chain, ``1000 ESS / ((L + 1) e)`` with ``e`` the evaluations per mixing step. That is what
+the map ranks samplers by, since a step of one sampler can cost many evaluations of another's.
 
 The result is plain numbers, equal on any worker for the same cell (every draw comes from
 generators seeded by the cell's seed; torch runs on one thread), except the seconds and the
@@ -32,7 +34,7 @@ RESULT_FIELDS = (
     "ess_bulk",  # rank-normalised bulk ESS over all chains (arviz-stats)
     "rhat",
     "evals",  # target evaluations per chain in the mixing phase
-    "ess_per_kevals",  # 1000 * ess / evals: the map's figure of merit
+    "ess_per_kevals",  # ESS per 1,000 evaluations of a chain: the map's figure of merit
     "accept_rate",
     "seconds",  # the sampler's own stepping time, burn-in and mixing
     "wall_s",  # the whole cell on its worker, building the problem included
@@ -96,6 +98,8 @@ def run_cell(cell: Cell) -> dict:
     summary = run.summary
     evals = float(run.n_target_evals - run.target_evals_burnin)  # already per chain
     ess = summary.ess_paper_mean if summary is not None else math.nan
+    # the paper ESS is per window of L + 1 draws: per evaluation, over what that window costs
+    window_evals = (summary.max_lag + 1) * evals / p.steps if summary is not None else math.nan
     notes = list(run.messages) + (list(summary.notes) if summary is not None else [])
     if run.learning_failed:
         notes.append(f"{cell.sampler}: learning failed; it ran on with its last good parameters")
@@ -104,7 +108,7 @@ def run_cell(cell: Cell) -> dict:
         "ess_bulk": float(summary.ess_bulk) if summary is not None else math.nan,
         "rhat": float(summary.rhat) if summary is not None else math.nan,
         "evals": float(evals),
-        "ess_per_kevals": 1000.0 * ess / evals if evals > 0 else math.nan,
+        "ess_per_kevals": 1000.0 * ess / window_evals if window_evals > 0 else math.nan,
         "accept_rate": float(run.accept_rate),
         "seconds": float(run.burnin_seconds + run.mixing_seconds),
         "wall_s": time.perf_counter() - started,
