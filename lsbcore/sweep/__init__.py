@@ -6,10 +6,13 @@ balancing function mixes best where.
 
 The package, one concept per module: ``grid`` (the cells a sweep asks for), ``cell`` (running
 one), ``store`` (the SQLite results file that survives crashes), ``winner`` (who wins at one
-point, ties and margin), ``which_g_where`` (the map document the report and dashboard draw).
+point, ties and margin), ``which_g_where`` (the map document the report and dashboard draw),
+``driver`` (running the cells on Dask), ``progress`` (the progress line), ``cli`` (the command),
+``report`` (the map as text, JSON and HTML), ``benchmark`` (cells per hour).
 """
 
 from lsbcore.sweep.cell import RESULT_FIELDS, run_cell
+from lsbcore.sweep.driver import SchedulerError, SweepSummary, run_sweep
 from lsbcore.sweep.grid import Cell, Protocol, SweepGrid, parse_axis
 from lsbcore.sweep.store import ResultStore, StoreError, read_results
 from lsbcore.sweep.which_g_where import build_map, map_from_json, read_map, write_map
@@ -20,9 +23,11 @@ __all__ = [
     "Cell",
     "Protocol",
     "Ranking",
+    "SchedulerError",
     "ResultStore",
     "StoreError",
     "SweepGrid",
+    "SweepSummary",
     "build_map",
     "map_from_json",
     "parse_axis",
@@ -30,5 +35,6 @@ __all__ = [
     "read_map",
     "read_results",
     "run_cell",
+    "run_sweep",
     "write_map",
 ]
