@@ -32,9 +32,12 @@ browser:
 	    exit 1; \
 	  fi; }
 
+# Two parts: the tests that start no browser, server or cluster on both cores, then those alone
+# (tests/conftest.py, SERIAL_FILES); `pytest -q` alone still runs everything in one process.
 test: $(VENV)/.dev browser
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

@@ -130,3 +130,28 @@ def compiled_kernels():
     from lsbcore.samplers import warmup
 
     warmup.compile_kernels()
+
+
+# Test files that start browsers, Streamlit servers or Dask clusters, or measure time: make test
+# runs them one at a time after the rest, which runs on both cores (pytest -n 2), so that
+# neither a second browser nor a second cluster competes with them for the machine.
+SERIAL_FILES = {
+    "test_browser.py",
+    "test_browser_block_proposals.py",
+    "test_browser_lecture.py",
+    "test_browser_network.py",
+    "test_browser_prompt.py",
+    "test_browser_rbm.py",
+    "test_browser_which_g_where.py",
+    "test_experiment.py",
+    "test_load.py",
+    "test_random_use.py",
+    "test_sweep_cli.py",
+    "test_sweep_driver.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)

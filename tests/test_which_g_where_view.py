@@ -141,7 +141,7 @@ def test_an_uploaded_results_file_is_mapped_and_its_point_ranked(tmp_path):
 
 def test_an_uploaded_map_json_replaces_the_shipped_one():
     doc = json.loads(json.dumps(SHIPPED))
-    doc["panels"] = doc["panels"][1:]
+    doc["panels"] = doc["panels"][1:2]  # one panel, whatever the shipped map holds
     doc["notes"] = ["a note of the uploaded map"]
     at = open_tab()
     at.file_uploader(key="wg_upload").upload("map.json", json.dumps(doc).encode(), "text/json")
