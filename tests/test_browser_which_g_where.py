@@ -90,3 +90,46 @@ def test_a_click_on_the_map_ranks_the_point_and_opens_it_live_twice(page, server
         shot(page, f"which-g-where-open-{lam:g}-{sigma:g}")
         open_tab(page, "Which g where")
         expect(page.locator(".st-key-wg_pick .js-plotly-plot")).to_be_visible()
+
+
+def choose_panel(page, index: int) -> None:
+    page.locator(".st-key-wg_panel input[role=combobox]").click()
+    page.keyboard.press("ArrowDown")
+    page.locator('[role="option"]').nth(index).click()
+    expect(page.locator(".st-key-wg_panel input")).to_have_value(
+        wg.panel_label(SHIPPED["panels"][index])
+    )
+    page.wait_for_timeout(1000)  # the panel's map is drawn afresh
+    expect(page.locator(".st-key-wg_pick .js-plotly-plot")).to_be_visible()
+
+
+def test_after_changes_of_panel_the_last_click_is_the_point_shown_and_opened(page, server):
+    """Clicks on two panels, then two cells of one: the boxes' old values, which the browser
+    sends back after a click, must not undo it (they did: the page showed and opened the
+    previous cell)."""
+    panels = SHIPPED["panels"]
+    square = next(i for i, p in enumerate(panels) if p["target"] == "square")
+    other = next(i for i in range(len(panels)) if i != square)
+    open_app(page, app_url(server.url, {"size": "16", "chains": "2", "samplers": "barker"}))
+    open_tab(page, "Which g where")
+    expect(page.locator(".st-key-wg_pick .js-plotly-plot")).to_be_visible()
+    panel = panels[square]
+    first = (panel["lam"][2], panel["sigma"][1])
+    last = (panel["lam"][-2], panel["sigma"][-1])
+    for index in (other, square):
+        choose_panel(page, index)
+        click_cell(page, panels[index], *first)
+    click_cell(page, panel, *last)
+    page.wait_for_timeout(2000)  # the rerun the browser sends after the click has come and gone
+    point = page.locator(POINT).first
+    expect(point).to_contain_text(f"λ = {last[0]:g}, σ = {last[1]:g}: winner")
+    button(page, "wg_open").click()
+    page.wait_for_function(
+        """([lam, sigma]) => {
+            const v = k => parseFloat(document.querySelector(
+                `[data-testid="stSidebar"] .st-key-${k} input`)?.value);
+            return Math.abs(v('lam') - lam) < 1e-9 && Math.abs(v('sigma') - sigma) < 1e-9; }""",
+        arg=list(last),
+        timeout=TIMEOUT_MS,
+    )
+    assert_healthy(page)

@@ -37,6 +37,11 @@ def _result(value: float) -> dict:
     return out
 
 
+def box(at, label: str):
+    """The λ or σ box (its key changes with every click on the map)."""
+    return next(s for s in at.selectbox if s.label == label)
+
+
 def results_file(path, rows=MADE) -> bytes:
     """A sweep's results file of the square target at sigma 1.5, mu 1, three seeds."""
     grid = SweepGrid(
@@ -94,7 +99,7 @@ def test_the_tab_draws_the_shipped_map_on_the_ising_page():
     assert "Showing the shipped map" in texts(at.caption)
     panels = SHIPPED["panels"]
     assert at.selectbox(key="wg_panel").options == [wg.panel_label(p) for p in panels]
-    assert [float(v) for v in at.selectbox(key="wg_lam").options] == panels[0]["lam"]
+    assert [float(v) for v in box(at, "λ").options] == panels[0]["lam"]
     assert at.button(key="wg_open").label == "Open in the live views"
 
 
@@ -104,8 +109,8 @@ def test_a_chosen_point_shows_the_map_documents_winner_and_means(panel_index):
     point = panel["points"][-1]  # the largest lambda and sigma
     at = open_tab()
     at.selectbox(key="wg_panel").set_value(panel_index + 1).run()
-    at.selectbox(key="wg_lam").set_value(point["lam"]).run()
-    at.selectbox(key="wg_sigma").set_value(point["sigma"]).run()
+    box(at, "λ").set_value(point["lam"]).run()
+    box(at, "σ").set_value(point["sigma"]).run()
     healthy(at)
     means = point["means"]
     winner = max(means, key=lambda s: means[s])  # the document's highest mean, by hand
@@ -131,11 +136,11 @@ def test_an_uploaded_results_file_is_mapped_and_its_point_ranked(tmp_path):
     healthy(at)
     assert "Showing “mine.sqlite”: 1 panel, samplers t/(1+t), max(1,t)" in texts(at.caption)
     assert "wg_panel" not in [s.key for s in at.selectbox]  # one panel: no panel picker
-    at.selectbox(key="wg_lam").set_value(2.0).run()
+    box(at, "λ").set_value(2.0).run()
     healthy(at)
     assert "winner **max(1,t)**" in texts(at.markdown)
     assert bar_heights(at) == pytest.approx([1.1, 6.1])  # seeds 0, 1, 2 add 0, 0.1, 0.2
-    at.selectbox(key="wg_lam").set_value(0.0).run()
+    box(at, "λ").set_value(0.0).run()
     assert "winner **t/(1+t)**" in texts(at.markdown)
 
 
@@ -207,8 +212,8 @@ def test_open_in_the_live_views_sets_the_run_to_the_point_twice():
     # first: the square target at its middle lambda and largest sigma
     lam, sigma = panel["lam"][1], panel["sigma"][-1]
     at.selectbox(key="wg_panel").set_value(square + 1).run()
-    at.selectbox(key="wg_lam").set_value(lam).run()
-    at.selectbox(key="wg_sigma").set_value(sigma).run()
+    box(at, "λ").set_value(lam).run()
+    box(at, "σ").set_value(sigma).run()
     at.button(key="wg_open").click().run()
     healthy(at)
     cfg = the_run(at).config
@@ -227,8 +232,8 @@ def test_open_in_the_live_views_sets_the_run_to_the_point_twice():
     at.session_state["view"] = TAB
     at.run()
     at.selectbox(key="wg_panel").set_value(other + 1).run()
-    at.selectbox(key="wg_lam").set_value(lam).run()
-    at.selectbox(key="wg_sigma").set_value(sigma).run()
+    box(at, "λ").set_value(lam).run()
+    box(at, "σ").set_value(sigma).run()
     at.button(key="wg_open").click().run()
     healthy(at)
     cfg = the_run(at).config
@@ -280,8 +285,8 @@ def test_link_parameters_choose_the_point_and_bad_ones_warn():
     at = open_tab(wg_panel="2", wg_lam=str(panel["lam"][2]), wg_sigma=str(panel["sigma"][1]))
     healthy(at)
     assert at.selectbox(key="wg_panel").value == 2
-    assert float(at.selectbox(key="wg_lam").value) == panel["lam"][2]
-    assert float(at.selectbox(key="wg_sigma").value) == panel["sigma"][1]
+    assert float(box(at, "λ").value) == panel["lam"][2]
+    assert float(box(at, "σ").value) == panel["sigma"][1]
     at = open_tab(wg_lam="abc", wg_sigma="-3", wg_panel="0")
     assert not at.exception
     warnings = texts(at.warning)
@@ -289,6 +294,6 @@ def test_link_parameters_choose_the_point_and_bad_ones_warn():
     assert "which-g-where σ" in warnings and "which-g-where panel" in warnings
     first = SHIPPED["panels"][0]
     assert at.selectbox(key="wg_panel").value == 1
-    assert float(at.selectbox(key="wg_lam").value) == first["lam"][0]  # the default, 0
-    assert float(at.selectbox(key="wg_sigma").value) == min(first["sigma"])  # nearest 1e-3
-    assert math.isfinite(float(at.selectbox(key="wg_sigma").value))
+    assert float(box(at, "λ").value) == first["lam"][0]  # the default, 0
+    assert float(box(at, "σ").value) == min(first["sigma"])  # nearest 1e-3
+    assert math.isfinite(float(box(at, "σ").value))

@@ -44,10 +44,16 @@ KEYS = (PANEL_KEY, LAM_KEY, SIGMA_KEY)
 UPLOAD_KEY = "wg_upload"
 LOADED = "_wg_loaded"  # the upload read: (file id, name, map or None, error or None)
 PICK_KEY = "wg_pick"  # the heat map's selection
+# Bumped by a click on the map, so that the λ and σ boxes are drawn afresh showing the clicked
+# point. Were the boxes keyed by the point itself, a rerun the browser sends before it has seen
+# the boxes' new values (the map's own deselection, as the chosen cell's frame moves) would
+# carry their old values back and undo the click (seen in Chromium after a change of panel).
+VERSION = "_wg_version"
 OPEN_KEY = "wg_open"
 INTRO = (
-    "No single balancing function is best: which g mixes best per target evaluation depends on "
-    "the coupling λ, the noise σ and the target. Each cell is one point of a sweep "
+    "Is one balancing function best everywhere? For each coupling λ, noise σ and target, the "
+    "function that mixes best per target evaluation, and whether the seeds can tell. Each cell "
+    "is one point of a sweep "
     "(`python -m lsbcore.sweep`), coloured by the winner (highest ESS per 1,000 target "
     "evaluations, mean over seeds) with its margin over the runner-up; “≈ tie” where the seeds "
     "cannot single one out (paired differences within two standard errors), in a lighter shade "
@@ -326,6 +332,21 @@ def _on_pick() -> None:
         return
     if picked is not None:
         st.session_state[LAM_KEY], st.session_state[SIGMA_KEY] = picked
+        st.session_state[VERSION] = st.session_state.get(VERSION, 0) + 1
+
+
+def _box_key(key: str) -> str:
+    """The λ or σ box of the open panel since the last click on the map."""
+    state = st.session_state
+    return f"{key}_box_{state.get(PANEL_KEY)}_{state.get(VERSION, 0)}"
+
+
+def _on_box(key: str, box: str) -> None:
+    """A λ or σ chosen in its box becomes the chosen point's. A box drawn before the last click
+    can still report its old value (Streamlit calls its callback from the browser's stale
+    state, after the click): it is not the user's choice, so it is ignored."""
+    if box == _box_key(key):
+        st.session_state[key] = st.session_state[box]
 
 
 def _snap(key: str, values: list[float]) -> None:
@@ -377,8 +398,18 @@ def render(run) -> None:
                 format_func=lambda i: panel_label(panels[i - 1]),
                 width=320,
             )
-        st.selectbox("λ", panel["lam"], key=LAM_KEY, format_func=lambda v: f"{v:g}", width=120)
-        st.selectbox("σ", panel["sigma"], key=SIGMA_KEY, format_func=lambda v: f"{v:g}", width=120)
+        for label, key, values in (("λ", LAM_KEY, panel["lam"]), ("σ", SIGMA_KEY, panel["sigma"])):
+            box = _box_key(key)
+            st.selectbox(
+                label,
+                values,
+                index=values.index(state[key]),
+                key=box,
+                on_change=_on_box,
+                args=(key, box),
+                format_func=lambda v: f"{v:g}",
+                width=120,
+            )
     lam, sigma = float(state[LAM_KEY]), float(state[SIGMA_KEY])
     samplers = list(document["samplers"])
     left, right = st.columns([3, 2], gap="large")
