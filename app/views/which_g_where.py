@@ -49,6 +49,7 @@ PICK_KEY = "wg_pick"  # the heat map's selection
 # the boxes' new values (the map's own deselection, as the chosen cell's frame moves) would
 # carry their old values back and undo the click (seen in Chromium after a change of panel).
 VERSION = "_wg_version"
+BOXES = "_wg_boxes"  # the keys of the λ and σ boxes drawn last
 OPEN_KEY = "wg_open"
 INTRO = (
     "Is one balancing function best everywhere? For each coupling λ, noise σ and target, the "
@@ -335,17 +336,11 @@ def _on_pick() -> None:
         st.session_state[VERSION] = st.session_state.get(VERSION, 0) + 1
 
 
-def _box_key(key: str) -> str:
-    """The λ or σ box of the open panel since the last click on the map."""
-    state = st.session_state
-    return f"{key}_box_{state.get(PANEL_KEY)}_{state.get(VERSION, 0)}"
-
-
 def _on_box(key: str, box: str) -> None:
     """A λ or σ chosen in its box becomes the chosen point's. A box drawn before the last click
     can still report its old value (Streamlit calls its callback from the browser's stale
     state, after the click): it is not the user's choice, so it is ignored."""
-    if box == _box_key(key):
+    if box == st.session_state.get(BOXES, {}).get(key):
         st.session_state[key] = st.session_state[box]
 
 
@@ -398,8 +393,10 @@ def render(run) -> None:
                 format_func=lambda i: panel_label(panels[i - 1]),
                 width=320,
             )
+        boxes = state[BOXES] = {}
         for label, key, values in (("λ", LAM_KEY, panel["lam"]), ("σ", SIGMA_KEY, panel["sigma"])):
-            box = _box_key(key)
+            # afresh after a click, and for other values (another panel or map)
+            box = boxes[key] = f"{key}_box_{state.get(VERSION, 0)}_{hash(tuple(values))}"
             st.selectbox(
                 label,
                 values,
