@@ -69,3 +69,16 @@ def show(fig, run, name: str, where=None, width="stretch") -> None:
     "content" keeps the figure's own width."""
     fig = presentation.figure(fig)
     (where or st).plotly_chart(fig, width=width, config=config(export_stem(run), name))
+
+
+def customdata_pair(point) -> list | None:
+    """The two values a clicked Plotly point carries in its ``customdata`` (a list, or a
+    mapping by position as the browser may send it), unchecked; None when it carries none."""
+    if not isinstance(point, dict):
+        return None
+    data = point.get("customdata")
+    if isinstance(data, dict):
+        data = [data.get(i, data.get(str(i))) for i in range(2)]
+    if isinstance(data, (list, tuple)) and len(data) >= 2:
+        return list(data[:2])
+    return None

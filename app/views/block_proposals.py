@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
+from app import charts
 from app.text import plain
 from app.views import pixels
 from lsbcore.blocks.motif import BLOCK_SIDES, GridMotif
@@ -494,11 +495,9 @@ def picked_tile(points, k: int) -> tuple[int, int] | None:
     for point in points or []:
         if not isinstance(point, dict):
             continue
-        data = point.get("customdata")
-        if isinstance(data, dict):
-            data = [data.get(i, data.get(str(i))) for i in range(2)]
+        data = charts.customdata_pair(point)
         try:
-            if isinstance(data, (list, tuple)) and len(data) == 2:
+            if data is not None:
                 return int(data[0]), int(data[1])
             if point.get("curve_number") == 0 and "x" in point and "y" in point:
                 return int(round(point["y"])) // k + 1, int(round(point["x"])) // k + 1

@@ -23,8 +23,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import charts, presentation, sources, view_links
 from app import config as cfgmod
-from app import presentation, sources, view_links
 from app.text import counted, plain, quote
 from lsbcore.figures import sampler_colour, sampler_label
 from lsbcore.number_text import number_text
@@ -133,13 +133,9 @@ def picked_point(points) -> tuple[float, float] | None:
     centre carries them as ``customdata`` (a list, or a mapping by position as the browser may
     send it); None when no point says."""
     for point in points or []:
-        if not isinstance(point, dict):
-            continue
-        data = point.get("customdata")
-        if isinstance(data, dict):
-            data = [data.get(i, data.get(str(i))) for i in range(2)]
+        data = charts.customdata_pair(point)
         try:
-            if isinstance(data, (list, tuple)) and len(data) >= 2:
+            if data is not None:
                 lam, sigma = float(data[0]), float(data[1])
                 if math.isfinite(lam) and math.isfinite(sigma):
                     return lam, sigma

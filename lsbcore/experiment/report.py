@@ -78,6 +78,32 @@ code { background: #f3f3f3; padding: 0.05rem 0.3rem; border-radius: 3px; font-si
 """
 
 
+def report_page(title: str, css: str, body: str) -> str:
+    """A self-contained report page: ``body`` under the title, plotly.js embedded once (gzip'd),
+    the figures drawn from their JSON by ``DRAW_FIGURES``, a sentence if the browser cannot."""
+    from lsbcore import figures  # plotly is imported only when reporting
+
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{css}</style>
+<script type="application/octet-stream" id="plotly-gzip">{figures.plotly_js_gzip_base64()}</script>
+</head>
+<body>
+<h1>{html.escape(title)}</h1>
+<p class="note" id="charts-missing" hidden>The charts could not be drawn: this browser cannot
+unpack the report's plotly.js (it needs DecompressionStream: Chrome 80, Firefox 113, Safari 16.4
+or later).</p>
+{body}
+<script>{DRAW_FIGURES}</script>
+</body>
+</html>
+"""
+
+
 # Unpacks the gzip'd plotly.js (4.8 MB as text, 1.9 MB packed), runs it, then draws each
 # figure from its JSON in page order, letting the browser paint between two figures so that
 # the first screen shows before the last figure is drawn. One copy of the library, no
@@ -458,21 +484,7 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
     else:  # the dashboard's runs say why no command reproduces them, or say nothing
         reason = config.get("command_note")
         command_line = f'<p class="note">{html.escape(reason)}</p>' if reason else ""
-    page = f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)}</title>
-<style>{_CSS}</style>
-<script type="application/octet-stream" id="plotly-gzip">{figures.plotly_js_gzip_base64()}</script>
-</head>
-<body>
-<h1>{html.escape(title)}</h1>
-{command_line}
-<p class="note" id="charts-missing" hidden>The charts could not be drawn: this browser cannot
-unpack the report's plotly.js (it needs DecompressionStream: Chrome 80, Firefox 113, Safari 16.4
-or later).</p>
+    body = f"""{command_line}
 <p>{swatches}</p>
 <h2>Summary</h2>
 {summary_table}
@@ -488,8 +500,5 @@ run (burn-in included); seconds are the samplers' own stepping time, recording e
 {html.escape(str(timings["workers"]))} worker(s).</p>
 <h2>Environment</h2>
 {env_table}
-<script>{DRAW_FIGURES}</script>
-</body>
-</html>
 """
-    return page
+    return report_page(title, _CSS, body)

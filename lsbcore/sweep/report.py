@@ -282,7 +282,7 @@ def map_html(doc: dict, source: str) -> str:
     """The map as one self-contained HTML page: one heat map per panel, plotly.js embedded
     once (the experiment report's way: gzip'd, unpacked by the browser), nothing from the
     network."""
-    from lsbcore.experiment.report import DRAW_FIGURES  # the one figure loader of the reports
+    from lsbcore.experiment.report import report_page  # the reports' one page layout
 
     samplers = doc["samplers"]
     swatches = "".join(
@@ -305,30 +305,13 @@ def map_html(doc: dict, source: str) -> str:
         )
     notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in doc.get("notes") or [])
     title = f"Which g where: {source}"
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)}</title>
-<style>{_CSS}</style>
-<script type="application/octet-stream" id="plotly-gzip">{figures.plotly_js_gzip_base64()}</script>
-</head>
-<body>
-<h1>{html.escape(title)}</h1>
-<p class="note" id="charts-missing" hidden>The charts could not be drawn: this browser cannot
-unpack the report's plotly.js (it needs DecompressionStream: Chrome 80, Firefox 113, Safari 16.4
-or later).</p>
-<p class="note">{html.escape(protocol_text(doc))} The number in a cell is the winner's margin
-over the runner-up (+25%: it mixes 25% more per evaluation); a lighter cell marked "≈ tie" is
-a tie its colour's sampler leads; hover for every sampler's ranking.</p>
+    body = f"""<p class="note">{html.escape(protocol_text(doc))} The number in a cell is the
+winner's margin over the runner-up (+25%: it mixes 25% more per evaluation); a lighter cell
+marked "≈ tie" is a tie its colour's sampler leads; hover for every sampler's ranking.</p>
 {notes}
 <p>{swatches}</p>
-{"".join(parts)}
-<script>{DRAW_FIGURES}</script>
-</body>
-</html>
-"""
+{"".join(parts)}"""
+    return report_page(title, _CSS, body)
 
 
 # ----------------------------------------------------------------------------- command
