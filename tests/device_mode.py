@@ -33,3 +33,12 @@ def cpu_uniforms(sampler, twin=None) -> None:
         return u.mul_(BELOW_ONE).to(sampler.device)
 
     sampler._draw_uniforms = draw
+    # restarts draw from the same stream as the twin's (its countdown was drawn at construction)
+    sampler._restart_uniforms = lambda n: torch.rand(
+        n, generator=generator, dtype=torch.float64
+    ).to(sampler.device)
+    sampler._restart_bits = lambda shape: torch.randint(0, 2, shape, generator=generator).to(
+        sampler.device
+    )
+    if twin is not None and hasattr(twin, "_restart_wait"):
+        sampler._restart_wait = twin._restart_wait

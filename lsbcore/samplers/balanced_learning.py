@@ -134,8 +134,17 @@ class BalancedLearning:
         if self.restart_prob >= 1:
             return 0
         p = -math.expm1(self.n_chains * math.log1p(-self.restart_prob))
-        u = float(torch.rand((), generator=self.generator, dtype=torch.float64, device=self.device))
+        u = float(self._restart_uniforms(1)[0])
         return math.floor(math.log1p(-u) / math.log1p(-p)) if p < 1 else 0
+
+    def _restart_uniforms(self, n: int) -> torch.Tensor:
+        """``n`` uniforms for the restarts, from the sampler's generator (the CUDA tests draw
+        them on the host, as ``_draw_uniforms``, to follow a CPU twin)."""
+        return torch.rand(n, generator=self.generator, dtype=torch.float64, device=self.device)
+
+    def _restart_bits(self, shape) -> torch.Tensor:
+        """Fair bits for the restarted states, from the sampler's generator."""
+        return torch.randint(0, 2, shape, generator=self.generator, device=self.device)
 
     def _restart_some_chains(self) -> None:
         """Restart chains from uniform random states, given that at least one restarts.
@@ -143,11 +152,8 @@ class BalancedLearning:
         Exact: the first restarting chain ``J`` has ``P(J = j | J <= B) ~ (1 - pi)^j pi`` (a
         truncated geometric), and every chain after it restarts independently with ``pi``.
         """
-        u = torch.rand(
-            self.n_chains + 1, generator=self.generator, dtype=torch.float64, device=self.device
-        )
-        restart = restarting_chains(self.restart_prob, u)
-        bits = torch.randint(0, 2, self._x.shape, generator=self.generator, device=self.device)
+        restart = restarting_chains(self.restart_prob, self._restart_uniforms(self.n_chains + 1))
+        bits = self._restart_bits(self._x.shape)
         self._x = torch.where(restart.unsqueeze(1), (2 * bits - 1).to(torch.float64), self._x)
         self.resync()
         self._log_p_learning = None
