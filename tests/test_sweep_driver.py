@@ -160,6 +160,33 @@ def test_a_cell_that_raises_is_recorded_and_the_others_finish(client, tmp_path):
     assert status == [("failed",)]
 
 
+class SwallowingProgress(Recorder):
+    """A display that receives Ctrl-C after the second cell and swallows it, as code between
+    the driver and the signal (Dask's own) can: the sweep must stop all the same."""
+
+    def update(self, state):
+        super().update(state)
+        if state.done == 2 and not getattr(self, "sent", False):
+            self.sent = True
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)  # the handler runs here, in the main thread
+            except KeyboardInterrupt:
+                pass  # swallowed
+
+
+def test_a_ctrl_c_swallowed_on_its_way_still_stops_the_sweep(client, tmp_path):
+    grid = tiny_grid()
+    progress = SwallowingProgress()
+    with ResultStore(tmp_path / "map.sqlite") as store:
+        summary = run_sweep(grid, store, client=client, progress=progress, window=2)
+    assert progress.sent
+    assert summary.status == "interrupted"
+    stored = read_results(tmp_path / "map.sqlite")
+    assert 2 <= len(stored) < grid.n_cells
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
 def test_a_worker_killed_mid_cell_loses_only_that_cell(client, tmp_path):
     grid = tiny_grid(seeds=(0,))  # 8 cells of at least 0.3 s
     marks = tmp_path / "marks"

@@ -140,6 +140,21 @@ def _workers_ignore_ctrl_c():
         signal.signal(signal.SIGINT, previous)
 
 
+def _remember_ctrl_c(stop: threading.Event):
+    """Make Ctrl-C raise ``KeyboardInterrupt`` as usual and also set ``stop``: an interrupt
+    that lands inside Dask's own code can be swallowed there (a sweep signalled mid-run once
+    finished every cell and exited 0), and the loop checks ``stop`` after every cell, so no
+    Ctrl-C is lost. Returns the handler to restore (None off the main thread: nothing set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        stop.set()
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, interrupt)
+
+
 def _connect(scheduler: str | None, workers: int, timeout: float):
     """A client and, for a local sweep, the cluster it owns (closed by the caller)."""
     from distributed import Client, LocalCluster
@@ -238,6 +253,8 @@ def run_sweep(
     in_flight: dict = {}
     store.start_run(grid, label, workers if scheduler is None else 0)  # 0: the cluster's
     started = time.monotonic()
+    stop = threading.Event()
+    previous_handler = _remember_ctrl_c(stop)
     try:
         if not todo:  # every cell stored already: no cluster to start
             status = "finished"
@@ -277,6 +294,8 @@ def run_sweep(
                 store.write_failure(cell, _error_text(future))
                 state.failed += 1
             future.release()
+            if stop.is_set():  # a Ctrl-C that Dask's code swallowed
+                raise KeyboardInterrupt
             submit_more(pool)
             show()
         status = "finished" if state.failed == 0 else "failed"
@@ -298,6 +317,8 @@ def run_sweep(
         state.queued = state.pending
         if progress is not None:
             progress.close(state)
+        if previous_handler is not None:
+            signal.signal(signal.SIGINT, previous_handler)
     return _summary(status, state, started, store)
 
 
