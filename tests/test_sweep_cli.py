@@ -68,6 +68,9 @@ def test_ctrl_c_keeps_the_finished_cells_and_resume_runs_only_the_missing_ones(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # started as a shell's background job is: SIGINT ignored, so Python sets no handler
+        # (the sweep ran to its end and exited 0 when its own handler was missing)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     deadline = time.monotonic() + 90
     stored = 0

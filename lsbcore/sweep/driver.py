@@ -141,10 +141,12 @@ def _workers_ignore_ctrl_c():
 
 
 def _remember_ctrl_c(stop: threading.Event):
-    """Make Ctrl-C raise ``KeyboardInterrupt`` as usual and also set ``stop``: an interrupt
-    that lands inside Dask's own code can be swallowed there (a sweep signalled mid-run once
-    finished every cell and exited 0), and the loop checks ``stop`` after every cell, so no
-    Ctrl-C is lost. Returns the handler to restore (None off the main thread: nothing set)."""
+    """Make SIGINT (Ctrl-C, ``kill -INT``) raise ``KeyboardInterrupt`` and also set ``stop``,
+    which the loop checks after every cell. A process started in the background by a
+    non-interactive shell inherits SIGINT ignored, and Python then installs no handler of its
+    own: such a sweep ran to its end and exited 0 when signalled (seen in CI). The flag also
+    keeps an interrupt that code between the signal and the loop swallows (tested). Returns the
+    handler to restore (None off the main thread, where nothing is set)."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
