@@ -78,9 +78,10 @@ code { background: #f3f3f3; padding: 0.05rem 0.3rem; border-radius: 3px; font-si
 """
 
 
-def report_page(title: str, css: str, body: str) -> str:
+def report_page(title: str, body: str, extra_css: str = "") -> str:
     """A self-contained report page: ``body`` under the title, plotly.js embedded once (gzip'd),
-    the figures drawn from their JSON by ``DRAW_FIGURES``, a sentence if the browser cannot."""
+    the figures drawn from their JSON by ``DRAW_FIGURES``, a sentence if the browser cannot;
+    the reports' style, then ``extra_css``."""
     from lsbcore import figures  # plotly is imported only when reporting
 
     return f"""<!DOCTYPE html>
@@ -89,7 +90,7 @@ def report_page(title: str, css: str, body: str) -> str:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)}</title>
-<style>{css}</style>
+<style>{_CSS}{extra_css}</style>
 <script type="application/octet-stream" id="plotly-gzip">{figures.plotly_js_gzip_base64()}</script>
 </head>
 <body>
@@ -501,4 +502,4 @@ run (burn-in included); seconds are the samplers' own stepping time, recording e
 <h2>Environment</h2>
 {env_table}
 """
-    return report_page(title, _CSS, body)
+    return report_page(title, body)

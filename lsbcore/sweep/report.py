@@ -266,16 +266,9 @@ def map_text(doc: dict) -> str:
 
 # ----------------------------------------------------------------------------- HTML
 _CSS = """
-body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
-       margin: 0 auto; max-width: 1100px; padding: 1.5rem 2rem 4rem; color: #222; }
-h1 { font-size: 1.7rem; margin-bottom: 0.2rem; }
-h2 { font-size: 1.25rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
-p.note { color: #555; font-size: 0.92rem; max-width: 60rem; }
-.swatch { display: inline-block; width: 0.8em; height: 0.8em; border-radius: 2px;
-          margin: 0 0.3em 0 0.8em; vertical-align: -0.05em; }
-.figure { margin: 0.8rem 0 1.4rem; }
+.swatch { margin: 0 0.3em 0 0.8em; }
 pre { background: #f6f6f6; padding: 0.6rem; font-size: 0.85rem; overflow-x: auto; }
-"""
+"""  # beside the reports' own style (lsbcore.experiment.report)
 
 
 def map_html(doc: dict, source: str) -> str:
@@ -311,7 +304,7 @@ marked "≈ tie" is a tie its colour's sampler leads; hover for every sampler's 
 {notes}
 <p>{swatches}</p>
 {"".join(parts)}"""
-    return report_page(title, _CSS, body)
+    return report_page(title, body, _CSS)
 
 
 # ----------------------------------------------------------------------------- command
