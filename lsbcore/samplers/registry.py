@@ -25,6 +25,13 @@ from lsbcore.samplers.batched import refusal as _missing_sentence
 from lsbcore.samplers.block_gibbs import BLOCK_CHOICES, MAX_BLOCK, BlockGibbsSampler
 from lsbcore.samplers.checkerboard import CheckerboardGibbsSampler
 from lsbcore.samplers.dmala import MAX_STEP_SIZE, MIN_STEP_SIZE, DiscreteLangevin
+from lsbcore.samplers.flow_exact import (
+    MAX_DRAWS,
+    MAX_TRAIN_STEPS,
+    FlowExactSampler,
+    flow_refusal,
+)
+from lsbcore.samplers.flow_latent import FlowLatentSampler
 from lsbcore.samplers.gwg import GibbsWithGradients
 from lsbcore.samplers.hamming_ball import HammingBallSampler
 from lsbcore.samplers.locally_balanced import OPTIMIZERS, LocallyBalancedSampler
@@ -93,6 +100,11 @@ class SamplerSpec:
     app: bool = True
     # beyond capabilities: the sentence refusing a target it cannot run on (None: it can)
     refuse: Callable | None = None
+    # built on a trained flow (``flow=``, a lsbcore.flows FlowModel) where one is given
+    takes_flow: bool = False
+    # its samples are not exactly from the target at any run length we can vouch for: the page
+    # and the reports say so beside its name
+    approximate: bool = False
 
     @property
     def batched_only(self) -> bool:
@@ -353,6 +365,41 @@ register(
     )
 )  # fmt: skip
 
+# Flow-augmented MCMC (Jaini, Nielsen and Welling 2021): a dequantiser and a coupling flow
+# trained on the target (lsbcore.flows), used by the paper's latent chain or as an exact proposal
+TRAIN_STEPS = Option(
+    "train_steps", 1000, 0, MAX_TRAIN_STEPS,
+    help="steps of flow training before sampling (0: the untrained flow); ignored with flow=",
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "flow-exact", "Flow (exact)",
+        "The trained flow as an independence proposal on the target itself, its proposal mass "
+        "estimated without bias by importance sampling over the dequantiser (pseudo-marginal "
+        "Metropolis-Hastings): exact whatever the flow",
+        "#86BCB6", FlowExactSampler,
+        (TRAIN_STEPS,
+         Option("importance", 4, 1, MAX_DRAWS,
+                help="K, importance draws per estimate of the flow's mass of a state")),
+        sites_per_step="all", family="flow", build_any=FlowExactSampler, app=False,
+        takes_flow=True, refuse=flow_refusal,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "flow-latent", "Flow latent (approx.)",
+        "Approximate: the paper's sampler, a random-walk Metropolis-Hastings chain in the "
+        "flow's latent space mapped back by x = sign(T(z)); exact only in the limit of long "
+        "runs, its bias measured against enumeration",
+        "#D4A6C8", FlowLatentSampler,
+        (TRAIN_STEPS,
+         Option("step_scale", 1.0, 0.01, 10.0,
+                help="the random walk's step in units of 2.38 / sqrt(n)")),
+        sites_per_step="all", family="flow", build_any=FlowLatentSampler, app=False,
+        takes_flow=True, approximate=True, refuse=flow_refusal,
+    )
+)  # fmt: skip
+
 #: Every sampler's name, in registry order.
 SAMPLERS = tuple(REGISTRY)
 #: The samplers the dashboard offers (the rest run from the library and the benchmarks).
@@ -389,6 +436,10 @@ def make_sampler(
         if not spec.needs_balancing:
             raise ValueError(f"balancing= is only for the 'learned' sampler, not {name!r}.")
         common["balancing"] = options.pop("balancing")
+    if "flow" in options:
+        if not spec.takes_flow:
+            raise ValueError(f"flow= is only for the flow samplers, not {name!r}.")
+        common["flow"] = options.pop("flow")
     allowed = {o.name: o for o in spec.options}
     unknown = sorted(set(options) - set(allowed))
     if unknown:
