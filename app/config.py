@@ -32,9 +32,10 @@ OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("auto", "cpu", "cuda")
 # steps per refresh: "auto" fills the refresh interval, a number caps it (slow motion for demos)
 SPEEDS = ("auto", "1", "2", "5", "10", "20", "50", "100", "200", "500", "1000")
-# order of the sampler multiselect: by family (fixed, learned and imported, uninformed, block),
+# order of the sampler multiselect: by family (fixed, learned and imported, uninformed, block,
+# flow),
 # registry order within one; a family the list does not know goes last
-FAMILIES = ("locally balanced", "learned", "uninformed", "block")
+FAMILIES = ("locally balanced", "learned", "uninformed", "block", "flow")
 
 
 def _family_rank(name: str) -> tuple[int, int]:
@@ -44,6 +45,12 @@ def _family_rank(name: str) -> tuple[int, int]:
 
 
 SAMPLER_ORDER: tuple[str, ...] = tuple(sorted(APP_SAMPLERS, key=_family_rank))
+
+# The flow samplers' training (app/flow_training.py): the registry's default and bound
+FLOW_STEPS = REGISTRY["flow-exact"].option("train_steps").default
+MAX_FLOW_STEPS = int(REGISTRY["flow-exact"].option("train_steps").high)
+#: The samplers built on a trained flow (they wait for its training)
+FLOW_SAMPLERS = tuple(n for n in APP_SAMPLERS if REGISTRY[n].takes_flow)
 
 DEFAULT_SAMPLE = "synthetic_disc_letter"
 # The synthetic sample is two gray levels under clipped Gaussian noise: the threshold model is
@@ -101,6 +108,7 @@ class Config:
     until_settled: bool = True  # images: pause once every sampler's marginal has settled
     shared_alpha: bool = False  # paper cases: one noisy alpha for all chains (R-hat meaningful)
     epsilon: float = network_targets.DEFAULT_EPSILON  # MN 1 / MN 2: near-deterministic entries
+    flow_steps: int = FLOW_STEPS  # steps of flow training before the flow samplers join
 
     @property
     def total_steps(self) -> int:
@@ -128,6 +136,7 @@ BOUNDS: dict[str, tuple[type, float, float]] = {
     "lr": (float, 1e-5, 1.0),
     "hidden": (int, 1, 64),
     "epsilon": (float, 0.0, 0.5),
+    "flow_steps": (int, 0, MAX_FLOW_STEPS),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "target": rbm_targets.TARGETS,
@@ -163,7 +172,9 @@ TARGET_FIELDS = (
     "epsilon",
 )
 # Fields that define the samplers: changing one rebuilds the comparison.
-SAMPLER_FIELDS = ("samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device")
+SAMPLER_FIELDS = (
+    "samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device", "flow_steps",
+)  # fmt: skip
 # The run follows the others (mixing steps, speed, until settled) without a reset; a new burn-in
 # length resets
 # it only once the run has passed it (see session.py).
@@ -194,6 +205,7 @@ LABELS = {
     "device": "device",
     "burn_in": "burn-in",
     "epsilon": "ε",
+    "flow_steps": "flow training steps",
 }
 
 
@@ -434,13 +446,16 @@ def from_query_params(
 def to_query_params(cfg: Config) -> dict[str, str]:
     """Every field as a string: a link that reopens exactly this configuration (the target
     only when it is not the Ising posterior, which a link without one opens; epsilon only for
-    a preset network, the one target it shapes)."""
+    a preset network, the one target it shapes; the flow's training steps only with a flow
+    sampler)."""
     out: dict[str, str] = {}
     for f in fields(Config):
         value = getattr(cfg, f.name)
         if f.name == "target" and value == "ising":
             continue
         if f.name == "epsilon" and cfg.target not in network_targets.PRESETS:
+            continue
+        if f.name == "flow_steps" and not set(cfg.samplers) & set(FLOW_SAMPLERS):
             continue
         if f.name == "samplers":
             out[f.name] = ",".join(value)

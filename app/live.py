@@ -41,6 +41,7 @@ from app.views import (
     convergence,
     exact_chain,
     export,
+    flow,
     mixing,
     proposal,
     segmentation,
@@ -68,6 +69,7 @@ VIEWS = (
     ("MAP (annealing)", annealing.render_run),
     ("Importance sampling", importance_view.render_run),
     ("Block proposals", block_proposals.render_live),
+    ("Flow", flow.render),
     ("Export", export.render),
     ("Compare", compare.render),
     ("Which g where", which_g_where.render_live),
@@ -126,6 +128,8 @@ def controls(run: state.Run) -> None:
         )
         if not network_run.is_network_run(run):
             pin_controls.pin_button(run)
+    if run.flow is not None:  # the flow samplers' training: progress, Stop, Resume
+        flow.controls(run.flow, run)
     if network_run.is_network_run(run):
         st.caption(network_panel.NO_PINS)
     pin_controls.notices()
@@ -250,7 +254,7 @@ def _current_run() -> state.Run | None:
     if run.released:
         st.rerun(scope="app")  # the page came back after its run was released: a new one
     run.last_seen = time.perf_counter()
-    if st.session_state.get(LIVE_KEY) and not run.running:
+    if st.session_state.get(LIVE_KEY) and not state.active(run):
         st.session_state[LIVE_KEY] = False
         st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
     return run
@@ -286,8 +290,8 @@ def _live_view(name: str) -> None:
 
 def panel(run: state.Run) -> None:
     """The live fragment: it refreshes itself only while the run is running."""
-    st.session_state[LIVE_KEY] = run.running
-    every = scheduler.refresh_interval(state.running_runs()) if run.running else None
+    st.session_state[LIVE_KEY] = state.active(run)
+    every = scheduler.refresh_interval(state.running_runs()) if state.active(run) else None
     if rbm_run.is_rbm_run(run) or network_run.is_network_run(run):
         st.fragment(_live, run_every=every)()
         return

@@ -50,6 +50,9 @@ SEEING = {
     "Block proposals": "A network trained once on random blocks proposes a whole k x k block "
     "of the grid at once: its guess beside the exact answer for the block, and how close it "
     "comes over every block.",
+    "Flow": "A flow trained on this posterior while you watch: its lower bound on log Z "
+    "climbing step by step, and its draws gathering into the posterior's modes, coloured by "
+    "magnetisation. The flow samplers run on it once it is trained.",
     "Compare": "Pinned runs side by side: what differs in their settings, and how that changes "
     "the mixing and the learned balancing functions.",
     "Export": "Everything to keep: the report, the traces, the learned functions and a link "

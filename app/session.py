@@ -20,12 +20,14 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import lsbcore
 from app import config as cfgmod
-from app import network_run, rbm_run, rbm_targets, sources, state
+from app import flow_training, network_run, rbm_run, rbm_targets, sources, state
 from app import prompt as prompts
 from app.config import Config
 from app.sidebar import Inputs
 from app.text import plain
+from app.views import flow as flow_view
 from app.views.segmentation import CARRIED, recorded_marginal
+from lsbcore.samplers.registry import refusal
 
 PROPOSAL_TAB = "Proposal"
 RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are widgets)
@@ -44,8 +46,12 @@ def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run 
                 cfg, inputs.photo, inputs.dark_mask, inputs.name, prompt=prompt
             )
         balancing = lsbcore.load_balancing(inputs.learned_json) if inputs.learned_json else None
+        flow = _flow_job(cfg, problem.target)
+        if flow is not None and not flow.ready and set(cfg.samplers) <= set(cfgmod.FLOW_SAMPLERS):
+            _wait_for_flow(flow)  # nothing can sample before the flow is trained
+            return None
         with st.spinner("Building the samplers…"):
-            run, messages = state.build_run(cfg, problem, inputs.photo, balancing)
+            run, messages = state.build_run(cfg, problem, inputs.photo, balancing, flow)
         run.source = inputs.source
     except ValueError as err:  # lsbcore refuses what it cannot sample, with a sentence
         st.error(f"This configuration cannot be sampled: {plain(err)}")
@@ -53,6 +59,25 @@ def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run 
     for message in messages:
         st.warning(message)  # the library's own sentences, no user text
     return run
+
+
+def _flow_job(cfg: Config, target) -> flow_training.FlowJob | None:
+    """The session's flow training for ``target`` (started), when a flow sampler is chosen
+    and can run on it; None otherwise (the run then says why a flow sampler is left out)."""
+    chosen = [n for n in cfg.samplers if n in cfgmod.FLOW_SAMPLERS]
+    if not chosen or refusal(chosen[0], target) is not None:
+        return None
+    key = flow_training.job_key(flow_training.target_key(target), cfg.flow_steps, cfg.seed)
+    return flow_training.job_for(st.session_state, key, target, cfg.flow_steps, cfg.seed)
+
+
+def _wait_for_flow(flow: flow_training.FlowJob) -> None:
+    """Only flow samplers are chosen and their flow is not ready: its training, alone."""
+    st.info(
+        "Only flow samplers are chosen: the run starts when their flow is trained (or when "
+        "you stop training). Add another sampler to sample meanwhile."
+    )
+    flow_view.controls(flow)
 
 
 def _build_rbm(cfg: Config, inputs: Inputs) -> state.Run | None:

@@ -39,6 +39,7 @@ FAMILY_NOTES = {
     "learned": "learned",
     "uninformed": "uninformed baseline",
     "block": "block: one sweep per step",
+    "flow": "flow trained on the posterior",
 }
 
 
@@ -603,7 +604,8 @@ def _samplers(sb, network=None) -> tuple[bytes | None, str | None]:
             f"- **{lsbcore.REGISTRY[n].label}**: {lsbcore.REGISTRY[n].description}"
             for n in cfgmod.SAMPLER_ORDER
         )
-        + "\n\nThe learned ones learn during burn-in; an imported one is saved from Export.",
+        + "\n\nThe learned ones learn during burn-in; an imported one is saved from Export. "
+        "The flow samplers wait for their flow, trained in the background (the Flow tab).",
     )
     learned_json = learned_id = None
     if any(n in NEEDS_FILE for n in state["samplers"]):
@@ -621,8 +623,28 @@ def _samplers(sb, network=None) -> tuple[bytes | None, str | None]:
                 sb.error(f"This learned function cannot be used: {plain(error)}")
             else:
                 learned_json, learned_id = file.getvalue(), file.file_id
+    if any(n in cfgmod.FLOW_SAMPLERS for n in state["samplers"]):
+        _flow_settings(sb)
     _learning()
     return learned_json, learned_id
+
+
+def _flow_settings(sb) -> None:
+    """The flow samplers' training length (seeded by the run's seed)."""
+    _number(
+        sb,
+        "Flow training steps",
+        "flow_steps",
+        "Steps of training of the flow before the flow samplers join the run (Adam, batches "
+        "of 128, seeded by the seed below); 0: the untrained flow. Training runs in the "
+        "background and can be stopped and resumed; the other samplers run meanwhile.",
+        100,
+    )
+    if not st.session_state.get("shared_alpha") and st.session_state.get("source") == "paper":
+        sb.caption(
+            'A flow is trained on one posterior: tick "One α for all chains" above to run '
+            "the flow samplers on a paper case."
+        )
 
 
 def _learning() -> None:

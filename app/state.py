@@ -35,12 +35,15 @@ import torch
 from streamlit.runtime import Runtime
 
 import lsbcore
-from app import network_run, rbm_run, scheduler
-from app.config import Config, steps_per_refresh
+from app import flow_training, network_run, rbm_run, scheduler
+from app.config import FLOW_SAMPLERS, Config, steps_per_refresh
 from app.pace import Pace
 from app.text import escape
 from lsbcore.backends import resolve_device
+from lsbcore.diagnostics.trace import MarginalEstimate, Trace
 from lsbcore.samplers import warmup
+from lsbcore.samplers.base import uniform_start
+from lsbcore.samplers.registry import refusal
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,9 @@ class Run:
     notices: list[str] = field(default_factory=list)  # learning divergence and the like
     cache: dict = field(default_factory=dict)  # views' derived results, keyed by view
     next_record: int = 0  # an RBM run: the step of its next MMD checkpoint (rbm_run.py)
+    flow: flow_training.FlowJob | None = None  # the flow samplers' training (shared per target)
+    flow_waiting: tuple[str, ...] = ()  # flow samplers not yet in the comparison (join_flow)
+    flow_joined_at: int | None = None  # the run's step at which they joined
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     worker: threading.Thread | None = field(default=None, repr=False)
 
@@ -178,6 +184,7 @@ def _pause_all_runs() -> None:
             pause(run)
         except Exception:  # shutting down: nothing left to report to
             log.exception("could not pause a run at exit")
+    flow_training.stop_all()  # and no flow trains on
 
 
 def _on_a_device(cfg: Config, make) -> tuple[object, list[str]]:
@@ -202,19 +209,30 @@ def build_run(
     problem: lsbcore.Problem,
     photo: lsbcore.Photo | None = None,
     balancing=None,
+    flow: flow_training.FlowJob | None = None,
 ) -> tuple[Run, list[str]]:
     """A fresh run of ``cfg`` on ``problem``; messages say when the device fell back to CPU.
 
     ``balancing`` is the imported learned function for the "learned" sampler (required when
-    ``cfg.samplers`` lists it).
+    ``cfg.samplers`` lists it). ``flow`` is the training of the flow samplers' flow: they join
+    the run once it is ready (``join_flow``), at once when it is; a flow sampler the target
+    refuses (a paper case with one noisy alpha per chain) is left out with a sentence.
     """
     options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
     if any(lsbcore.REGISTRY[n].needs_balancing for n in cfg.samplers):
         options["balancing"] = balancing
+    flows, refused = _flow_samplers(cfg, problem.target)
+    if flows and flow is None:
+        raise ValueError("the flow samplers need a flow training (app.flow_training).")
+    others = [n for n in cfg.samplers if n not in FLOW_SAMPLERS]
+    if not others and not flows:
+        raise ValueError(" ".join(refused) or "no sampler chosen.")
+    if not others and not flow.ready:
+        raise ValueError("no sampler can start yet: the flow samplers wait for their training.")
 
     def make(dev):
         return lsbcore.Comparison(
-            list(cfg.samplers),
+            others or list(flows),
             problem.target,
             cfg.chains,
             seed=cfg.seed,
@@ -225,6 +243,8 @@ def build_run(
             **options,
         )
 
+    if not others:  # only flow samplers, the flow ready: placeholders on the untrained flow,
+        options["train_steps"] = 0  # which join_flow replaces before any step
     comparison, messages = _on_a_device(cfg, make)
     run = Run(
         config=cfg,
@@ -232,9 +252,69 @@ def build_run(
         comparison=comparison,
         device_label=device_label(comparison.device),
         photo=photo,
+        flow=flow if flows else None,
+        flow_waiting=flows,
     )
+    messages.extend(refused)
+    join_flow(run)
     _LIVE_RUNS[id(run)] = run
     return run, messages
+
+
+def _flow_samplers(cfg: Config, target) -> tuple[tuple[str, ...], list[str]]:
+    """The flow samplers of ``cfg`` that can run on ``target``, and a sentence for each left
+    out."""
+    kept, refused = [], []
+    for name in cfg.samplers:
+        if name not in FLOW_SAMPLERS:
+            continue
+        reason = refusal(name, target)
+        if reason is None:
+            kept.append(name)
+            continue
+        label = lsbcore.REGISTRY[name].label
+        hint = ' Tick "One α for all chains" to run it.' if target.batch != 1 else ""
+        refused.append(f"{label} is left out: {reason}{hint}")
+    return tuple(kept), refused
+
+
+def join_flow(run: Run) -> list[str]:
+    """Put the waiting flow samplers into the run once their flow is ready (trained, stopped,
+    or failed with its last finite weights); return the names that joined.
+
+    They start from the run's shared start with a frozen copy of the flow and count their own
+    steps (their traces begin at their step 0), so after joining late they are behind the
+    others by ``flow_joined_at`` steps; a joiner in the mixing phase records mixing at once.
+    """
+    if not run.flow_waiting or run.flow is None or not run.flow.ready:
+        return []
+    with run.lock:  # the worker and the page may both find the flow ready: one joins them
+        if not run.flow_waiting or run.comparison is None:
+            return []
+        cfg, comparison, target = run.config, run.comparison, run.problem.target
+        model = run.flow.snapshot()
+        x0 = run.problem.x0
+        if x0 is None:
+            x0 = uniform_start(target.shape, cfg.chains, cfg.seed)  # as the comparison's start
+        joined = list(run.flow_waiting)
+        for name in joined:
+            sampler = lsbcore.make_sampler(
+                name, target, cfg.chains, seed=cfg.seed, device=comparison.device, x0=x0,
+                flow=model,
+            )  # fmt: skip
+            if sampler.sites_per_step == 1:  # flow-latent moves every site in a step, but the
+                sampler.sites_per_step = sampler.n_sites  # library's says 1 (reported to Part A)
+            comparison.samplers[name] = sampler
+            comparison.marginals[name] = MarginalEstimate()
+            if comparison.thin:
+                sampler.track_statistics(comparison.truth)
+                trace = Trace(cfg.chains, thin=comparison.thin, truth=comparison.truth)
+                trace.record(0, sampler.x, sampler.log_p, sampler.n_target_evals, math.nan,
+                             sampler.wall_seconds, comparison.phase, force=True)  # fmt: skip
+                comparison.traces[name] = trace
+        run.flow_waiting = ()
+        run.flow_joined_at = comparison.n_steps
+    return joined
 
 
 def build_rbm_run(cfg: Config, rbm, name: str) -> tuple[Run, list[str]]:
@@ -297,6 +377,30 @@ def build_network_run(cfg: Config, graph, name: str) -> tuple[Run, list[str]]:
 
 
 # ----------------------------------------------------------------------------- stepping
+def leave_flow(run: Run) -> tuple[str, ...]:
+    """Before training resumes: the flow samplers leave the run (their chains, traces and
+    marginals dropped) and wait to join again with the flow trained further; return them.
+    In a run of flow samplers only, nothing would be left: they keep their flow (Reset takes
+    the newer one)."""
+    if run.flow is None or run.comparison is None:
+        return ()
+    with run.lock:
+        comparison = run.comparison
+        names = tuple(n for n in run.config.samplers if n in comparison.samplers
+                      and n in FLOW_SAMPLERS)  # fmt: skip
+        if not names or len(names) == len(comparison.samplers):
+            return ()
+        for name in names:
+            del comparison.samplers[name]
+            comparison.traces.pop(name, None)
+            comparison.marginals.pop(name, None)
+            run.settledness.pop(name, None)
+        run.flow_waiting = names
+        run.flow_joined_at = None
+        run.cache.clear()
+    return names
+
+
 def _maybe_start_mixing(run: Run) -> None:
     comparison = run.comparison
     if comparison.phase == "burnin" and comparison.n_steps >= run.config.burn_in:
@@ -350,6 +454,7 @@ def advance(
     with run.lock:
         # until the compiled kernels are ready (streamlit_app compiles them in the background)
         # the torch steps run: every backend gives the same chains, so the switch is invisible
+        join_flow(run)  # the flow samplers, once their flow is ready
         if not rbm:
             comparison.set_backend("auto" if warmup.ready() else "torch")
         while done < limit and not run.finished:
@@ -378,6 +483,11 @@ def advance(
         _maybe_start_mixing(run)
         _note_failed_learning(run)
     return done
+
+
+def active(run: Run) -> bool:
+    """Whether the page should keep redrawing: the run samples, or its flow trains."""
+    return run.running or (run.flow is not None and run.flow.running)
 
 
 def judges_settling(run: Run) -> bool:
@@ -460,6 +570,8 @@ def _work(run: Run) -> None:
 def release(run: Run) -> None:
     """Drop a run whose page has gone: its samplers, traces and cached views, then hand the
     freed memory back to the system. A page that comes back gets a new run."""
+    if run.flow is not None:
+        run.flow.stop(wait=False)
     with run.lock:
         run.released = True
         run.comparison = None

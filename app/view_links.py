@@ -165,6 +165,7 @@ VIEW_GROUPS = {
         "MAP (annealing)",
         "Importance sampling",
         "Block proposals",
+        "Flow",
     ),
     "Results": ("Export", "Compare", "Which g where"),
 }
@@ -249,7 +250,12 @@ register(
         "pt_sampler",
         "checkerboard",
         "Tempering sampler",
-        choices=tuple(n for n, spec in REGISTRY.items() if spec.app and not spec.needs_balancing),
+        # not the imported function, nor a flow (trained on one posterior, not on each replica's)
+        choices=tuple(
+            n
+            for n, spec in REGISTRY.items()
+            if spec.app and not spec.needs_balancing and not spec.takes_flow
+        ),
     ),
     ViewParam("pt_replicas", 8, "Tempering replicas", 2, 16),
     ViewParam("pt_beta_min", 0.3, "Tempering beta_min", 0.05, 0.95),

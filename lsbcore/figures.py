@@ -44,6 +44,8 @@ __all__ = [
     "exact_tv_figure",
     "figure_div",
     "figure_json",
+    "flow_elbo_figure",
+    "flow_latent_figure",
     "g_style",
     "loss_figure",
     "pinned_bars_figure",
@@ -712,6 +714,59 @@ def loss_figure(history: dict[str, dict[str, np.ndarray]]) -> go.Figure:
     fig.update_yaxes(title_text="loss", row=1, col=1)
     fig.update_yaxes(title_text="eta", row=2, col=1)
     fig.update_xaxes(title_text="burn-in step", row=2, col=1)
+    return fig
+
+
+# ----------------------------------------------------------------------------- flows
+def flow_elbo_figure(steps, elbo, log_z: float | None = None) -> go.Figure:
+    """The flow's training curve: the ELBO per step (``-loss``, a lower bound on ``log Z``),
+    drawn faintly as estimated plus a moving average, and the exact ``log Z`` as a line where
+    it is known (a target small enough to enumerate): the gap is what training has left."""
+    title = "Flow training: the ELBO, a lower bound on log Z"
+    step, value = _float_array(steps, 1), _float_array(elbo, 1)
+    n = min(len(step), len(value))
+    known = log_z is not None and math.isfinite(float(log_z))
+    if not n:
+        fig = _empty(title, "training step", "ELBO")
+    else:
+        keep = _decimate(n)
+        step, value = step[:n][keep], value[:n][keep]
+        fig = _style(go.Figure(), title, "training step", "ELBO")
+        colour = SAMPLER_COLOURS.get("flow-exact", "#4B4B4B")
+        fig.add_trace(go.Scatter(
+            x=step, y=value, mode="lines", line={"width": 1, "color": colour}, opacity=0.35,
+            name="ELBO per step", hovertemplate="ELBO %{y:.4g}<extra></extra>",
+        ))  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=step, y=_smooth(value), mode="lines", line={"width": 2, "color": colour},
+            name="moving average", hovertemplate="average %{y:.4g}<extra></extra>",
+        ))  # fmt: skip
+    if known:
+        fig.add_hline(
+            y=float(log_z), line={"dash": "dash", "color": "#4B4B4B"},
+            annotation_text=f"exact log Z = {float(log_z):.4g}", annotation_position="top left",
+        )  # fmt: skip
+    return fig
+
+
+def flow_latent_figure(points, magnetisation) -> go.Figure:
+    """The flow's draws in two dimensions (``points [N, 2]``, a projection such as
+    ``app.flow_training.latent_projection``), each coloured by the magnetisation ``mean(x)`` of
+    the state it maps to: a flow that learned the target's modes shows them as coloured
+    clusters."""
+    title = "The flow's draws v = T(z), first two principal components"
+    xy, colour = _float_array(points, 2), _float_array(magnetisation, 1)
+    n = min(len(xy), len(colour))
+    if not n or xy.shape[1] < 2:
+        return _empty(title, "component 1", "component 2")
+    fig = _style(go.Figure(), title, "component 1", "component 2")
+    fig.add_trace(go.Scatter(
+        x=xy[:n, 0], y=xy[:n, 1], mode="markers", name="draws",
+        marker={"size": 6, "color": colour[:n], "colorscale": "RdBu", "cmin": -1.0, "cmax": 1.0,
+                "colorbar": {"title": {"text": "mean(x)"}}, "opacity": 0.8},
+        hovertemplate="mean(x) %{marker.color:.3f}<extra></extra>",
+    ))  # fmt: skip
+    fig.update_layout(hovermode="closest", showlegend=False)
     return fig
 
 

@@ -38,6 +38,7 @@ TABS = (
     "MAP (annealing)",
     "Importance sampling",
     "Block proposals",
+    "Flow",
     "Export",
     "Compare",
     "Which g where",

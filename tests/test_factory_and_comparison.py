@@ -72,10 +72,13 @@ def test_every_sampler_is_listed_and_described():
         "dmala",
         "lsb2-monotone",
         "neural-block",
+        "flow-exact",
+        "flow-latent",
     )
     # LSB 2' runs the pairwise sampler's torch steps, off the Ising page (app=False)
     assert KERNEL_SAMPLERS == (*SAMPLERS[:10], "lsb2-monotone")
-    assert SAMPLERS[:10] == APP_SAMPLERS
+    # the flow samplers: on the Ising page, their flow trained there in the background
+    assert APP_SAMPLERS == (*SAMPLERS[:10], "flow-exact", "flow-latent")
     assert set(DESCRIPTIONS) == set(SAMPLERS)
     assert "Gibbs-with-Gradients" in DESCRIPTIONS["sqrt"]  # spec 2: say so, do not duplicate
 

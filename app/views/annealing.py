@@ -89,7 +89,9 @@ class AnnealView:
 
 
 def anneal_names(run_names, choice: str) -> list[str]:
-    """The samplers to anneal for ``choice`` (a key of ``CHOICES``), in the run's order."""
+    """The samplers to anneal for ``choice`` (a key of ``CHOICES``), in the run's order (not
+    the flow samplers: their flow is trained on the run's posterior, not on a cooled one)."""
+    run_names = [n for n in run_names if not REGISTRY[n].takes_flow]
     names = list(run_names) if choice in ("run", "both") else []
     if choice in ("block", "both") and BLOCK not in names:
         names.append(BLOCK)

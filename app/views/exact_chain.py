@@ -34,10 +34,15 @@ class ExactView:
 
 def exact_names(names, balancings: dict | None = None) -> list[str]:
     """The samplers among ``names`` that have an exact matrix here (the imported ``learned``
-    function only when it is given)."""
+    function only when it is given; not the flow samplers, whose flow is trained on the run's
+    posterior, not on the window)."""
     balancings = balancings or {}
     return [
-        n for n in names if n in REGISTRY and (not REGISTRY[n].needs_balancing or n in balancings)
+        n
+        for n in names
+        if n in REGISTRY
+        and not REGISTRY[n].takes_flow
+        and (not REGISTRY[n].needs_balancing or n in balancings)
     ]
 
 

@@ -166,7 +166,7 @@ def mode_table(result: TemperingComparison) -> list[dict]:
 
 
 def _controls() -> dict:
-    names = [n for n, spec in REGISTRY.items() if spec.app and not spec.needs_balancing]
+    names = [n for n in view_links.PARAMS["pt_sampler"].choices]
     view_links.restore(st.session_state, KEYS)
     with st.container(horizontal=True):
         st.selectbox("Sampler inside each replica", names, format_func=label, key="pt_sampler")
