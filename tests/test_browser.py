@@ -416,3 +416,74 @@ def test_a_page_left_mid_run_leaves_no_orphan_sampling(browser, server, leave):
     finally:
         context.close()
     server.check()
+
+
+FLOW_PROGRESS = re.compile(r"Flow training: ([\d,]+) / ([\d,]+) steps")
+
+
+def flow_progress(page) -> tuple[int, int, str]:
+    """The flow training's progress bar: steps taken, steps asked for, and its whole text."""
+    text = page.get_by_text(FLOW_PROGRESS).first.inner_text()
+    done, goal = FLOW_PROGRESS.search(text).groups()
+    return int(done.replace(",", "")), int(goal.replace(",", "")), text
+
+
+def wait_for_flow_steps(page, more_than: int) -> int:
+    page.wait_for_function(
+        """n => [...document.querySelectorAll('p, div')].some(e => {
+               const m = /Flow training: ([\\d,]+) \\//.exec(e.innerText || '');
+               return m && Number(m[1].replaceAll(',', '')) > n; })""",
+        arg=more_than,
+        timeout=TIMEOUT_MS,
+        polling=250,
+    )
+    return flow_progress(page)[0]
+
+
+def test_a_flow_sampler_trains_stops_resumes_and_follows_its_settings(page, server):
+    query = {
+        "samplers": "barker,flow-exact,flow-latent", "shared_alpha": "1", "size": "16",
+        "chains": "2", "flow_steps": "20000", "view": "Flow",
+    }  # fmt: skip
+    open_app(page, app_url(server.url, query))
+    open_tab(page, "Flow")
+    assert any("Flow latent (approx.)" in tag for tag in multiselect_values(page, "samplers"))
+    first = wait_for_flow_steps(page, 0)  # training runs, the progress bar follows it
+    wait_for_flow_steps(page, first)
+    expect(page.locator(f"{TAB_PANEL} .js-plotly-plot").nth(1)).to_be_visible()
+    assert_healthy(page)
+    shot(page, "flow-training")
+
+    button(page, "flow_stop").click()
+    expect(page.get_by_text(re.compile(r"Flow training: .* · stopped"))).to_be_visible()
+    stopped = flow_progress(page)[0]
+    expect(page.get_by_text("The flow samplers started with the run.").or_(
+        page.get_by_text(re.compile(r"The flow samplers joined at step"))
+    ).first).to_be_visible()  # fmt: skip
+    page.wait_for_timeout(1500)
+    assert flow_progress(page)[0] == stopped  # stopped means stopped
+    assert_healthy(page)
+
+    button(page, "flow_resume").click()
+    wait_for_flow_steps(page, stopped)  # resumed from where it stopped
+    button(page, "flow_stop").click()
+    expect(page.get_by_text(re.compile(r"Flow training: .* · stopped"))).to_be_visible()
+    assert_healthy(page)
+
+    steps = page.locator(".st-key-flow_steps input")
+    for goal in (30, 40):  # a setting changed twice: a new flow trained to the new length
+        steps.fill(str(goal))
+        steps.press("Enter")
+        expect(page.get_by_text(re.compile(rf"Flow training: [\d,]+ / {goal} steps")).first
+               ).to_be_visible()  # fmt: skip
+        assert_healthy(page)
+    expect(page.get_by_text(re.compile(r"Flow training: 40 / 40 steps .*done")).first
+           ).to_be_visible()  # fmt: skip
+    button(page, "run").click()
+    page.wait_for_function(
+        "() => !!document.querySelector('.st-key-pause button:not([disabled])')",
+        timeout=TIMEOUT_MS,
+    )
+    assert_healthy(page)
+    shot(page, "flow-after-settings")
+    assert page.locator('[data-testid="stException"]').count() == 0
