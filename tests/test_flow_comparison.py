@@ -165,6 +165,14 @@ def test_the_quick_command_writes_its_results_and_its_section(tmp_path, capsys):
     assert text.startswith("# Reproduction\n") and BEGIN in text and TITLE in text
     assert f"{run['samplers']['gibbs']['ess_per_1e4']:.3f}" in text
     assert "8x8" in capsys.readouterr().err
+    # the section again from the stored results, without running
+    again = tmp_path / "again.md"
+    stored = str(tmp_path / "out" / "results.json")
+    code = experiment_main(
+        ["--target", "flow-denoising", "--from-results", stored, "--docs", str(again)]
+    )
+    assert code == 0
+    assert again.read_text(encoding="utf-8") == text.removeprefix("# Reproduction\n\n")
 
 
 @pytest.mark.parametrize("bad", [["--sizes", "12"], ["--samplers", "gibbs,nope"],

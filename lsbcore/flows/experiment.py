@@ -27,6 +27,7 @@ from lsbcore.experiment.shown_command import shown_command
 from lsbcore.flows.comparison import SAMPLERS, Protocol, compare, seed_stats
 from lsbcore.flows.denoising import denoising_problem
 from lsbcore.flows.report import section, write_section
+from lsbcore.networks.report import commit
 
 #: The paper's protocol (section 5; Table 1's smallest training and burn-in).
 PAPER = dict(
@@ -56,6 +57,7 @@ QUICK = Protocol(
     importance=2,
 )
 SIZES = (16, 8)
+MAX_RESULTS_BYTES = 64 << 20
 
 
 def _count(low: int, high: int):
@@ -122,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--docs", type=Path, help="write the generated section into this Markdown file"
     )
+    parser.add_argument(
+        "--from-results",
+        type=Path,
+        help="write --docs from a results.json this command wrote, instead of running again",
+    )
     parser.add_argument("--quiet", action="store_true")
     return parser
 
@@ -178,6 +185,28 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _from_results(parser, args) -> int:
+    """``--from-results``: the summary and the section of stored results."""
+    path = args.from_results
+    if not path.is_file() or path.stat().st_size > MAX_RESULTS_BYTES:
+        parser.error(f"--from-results {path}: not a file of at most {MAX_RESULTS_BYTES >> 20} MB")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+        text = summary(results)
+        docs = section(results)
+    except (ValueError, KeyError, TypeError, OSError) as err:
+        parser.error(f"--from-results {path}: not this command's results ({type(err).__name__})")
+    if not args.quiet:
+        print(text, file=sys.stderr, flush=True)
+    if args.docs is not None:
+        try:
+            write_section(args.docs, docs)
+        except OSError as err:
+            print(f"could not write {args.docs}: {err.strerror or err}.", file=sys.stderr)
+            return 1
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -193,6 +222,8 @@ def main(argv=None) -> int:
             out_path.check_file(args.docs, "--docs")
     except out_path.OutPathError as err:
         parser.error(str(err))
+    if args.from_results is not None:
+        return _from_results(parser, args)
     protocol = QUICK if args.quick else SCALED
     changes = {
         k: getattr(args, k)
@@ -217,6 +248,7 @@ def main(argv=None) -> int:
     )
     results["config"] = {
         "command": shown_command(argv),
+        "commit": commit(),
         "protocol_name": name,
         "protocol": protocol.as_dict(),
         "paper": PAPER,
