@@ -41,8 +41,9 @@ from lsbcore.targets.base import Target
 log = logging.getLogger(__name__)
 
 #: Steps per chunk: the model's lock is held this long at most (a snapshot or a latent picture
-#: waits for the chunk to end), and a stop takes effect within a step.
-CHUNK = 10
+#: waits for the chunk to end: a tenth of a second on a 30 x 30 lattice), and a stop takes
+#: effect within a step.
+CHUNK = 1
 #: Latent draws in the view's picture (seeded: the same z each redraw, so it moves with training).
 LATENT_POINTS = 400
 #: Where a session keeps its job (``st.session_state`` in the app).
@@ -193,8 +194,7 @@ def latent_projection(points: np.ndarray) -> np.ndarray:
     centred = finite - finite.mean(0)
     if points.shape[0] < 2 or not np.any(centred):
         return np.zeros((points.shape[0], 2))
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    axes = vt[:2]
+    axes = _top_axes(centred, min(2, points.shape[1]))
     # each axis points where its largest loading is positive
     axes = axes * np.sign(axes[np.arange(axes.shape[0]), np.abs(axes).argmax(1)])[:, None]
     out = centred @ axes.T
@@ -207,6 +207,19 @@ def stop_all() -> None:
     """Stop every job's training (at the server's exit, and after each app test)."""
     for job in list(_JOBS):
         job.stop()
+
+
+def _top_axes(centred: np.ndarray, k: int, iterations: int = 40) -> np.ndarray:
+    """The ``k`` leading principal axes ``[k, D]`` of centred rows, by subspace iteration from a
+    fixed start and a Rayleigh-Ritz step (a full SVD of 400 x 900 draws took up to seconds on
+    a busy two-core machine; this is a few matrix products)."""
+    start = np.random.default_rng(0).normal(size=(centred.shape[0], k))
+    basis = np.linalg.qr(centred.T @ start)[0]  # [D, k]
+    for _ in range(iterations):
+        basis = np.linalg.qr(centred.T @ (centred @ basis))[0]
+    rows = centred @ basis  # [N, k]
+    values, vectors = np.linalg.eigh(rows.T @ rows)
+    return (basis @ vectors[:, np.argsort(values)[::-1]]).T
 
 
 def job_key(target_key, steps: int, seed: int) -> tuple:
