@@ -30,9 +30,13 @@ TARGET_LABELS = {
 # The paper's Table 3 comparison: its four fixed functions, LSB 1, LSB 2 and LSB 2' (the
 # monotone network, arXiv version) where the library has it
 TABLE3_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "lsb2-monotone")
-# Every registry sampler but the imported one (which needs a file from another run); the ones a
-# given network refuses (gradient samplers on exact zeros) are dropped by ``runnable``
-SAMPLERS = tuple(name for name, spec in REGISTRY.items() if not spec.needs_balancing)
+# Every registry sampler but the imported one (which needs a file from another run) and the
+# flow samplers (their flow is trained in the background on the Ising page only: here the
+# sampler would train it while the page waits); the ones a given network refuses (gradient
+# samplers on exact zeros) are dropped by ``runnable``
+SAMPLERS = tuple(
+    name for name, spec in REGISTRY.items() if not spec.needs_balancing and not spec.takes_flow
+)
 DEFAULT_SAMPLERS = tuple(n for n in TABLE3_SAMPLERS if n in REGISTRY)
 DEFAULT_CHAINS = 5  # the paper's batch of 5 (appendix D)
 DEFAULT_BURN_IN = 500  # the paper's UAI burn-in: the learned functions learn during it

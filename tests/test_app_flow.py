@@ -14,7 +14,7 @@ import torch
 from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
-from app import flow_training, sources, state, view_links
+from app import flow_training, network_targets, sources, state, view_links
 from app.views import annealing, exact_chain
 from app.views import flow as flow_view
 from lsbcore import figures
@@ -325,3 +325,8 @@ def test_a_new_training_length_rebuilds_the_run_on_a_new_flow():
     wait_until(lambda: run.flow.ready)
     at.run()
     assert "flow-exact" in run.comparison.names
+
+
+def test_the_network_page_does_not_offer_the_flow_samplers():
+    assert "barker" in network_targets.SAMPLERS
+    assert not {"flow-exact", "flow-latent"} & set(network_targets.SAMPLERS)
