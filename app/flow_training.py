@@ -27,7 +27,7 @@ import copy
 import logging
 import threading
 import weakref
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,11 +88,15 @@ class FlowJob:
     """A flow trained on ``target`` for ``steps`` steps from ``seed`` on a background thread.
 
     ``start()`` begins (or resumes), ``stop()`` ends it after the current step, ``progress()``
-    says where it is; ``snapshot()`` is a frozen copy of the flow for samplers.
+    says where it is; ``snapshot()`` is a frozen copy of the flow for samplers. ``alive()``,
+    when given, is asked after every step: once it says False (the page that asked for the
+    training has gone) training stops as if stopped by the user.
     """
 
-    def __init__(self, target: Target, steps: int, seed: int = 0, **settings):
+    def __init__(self, target: Target, steps: int, seed: int = 0,
+                 alive: Callable[[], bool] | None = None, **settings):  # fmt: skip
         self.goal = integer(steps, "steps", 0, 10**6)
+        self.alive = alive
         self.training = FlowTraining(target, TrainingSettings(seed=int(seed), **settings))
         self.failed: str | None = None
         self.stopped = False  # by the user
@@ -137,6 +141,9 @@ class FlowJob:
         training = self.training
         try:
             while training.steps < self.goal and not self._stop.is_set():
+                if self.alive is not None and not self.alive():
+                    self.stopped = True  # nobody is looking: Resume goes on
+                    break
                 with self._model_lock:
                     chunk = min(CHUNK, self.goal - training.steps)
                     if training.run(chunk, should_stop=self._stop.is_set) == 0:
@@ -226,16 +233,17 @@ def job_key(target_key, steps: int, seed: int) -> tuple:
     return (target_key, int(steps), int(seed))
 
 
-def job_for(store: MutableMapping, key: tuple, target: Target, steps: int, seed: int) -> FlowJob:
+def job_for(store: MutableMapping, key: tuple, target: Target, steps: int, seed: int,
+            alive: Callable[[], bool] | None = None) -> FlowJob:  # fmt: skip
     """The session's job for ``key`` (``job_key``), started; a job for another key is stopped
-    and replaced (one training per session at a time)."""
+    and replaced (one training per session at a time). ``alive``: see ``FlowJob``."""
     held = store.get(JOB_KEY)
     if held is not None and held[0] == key:
         job = held[1]
     else:
         if held is not None:
             held[1].stop(wait=False)
-        job = FlowJob(target, steps, seed)
+        job = FlowJob(target, steps, seed, alive=alive)
         store[JOB_KEY] = (key, job)
     if not job.stopped:
         job.start()

@@ -68,7 +68,12 @@ def _flow_job(cfg: Config, target) -> flow_training.FlowJob | None:
     if not chosen or refusal(chosen[0], target) is not None:
         return None
     key = flow_training.job_key(flow_training.target_key(target), cfg.flow_steps, cfg.seed)
-    return flow_training.job_for(st.session_state, key, target, cfg.flow_steps, cfg.seed)
+    context = get_script_run_ctx()
+    session_id = context.session_id if context is not None else None
+    return flow_training.job_for(
+        st.session_state, key, target, cfg.flow_steps, cfg.seed,
+        alive=lambda: state.session_connected(session_id),
+    )  # fmt: skip
 
 
 def _wait_for_flow(flow: flow_training.FlowJob) -> None:

@@ -94,6 +94,22 @@ def test_a_job_stopped_and_resumed_gives_the_weights_of_one_uninterrupted_traini
     assert elbo[-1] == pytest.approx(one_go.elbo)
 
 
+def test_a_job_whose_page_has_gone_stops_and_can_resume():
+    page = {"there": True}
+    job = flow_training.FlowJob(TableTarget(table()), 10_000, seed=0, alive=lambda: page["there"])
+    job.start()
+    wait_until(lambda: job.progress().steps >= 2)
+    page["there"] = False
+    assert job.wait(60)
+    progress = job.progress()
+    assert progress.stopped and progress.ready and progress.steps < 10_000
+    page["there"] = True
+    job.resume()
+    wait_until(lambda: job.progress().steps > progress.steps)
+    job.stop()
+    assert job.progress().steps > progress.steps
+
+
 def test_another_seed_trains_another_flow():
     target = TableTarget(table())
     a, b = flow_training.FlowJob(target, 4, seed=1), flow_training.FlowJob(target, 4, seed=2)
