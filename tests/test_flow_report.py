@@ -103,6 +103,16 @@ def test_a_claim_without_the_flow_samplers_is_not_measured():
     assert "The flow samplers were not run." in report.section(results)
 
 
+def test_a_sampler_whose_chains_never_move_is_named_with_what_its_ess_counts():
+    results = fake_results()
+    assert "stay where they started" not in report.section(results)
+    for run in results["problems"]["16"]["runs"]:
+        run["samplers"]["flow-exact"]["accept"] = 0.0
+    text = report.section(results)
+    assert "`flow-exact` accepted 0 of its proposals" in text
+    assert "its ESS (50, about the 4 chains)" in text
+
+
 def test_the_digits_are_drawn_clean_beside_noisy():
     text = report.section(fake_results())
     assert "#.#.#.#.   .#.#.#.#" in text

@@ -215,6 +215,22 @@ def _table(data: dict) -> list[str]:
     return rows
 
 
+def _stuck(data: dict, chains: int) -> list[str]:
+    """A sentence for each sampler whose chains hardly ever move (acceptance below 1%): its
+    ESS counts the chains' different starts, not mixing."""
+    out = []
+    for name in _names(data):
+        accept = _mean(data["runs"], name, "accept")
+        if math.isfinite(accept) and accept < 0.01:
+            ess = _mean(data["runs"], name, "ess")
+            out.append(
+                f"`{name}` accepted {accept:.2g} of its proposals: its chains stay where they "
+                f"started, and its ESS ({ess:.0f}, about the {chains} chains) counts their "
+                "independent starting states, not mixing."
+            )
+    return out
+
+
 def _training(data: dict) -> list[str]:
     runs = [r for r in data["runs"] if "flow" in r]
     if not runs:
@@ -342,6 +358,9 @@ def section(results: dict) -> str:
             *_training(data),
             "",
         ]
+        stuck = _stuck(data, p["chains"])
+        if stuck:
+            lines += [" ".join(stuck), ""]
     lines += [
         "The paper's Table 1 (28 x 28 MNIST digit, its protocol; ESS per 10^4 kept samples "
         "and per minute, mean ± standard error over 8 groups of 16 chains): "
