@@ -30,6 +30,8 @@ def build(name: str, target=TARGET):
     options = {}
     if REGISTRY[name].needs_balancing:  # a function saved after learning, loaded frozen
         options["balancing"] = load_balancing(balancing_to_dict(make_balancing("lsb1")))
+    if REGISTRY[name].takes_flow:  # the untrained flow: training is tested in test_flow_*.py
+        options["train_steps"] = 0
     for option in REGISTRY[name].options:  # blocks that fit the target
         if option.name == "block_size" and option.default > target.n_sites:
             options["block_size"] = target.n_sites

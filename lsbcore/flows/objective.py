@@ -38,12 +38,19 @@ ZERO_MASS_FLOOR = 50.0
 
 
 def floored(log_p: torch.Tensor) -> torch.Tensor:
-    """``log_p`` with ``-inf`` replaced by the least finite value minus ``ZERO_MASS_FLOOR``."""
+    """``log_p`` with ``-inf`` replaced by the least finite value minus ``ZERO_MASS_FLOOR``; a
+    batch with no state of positive mass (common at the start on a target with hard zeros, where
+    most states have none) is scored ``-ZERO_MASS_FLOOR`` throughout: no signal between its
+    states, but a finite loss, so that the entropy term keeps spreading the flow until draws
+    land in the support. NaN (a broken target) is left as it is: training stops on it."""
     finite = torch.isfinite(log_p)
-    if bool(finite.all()) or not bool(finite.any()):
+    if bool(finite.all()):
         return log_p
+    zero = torch.isneginf(log_p)
+    if not bool(finite.any()):
+        return torch.where(zero, torch.full_like(log_p, -ZERO_MASS_FLOOR), log_p)
     floor = log_p[finite].min() - ZERO_MASS_FLOOR
-    return torch.where(finite, log_p, floor)
+    return torch.where(zero, floor, log_p)
 
 
 def flow_loss(model: FlowModel, log_prob, batch: int, generator, estimator: str = "score"):

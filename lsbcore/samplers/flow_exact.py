@@ -42,9 +42,7 @@ def flow_for(target, flow, train_steps: int, seed: int, device) -> FlowModel:
     if not isinstance(flow, FlowModel):
         raise ValueError(f"flow must be a FlowModel, got {type(flow).__name__}.")
     if flow.n_sites != target.n_sites:
-        raise ValueError(
-            f"the flow is for {flow.n_sites} sites; the target has {target.n_sites}."
-        )
+        raise ValueError(f"the flow is for {flow.n_sites} sites; the target has {target.n_sites}.")
     return flow
 
 
@@ -58,7 +56,7 @@ class FlowExactSampler(BatchedSampler):
 
     name = "flow-exact"
     uses_ratios = False
-    sites_per_step = 0  # set per step: the sites that changed are counted by the base
+    sites_per_step = 1  # every site is proposed: set to n_sites in __init__
 
     def __init__(self, target, n_chains: int, train_steps: int = 1000, importance: int = 4,
                  flow: FlowModel | None = None, **common):  # fmt: skip
@@ -73,6 +71,7 @@ class FlowExactSampler(BatchedSampler):
     def evals_per_step(self) -> int:
         return 1
 
+    @torch.no_grad()
     def _step(self) -> None:
         flow, k = self.flow, self.importance
         x_now = self._x.to(flow.dtype)

@@ -45,6 +45,7 @@ class FlowLatentSampler(BatchedSampler):
         self.flow = flow_for(target, flow, train_steps, self.seed, self.device)
         self.flow = self.flow.to(self.device)  # shared with its training: not frozen here
         self.step_size = float(step_scale) * 2.38 / math.sqrt(self.n_sites)
+        self.sites_per_step = self.n_sites  # a move in z may change every site
         if x0 is None:  # the flow's own draws; where one has zero mass, the target's start
             z = self.flow.normal(self.n_chains, self.generator)
             with torch.no_grad():
@@ -86,6 +87,16 @@ class FlowLatentSampler(BatchedSampler):
         """The chains' latent states ``[B, n]``."""
         return self._z
 
+    def invariant_error(self) -> float:
+        """The base's gap, and those of ``x = sign(T(z))`` and the cached ``log p~(z)`` against a
+        recompute at ``z`` (a state off its ``z`` counts as a gap of 1)."""
+        with torch.no_grad():
+            log_pz, x, _ = self.flow.latent_target(self._z, self.target.log_prob)
+            off = float((x != self._x).any(1).double().max())
+            gap = float(((log_pz - self._log_pz).abs() / log_pz.abs().clamp(min=1.0)).max())
+        return max(super().invariant_error(), off, gap)
+
+    @torch.no_grad()
     def _step(self) -> None:
         noise = self.flow.normal(self.n_chains, self.generator)
         z_new = self._z + self.step_size * noise
