@@ -302,8 +302,6 @@ def join_flow(run: Run) -> list[str]:
                 name, target, cfg.chains, seed=cfg.seed, device=comparison.device, x0=x0,
                 flow=model,
             )  # fmt: skip
-            if sampler.sites_per_step == 1:  # flow-latent moves every site in a step, but the
-                sampler.sites_per_step = sampler.n_sites  # library's says 1 (reported to Part A)
             comparison.samplers[name] = sampler
             comparison.marginals[name] = MarginalEstimate()
             if comparison.thin:

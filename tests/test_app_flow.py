@@ -243,16 +243,19 @@ def test_the_flow_samplers_wait_while_the_others_sample_then_join_from_the_share
 
 
 def test_a_failed_training_lets_the_flow_samplers_join_on_its_last_finite_weights():
-    cfg = small_config(samplers=("gibbs", "flow-exact"), flow_steps=STEPS)
+    cfg = small_config(samplers=("gibbs", "flow-exact", "flow-latent"), flow_steps=STEPS)
     problem = sources.build_problem(cfg)
     job = flow_training.FlowJob(NaNAfter(problem.target, calls=3), STEPS, cfg.seed)
     job.start()
     job.wait(60)
     assert job.progress().failed and job.ready
     run, _ = state.build_run(cfg, problem, flow=job)
-    state.advance(run, 1.0, max_steps=4)
-    assert run.comparison.names == ["gibbs", "flow-exact"]
-    assert run.comparison["flow-exact"].n_steps == 4 and run.comparison["gibbs"].n_steps == 4
+    state.advance(run, 5.0, max_steps=cfg.burn_in + 4)  # into mixing: marginals recorded
+    assert run.comparison.names == ["gibbs", "flow-exact", "flow-latent"]
+    assert run.phase == "mixing"
+    for name in run.comparison.names:
+        assert run.comparison[name].n_steps == cfg.burn_in + 4
+        assert run.comparison.marginals[name].count == 4
 
 
 def test_only_flow_samplers_wait_for_the_flow_before_a_run_can_be_built():
