@@ -450,9 +450,9 @@ def advance(
     limit = max_steps if max_steps is not None else 10**9
     rbm = rbm_run.is_rbm_run(run)
     with run.lock:
+        join_flow(run)  # the flow samplers, once their flow is ready
         # until the compiled kernels are ready (streamlit_app compiles them in the background)
         # the torch steps run: every backend gives the same chains, so the switch is invisible
-        join_flow(run)  # the flow samplers, once their flow is ready
         if not rbm:
             comparison.set_backend("auto" if warmup.ready() else "torch")
         while done < limit and not run.finished:
