@@ -41,6 +41,7 @@ from lsbcore.checks import integer
 from lsbcore.exact.states import exact_distribution, state_codes
 from lsbcore.flows.model import FlowModel, split
 from lsbcore.flows.train import FlowTraining, TrainingSettings
+from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.ising import IsingPosterior
 
 
@@ -99,8 +100,6 @@ def measure_bias(target=None, train_steps: int = 300, chains: int = 512, steps: 
     """The table (module docstring): one row per flow (0, ``train_steps // 2`` and
     ``train_steps`` training steps) and burn-in; each histogram holds ``chains * (steps //
     thin)`` states. ``target`` defaults to ``default_target()`` (at most 16 sites)."""
-    from lsbcore.samplers.registry import make_sampler  # the registry imports the samplers
-
     target = default_target() if target is None else target
     if target.n_sites > 16:
         raise ValueError(f"the bias is measured by enumeration: at most 16 sites, got "
