@@ -10,7 +10,7 @@ import torch
 
 from lsbcore.exact.states import all_states, exact_distribution
 from lsbcore.experiment.cli import main as experiment_main
-from lsbcore.flows.comparison import Protocol, compare, measure, train
+from lsbcore.flows.comparison import Protocol, compare, measure, over_common_sites, train
 from lsbcore.flows.denoising import BETA, ETA, DenoisingProblem, denoising_problem
 from lsbcore.flows.report import BEGIN, TITLE
 from lsbcore.rbm.data import digits
@@ -141,6 +141,20 @@ def test_a_site_that_never_moves_is_counted_frozen_not_averaged():
     # the 7 free sites are fair coins resampled at random: thinned by 30 steps (> 3 sweeps)
     # their draws are nearly independent, so the ESS is near the kept samples
     assert figures["ess"] > 0.6 * figures["kept_samples"]
+
+
+def test_samplers_are_compared_on_the_sites_any_of_them_moved_unmoved_ones_counting_zero():
+    def figures(sites):
+        return {"ess_sites": sites, "steps": 100, "chains": 2, "evals_per_chain": 500,
+                "seconds": 2.0, "cost_before_seconds": 1.0}  # fmt: skip
+
+    samplers = {"a": figures([10.0, None, 30.0, None]), "b": figures([None, None, 50.0, None])}
+    assert over_common_sites(samplers) == [0, 2]
+    a, b = samplers["a"], samplers["b"]
+    assert (a["ess"], b["ess"]) == (20.0, 25.0)
+    assert (a["unmoved_common_sites"], b["unmoved_common_sites"]) == (0, 1)
+    assert b["ess_per_1e4"] == 25.0 * 1e4 / 200 and b["ess_per_1000_evals"] == 25.0
+    assert b["ess_per_min"] == 25.0 * 30 and b["ess_per_min_total"] == 25.0 * 20
 
 
 def test_compare_refuses_unknown_samplers():

@@ -14,10 +14,14 @@ figures flatter the samplers that do more per step, and the figures per target e
 (``evals_per_step``, ``docs/method.md`` section 9) and per minute are the fair ones.
 
 Mixing (the paper's "mean ESS across dimensions"): the rank-normalised bulk ESS over all chains
-of every site's kept series (arviz-stats, ``lsbcore.rbm.experiment.bulk_ess``), averaged over
-the sites that moved; a site that never changed in any chain has no ESS and is counted apart
-(``frozen_sites``). The ESS cannot exceed the kept samples (``kept_samples``, draws times
-chains): a sampler near that cap mixes faster than the thinning can show. From it:
+of every site's kept series (arviz-stats, ``lsbcore.rbm.experiment.bulk_ess``). A site that
+never changed in any chain has no ESS (``frozen_sites``). ``measure`` averages over the sites
+that moved under the sampler itself (``ess_moved``); ``compare`` then puts the samplers of a
+seed on common ground (``over_common_sites``): the mean over the sites that moved under any
+sampler, a site the sampler never moved counting 0, so that a sampler stuck on most pixels is
+not credited with the ESS of the few it moves. The ESS cannot exceed the kept samples
+(``kept_samples``, draws times chains): a sampler near that cap mixes faster than the thinning
+can show. From it:
 
 - ``ess_per_1e4``: effective samples per 10^4 chain-steps, ``ESS * 10^4 / (steps * chains)``;
 - ``ess_per_1000_evals``: ``ESS * 1000 / (evaluations of all chains)``;
@@ -172,27 +176,55 @@ def measure(
     moved = np.isfinite(per_site)
     ess = float(per_site[moved].mean()) if moved.any() else 0.0
     before = flow.seconds if flow is not None and name in FLOWS else burn_seconds
-    chain_steps = measured * protocol.chains
-    return {
+    figures = {
         "burn_in": burn_in,
         "steps": measured,
         "thin": thin,
         "draws": len(kept),
+        "chains": protocol.chains,
         "evals_per_step": int(sampler.evals_per_step),
         "evals_per_chain": int(evals),
         "seconds": float(seconds),
         "cost_before_seconds": float(before),
-        "ess": ess,
+        "ess_sites": [float(v) if math.isfinite(v) else None for v in per_site],
+        "ess_moved": ess,
         "frozen_sites": int((~moved).sum()),
         "kept_samples": int(kept.shape[0] * protocol.chains),
-        "ess_per_1e4": ess * 1e4 / chain_steps,
-        "ess_per_1000_evals": ess * 1000 / (evals * protocol.chains) if evals else None,
-        "ess_per_min": ess * 60 / seconds if seconds > 0 else None,
-        "ess_per_min_total": ess * 60 / (seconds + before) if seconds + before > 0 else None,
-        "accept": _acceptance(name, accepted, proposals_accepted, chain_steps),
+        "accept": _acceptance(name, accepted, proposals_accepted, measured * protocol.chains),
         "mean_log_p": float(log_p.mean()),
         "std_log_p": float(log_p.std()),
     }
+    return with_rates(figures, ess)
+
+
+def with_rates(figures: dict, ess: float) -> dict:
+    """``figures`` with ``ess`` and the rates derived from it (module docstring)."""
+    chain_steps = figures["steps"] * figures["chains"]
+    evals = figures["evals_per_chain"] * figures["chains"]
+    seconds, before = figures["seconds"], figures["cost_before_seconds"]
+    figures.update(
+        ess=ess,
+        ess_per_1e4=ess * 1e4 / chain_steps,
+        ess_per_1000_evals=ess * 1000 / evals if evals else None,
+        ess_per_min=ess * 60 / seconds if seconds > 0 else None,
+        ess_per_min_total=ess * 60 / (seconds + before) if seconds + before > 0 else None,
+    )
+    return figures
+
+
+def over_common_sites(samplers: dict) -> list[int]:
+    """Put every sampler of one seed on the same sites: its ``ess`` becomes the mean over the
+    sites that moved under any of them, a site it never moved counting 0 (it gave no
+    effective draw of that pixel), and its rates follow. A sampler that freezes pixels the
+    others move is thus not averaged over the easy pixels alone. Returns those sites."""
+    sites = [i for i in range(len(next(iter(samplers.values()))["ess_sites"]))
+             if any(f["ess_sites"][i] is not None for f in samplers.values())]  # fmt: skip
+    for figures in samplers.values():
+        values = [figures["ess_sites"][i] or 0.0 for i in sites]
+        with_rates(figures, float(np.mean(values)) if values else 0.0)
+        figures["common_sites"] = len(sites)
+        figures["unmoved_common_sites"] = sum(figures["ess_sites"][i] is None for i in sites)
+    return sites
 
 
 def _acceptance(name: str, sites_changed: int, proposals: int, chain_steps: int):
@@ -255,6 +287,9 @@ def compare(
                 f"all-in {_fmt(figures['ess_per_min_total']):>9s}  "
                 f"({time.perf_counter() - started:.1f} s)"
             )
+        sites = over_common_sites(run["samplers"])
+        say(f"  seed {seed}: on the {len(sites)} sites that moved under any sampler, ESS "
+            + ", ".join(f"{n} {f['ess']:.1f}" for n, f in run["samplers"].items()))  # fmt: skip
         runs.append(run)
     return {"problem": describe(problem), "runs": runs}
 
