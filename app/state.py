@@ -40,7 +40,6 @@ from app.config import FLOW_SAMPLERS, Config, steps_per_refresh
 from app.pace import Pace
 from app.text import escape
 from lsbcore.backends import resolve_device
-from lsbcore.diagnostics.trace import MarginalEstimate, Trace
 from lsbcore.samplers import warmup
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import refusal
@@ -243,8 +242,8 @@ def build_run(
             **options,
         )
 
-    if not others:  # only flow samplers, the flow ready: placeholders on the untrained flow,
-        options["train_steps"] = 0  # which join_flow replaces before any step
+    if not others:  # only flow samplers, their flow ready: built on it at once
+        options["flow"] = flow.snapshot()
     comparison, messages = _on_a_device(cfg, make)
     run = Run(
         config=cfg,
@@ -253,7 +252,8 @@ def build_run(
         device_label=device_label(comparison.device),
         photo=photo,
         flow=flow if flows else None,
-        flow_waiting=flows,
+        flow_waiting=flows if others else (),
+        flow_joined_at=None if others or not flows else 0,
     )
     messages.extend(refused)
     join_flow(run)
@@ -302,14 +302,7 @@ def join_flow(run: Run) -> list[str]:
                 name, target, cfg.chains, seed=cfg.seed, device=comparison.device, x0=x0,
                 flow=model,
             )  # fmt: skip
-            comparison.samplers[name] = sampler
-            comparison.marginals[name] = MarginalEstimate()
-            if comparison.thin:
-                sampler.track_statistics(comparison.truth)
-                trace = Trace(cfg.chains, thin=comparison.thin, truth=comparison.truth)
-                trace.record(0, sampler.x, sampler.log_p, sampler.n_target_evals, math.nan,
-                             sampler.wall_seconds, comparison.phase, force=True)  # fmt: skip
-                comparison.traces[name] = trace
+            comparison.add(name, sampler)
         run.flow_waiting = ()
         run.flow_joined_at = comparison.n_steps
     return joined
@@ -389,9 +382,7 @@ def leave_flow(run: Run) -> tuple[str, ...]:
         if not names or len(names) == len(comparison.samplers):
             return ()
         for name in names:
-            del comparison.samplers[name]
-            comparison.traces.pop(name, None)
-            comparison.marginals.pop(name, None)
+            comparison.remove(name)
             run.settledness.pop(name, None)
         run.flow_waiting = names
         run.flow_joined_at = None

@@ -41,7 +41,8 @@ class Comparison:
         truth: ground truth ``[H, W]`` of +-1 for the accuracy trace, if known.
         options: each goes to the samplers whose registry entry lists it (``lr``,
             ``optimizer``, ``hidden``, ``restart_prob`` for the learned ones), ``balancing`` to
-            ``"learned"``, ``resync_every`` to all.
+            ``"learned"``, ``flow`` (a trained ``FlowModel``) to the flow samplers, ``resync_every``
+            to all.
     """
 
     def __init__(
@@ -81,6 +82,8 @@ class Comparison:
             opts = {k: v for k, v in options.items() if k in own}
             if spec.needs_balancing:
                 opts["balancing"] = options.get("balancing")
+            if spec.takes_flow and options.get("flow") is not None:
+                opts["flow"] = options["flow"]
             self.samplers[name] = make_sampler(
                 name, target, n_chains, seed=seed, device=self.device, x0=x0, backend=backend,
                 **opts,
@@ -96,6 +99,38 @@ class Comparison:
             for sampler in self.samplers.values():
                 sampler.track_statistics(truth)
             self.record(force=True)
+
+    def add(self, name: str, sampler: ChainSampler) -> None:
+        """Bring in ``sampler`` as ``name`` now (a flow sampler whose flow became ready): it
+        must run on this comparison's target with its number of chains. Its marginal starts
+        empty and its trace, when traced, at its own step 0, recorded in the current phase."""
+        if name in self.samplers:
+            raise ValueError(f"{name!r} is in the comparison already.")
+        if name not in SAMPLERS:
+            raise ValueError(f"unknown sampler {name!r}; choose from: {', '.join(SAMPLERS)}.")
+        if sampler.n_chains != self.n_chains or sampler.n_sites != self.target.n_sites:
+            raise ValueError(
+                f"{name!r} runs {sampler.n_chains} chains on {sampler.n_sites} sites; the "
+                f"comparison runs {self.n_chains} on {self.target.n_sites}."
+            )
+        self.samplers[name] = sampler
+        self.marginals[name] = MarginalEstimate()
+        if self.thin:
+            sampler.track_statistics(self.truth)
+            trace = Trace(self.n_chains, thin=self.thin, truth=self.truth)
+            trace.record(0, sampler.x, sampler.log_p, sampler.n_target_evals, math.nan,
+                         sampler.wall_seconds, self.phase, force=True)  # fmt: skip
+            self.traces[name] = trace
+
+    def remove(self, name: str) -> None:
+        """Drop ``name``'s sampler, trace and marginal (at least one sampler stays)."""
+        if name not in self.samplers:
+            raise ValueError(f"{name!r} is not in the comparison.")
+        if len(self.samplers) == 1:
+            raise ValueError("a comparison keeps at least one sampler.")
+        del self.samplers[name]
+        self.traces.pop(name, None)
+        self.marginals.pop(name, None)
 
     def set_backend(self, backend: str) -> None:
         """Every sampler's next steps on ``backend`` (see ``Sampler.set_backend``)."""

@@ -567,3 +567,26 @@ def test_the_running_acceptance_is_undefined_before_the_first_step():
         rate = run.traces[name].arrays()["accept_rate"]
         assert np.isnan(rate[0]) and np.isfinite(rate[1:]).all()
         assert rate[-1] == pytest.approx(run[name].accept_rate)
+
+
+def test_a_sampler_added_later_is_stepped_traced_and_can_leave_again():
+    target = IsingPosterior(torch.linspace(-1, 1, 36).reshape(6, 6), 0.4)
+    comparison = Comparison(["barker"], target, 3, seed=1, thin=1)
+    comparison.step(5)
+    late = make_sampler("gibbs", target, 3, seed=2)
+    comparison.add("gibbs", late)
+    comparison.step(4)
+    assert comparison.names == ["barker", "gibbs"]
+    assert late.n_steps == 4  # its own steps, from when it joined
+    assert len(comparison.traces["gibbs"]) == 5  # step 0 here, then every step
+    comparison.start_mixing()
+    comparison.step(2)
+    assert comparison.marginals["gibbs"].count > 0
+    with pytest.raises(ValueError, match="already"):
+        comparison.add("gibbs", late)
+    with pytest.raises(ValueError, match="runs 2 chains"):
+        comparison.add("metropolis", make_sampler("metropolis", target, 2, seed=2))
+    comparison.remove("gibbs")
+    assert comparison.names == ["barker"] and "gibbs" not in comparison.traces
+    with pytest.raises(ValueError, match="at least one"):
+        comparison.remove("barker")
