@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lsbcore import IsingPosterior
-from lsbcore.flows.bias import BiasRow, iid_floor, main, measure_bias
+from lsbcore.flows.bias import BiasRow, iid_floor, main, measure_bias, self_noise
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -28,6 +28,7 @@ def test_the_bias_table_has_a_row_per_flow_and_burn_in_and_is_deterministic():
     for r in rows:
         assert 0 <= r.tv_latent <= 1 and 0 <= r.tv_exact <= 1 and 0 < r.tv_floor < 0.05
         assert 0 <= r.accept_latent <= 1 and 0 <= r.accept_exact <= 1
+        assert 0 <= r.noise_latent < 0.2 and 0 <= r.noise_exact < 0.2
     # flow-exact after a burn-in on 4 states: within noise of the exact law (floor ~0.01)
     for r in rows:
         if r.burn_in:
@@ -54,4 +55,9 @@ def test_the_bias_command_prints_its_table_and_writes_json(tmp_path, capsys):
     assert [BiasRow(**row).flow for row in saved["rows"]] == ["untrained", "half-trained",
                                                               "trained"]  # fmt: skip
     assert saved["args"]["seed"] == 1
-    assert main(["--chains", "0"]) == 2  # refused in a sentence
+    assert main(["--chains", "1"]) == 2  # refused in a sentence (two halves are compared)
+
+
+def test_the_self_noise_is_half_the_tv_between_the_halves():
+    halves = np.array([[30.0, 10.0, 0.0, 0.0], [20.0, 20.0, 0.0, 0.0]])
+    assert self_noise(halves) == pytest.approx(0.125)  # TV(0.75/0.25, 0.5/0.5) = 0.25

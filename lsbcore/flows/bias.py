@@ -10,14 +10,17 @@ the trained flow, runs
 both started from the flow's own draws, first by the paper's protocol (no burn-in: every
 ``thin``-th state from the first step on), then after longer burn-ins, and prints the TV of
 each one's histogram of states to the exact law, beside the noise floor: the mean TV of the same
-number of independent exact draws.
+number of independent exact draws, and each sampler's own noise (half the TV between the
+histograms of two halves of its chains: correlated draws scatter more than independent ones).
 
 What the numbers mean. The latent target (the paper's eq. 5) integrates to ``p(x)`` over each
 orthant, so the latent chain is exact in the limit of a long run; at a finite length its states
 carry the bias of its start (the flow's draws, whose law ``r`` is not ``p``) and of slow moves
 between orthants. The rows after longer burn-ins show whether that bias shrinks with run length.
 Draws of one chain are correlated, so the floor (independent draws) is a lower bound on the
-noise of either sampler's TV: a TV within a few floors of it is "within noise". ``flow-exact``'s
+noise of either sampler's TV; the ``noise`` columns measure it from the chains themselves (their
+two halves differ by noise alone, bias cancels): a TV within about twice its noise is "within
+noise", a TV many times its noise is bias. ``flow-exact``'s
 TV by the paper's protocol also carries its start's bias (it starts from the same draws); it
 loses it as fast as its acceptance lets it.
 
@@ -57,6 +60,8 @@ class BiasRow:
     tv_latent: float
     tv_exact: float
     tv_floor: float  # mean TV of `draws` independent exact draws
+    noise_latent: float  # half the TV between the histograms of two halves of the chains
+    noise_exact: float
     accept_latent: float
     accept_exact: float
 
@@ -77,15 +82,26 @@ def tv(p: np.ndarray, counts: np.ndarray) -> float:
     return 0.5 * float(np.abs(p - counts / counts.sum()).sum())
 
 
-def _histogram(sampler, burn_in: int, steps: int, thin: int) -> np.ndarray:
+def _histograms(sampler, burn_in: int, steps: int, thin: int) -> np.ndarray:
+    """Counts of the states of the first and of the second half of the chains, ``[2, 2^n]``."""
     k = 2**sampler.n_sites
-    counts = np.zeros(k)
+    half = sampler.n_chains // 2
+    counts = np.zeros((2, k))
     if burn_in:
         sampler.step(burn_in)
     for _ in range(steps // thin):
         sampler.step(thin)
-        counts += np.bincount(state_codes(sampler.x).numpy(), minlength=k)
+        codes = state_codes(sampler.x).numpy()
+        counts[0] += np.bincount(codes[:half], minlength=k)
+        counts[1] += np.bincount(codes[half:], minlength=k)
     return counts
+
+
+def self_noise(counts: np.ndarray) -> float:
+    """The noise of a histogram's TV from its own two halves (independent chains, the same
+    start law): half their TV to each other, which is what one histogram of them all scatters
+    by for independent draws, and grows with the draws' correlation as the noise does."""
+    return 0.5 * tv(counts[0] / counts[0].sum(), counts[1])
 
 
 def _flow_draws(flow: FlowModel, rows: int, seed: int) -> torch.Tensor:
@@ -96,7 +112,8 @@ def _flow_draws(flow: FlowModel, rows: int, seed: int) -> torch.Tensor:
 
 def measure_bias(target=None, train_steps: int = 300, chains: int = 512, steps: int = 200,
                  thin: int = 2, burn_ins=(0, 500, 2000), seed: int = 0, transforms: int = 2,
-                 hidden: int = 32, importance: int = 4, log=None) -> list[BiasRow]:  # fmt: skip
+                 hidden: int = 32, importance: int = 4, step_scale: float = 1.0,
+                 log=None) -> list[BiasRow]:  # fmt: skip
     """The table (module docstring): one row per flow (0, ``train_steps // 2`` and
     ``train_steps`` training steps) and burn-in; each histogram holds ``chains * (steps //
     thin)`` states. ``target`` defaults to ``default_target()`` (at most 16 sites)."""
@@ -105,7 +122,7 @@ def measure_bias(target=None, train_steps: int = 300, chains: int = 512, steps: 
         raise ValueError(f"the bias is measured by enumeration: at most 16 sites, got "
                          f"{target.n_sites}.")  # fmt: skip
     integer(train_steps, "train_steps", 0, 100_000)
-    integer(chains, "chains", 1, 1 << 20)
+    integer(chains, "chains", 2, 1 << 20)
     integer(thin, "thin", 1, 10_000)
     integer(steps, "steps", thin, 1_000_000)
     burn_ins = tuple(integer(b, "burn_in", 0, 1_000_000) for b in burn_ins)
@@ -119,15 +136,19 @@ def measure_bias(target=None, train_steps: int = 300, chains: int = 512, steps: 
         flow = copy.deepcopy(training.model).requires_grad_(False)
         elbo = -float(np.mean([h[1] for h in training.history[-20:]])) if n_train else math.nan
         for burn_in in burn_ins:
-            latent = make_sampler("flow-latent", target, chains, seed=seed + 1, flow=flow)
-            counts_latent = _histogram(latent, burn_in, steps, thin)
+            latent = make_sampler("flow-latent", target, chains, seed=seed + 1, flow=flow,
+                                  step_scale=step_scale)  # fmt: skip
+            halves_latent = _histograms(latent, burn_in, steps, thin)
+            counts_latent = halves_latent.sum(0)
             start = _flow_draws(flow, chains, seed + 2).view(chains, *target.shape)
             exact = make_sampler("flow-exact", target, chains, seed=seed + 3, flow=flow,
                                  importance=importance, x0=start)  # fmt: skip
-            counts_exact = _histogram(exact, burn_in, steps, thin)
+            halves_exact = _histograms(exact, burn_in, steps, thin)
+            counts_exact = halves_exact.sum(0)
             draws = int(counts_latent.sum())
             row = BiasRow(level, n_train, elbo, burn_in, draws, tv(p, counts_latent),
                           tv(p, counts_exact), iid_floor(p, draws, seed + 4),
+                          self_noise(halves_latent), self_noise(halves_exact),
                           latent.accept_rate, exact.move_rate)  # fmt: skip
             rows.append(row)
             if log is not None:
@@ -135,18 +156,19 @@ def measure_bias(target=None, train_steps: int = 300, chains: int = 512, steps: 
     return rows
 
 
-HEADER = ("flow", "train", "ELBO", "burn-in", "draws", "TV latent", "TV exact", "floor",
-          "acc latent", "acc exact")  # fmt: skip
+HEADER = ("flow", "train", "ELBO", "burn-in", "draws", "TV latent", "noise", "TV exact",
+          "noise", "floor", "acc latent", "acc exact")  # fmt: skip
 
 
 def format_row(row: BiasRow) -> str:
     return (f"{row.flow:>12} {row.train_steps:>5} {row.elbo:>6.2f} {row.burn_in:>7} "
-            f"{row.draws:>7} {row.tv_latent:>9.4f} {row.tv_exact:>8.4f} {row.tv_floor:>6.4f} "
+            f"{row.draws:>7} {row.tv_latent:>9.4f} {row.noise_latent:>6.4f} "
+            f"{row.tv_exact:>8.4f} {row.noise_exact:>6.4f} {row.tv_floor:>6.4f} "
             f"{row.accept_latent:>10.3f} {row.accept_exact:>9.3f}")  # fmt: skip
 
 
 def format_header() -> str:
-    widths = (12, 5, 6, 7, 7, 9, 8, 6, 10, 9)
+    widths = (12, 5, 6, 7, 7, 9, 6, 8, 6, 6, 10, 9)
     return " ".join(f"{h:>{w}}" for h, w in zip(HEADER, widths, strict=True))
 
 
@@ -165,6 +187,10 @@ def main(argv=None) -> int:
                         help="burn-ins before recording (0: the paper's protocol)")  # fmt: skip
     parser.add_argument("--transforms", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument(
+        "--step-scale", type=float, default=1.0,
+        help="flow-latent's random-walk step in units of 2.38 / sqrt(n)",
+    )  # fmt: skip
     parser.add_argument("--json", metavar="OUT", help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -174,12 +200,14 @@ def main(argv=None) -> int:
         rows = measure_bias(train_steps=args.train_steps, chains=args.chains, steps=args.steps,
                             thin=args.thin, burn_ins=tuple(args.burn_in), seed=args.seed,
                             transforms=args.transforms, hidden=args.hidden,
+                            step_scale=args.step_scale,
                             log=lambda row: print(format_row(row), flush=True))  # fmt: skip
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"({time.perf_counter() - start:.0f} s; floor: mean TV of as many independent exact "
-          "draws; a chain's draws are correlated, so its noise is above the floor)")  # fmt: skip
+    print(f"({time.perf_counter() - start:.0f} s; floor: the mean TV of as many independent "
+          "exact draws; noise: half the TV between the two halves of the chains, the scatter of "
+          "that sampler's own TV, correlation included)")  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rows": [asdict(r) for r in rows]}, f, indent=1)
