@@ -62,7 +62,7 @@ class BiasRow:
     tv_floor: float  # mean TV of `draws` independent exact draws
     noise_latent: float  # half the TV between the histograms of two halves of the chains
     noise_exact: float
-    accept_latent: float
+    accept_latent: float  # proposals accepted (of z; of x for flow-exact)
     accept_exact: float
 
 
@@ -149,7 +149,7 @@ def measure_bias(target=None, train_steps: int = 300, chains: int = 512, steps: 
             row = BiasRow(level, n_train, elbo, burn_in, draws, tv(p, counts_latent),
                           tv(p, counts_exact), iid_floor(p, draws, seed + 4),
                           self_noise(halves_latent), self_noise(halves_exact),
-                          latent.accept_rate, exact.move_rate)  # fmt: skip
+                          latent.move_rate, exact.move_rate)  # fmt: skip
             rows.append(row)
             if log is not None:
                 log(row)

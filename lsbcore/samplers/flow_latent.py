@@ -46,6 +46,7 @@ class FlowLatentSampler(BatchedSampler):
         self.flow = self.flow.to(self.device)  # shared with its training: not frozen here
         self.step_size = float(step_scale) * 2.38 / math.sqrt(self.n_sites)
         self.sites_per_step = self.n_sites  # a move in z may change every site
+        self._n_moves = torch.zeros(self.n_chains, dtype=torch.int64, device=self.device)
         if x0 is None:  # the flow's own draws; where one has zero mass, the target's start
             z = self.flow.normal(self.n_chains, self.generator)
             with torch.no_grad():
@@ -87,6 +88,15 @@ class FlowLatentSampler(BatchedSampler):
         """The chains' latent states ``[B, n]``."""
         return self._z
 
+    @property
+    def move_rate(self) -> float:
+        """Moves of ``z`` accepted over moves proposed, over all chains and steps so far (the
+        base's ``accept_rate`` counts sites of ``x`` that changed: a move inside an orthant
+        changes none)."""
+        if self.n_steps == 0:
+            return float("nan")
+        return int(self._n_moves.sum()) / (self.n_steps * self.n_chains)
+
     def invariant_error(self) -> float:
         """The base's gap, and those of ``x = sign(T(z))`` and the cached ``log p~(z)`` against a
         recompute at ``z`` (a state off its ``z`` counts as a gap of 1)."""
@@ -106,5 +116,6 @@ class FlowLatentSampler(BatchedSampler):
         accept = torch.log(self._uniforms(self.n_chains)) < log_alpha
         self._move(x_new, accept, log_p_new - self._log_p)
         self._z = torch.where(accept.unsqueeze(1), z_new, self._z)
+        self._n_moves += accept
         self._log_pz = torch.where(accept, log_pz_new, self._log_pz)
         self._last = {"accept_prob": log_alpha.clamp(max=0.0).exp(), "accepted": accept}
