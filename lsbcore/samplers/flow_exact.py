@@ -59,13 +59,28 @@ class FlowExactSampler(BatchedSampler):
     sites_per_step = 1  # every site is proposed: set to n_sites in __init__
 
     def __init__(self, target, n_chains: int, train_steps: int = 1000, importance: int = 4,
-                 flow: FlowModel | None = None, **common):  # fmt: skip
-        super().__init__(target, n_chains, **common)
+                 flow: FlowModel | None = None, x0=None, **common):  # fmt: skip
+        super().__init__(target, n_chains, x0=x0, **common)
         self.flow = flow_for(target, flow, train_steps, self.seed, self.device)
         self.flow = self.flow.to(self.device)  # shared with its training: not frozen here
         self.importance = int(importance)
         self.sites_per_step = self.n_sites
         self._n_moves = torch.zeros(self.n_chains, dtype=torch.int64, device=self.device)
+        if x0 is None:
+            self._start_from_flow()
+
+    @torch.no_grad()
+    def _start_from_flow(self) -> None:
+        """Start each chain at one of the flow's draws (the paper's start), keeping the
+        target's own start where a draw has zero mass. Why: an independence sampler leaves a
+        state only for one of higher ``p~ / r``, and a uniform random state, to which a
+        trained flow gives almost no mass, has so high a ratio that no draw is ever accepted
+        (measured: 0 of 128,000 proposals on the 8 x 8 digit)."""
+        x, _ = self.flow.propose(self.n_chains, 1, self.generator)
+        x = x.to(self._x)
+        keep = torch.isfinite(self.target.log_prob(x))
+        self._x = torch.where(keep.unsqueeze(1), x, self._x)
+        self.resync()
 
     @property
     def evals_per_step(self) -> int:
