@@ -234,6 +234,7 @@ def main(argv=None) -> int:
         protocol = Protocol(**{**protocol.as_dict(), **changes})
     name = ("quick" if args.quick else "scaled") + (" (changed)" if changes else "")
     seeds = list(range(args.seed, args.seed + (args.seeds or (1 if args.quick else 3))))
+    code_commit = commit()  # the code that runs: read before the runs, not after
     torch.set_num_threads(args.threads)
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     results = run(
@@ -248,7 +249,7 @@ def main(argv=None) -> int:
     )
     results["config"] = {
         "command": shown_command(argv),
-        "commit": commit(),
+        "commit": code_commit,
         "protocol_name": name,
         "protocol": protocol.as_dict(),
         "paper": PAPER,
