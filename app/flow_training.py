@@ -5,7 +5,7 @@ target (``lsbcore.flows.train.FlowTraining``). The page never trains inside a sa
 construction: a ``FlowJob`` trains on a thread of its own, in chunks of ``CHUNK`` steps, and
 the run (``app/state.py``) leaves the flow samplers out until the job is ``ready``, while the
 other samplers sample; they then join with a frozen copy of the flow (``snapshot``), starting
-from the run's shared start, and count their own steps from there.
+from the flow's own draws (as ``lsbcore.Comparison`` starts them), and count their own steps.
 
 One job per session and (target, training steps, seed) (``job_for``): both flow samplers share
 it, and a new run of the same posterior (other samplers, more chains) finds it trained. The job

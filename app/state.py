@@ -41,7 +41,6 @@ from app.pace import Pace
 from app.text import escape
 from lsbcore.backends import resolve_device
 from lsbcore.samplers import warmup
-from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import refusal
 
 log = logging.getLogger(__name__)
@@ -282,9 +281,10 @@ def join_flow(run: Run) -> list[str]:
     """Put the waiting flow samplers into the run once their flow is ready (trained, stopped,
     or failed with its last finite weights); return the names that joined.
 
-    They start from the run's shared start with a frozen copy of the flow and count their own
-    steps (their traces begin at their step 0), so after joining late they are behind the
-    others by ``flow_joined_at`` steps; a joiner in the mixing phase records mixing at once.
+    They start from the flow's own draws (an independence proposal never leaves a random start
+    to which the flow gives no mass), with a frozen copy of the flow, and count their own steps
+    (their traces begin at their step 0), so after joining late they are behind the others by
+    ``flow_joined_at`` steps; a joiner in the mixing phase records mixing at once.
     """
     if not run.flow_waiting or run.flow is None or not run.flow.ready:
         return []
@@ -293,15 +293,11 @@ def join_flow(run: Run) -> list[str]:
             return []
         cfg, comparison, target = run.config, run.comparison, run.problem.target
         model = run.flow.snapshot()
-        x0 = run.problem.x0
-        if x0 is None:
-            x0 = uniform_start(target.shape, cfg.chains, cfg.seed)  # as the comparison's start
         joined = list(run.flow_waiting)
-        for name in joined:
+        for name in joined:  # from the flow's own draws, as Comparison starts them
             sampler = lsbcore.make_sampler(
-                name, target, cfg.chains, seed=cfg.seed, device=comparison.device, x0=x0,
-                flow=model,
-            )  # fmt: skip
+                name, target, cfg.chains, seed=cfg.seed, device=comparison.device, flow=model
+            )
             comparison.add(name, sampler)
         run.flow_waiting = ()
         run.flow_joined_at = comparison.n_steps

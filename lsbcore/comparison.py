@@ -35,7 +35,8 @@ class Comparison:
     Args:
         names: sampler names from ``lsbcore.SAMPLERS``, each at most once.
         x0: shared start ``[n_chains, *target.shape]`` or ``target.shape``; default a uniform
-            random state per chain from ``seed`` (the same for every sampler).
+            random state per chain from ``seed`` (the same for every sampler but the flow
+            samplers, which start from their flow's draws).
         backend: ``"auto"``, ``"compiled"``, ``"torch"`` or ``"device"`` for every sampler.
         thin: record traces every ``thin`` steps (0: no traces).
         truth: ground truth ``[H, W]`` of +-1 for the accuracy trace, if known.
@@ -84,8 +85,11 @@ class Comparison:
                 opts["balancing"] = options.get("balancing")
             if spec.takes_flow and options.get("flow") is not None:
                 opts["flow"] = options["flow"]
+            # the flow samplers start from their flow's draws: an independence proposal almost
+            # never leaves a random state the flow gives no mass (lsbcore.samplers.flow_exact)
+            start = None if spec.takes_flow else x0
             self.samplers[name] = make_sampler(
-                name, target, n_chains, seed=seed, device=self.device, x0=x0, backend=backend,
+                name, target, n_chains, seed=seed, device=self.device, x0=start, backend=backend,
                 **opts,
             )  # fmt: skip
         self.phase = "burnin"

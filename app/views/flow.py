@@ -43,7 +43,9 @@ APPROXIMATE = (
 )
 WAITING = (
     "The flow samplers wait for their flow: they join the run when training is done or "
-    "stopped, from the run's shared start, and count their own steps from there."
+    "stopped, starting from the flow's own draws (not the shared start: an independence proposal "
+    "almost never leaves a random state to which the flow gives no mass), and count their own "
+    "steps from there."
 )
 
 
@@ -127,7 +129,7 @@ def controls(job: flow_training.FlowJob, run: state.Run | None = None) -> None:
             disabled=progress.running or bool(progress.failed) or progress.steps >= progress.goal,
             help="Go on training towards the training steps set in the sidebar (the same seed "
             "gives the same flow whether trained in one go or in pieces). The flow samplers "
-            "leave the run meanwhile and join again, from the shared start, on the newer flow.",
+            "leave the run meanwhile and join again, from the newer flow's draws.",
         )
     st.session_state[WAS_TRAINING] = progress.running
     st.fragment(_status, run_every=PROGRESS_S if progress.running else None)(job, run)
