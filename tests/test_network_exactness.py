@@ -122,12 +122,13 @@ def learned_function(graph: FactorGraph):
 
 
 # flow-latent is approximate by design (its registry entry says so): no TV check holds for it.
-# flow-exact is exact, but an independence proposal leaves a chain only towards states the flow
-# proposes often enough: on NEAR the trained flow puts almost no mass on the states off HARD's
-# support (0.22 of p's mass lies where 200,000 of its draws never go), so chains started there
-# by start() (uniform) stay for far longer than this run (94% never moved in 400 steps). That
-# is slow mixing, not bias: from exact draws it keeps the law (tests/test_flow_exactness.py),
-# and on HARD, whose support its flow covers, it passes the check here.
+# flow-exact is exact, but an independence proposal reaches a state only by proposing it: on
+# NEAR the trained flow puts almost no mass on the states off HARD's support (0.22 of p's mass
+# lies where 200,000 of its draws never go), so no run of this length brings that mass in
+# (measured: TV 0.87 from uniform starts, where 94% of the chains never moved in 400 steps; TV
+# 0.20 from the flow's own draws). That is slow mixing, not bias: from exact draws it keeps the
+# law (tests/test_flow_exactness.py), and on HARD, whose 64 states its flow covers, it passes
+# the check here.
 EXACT_HARD = [name for name in samplers_for(HARD) if not REGISTRY[name].approximate]
 EXACT_NEAR = [
     name for name in samplers_for(NEAR) if not REGISTRY[name].approximate and name != "flow-exact"
