@@ -28,3 +28,14 @@ def test_a_given_start_is_kept():
     for name in ("flow-exact", "flow-latent"):
         sampler = make_sampler(name, target, 8, seed=9, flow=flow, x0=x0)
         assert bool((sampler.x == -1).all()), name
+
+
+def test_the_exact_chain_refuses_the_flow_samplers_in_a_sentence():
+    import pytest
+
+    from lsbcore.exact.transition import transition_matrix
+
+    target = IsingPosterior(torch.ones(2, 2, dtype=torch.float64), 0.3)
+    for name in ("flow-exact", "flow-latent"):
+        with pytest.raises(ValueError, match="no finite transition matrix"):
+            transition_matrix(target, name)

@@ -65,6 +65,12 @@ def transition_matrix(
         raise ValueError(f"balancing= is only for {LEARNED_NAMES}, not {name!r}.")
     if name == "learned" and balancing is None:
         raise ValueError("the 'learned' sampler needs balancing= (a Balancing).")
+    if REGISTRY[name].takes_flow:
+        raise ValueError(
+            f"{name} has no finite transition matrix: its step draws continuous variables (the "
+            "flow's latent point and the dequantiser's draws) and its law is an integral over "
+            "them; its law is checked by runs against enumeration (lsbcore.flows.bias)."
+        )
     reason = refusal(name, target)
     if reason is not None:
         raise ValueError(reason)

@@ -152,27 +152,33 @@ class FlowModel(nn.Module):
         log_pz = log_p + (self.log_q(w, x) - w.sum(-1) + ladj).double()
         return log_pz, x64, log_p
 
+    def _importance_terms(self, x: torch.Tensor, draws: int, generator) -> torch.Tensor:
+        """``log r(x, w_k) - log q(w_k | x)`` for ``draws`` fresh ``w_k ~ q(. | x)``, ``[draws,
+        B]``: all draws in one pass of each flow (rows ``x`` repeated), not one pass per draw."""
+        rows = x.shape[0]
+        x_rep = x.repeat(draws, 1)  # [draws * B, n], draw k in rows k B .. (k + 1) B - 1
+        w, log_q = self.dequantise(x_rep, generator)
+        return (self.log_r_joint(x_rep, w) - log_q).view(draws, rows)
+
     def log_r_estimate(self, x: torch.Tensor, draws: int, generator: torch.Generator):
         """An unbiased estimate of the flow's discrete mass ``r(x)``, in log space, ``[B]``:
         ``log mean_k r(x, w_k) / q(w_k | x)``, ``w_k ~ q(. | x)`` (``x`` in the model's
         dtype)."""
-        terms = []
-        for _ in range(integer(draws, "draws", 1, 4096)):
-            w, log_q = self.dequantise(x, generator)
-            terms.append(self.log_r_joint(x, w) - log_q)
-        return logmeanexp(torch.stack(terms), 0)
+        draws = integer(draws, "draws", 1, 4096)
+        return logmeanexp(self._importance_terms(x, draws, generator), 0)
 
     def propose(self, rows: int, draws: int, generator: torch.Generator):
         """``rows`` states from the flow, ``x = sign(T(z))``, each with the unbiased estimate of
         ``log r(x)`` that the pseudo-marginal test needs: the ``w`` that came with the draw and
         ``draws - 1`` fresh ones from the dequantiser (``lsbcore.samplers.flow_exact``)."""
+        draws = integer(draws, "draws", 1, 4096)
         v, _, log_r_v = self.generate(self.normal(rows, generator))
         x, w = split(v)
-        terms = [log_r_v + w.sum(-1) - self.log_q(w, x)]
-        for _ in range(integer(draws, "draws", 1, 4096) - 1):
-            w_k, log_q_k = self.dequantise(x, generator)
-            terms.append(self.log_r_joint(x, w_k) - log_q_k)
-        return x, logmeanexp(torch.stack(terms), 0)
+        first = (log_r_v + w.sum(-1) - self.log_q(w, x)).unsqueeze(0)  # [1, B]
+        if draws == 1:
+            return x, first[0]
+        terms = torch.cat([first, self._importance_terms(x, draws - 1, generator)])
+        return x, logmeanexp(terms, 0)
 
     # ----------------------------------------------------------------- files
     def save(self, path=None, info: dict | None = None) -> bytes:
