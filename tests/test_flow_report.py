@@ -110,7 +110,7 @@ def test_a_sampler_whose_chains_never_move_is_named_with_what_its_ess_counts():
         run["samplers"]["flow-exact"]["accept"] = 0.0
     text = report.section(results)
     assert "`flow-exact` accepted 0 of its proposals" in text
-    assert "its ESS (50, about the 4 chains)" in text
+    assert "its 4 chains stay where they started, and its ESS (50, about one per chain" in text
 
 
 def test_the_digits_are_drawn_clean_beside_noisy():

@@ -238,9 +238,9 @@ def _stuck(data: dict, chains: int) -> list[str]:
         if math.isfinite(accept) and accept < 0.01:
             ess = _mean(data["runs"], name, "ess")
             out.append(
-                f"`{name}` accepted {accept:.2g} of its proposals: its chains stay where they "
-                f"started, and its ESS ({ess:.0f}, about the {chains} chains) counts their "
-                "independent starting states, not mixing."
+                f"`{name}` accepted {accept:.2g} of its proposals: its {chains} chains stay "
+                f"where they started, and its ESS ({ess:.0f}, about one per chain at most) counts "
+                "only how their starting states differ, not mixing."
             )
     return out
 
