@@ -39,3 +39,17 @@ def test_the_exact_chain_refuses_the_flow_samplers_in_a_sentence():
     for name in ("flow-exact", "flow-latent"):
         with pytest.raises(ValueError, match="no finite transition matrix"):
             transition_matrix(target, name)
+
+
+def test_the_flow_samplers_refuse_targets_beyond_32_by_32_in_a_sentence():
+    import pytest
+
+    from lsbcore.samplers.registry import refusal
+
+    small = IsingPosterior(torch.zeros(32, 32, dtype=torch.float64), 0.3)
+    large = IsingPosterior(torch.zeros(33, 32, dtype=torch.float64), 0.3)
+    for name in ("flow-exact", "flow-latent"):
+        assert refusal(name, small) is None
+        assert "at most 1,024 sites" in refusal(name, large)
+        with pytest.raises(ValueError, match="32 px"):
+            make_sampler(name, large, 2, train_steps=0)

@@ -33,6 +33,8 @@ from lsbcore.samplers.batched import BatchedSampler
 #: Importance draws per estimate: bounds of the option.
 MAX_DRAWS = 64
 MAX_TRAIN_STEPS = 20_000
+#: The largest target the flow samplers take: the issue's Ising posteriors up to 32 x 32.
+MAX_FLOW_SITES = 1024
 
 
 def flow_for(target, flow, train_steps: int, seed: int, device) -> FlowModel:
@@ -113,6 +115,12 @@ def flow_refusal(target) -> str | None:
     """Why the flow samplers cannot run on ``target``, in a sentence; None when they can."""
     if target.n_sites < 2:
         return "the flow samplers need a target of at least 2 sites."
+    if target.n_sites > MAX_FLOW_SITES:
+        return (
+            f"the flow samplers are for targets of at most {MAX_FLOW_SITES:,} sites (32 x 32); "
+            f"this one has {target.n_sites:,}: a flow's training and each of its steps grow "
+            "with the sites (lower the working resolution to 32 px to try them on a photo)."
+        )
     if target.batch != 1:
         return "a flow is trained on one target: give one parameter set, not one per chain."
     return None
