@@ -53,3 +53,24 @@ def test_the_flow_samplers_refuse_targets_beyond_32_by_32_in_a_sentence():
         assert "at most 1,024 sites" in refusal(name, large)
         with pytest.raises(ValueError, match="32 px"):
             make_sampler(name, large, 2, train_steps=0)
+
+
+def test_a_saved_flow_loads_to_the_same_densities_and_junk_is_refused_in_a_sentence(tmp_path):
+    import pytest
+
+    from lsbcore.flows.model import MAX_WEIGHTS_BYTES, load_flow
+
+    flow = FlowModel(6, transforms=2, hidden=8, seed=3).double()
+    path = tmp_path / "flow.pt"
+    flow.save(path, info={"target": "a test"})
+    again = load_flow(path).double()
+    v = torch.randn(5, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert torch.allclose(again.log_r(v), flow.log_r(v))
+    assert again.info == {"target": "a test"}
+    for source, sentence in [
+        (tmp_path / "none.pt", "no flow weights at"),
+        (b"not a torch file", "not a flow's weights file"),
+        (b"\0" * (MAX_WEIGHTS_BYTES + 1), "flow weights are larger than"),
+    ]:
+        with pytest.raises(ValueError, match=sentence):
+            load_flow(source)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import math
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -35,6 +34,7 @@ from torch.nn import functional as F
 
 from lsbcore.blocks.motif import GridMotif
 from lsbcore.checks import integer
+from lsbcore.weights_file import read_weights
 
 #: Largest weights file read (the shipped ones are tens of kB).
 MAX_WEIGHTS_BYTES = 8 << 20
@@ -186,17 +186,7 @@ class BlockProposal(nn.Module):
 def load_proposal(source) -> BlockProposal:
     """A ``BlockProposal`` from a file written by ``save`` (a path or bytes). Only tensors and
     plain values are read (``weights_only``); anything else is refused in a sentence."""
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise ValueError(f"no proposal weights at {path}.")
-        if path.stat().st_size > MAX_WEIGHTS_BYTES:
-            raise ValueError(f"{path.name} is larger than {MAX_WEIGHTS_BYTES >> 20} MB.")
-        data = path.read_bytes()
-    else:
-        data = bytes(source)
-        if len(data) > MAX_WEIGHTS_BYTES:
-            raise ValueError(f"the weights are larger than {MAX_WEIGHTS_BYTES >> 20} MB.")
+    data = read_weights(source, MAX_WEIGHTS_BYTES, "proposal weights")
     try:
         saved = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
         shape = saved["shape"]

@@ -41,6 +41,7 @@ import zuko
 from torch import nn
 
 from lsbcore.checks import integer
+from lsbcore.weights_file import read_weights
 
 LOG_2PI = math.log(2.0 * math.pi)
 #: Coupling layers and hidden width bounds of either flow.
@@ -197,17 +198,7 @@ class FlowModel(nn.Module):
 def load_flow(source) -> FlowModel:
     """A ``FlowModel`` from bytes or a file written by ``FlowModel.save``; only tensors and
     plain values are read (``weights_only``), anything else is refused in a sentence."""
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise ValueError(f"no flow weights at {path}.")
-        if path.stat().st_size > MAX_WEIGHTS_BYTES:
-            raise ValueError(f"{path.name} is larger than {MAX_WEIGHTS_BYTES >> 20} MB.")
-        data = path.read_bytes()
-    else:
-        data = bytes(source)
-        if len(data) > MAX_WEIGHTS_BYTES:
-            raise ValueError(f"the flow weights are larger than {MAX_WEIGHTS_BYTES >> 20} MB.")
+    data = read_weights(source, MAX_WEIGHTS_BYTES, "flow weights")
     try:
         saved = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
         model = FlowModel(**saved["shape"])
