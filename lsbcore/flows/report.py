@@ -15,11 +15,10 @@ import copy
 import math
 import platform
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 
-from lsbcore.experiment.out_path import write_text
+from lsbcore.experiment.doc_section import replace_section
 from lsbcore.flows.comparison import BASELINES, COSTLY, FLOWS, seed_stats
 from lsbcore.networks.report import commit
 
@@ -409,13 +408,5 @@ def section(results: dict) -> str:
 
 def write_section(path, text: str) -> None:
     """Put ``text`` (a ``section``) into the Markdown file ``path`` in place of its flow
-    section, or at its end when it has none (the file is created when missing); written
-    through a temporary file renamed into place."""
-    path = Path(path)
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    start, stop = old.find(BEGIN), old.find(END)
-    if 0 <= start < stop:
-        new = old[:start] + text + old[stop + len(END) :].lstrip("\n")
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old else "") + text
-    write_text(path, new)
+    section, or at its end (``lsbcore.experiment.doc_section``)."""
+    replace_section(path, text, BEGIN, END)

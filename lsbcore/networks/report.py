@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import math
 import subprocess
-from pathlib import Path
 
 import numpy as np
 
-from lsbcore.experiment.out_path import write_text
+from lsbcore.experiment.doc_section import replace_section
 from lsbcore.networks import protocol
 from lsbcore.networks.presets import PRESETS
 
@@ -262,17 +261,9 @@ def section(results: dict) -> str:
 
 
 def write_section(path, text: str) -> None:
-    """Put ``text`` into the Markdown file ``path`` in place of its Markov-network section, or
-    at its end (the file is created when missing). Written to a temporary file in the same
-    folder and renamed over ``path``: a reader sees the old file or the new, never a part."""
-    path = Path(path)
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    start, stop = old.find(BEGIN), old.find(END)
-    if 0 <= start < stop:
-        new = old[:start] + text + old[stop + len(END) :].lstrip("\n")
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old else "") + text
-    write_text(path, new)
+    """Put ``text`` (a ``section``) into the Markdown file ``path`` in place of its Markov-network
+    section, or at its end (``lsbcore.experiment.doc_section``)."""
+    replace_section(path, text, BEGIN, END)
 
 
 __all__ = ["BEGIN", "END", "commit", "section", "write_section"]

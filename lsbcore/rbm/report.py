@@ -14,11 +14,10 @@ import platform
 import re
 import subprocess
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 
-from lsbcore.experiment.out_path import write_text
+from lsbcore.experiment.doc_section import replace_section
 from lsbcore.rbm.protocol import PAPER
 from lsbcore.rbm.variants import display_name
 
@@ -393,14 +392,6 @@ def keep_section(old: str) -> str:
 
 
 def write_section(path, text: str) -> None:
-    """Put ``text`` (a ``section``) into the Markdown file ``path`` in place of its RBM section,
-    or at its end when it has none (the file is created when missing). Written through a
-    temporary file renamed into place: a full disk leaves the previous file whole."""
-    path = Path(path)
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    start, stop = old.find(BEGIN), old.find(END)
-    if 0 <= start < stop:
-        new = old[:start] + text + old[stop + len(END) :].lstrip("\n")
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old else "") + text
-    write_text(path, new)
+    """Put ``text`` (a ``section``) into the Markdown file ``path`` in place of its RBM
+    section, or at its end (``lsbcore.experiment.doc_section``)."""
+    replace_section(path, text, BEGIN, END)
