@@ -39,7 +39,9 @@ MAX_TRACE_VALUES = 100_000_000  # records x chains x samplers: 1.2 GB of float32
 
 
 # ============================================================================ command line
-def _int_in(low: int, high: int):
+def int_in(low: int, high: int):
+    """An argparse type: an integer in ``[low, high]``, else the sentence that says why."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -113,18 +115,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=list(DEFAULT_SAMPLERS),
         help=f"comma-separated, from: {', '.join(CHOICES)} (default: {','.join(DEFAULT_SAMPLERS)})",
     )
-    parser.add_argument("--chains", type=_int_in(1, MAX_CHAINS), help="chains per sampler")
+    parser.add_argument("--chains", type=int_in(1, MAX_CHAINS), help="chains per sampler")
     parser.add_argument(
-        "--size", type=_int_in(3, MAX_SIZE), help="lattice side (case) or longest side (image)"
+        "--size", type=int_in(3, MAX_SIZE), help="lattice side (case) or longest side (image)"
     )
     parser.add_argument(
-        "--burn-in", type=_int_in(0, MAX_STEPS), help="burn-in iterations (learning)"
+        "--burn-in", type=int_in(0, MAX_STEPS), help="burn-in iterations (learning)"
     )
-    parser.add_argument("--steps", type=_int_in(1, MAX_STEPS), help="mixing iterations")
-    parser.add_argument("--seed", type=_int_in(0, 2**31 - 1), default=0)
+    parser.add_argument("--steps", type=int_in(1, MAX_STEPS), help="mixing iterations")
+    parser.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
     parser.add_argument(
         "--seeds",
-        type=_int_in(1, MAX_SEEDS),
+        type=int_in(1, MAX_SEEDS),
         default=1,
         help="run seeds SEED .. SEED+N-1 (each a new problem, start and sampler generators); "
         "results.json gives the ESS mean over seeds and chains and its spread over seeds; "
@@ -162,11 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
         "both give the same chains",
     )
     parser.add_argument(
-        "--thin", type=_int_in(1, MAX_STEPS), default=1, help="record every THIN steps (default 1)"
+        "--thin", type=int_in(1, MAX_STEPS), default=1, help="record every THIN steps (default 1)"
     )
     parser.add_argument(
         "--csv-thin",
-        type=_int_in(1, MAX_STEPS),
+        type=int_in(1, MAX_STEPS),
         default=10,
         help="write every N-th recorded mixing step to traces.csv (default 10: the paper run "
         "gives 69 MB instead of 446 MB; 1 writes all; burn-in is always complete; the ESS "
@@ -174,13 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--workers",
-        type=_int_in(1, 64),
+        type=int_in(1, 64),
         help="processes running samplers (default: min(2, CPUs); 1 with --device cuda)",
     )
     learning = parser.add_argument_group("learning (LSB 1, LSB 2)")
     learning.add_argument("--lr", type=_float_in(0.0, 10.0, low_open=True), default=1e-2)
     learning.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    learning.add_argument("--hidden", type=_int_in(1, 256), default=10, help="LSB 2 width")
+    learning.add_argument("--hidden", type=int_in(1, 256), default=10, help="LSB 2 width")
     learning.add_argument("--restart-prob", type=_float_in(0.0, 1.0), default=1e-8)
     learning.add_argument(
         "--objective",

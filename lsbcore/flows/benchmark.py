@@ -22,6 +22,7 @@ import torch
 from lsbcore.experiment import out_path
 from lsbcore.flows.comparison import Protocol, measure, train, warm_up
 from lsbcore.flows.denoising import denoising_problem
+from lsbcore.flows.experiment import QUICK
 from lsbcore.networks.report import commit
 
 SAMPLERS = ("flow-exact", "flow-latent", "gibbs", "checkerboard")
@@ -69,17 +70,7 @@ def main(argv=None) -> int:
             parser.error(str(err))
     torch.set_num_threads(args.threads)
     if args.quick:
-        protocol = Protocol(
-            chains=8,
-            steps=400,
-            burn_in=100,
-            short_steps=80,
-            short_burn_in=20,
-            flow_steps=40,
-            draws=20,
-            train_steps=10,
-            batch=16,
-        )
+        protocol = QUICK  # the comparison's own seconds-long check
     else:
         protocol = Protocol(
             chains=args.chains,

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from lsbcore.experiment import out_path
+from lsbcore.experiment.cli import int_in
 from lsbcore.experiment.shown_command import shown_command
 from lsbcore.flows.comparison import SAMPLERS, Protocol, compare, seed_stats
 from lsbcore.flows.denoising import denoising_problem
@@ -58,19 +59,6 @@ QUICK = Protocol(
 )
 SIZES = (16, 8)
 MAX_RESULTS_BYTES = 64 << 20
-
-
-def _count(low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {value:,}")
-        return value
-
-    return parse
 
 
 def _sizes(text: str) -> list[int]:
@@ -110,15 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sizes", type=_sizes, default=list(SIZES), help="digit sizes, from 16,8 (default both)"
     )
-    parser.add_argument("--digit", type=_count(0, 1796), default=0, help="digit index (0)")
-    parser.add_argument("--noise-seed", type=_count(0, 2**31 - 1), default=0)
-    parser.add_argument("--seeds", type=_count(1, 20), help="sampler seeds SEED.. (3; quick 1)")
-    parser.add_argument("--seed", type=_count(0, 2**31 - 1), default=0)
+    parser.add_argument("--digit", type=int_in(0, 1796), default=0, help="digit index (0)")
+    parser.add_argument("--noise-seed", type=int_in(0, 2**31 - 1), default=0)
+    parser.add_argument("--seeds", type=int_in(1, 20), help="sampler seeds SEED.. (3; quick 1)")
+    parser.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
     parser.add_argument("--samplers", type=_samplers, default=list(SAMPLERS))
-    parser.add_argument("--train-steps", type=_count(0, 100_000), help="flow training steps")
-    parser.add_argument("--flow-steps", type=_count(8, 10**6), help="flow sampler steps")
-    parser.add_argument("--chains", type=_count(2, 4096))
-    parser.add_argument("--threads", type=_count(1, 256), default=1, help="torch threads (1)")
+    parser.add_argument("--train-steps", type=int_in(0, 100_000), help="flow training steps")
+    parser.add_argument("--flow-steps", type=int_in(8, 10**6), help="flow sampler steps")
+    parser.add_argument("--chains", type=int_in(2, 4096))
+    parser.add_argument("--threads", type=int_in(1, 256), default=1, help="torch threads (1)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (flow training and flows)")
     parser.add_argument("--out", type=Path, help="write results.json into this folder")
     parser.add_argument(
