@@ -27,7 +27,7 @@ expect.set_options(timeout=TIMEOUT_MS)
 NUMBERS = '.st-key-bp_numbers [data-testid="stMetricValue"]'
 # the pixel position of a tile's centre in the clickable image (plotly's own axis maps)
 TILE_CENTRE = """([row, col, k]) => {
-    const gd = document.querySelector('.st-key-bp_pick .js-plotly-plot');
+    const gd = document.querySelector('.st-key-bp_pick:not([data-stale="true"]) .js-plotly-plot');
     const L = gd._fullLayout, box = gd.getBoundingClientRect();
     const x = (col - 1) * k + (k - 1) / 2, y = (row - 1) * k + (k - 1) / 2;
     return [box.left + L._size.l + L.xaxis.l2p(x), box.top + L._size.t + L.yaxis.l2p(y)]; }"""
@@ -77,7 +77,8 @@ def test_block_proposals_tab_follows_block_size_and_tile(page, server):
     shot(page, "block-proposals-k4")
 
     # a click on the image picks the tile under it (24 x 24, k = 4: 6 x 6 tiles)
-    page.locator(".st-key-bp_pick").scroll_into_view_if_needed()
+    # mid-rerun Streamlit may keep a stale copy of the element beside the new one: the new one
+    page.locator('.st-key-bp_pick:not([data-stale="true"])').first.scroll_into_view_if_needed()
     x, y = page.evaluate(TILE_CENTRE, [5, 2, 4])
     page.mouse.click(x, y)
     page.wait_for_function(
