@@ -36,18 +36,19 @@ browser:
 # (tests/conftest.py, SERIAL_FILES); `pytest -q` alone still runs everything in one process.
 test: $(VENV)/.dev browser
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not serial"
 	$(PY) -m pytest -q -m serial
 
 lint: $(VENV)/.dev
-	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(VENV)/bin/lint-imports --no-cache
 
 # docs/reproduction.md from runs of the current code (about 25 minutes on 2 cores)
 reproduction: $(VENV)/.runtime
-	$(PY) -m lsbcore.experiment.reproduce --seeds 5
+	$(PY) -m lsbcore.studies.reproduce --seeds 5
 
 bench: $(VENV)/.runtime
-	$(PY) -m lsbcore.bench
+	$(PY) -m lsbcore.studies.benchmarks.samplers
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,7 +1,7 @@
 """The flow samplers' training, in the background: start, progress, stop, resume, failure.
 
 ``flow-exact`` and ``flow-latent`` (``lsbcore.samplers``) run on a flow trained on the run's
-target (``lsbcore.flows.train.FlowTraining``). The page never trains inside a sampler's
+target (``lsbcore.methods.flows.train.FlowTraining``). The page never trains inside a sampler's
 construction: a ``FlowJob`` trains on a thread of its own, in chunks of ``CHUNK`` steps, and
 the run (``app/state.py``) leaves the flow samplers out until the job is ``ready``, while the
 other samplers sample; they then join with a frozen copy of the flow (``snapshot``), starting
@@ -34,8 +34,8 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer
-from lsbcore.flows.model import FlowModel
-from lsbcore.flows.train import FlowTraining, FlowTrainingFailed, TrainingSettings
+from lsbcore.methods.flows.model import FlowModel
+from lsbcore.methods.flows.train import FlowTraining, FlowTrainingFailed, TrainingSettings
 from lsbcore.targets.base import Target
 
 log = logging.getLogger(__name__)

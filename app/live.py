@@ -51,8 +51,8 @@ from app.views import (
 )
 from app.views import importance as importance_view
 from app.views import weights as weights_view
-from lsbcore.figures import sampler_label
 from lsbcore.samplers.interface import ChainSampler
+from lsbcore.studies.figures import sampler_label
 
 log = logging.getLogger(__name__)
 

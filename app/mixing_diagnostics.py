@@ -5,7 +5,8 @@ sampler's magnetisation, the paper's ESS, rank-normalised bulk ESS and split R-h
 
 The paper ESS is per window of L + 1 recorded draws (Zanella's convention; Table 2 of the LSB
 paper uses L = 500 of 30 000 draws). While the mixing phase is shorter than 2L the window is
-clipped to half its length, as in the results export (``lsbcore.results.effective_max_lag``).
+clipped to half its length, as in the results export
+(``lsbcore.studies.results.effective_max_lag``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 import lsbcore
-from lsbcore import figures
-from lsbcore.figures import sampler_label as label
-from lsbcore.results import effective_max_lag
+from lsbcore.studies import figures
+from lsbcore.studies.figures import sampler_label as label
+from lsbcore.studies.results import effective_max_lag
 
 MIN_DRAWS = 4  # bulk ESS and R-hat need at least this many draws per chain
 

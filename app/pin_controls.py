@@ -17,7 +17,7 @@ from app import pin_store, pins, rbm_targets
 from app.pin_store import PinStore
 from app.pins import PinError
 from app.text import plain, quote
-from lsbcore.figures import sampler_label
+from lsbcore.studies.figures import sampler_label
 
 log = logging.getLogger(__name__)
 

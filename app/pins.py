@@ -40,7 +40,8 @@ import lsbcore
 from app import config as cfgmod
 from app import mixing_diagnostics, rbm_run, rbm_targets, sources
 from app.config import Config
-from lsbcore import REGISTRY, bounded_json, figures
+from lsbcore import REGISTRY, bounded_json
+from lsbcore.studies import figures
 
 FORMAT = "lsb-explorer/pin"
 VERSION = 1

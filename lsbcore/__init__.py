@@ -2,7 +2,16 @@
 pairwise binary network, restricted Boltzmann machines and factor graphs
 (``docs/architecture.md``)."""
 
+from lsbcore import catalogue as _catalogue  # noqa: F401  (first: registers the methods)
 from lsbcore.backends import BACKENDS
+from lsbcore.balancing.functions import FIXED, Balancing, make_balancing
+from lsbcore.balancing.json_io import (
+    balancing_to_dict,
+    balancing_to_json,
+    load_balancing,
+    save_balancing,
+)
+from lsbcore.balancing.monotone import MonotoneBalancing
 from lsbcore.cases import PAPER_CASES, Problem, image_problem, paper_case, square_truth
 from lsbcore.comparison import Comparison
 from lsbcore.diagnostics.mixing import (
@@ -15,6 +24,7 @@ from lsbcore.diagnostics.mixing import (
     rhat,
     summarise_mixing,
 )
+from lsbcore.diagnostics.mmd import mmd
 from lsbcore.diagnostics.trace import (
     CSV_COLUMNS,
     PHASES,
@@ -25,15 +35,6 @@ from lsbcore.diagnostics.trace import (
     write_traces_csv,
 )
 from lsbcore.image import ImageError, Photo, load_image, load_photo
-from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
-from lsbcore.learning.balancing_io import (
-    balancing_to_dict,
-    balancing_to_json,
-    load_balancing,
-    save_balancing,
-)
-from lsbcore.learning.monotone import MonotoneBalancing
-from lsbcore.rbm.mmd import mmd
 from lsbcore.samplers.base import resolve_device, uniform_start
 from lsbcore.samplers.registry import (
     DESCRIPTIONS,

@@ -24,7 +24,7 @@ from lsbcore.diagnostics.rao_blackwell import site_probabilities
 from lsbcore.diagnostics.trace import PHASES, MarginalEstimate, Trace
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.interface import ChainSampler
-from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
+from lsbcore.samplers.registry import REGISTRY, make_sampler
 
 TRACE_CHUNK = 1024  # steps each sampler takes per call while recording
 
@@ -62,9 +62,9 @@ class Comparison:
         names = list(names)
         if not names:
             raise ValueError("names must list at least one sampler.")
-        unknown = [n for n in names if n not in SAMPLERS]
+        unknown = [n for n in names if n not in REGISTRY]
         if unknown:
-            raise ValueError(f"unknown sampler(s) {unknown}; choose from: {', '.join(SAMPLERS)}.")
+            raise ValueError(f"unknown sampler(s) {unknown}; choose from: {', '.join(REGISTRY)}.")
         if len(set(names)) != len(names):
             raise ValueError(f"each sampler may appear once, got {names}.")
         thin = integer(thin, "thin", 0)
@@ -86,7 +86,8 @@ class Comparison:
             if spec.takes_flow and options.get("flow") is not None:
                 opts["flow"] = options["flow"]
             # the flow samplers start from their flow's draws: an independence proposal almost
-            # never leaves a random state the flow gives no mass (lsbcore.samplers.flow_exact)
+            # never leaves a random state the flow gives no mass
+            # (lsbcore.methods.flows.exact_sampler)
             start = None if spec.takes_flow else x0
             self.samplers[name] = make_sampler(
                 name, target, n_chains, seed=seed, device=self.device, x0=start, backend=backend,
@@ -110,8 +111,8 @@ class Comparison:
         empty and its trace, when traced, at its own step 0, recorded in the current phase."""
         if name in self.samplers:
             raise ValueError(f"{name!r} is in the comparison already.")
-        if name not in SAMPLERS:
-            raise ValueError(f"unknown sampler {name!r}; choose from: {', '.join(SAMPLERS)}.")
+        if name not in REGISTRY:
+            raise ValueError(f"unknown sampler {name!r}; choose from: {', '.join(REGISTRY)}.")
         if sampler.n_chains != self.n_chains or sampler.n_sites != self.target.n_sites:
             raise ValueError(
                 f"{name!r} runs {sampler.n_chains} chains on {sampler.n_sites} sites; the "

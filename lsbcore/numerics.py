@@ -24,3 +24,6 @@ LOG_2 = math.log(2.0)
 # and eps, SGD's momentum (the paper's appendix)
 ADAM_BETA1, ADAM_BETA2, ADAM_EPS = 0.9, 0.999, 1e-8
 SGD_MOMENTUM = 0.9
+# |h_i| + sum_j |J_ij| at most this: log-ratios |s_i| <= 2e6 and log p~ far from overflow, while
+# any realistic posterior (|alpha| <= mu / sigma^2 of a few hundred) fits many times over
+MAX_LOCAL_FIELD = 1e6

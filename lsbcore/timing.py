@@ -1,5 +1,6 @@
 """The benchmarks' one timing rule: steps per second, the best of several timed runs after a
-warm-up of a tenth as many steps (``lsbcore.bench``, ``lsbcore.bench_targets``)."""
+warm-up of a tenth as many steps (``lsbcore.studies.benchmarks.samplers``,
+``lsbcore.studies.benchmarks.targets``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Reading a network's weights file: a path or bytes, its size capped before anything is read.
 
-The learned block proposals (``lsbcore.blocks.proposal``) and the flows (``lsbcore.flows``)
+The learned block proposals (``lsbcore.methods.block_proposals.proposal``) and the flows
+(``lsbcore.methods.flows``)
 save with ``torch.save`` and load with ``weights_only``; this is the part of loading that reads
 the bytes, so that an upload or a path of any size is refused in a sentence, never read whole.
 """

@@ -339,7 +339,7 @@ def test_the_view_compares_every_sampler_with_the_cut_and_draws_them():
 
 
 def test_the_energy_figure_draws_the_exact_map_line_and_the_gaps():
-    from lsbcore import figures
+    from lsbcore.studies import figures
 
     curves = {
         "sqrt": {

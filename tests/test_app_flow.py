@@ -17,8 +17,8 @@ from app import config as cfgmod
 from app import flow_training, network_targets, sources, state, view_links
 from app.views import annealing, exact_chain
 from app.views import flow as flow_view
-from lsbcore import figures
-from lsbcore.flows.train import FlowTraining, TrainingSettings
+from lsbcore.methods.flows.train import FlowTraining, TrainingSettings
+from lsbcore.studies import figures
 from lsbcore.targets.base import Target
 
 STEPS = 24  # training steps of the jobs here: a few tenths of a second on 4 sites

@@ -17,19 +17,19 @@ import torch
 import torch.nn.functional as F
 
 from lsbcore import PairwiseMRF
+from lsbcore.balancing.functions import FIXED, Balancing, make_balancing
+from lsbcore.balancing.objective import lsb_loss
 from lsbcore.exact import transition_matrix
 from lsbcore.exact.states import all_states, state_codes
 from lsbcore.exact.transition import flip_matrix
-from lsbcore.learning.balancing import FIXED, Balancing, make_balancing
-from lsbcore.learning.objective import lsb_loss
-from lsbcore.samplers import balanced_batched
-from lsbcore.samplers.balanced_batched import (
+from lsbcore.samplers.balanced import batched as balanced_batched
+from lsbcore.samplers.balanced.batched import (
     BatchedBalancedSampler,
     balanced_builder,
     lsb_mh_loss,
     mh_log_transition,
 )
-from lsbcore.samplers.uniform_batched import BatchedUniformSiteSampler, uniform_builder
+from lsbcore.samplers.site.uniform_batched import BatchedUniformSiteSampler, uniform_builder
 from lsbcore.targets.base import Target
 
 KINDS = (*FIXED, "lsb1", "lsb2")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lsbcore import FIXED, make_balancing
-from lsbcore.learning.balancing import MixtureBalancing, NetworkBalancing
+from lsbcore.balancing.functions import MixtureBalancing, NetworkBalancing
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -19,7 +19,7 @@ from lsbcore import (
     make_sampler,
     save_balancing,
 )
-from lsbcore.learning.balancing import MixtureBalancing, NetworkBalancing
+from lsbcore.balancing.functions import MixtureBalancing, NetworkBalancing
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -3,7 +3,7 @@ Triton cannot compile, as on the GPU machines' Triton 3.6) in words, and takes t
 
 from __future__ import annotations
 
-from lsbcore import bench
+from lsbcore.studies.benchmarks import samplers as bench
 
 
 def test_a_failing_step_is_reported_in_words_and_a_working_one_timed():

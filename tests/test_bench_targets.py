@@ -14,9 +14,11 @@ import sys
 import pytest
 import torch
 
-from lsbcore import PairwiseMRF, bench, bench_targets, timing
-from lsbcore.bench_targets import Run, Workload, measure, steps_per_second
+from lsbcore import PairwiseMRF, timing
 from lsbcore.samplers.registry import refusal
+from lsbcore.studies.benchmarks import samplers as bench
+from lsbcore.studies.benchmarks import targets as bench_targets
+from lsbcore.studies.benchmarks.targets import Run, Workload, measure, steps_per_second
 from lsbcore.targets.base import Target
 from tools import gwg_reference
 

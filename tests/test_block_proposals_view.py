@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from app.views import block_proposals as bp
-from lsbcore.blocks.motif import GridMotif
-from lsbcore.blocks.proposal import BlockProposal
+from lsbcore.methods.block_proposals.motif import GridMotif
+from lsbcore.methods.block_proposals.proposal import BlockProposal
 from lsbcore.targets.ising import IsingPosterior
 from tests.app_support import open_app, stop_runs_fixture  # noqa: F401 (autouse fixture)
 

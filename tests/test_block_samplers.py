@@ -25,14 +25,14 @@ from lsbcore.exact.block_moves import (
     block_step_matrix,
     block_sweep_matrix,
 )
-from lsbcore.samplers import block_gibbs
-from lsbcore.samplers.block_gibbs import (
+from lsbcore.samplers.block import block_gibbs
+from lsbcore.samplers.block.block_gibbs import (
     BlockGibbsSampler,
     block_log_probs,
     draw_index,
     weights_of,
 )
-from lsbcore.samplers.hamming_ball import HammingBallSampler, ball_patterns
+from lsbcore.samplers.block.hamming_ball import HammingBallSampler, ball_patterns
 from lsbcore.targets.base import Target
 from lsbcore.targets.rbm import RBM
 

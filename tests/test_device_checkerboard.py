@@ -190,7 +190,7 @@ def test_the_device_backend_is_explicit_only(monkeypatch):
 
 
 def test_the_benchmark_times_the_device_kernels_on_cuda():
-    from lsbcore import bench
+    from lsbcore.studies.benchmarks import samplers as bench
 
     assert bench.backend_for(torch.device("cuda"), torch_steps=False) == "device"
     assert bench.backend_for(torch.device("cuda"), torch_steps=True) == "torch"

@@ -85,4 +85,4 @@ def test_the_audit_sees_the_torch_steps_host_reads():
     """The torch locally balanced step checks Z's range on the host every step: the audit must
     see it, or it proves nothing."""
     reads = reads_of_a_chunk("sqrt", "torch", device="cpu")
-    assert any(module == "lsbcore.samplers.locally_balanced" for module, _, _ in reads)
+    assert any(module == "lsbcore.samplers.balanced.pairwise" for module, _, _ in reads)

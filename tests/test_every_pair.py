@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from lsbcore import RBM, FactorGraph, PairwiseMRF, exact, make_sampler
+from lsbcore.balancing.functions import make_balancing
 from lsbcore.exact.states import all_states, state_codes
-from lsbcore.learning.balancing import make_balancing
 from lsbcore.samplers.registry import REGISTRY, refusal, samplers_for
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tiny tensors: threads only cost

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore import IsingPosterior, PairwiseMRF, figures, make_sampler
+from lsbcore import IsingPosterior, PairwiseMRF, make_sampler
 from lsbcore import exact as exact_chain
 from lsbcore.samplers.registry import REGISTRY
+from lsbcore.studies import figures
 
 # every pairwise-kernel sampler: "learned" is LSB 1/2's frozen g, tested as those; the samplers
 # on any target have their matrices checked in test_every_pair.py

@@ -19,7 +19,8 @@ from lsbcore import (
     paper_case,
     write_traces_csv,
 )
-from lsbcore.experiment import (
+from lsbcore.samplers.registry import APP_SAMPLERS
+from lsbcore.studies.experiment import (
     CHOICES,
     DEFAULT_SAMPLERS,
     ArrayTrace,
@@ -27,13 +28,12 @@ from lsbcore.experiment import (
     main,
     thin_for_csv,
 )
-from lsbcore.results import (
+from lsbcore.studies.results import (
     SAMPLER_FIELDS,
     comparison_results,
     effective_max_lag,
     results_to_json,
 )
-from lsbcore.samplers.registry import APP_SAMPLERS
 
 TINY = ["--case", "3", "--size", "6", "--chains", "4", "--burn-in", "40", "--steps", "200"]
 TINY += ["--samplers", "barker,lsb1,lsb2", "--csv-thin", "1", "--quiet"]
@@ -84,7 +84,7 @@ def test_results_json_schema(run1):
     assert config["samplers"] == NAMES
     assert config["max_lag"] == 100 and config["max_lag_requested"] == 500  # 200 // 2
     assert config["chains_share_posterior"] is False
-    assert "lsbcore.experiment" in config["command"] and "--case 3" in config["command"]
+    assert "lsbcore.studies.experiment" in config["command"] and "--case 3" in config["command"]
     assert list(results["samplers"]) == NAMES
     for name, entry in results["samplers"].items():
         assert list(entry) == list(SAMPLER_FIELDS), name
@@ -119,7 +119,7 @@ def test_report_is_self_contained(run1):
     import base64
     import gzip
 
-    from lsbcore.figures import plotly_js
+    from lsbcore.studies.figures import plotly_js
 
     text = (run1 / "report.html").read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
@@ -140,7 +140,7 @@ def test_report_is_self_contained(run1):
 
 
 def test_paper_table_2_stands_beside_the_paper_s_own_setting_only():
-    from lsbcore.experiment.report import paper_comparable
+    from lsbcore.studies.experiment.report import paper_comparable
 
     paper = {"case": 3, "lam": 1.0, "mu": 1.0, "sigma": 3.0, "shape": [30, 30], "max_lag": 500}
     assert paper_comparable(paper)

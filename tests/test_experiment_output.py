@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lsbcore.experiment import main, output
+from lsbcore.studies.experiment import main, output
 
 TINY = ["--case", "1", "--size", "4", "--chains", "2", "--burn-in", "0", "--steps", "5"]
 TINY += ["--samplers", "min", "--quiet"]
@@ -64,7 +64,7 @@ def test_a_failed_write_leaves_the_previous_results_and_no_staging(tmp_path, mon
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("lsbcore.experiment.run.build_report", disk_full)
+    monkeypatch.setattr("lsbcore.studies.experiment.run.build_report", disk_full)
     assert main([*TINY, "--force", "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "No space left on device" in err and "nothing written" in err
@@ -96,9 +96,9 @@ def no_sampling(monkeypatch):
     def sample(*args, **kwargs):
         pytest.fail("sampled although the output path is refused")
 
-    monkeypatch.setattr("lsbcore.experiment.cli.run_experiment", sample)
-    monkeypatch.setattr("lsbcore.rbm.experiment.run", sample)
-    monkeypatch.setattr("lsbcore.networks.experiment.run", sample)
+    monkeypatch.setattr("lsbcore.studies.experiment.cli.run_experiment", sample)
+    monkeypatch.setattr("lsbcore.studies.rbm.experiment.run", sample)
+    monkeypatch.setattr("lsbcore.studies.networks.experiment.run", sample)
 
 
 def refusal(argv: list[str], capsys) -> str:
@@ -192,7 +192,15 @@ def test_a_signal_mid_run_stops_cleanly_and_keeps_the_previous_results(tmp_path,
     long_run = ["--case", "1", "--size", "20", "--chains", "4", "--burn-in", "0"]
     long_run += ["--steps", "400000", "--samplers", "barker,min", "--workers", "2", "--force"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lsbcore.experiment", *long_run, "--quiet", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "lsbcore.studies.experiment",
+            *long_run,
+            "--quiet",
+            "--out",
+            str(out),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -22,7 +22,7 @@ from lsbcore import (
     square_truth,
     uniform_start,
 )
-from lsbcore.learning.balancing_io import balancing_to_dict
+from lsbcore.balancing.json_io import balancing_to_dict
 from lsbcore.samplers.registry import APP_SAMPLERS, REGISTRY
 
 pytestmark = pytest.mark.usefixtures("single_thread")

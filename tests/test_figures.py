@@ -1,4 +1,4 @@
-"""Figures of lsbcore.figures: traces, axis types, empty and NaN input, band quantiles."""
+"""Figures of lsbcore.studies.figures: traces, axis types, empty and NaN input, band quantiles."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch
 
 import lsbcore
 from lsbcore import make_balancing
-from lsbcore.figures import (
+from lsbcore.balancing.functions import MixtureBalancing, NetworkBalancing
+from lsbcore.studies.figures import (
     COMPONENTS,
     SAMPLER_COLOURS,
     SAMPLER_LABELS,
@@ -28,7 +29,6 @@ from lsbcore.figures import (
     weights_area_figure,
     weights_bar_figure,
 )
-from lsbcore.learning.balancing import MixtureBalancing, NetworkBalancing
 
 ALL = lsbcore.SAMPLERS  # the registry: every registered sampler has a colour and a label
 

@@ -1,4 +1,5 @@
-"""The measurement of flow-latent's bias (``lsbcore.flows.bias``) on tiny settings: its table's
+"""The measurement of flow-latent's bias (``lsbcore.studies.flows.bias``) on tiny settings: its
+table's
 rows, determinism for a seed, the floor, and the command's table and JSON file."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from lsbcore import IsingPosterior
-from lsbcore.flows.bias import BiasRow, iid_floor, main, measure_bias, self_noise
+from lsbcore.studies.flows.bias import BiasRow, iid_floor, main, measure_bias, self_noise
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from lsbcore.exact.states import all_states, exact_distribution
-from lsbcore.experiment.cli import main as experiment_main
-from lsbcore.flows.comparison import Protocol, compare, measure, over_common_sites, train
-from lsbcore.flows.denoising import BETA, ETA, DenoisingProblem, denoising_problem
-from lsbcore.flows.report import BEGIN, TITLE
 from lsbcore.rbm.data import digits
+from lsbcore.studies.experiment.cli import main as experiment_main
+from lsbcore.studies.flows.comparison import Protocol, compare, measure, over_common_sites, train
+from lsbcore.studies.flows.denoising import BETA, ETA, DenoisingProblem, denoising_problem
+from lsbcore.studies.flows.report import BEGIN, TITLE
 from lsbcore.targets.ising import IsingPosterior
 
 

@@ -1,5 +1,5 @@
-"""The flow samplers against enumeration on tiny targets (``lsbcore.flows``,
-``lsbcore.samplers.flow_exact``, ``lsbcore.samplers.flow_latent``).
+"""The flow samplers against enumeration on tiny targets (``lsbcore.methods.flows``,
+``lsbcore.methods.flows.exact_sampler``, ``lsbcore.methods.flows.latent_sampler``).
 
 - ``flow-exact`` is exact whatever the flow: chains started from the enumerated law of a 3 x 3
   Ising posterior stay within TV 0.03 of it with an untrained, a half-trained and a trained
@@ -27,8 +27,8 @@ from conftest import tv
 
 from lsbcore import IsingPosterior, make_sampler
 from lsbcore.exact.states import all_states, exact_distribution, state_codes
-from lsbcore.flows.model import FlowModel, log_normal, split
-from lsbcore.flows.train import FlowTraining, TrainingSettings
+from lsbcore.methods.flows.model import FlowModel, log_normal, split
+from lsbcore.methods.flows.train import FlowTraining, TrainingSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

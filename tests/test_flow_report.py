@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from lsbcore.flows import report
-from lsbcore.flows.comparison import SAMPLERS
-from lsbcore.rbm.report import keep_section
+from lsbcore.studies.flows import report
+from lsbcore.studies.flows.comparison import SAMPLERS
+from lsbcore.studies.rbm.report import keep_section
 
 
 def _figures(ess_1e4, per_min, total, log_p=100.0, accept=0.5):

@@ -2,7 +2,7 @@
 
 import torch
 
-from lsbcore.flows.model import FlowModel
+from lsbcore.methods.flows.model import FlowModel
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.ising import IsingPosterior
 
@@ -58,7 +58,7 @@ def test_the_flow_samplers_refuse_targets_beyond_32_by_32_in_a_sentence():
 def test_a_saved_flow_loads_to_the_same_densities_and_junk_is_refused_in_a_sentence(tmp_path):
     import pytest
 
-    from lsbcore.flows.model import MAX_WEIGHTS_BYTES, load_flow
+    from lsbcore.methods.flows.model import MAX_WEIGHTS_BYTES, load_flow
 
     flow = FlowModel(6, transforms=2, hidden=8, seed=3).double()
     path = tmp_path / "flow.pt"

@@ -1,4 +1,5 @@
-"""Training the flow-augmented model (``lsbcore.flows.train``): seeded, stoppable, resumable,
+"""Training the flow-augmented model (``lsbcore.methods.flows.train``): seeded, stoppable,
+resumable,
 stopped in a sentence by a non-finite step, and the score estimator learns the target's mass
 where the paper's pathwise gradient does not (log Z by enumeration).
 
@@ -14,7 +15,7 @@ import torch
 
 from lsbcore import IsingPosterior
 from lsbcore.exact.states import all_states
-from lsbcore.flows.train import FlowTraining, FlowTrainingFailed, TrainingSettings
+from lsbcore.methods.flows.train import FlowTraining, FlowTrainingFailed, TrainingSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -14,9 +14,9 @@ import lsbcore
 from lsbcore.exact import all_states, exact_distribution, spectral_gap, state_codes
 from lsbcore.exact import transition_matrix as exact_matrix
 from lsbcore.samplers.batched import refusal
-from lsbcore.samplers.dmala import DiscreteLangevin
-from lsbcore.samplers.gwg import GibbsWithGradients, enumerated_states, value_and_grad
-from lsbcore.samplers.pas import PathAuxiliarySampler, path_log_prob
+from lsbcore.samplers.gradient.dmala import DiscreteLangevin
+from lsbcore.samplers.gradient.gwg import GibbsWithGradients, enumerated_states, value_and_grad
+from lsbcore.samplers.gradient.pas import PathAuxiliarySampler, path_log_prob
 from lsbcore.targets.base import Target
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tiny tensors: threads only cost

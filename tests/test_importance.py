@@ -334,7 +334,7 @@ def test_per_chain_targets_and_periodic_or_wide_lattices_are_refused_where_they_
 
 # ----------------------------------------------------------------------------- figures
 def test_the_collapse_figure_is_log_log_with_the_one_over_n_floor():
-    from lsbcore import figures
+    from lsbcore.studies import figures
 
     curves = {"field": ([4, 16, 64], [0.8, 0.1, 0.0]), "mean field": ([4, 16, 64], [1, 0.5, 0.1])}
     fig = figures.importance_collapse_figure(curves, n_samples=1000)
@@ -347,7 +347,7 @@ def test_the_collapse_figure_is_log_log_with_the_one_over_n_floor():
 
 
 def test_the_marginals_figure_shows_estimate_bar_and_exact_side_by_side():
-    from lsbcore import figures
+    from lsbcore.studies import figures
 
     p, se = np.full((2, 3), 0.7), np.full((2, 3), 0.01)
     fig = figures.importance_marginals_figure(p, se, exact=np.full((2, 3), 0.69))

@@ -10,7 +10,7 @@ import torch
 
 from lsbcore import IsingPosterior, PairwiseMRF, make_sampler, paper_case
 from lsbcore.backends import kernels
-from lsbcore.learning.balancing import MixtureBalancing
+from lsbcore.balancing.functions import MixtureBalancing
 from lsbcore.samplers import warmup
 
 LOCALLY_BALANCED = ["barker", "sqrt", "min", "max", "lsb1", "lsb2"]

@@ -10,12 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lsbcore.samplers.balanced_learning as learning_module
+import lsbcore.samplers.balanced.learning as learning_module
 from lsbcore import IsingPosterior, make_balancing, make_sampler, paper_case, uniform_start
-from lsbcore.learning.balancing import FIXED, MixtureBalancing, NetworkBalancing, log_g_fixed
-from lsbcore.learning.history import LearningHistory
-from lsbcore.learning.objective import lsb_loss, lsb_loss_and_grads
-from lsbcore.samplers.locally_balanced import MAX_LOG_G, LocallyBalancedSampler
+from lsbcore.balancing.functions import FIXED, MixtureBalancing, NetworkBalancing, log_g_fixed
+from lsbcore.balancing.history import LearningHistory
+from lsbcore.balancing.objective import lsb_loss, lsb_loss_and_grads
+from lsbcore.samplers.balanced.pairwise import MAX_LOG_G, LocallyBalancedSampler
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

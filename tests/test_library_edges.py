@@ -18,7 +18,7 @@ from lsbcore import (
     make_sampler,
     paper_case,
 )
-from lsbcore.learning.balancing_io import FORMAT, PROBE_RANGE, VERSION
+from lsbcore.balancing.json_io import FORMAT, PROBE_RANGE, VERSION
 from lsbcore.targets.base import MAX_LOCAL_FIELD
 
 BOUND = "at most 1e\\+06 is supported"

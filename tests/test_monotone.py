@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from lsbcore import FactorGraph, IsingPosterior
+from lsbcore.balancing.functions import make_balancing
+from lsbcore.balancing.json_io import balancing_to_dict, balancing_to_json, load_balancing
+from lsbcore.balancing.monotone import MonotoneBalancing
 from lsbcore.exact import transition_matrix
 from lsbcore.exact.states import all_states, state_codes
 from lsbcore.exact.transition import flip_matrix
-from lsbcore.learning.balancing import make_balancing
-from lsbcore.learning.balancing_io import balancing_to_dict, balancing_to_json, load_balancing
-from lsbcore.learning.monotone import MonotoneBalancing
-from lsbcore.samplers.balanced_batched import balanced_builder
+from lsbcore.samplers.balanced.batched import balanced_builder
 from lsbcore.samplers.registry import make_sampler
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # many tiny ops: one thread is faster

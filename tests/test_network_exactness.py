@@ -35,8 +35,8 @@ import torch
 from conftest import tv, tv_threshold
 
 from lsbcore import make_sampler
+from lsbcore.balancing.json_io import balancing_to_json, load_balancing
 from lsbcore.exact import all_states, state_codes
-from lsbcore.learning.balancing_io import balancing_to_json, load_balancing
 from lsbcore.samplers.registry import REGISTRY, refusal, samplers_for
 from lsbcore.targets.factor_graph import FactorGraph
 

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 import torch
 
+from lsbcore.balancing.functions import make_balancing
 from lsbcore.diagnostics.mixing import ess_paper
-from lsbcore.experiment import cli
-from lsbcore.experiment import reproduce as ising_reproduce
-from lsbcore.learning.balancing import make_balancing
-from lsbcore.networks import protocol, report
-from lsbcore.networks.escape import escape_times, g_at_zero
-from lsbcore.networks.experiment import monotone_fit, run_sampler
-from lsbcore.rbm import report as rbm_report
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import make_sampler
+from lsbcore.studies import reproduce as ising_reproduce
+from lsbcore.studies.experiment import cli
+from lsbcore.studies.networks import protocol, report
+from lsbcore.studies.networks.escape import escape_times, g_at_zero
+from lsbcore.studies.networks.experiment import monotone_fit, run_sampler
+from lsbcore.studies.rbm import report as rbm_report
 from lsbcore.targets.grid_network import grid_network
 
 pytestmark = pytest.mark.usefixtures("single_thread")

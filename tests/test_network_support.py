@@ -16,7 +16,7 @@ import torch
 
 import lsbcore.targets.factor_graph as factor_graph
 from lsbcore import Comparison, make_sampler
-from lsbcore.learning.balancing import make_balancing
+from lsbcore.balancing.functions import make_balancing
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, samplers_for
 from lsbcore.targets.factor_graph import FactorGraph

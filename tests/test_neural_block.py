@@ -10,12 +10,17 @@ import scipy.sparse as sp
 import torch
 
 from lsbcore import make_sampler
-from lsbcore.blocks.motif import GridMotif
-from lsbcore.blocks.pairwise_context import PairwiseBlocks
-from lsbcore.blocks.proposal import BlockProposal, load_proposal
-from lsbcore.blocks.tiling import Tiling, interaction_pairs
-from lsbcore.exact.neural_block import apply_step, every_state, selection_matrices, step_matrix
-from lsbcore.samplers.neural_block import NeuralBlockSampler
+from lsbcore.methods.block_proposals.exact_law import (
+    apply_step,
+    every_state,
+    selection_matrices,
+    step_matrix,
+)
+from lsbcore.methods.block_proposals.motif import GridMotif
+from lsbcore.methods.block_proposals.pairwise_context import PairwiseBlocks
+from lsbcore.methods.block_proposals.proposal import BlockProposal, load_proposal
+from lsbcore.methods.block_proposals.sampler import NeuralBlockSampler
+from lsbcore.methods.block_proposals.tiling import Tiling, interaction_pairs
 from lsbcore.samplers.registry import refusal
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.pairwise import PairwiseMRF
@@ -224,7 +229,7 @@ def test_a_proposal_that_read_its_own_tile_would_be_caught():
         def log_ratios(self, x, blocks, y, c):  # the true ratio, not read from c
             return PairwiseBlocks.log_ratios(self, x, blocks, y, super().coefficients(x, blocks))
 
-    import lsbcore.samplers.neural_block as module
+    import lsbcore.methods.block_proposals.sampler as module
 
     original = module.PairwiseBlocks
     module.PairwiseBlocks = Peeking
@@ -334,7 +339,7 @@ def test_a_segmentation_runs_on_neural_block_with_its_options():
 
 
 def test_tiles_of_a_grid_network_take_four_colours_and_a_smallest_grid_is_served():
-    from lsbcore.blocks.tiling import Tiling, interaction_pairs
+    from lsbcore.methods.block_proposals.tiling import Tiling, interaction_pairs
     from lsbcore.targets.grid_network import grid_network
 
     network = grid_network(12, 0.5, seed=1)  # factors join tiles at their corners
@@ -348,7 +353,7 @@ def test_tiles_of_a_grid_network_take_four_colours_and_a_smallest_grid_is_served
 
 
 def test_the_dense_law_of_each_chain_is_its_row_of_the_step_matrix():
-    from lsbcore.exact.neural_block import sampler_at_every_state
+    from lsbcore.methods.block_proposals.exact_law import sampler_at_every_state
 
     target = posterior((3, 3), "periodic", seed=5, scale=1.0)
     proposal = bad_proposal()

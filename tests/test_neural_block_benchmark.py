@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lsbcore.blocks import benchmark
+from lsbcore.studies.block_proposals import benchmark
 from lsbcore.targets.ising import IsingPosterior
 
 

@@ -1,4 +1,5 @@
-"""Learned block proposals on grid factor graphs (``lsbcore.blocks.factor_context``): the
+"""Learned block proposals on grid factor graphs
+(``lsbcore.methods.block_proposals.factor_context``): the
 coefficients are the enumerated block conditional, read from outside the tile; the ratios are
 the target's, zero mass included; a factor the motif cannot hold is refused in a sentence; and
 ``neural-block`` on a grid Bayesian network is exact (its enumerated law leaves the network's
@@ -13,12 +14,12 @@ import pytest
 import torch
 
 from lsbcore import make_sampler
-from lsbcore.blocks.factor_context import ZERO_GAP, FactorBlocks
-from lsbcore.blocks.motif import GridMotif
-from lsbcore.blocks.proposal import BlockProposal
-from lsbcore.blocks.tiling import Blocks, Tiling, interaction_pairs
-from lsbcore.exact.neural_block import apply_step, every_state, selection_matrices
-from lsbcore.samplers.neural_block import NeuralBlockSampler
+from lsbcore.methods.block_proposals.exact_law import apply_step, every_state, selection_matrices
+from lsbcore.methods.block_proposals.factor_context import ZERO_GAP, FactorBlocks
+from lsbcore.methods.block_proposals.motif import GridMotif
+from lsbcore.methods.block_proposals.proposal import BlockProposal
+from lsbcore.methods.block_proposals.sampler import NeuralBlockSampler
+from lsbcore.methods.block_proposals.tiling import Blocks, Tiling, interaction_pairs
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.grid_network import grid_network
 
@@ -303,7 +304,7 @@ def test_a_context_that_read_its_own_tile_would_be_caught():
             c[..., self.motif.term_slice("site")] += 0.7 * x[:, blocks.sites]
             return c
 
-    import lsbcore.blocks.factor_context as module
+    import lsbcore.methods.block_proposals.factor_context as module
 
     original = module.FactorBlocks
     module.FactorBlocks = Peeking

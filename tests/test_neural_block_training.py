@@ -10,12 +10,13 @@ import math
 import pytest
 import torch
 
-from lsbcore.blocks import held_out, train
-from lsbcore.blocks.held_out import kl_to_exact
-from lsbcore.blocks.instances import OUT_OF_RANGE, TRAINING, draw_instances
-from lsbcore.blocks.motif import GridMotif
-from lsbcore.blocks.proposal import BlockProposal
-from lsbcore.samplers.neural_block import shipped_proposal
+from lsbcore.methods.block_proposals import train
+from lsbcore.methods.block_proposals.instances import OUT_OF_RANGE, TRAINING, draw_instances
+from lsbcore.methods.block_proposals.motif import GridMotif
+from lsbcore.methods.block_proposals.proposal import BlockProposal
+from lsbcore.methods.block_proposals.sampler import shipped_proposal
+from lsbcore.studies.block_proposals import held_out
+from lsbcore.studies.block_proposals.held_out import kl_to_exact
 
 #: The shipped networks' mean held-out KL in range is at most this share of the untrained
 #: network's, per block size (measured on these instances: 0.14, 0.27, 0.67).

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lsbcore import IsingPosterior, make_sampler, paper_case
-from lsbcore.learning.objective import authors_log_ratio
+from lsbcore.balancing.objective import authors_log_ratio
 
 
 def neighbour_sum(x: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,7 @@ the set is as varied as issue 30 asks, and every box is a box on the photo."""
 import pytest
 from PIL import Image
 
-from lsbcore.segmentation.benchmark import PUBLIC, main, photo_path
+from lsbcore.studies.benchmarks.photos import PUBLIC, main, photo_path
 
 
 def test_the_public_set_is_on_disk_and_varied():

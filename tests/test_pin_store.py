@@ -20,7 +20,7 @@ from app import config as cfgmod
 from app import pin_store, pins
 from app.pin_store import PinStore
 from app.pins import PinError
-from lsbcore.learning.balancing import MixtureBalancing
+from lsbcore.balancing.functions import MixtureBalancing
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 DAY_AGO = time.time() - pin_store.MAX_AGE_S - 60

@@ -18,8 +18,8 @@ from app import pin_store, pins, sources, state
 from app.pin_store import PinStore
 from app.pins import PinError
 from app.views import compare
-from lsbcore import figures
 from lsbcore.number_text import number_text
+from lsbcore.studies import figures
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import torch
 
 from lsbcore import CSV_COLUMNS, paper_case
 from lsbcore.diagnostics.mixing import ess_bulk_per_chain, summarise_mixing
-from lsbcore.experiment import ArrayTrace, main
-from lsbcore.experiment.paper_protocol import ess_series, resolve_protocol
-from lsbcore.results import effective_max_lag
+from lsbcore.studies.experiment import ArrayTrace, main
+from lsbcore.studies.experiment.paper_protocol import ess_series, resolve_protocol
+from lsbcore.studies.results import effective_max_lag
 
 BURN_IN, STEPS, CHAINS = 20, 120, 3
 AUTHORS = ["--case", "4", "--size", "6", "--chains", str(CHAINS), "--burn-in", str(BURN_IN)]

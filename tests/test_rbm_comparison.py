@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
+from lsbcore.diagnostics.mmd import log_mmd
 from lsbcore.rbm.live import RBMComparison
-from lsbcore.rbm.mmd import log_mmd
 from lsbcore.rbm.variants import LABELS, VARIANTS, describe, display_name, evals_per_step
 from lsbcore.samplers.base import uniform_start
-from lsbcore.samplers.hamming_ball import HammingBallSampler
+from lsbcore.samplers.block.hamming_ball import HammingBallSampler
 from lsbcore.targets.rbm import RBM
 
 RBM_12 = RBM.random(12, 5, seed=3, scale=1.0)

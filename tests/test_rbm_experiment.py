@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-import lsbcore.rbm.report as report
-from lsbcore.experiment.cli import main as experiment
-from lsbcore.rbm.experiment import gwg_ess, log_grid, reach_floor
+import lsbcore.studies.rbm.report as report
 from lsbcore.rbm.models import save_model
 from lsbcore.rbm.variants import evals_per_step
+from lsbcore.studies.experiment.cli import main as experiment
+from lsbcore.studies.rbm.experiment import gwg_ess, log_grid, reach_floor
 from lsbcore.targets.rbm import RBM
 
 
@@ -127,7 +127,7 @@ def test_bad_arguments_are_refused_by_the_command(tmp_path, capsys):
 
 
 def test_the_benchmark_stops_at_the_first_checkpoint_at_or_below_the_level():
-    from lsbcore.rbm.bench import time_to_floor
+    from lsbcore.studies.rbm.bench import time_to_floor
 
     rbm = RBM.random(12, 4, seed=1)
     truth = rbm.gibbs(50, 20, seed=0)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from lsbcore.diagnostics.mmd import hamming_kernel
 from lsbcore.exact.states import all_states, state_codes
-from lsbcore.rbm.mmd import hamming_kernel
 from lsbcore.targets.rbm import RBM
 
 # the module (the package re-exports its function under the same name)
@@ -87,7 +87,7 @@ def test_the_noise_floor_averages_to_its_exact_expectation():
     assert floor == pytest.approx(np.mean(np.log10(values)), abs=1e-12)
     # a sample from the uniform law (no Gibbs at all) sits well above it
     uniform = RBM(torch.zeros(5, 10), torch.zeros(10), torch.zeros(5)).gibbs(n, 0, seed=9)
-    from lsbcore.rbm.mmd import log_mmd
+    from lsbcore.diagnostics.mmd import log_mmd
 
     assert log_mmd(uniform, truth) > floor + 0.3
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore.rbm.mmd import hamming_kernel, log_mmd, mmd
+from lsbcore.diagnostics.mmd import hamming_kernel, log_mmd, mmd
 
 
 def test_mmd_matches_a_hand_computation_on_two_tiny_sets():

@@ -269,7 +269,7 @@ def test_rbm_refuses_bad_arguments_in_a_sentence(call, message):
 def test_block_candidates_from_the_pre_activations_equal_whole_states(monkeypatch):
     """The RBM scores block moves from its hidden pre-activations; each candidate equals
     ``log_prob`` of the whole state, chunked or not."""
-    from lsbcore.samplers.block_gibbs import flip_patterns
+    from lsbcore.samplers.block.block_gibbs import flip_patterns
 
     rbm = RBM.random(20, 6, seed=1, scale=0.7)
     g = torch.Generator().manual_seed(0)

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from lsbcore import CSV_COLUMNS
-from lsbcore.experiment import reproduce
-from lsbcore.learning.balancing import NetworkBalancing
-from lsbcore.learning.balancing_io import balancing_to_json
+from lsbcore.balancing.functions import NetworkBalancing
+from lsbcore.balancing.json_io import balancing_to_json
+from lsbcore.studies import reproduce
 
 
 def test_the_prediction_bound_is_students_t():
@@ -86,7 +86,7 @@ def test_every_number_of_a_generated_document_comes_from_its_runs(tmp_path):
     assert single["config"]["burnin_steps_per_iteration"] == {"lsb2": 1}
     objective = work / "case4" / "authors-objective" / "seed1" / "results.json"
     assert json.loads(objective.read_text())["config"]["learning"]["objective"] == "authors"
-    assert "python -m lsbcore.experiment.reproduce --quick" in text
+    assert "python -m lsbcore.studies.reproduce --quick" in text
     assert "## Table 2 under the authors' protocol" in text and "## Burn-in speed" in text
     # the stored runs pass --from-runs' checks and give the same document
     again = tmp_path / "again.md"

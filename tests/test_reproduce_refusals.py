@@ -1,4 +1,4 @@
-"""``python -m lsbcore.experiment.reproduce`` refuses what it cannot do in one sentence (status
+"""``python -m lsbcore.studies.reproduce`` refuses what it cannot do in one sentence (status
 2, no traceback) before any run: an ``--out`` or ``--work`` that cannot be written, a
 ``--from-runs`` file that is too large or is not a runs file, a case listed twice. A write that
 fails on a full disk leaves the previous document whole and no partial file."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lsbcore.experiment import reproduce
-from lsbcore.experiment.runs_file import MAX_BYTES
+from lsbcore.studies import reproduce
+from lsbcore.studies.experiment.runs_file import MAX_BYTES
 
 
 @pytest.fixture

@@ -208,7 +208,7 @@ def test_block_sums_refuses_bad_sizes(bad):
 
 def test_the_results_document_carries_the_verdict_only_for_one_shared_posterior():
     from lsbcore import Comparison, paper_case
-    from lsbcore.results import comparison_results
+    from lsbcore.studies.results import comparison_results
 
     target = IsingPosterior(torch.linspace(-4, 4, 64, dtype=torch.float64).view(8, 8), 0.3)
     shared = Comparison(["checkerboard"], target, 4, seed=1, thin=1)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lsbcore.sweep.cell import run_cell
-from lsbcore.sweep.grid import ASSETS, Cell, SweepGrid
-from lsbcore.sweep.which_g_where import read_map
+from lsbcore.studies.sweep.cell import run_cell
+from lsbcore.studies.sweep.grid import ASSETS, Cell, SweepGrid
+from lsbcore.studies.sweep.which_g_where import read_map
 
 GRID = SweepGrid.from_toml(ASSETS / "which_g_where.toml")
 SHIPPED = read_map(ASSETS / "which_g_where.json")

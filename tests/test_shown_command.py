@@ -2,7 +2,7 @@
 
 import pytest
 
-from lsbcore.experiment.shown_command import shown_argv, shown_command
+from lsbcore.studies.shared.shown_command import shown_argv, shown_command
 
 
 @pytest.mark.parametrize(

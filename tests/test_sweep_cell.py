@@ -10,9 +10,9 @@ import pytest
 
 from lsbcore.cases import square_problem
 from lsbcore.diagnostics.mixing import ess_paper
-from lsbcore.experiment.run import build_problem, run_sampler
-from lsbcore.sweep.cell import problem_of, run_cell
-from lsbcore.sweep.grid import Cell, Protocol
+from lsbcore.studies.experiment.run import build_problem, run_sampler
+from lsbcore.studies.sweep.cell import problem_of, run_cell
+from lsbcore.studies.sweep.grid import Cell, Protocol
 
 PROTOCOL = Protocol(size=8, chains=4, burn_in=100, steps=600, max_lag=60)
 

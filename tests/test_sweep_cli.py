@@ -1,4 +1,5 @@
-"""``python -m lsbcore.sweep``: Ctrl-C keeps every finished cell and ``--resume`` runs only the
+"""``python -m lsbcore.studies.sweep``: Ctrl-C keeps every finished cell and ``--resume`` runs only
+the
 missing ones; bad input is one sentence and exit status 2.
 
 The interrupted and resumed sweeps use this module's 2-worker cluster through ``--scheduler``
@@ -18,11 +19,11 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
-from lsbcore.sweep import cli, driver
-from lsbcore.sweep.driver import SweepState
-from lsbcore.sweep.grid import SweepGrid
-from lsbcore.sweep.progress import Progress, progress_line
-from lsbcore.sweep.store import StoreError, read_results
+from lsbcore.studies.sweep import cli, driver
+from lsbcore.studies.sweep.driver import SweepState
+from lsbcore.studies.sweep.grid import SweepGrid
+from lsbcore.studies.sweep.progress import Progress, progress_line
+from lsbcore.studies.sweep.store import StoreError, read_results
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--size", "8", "--chains", "2", "--burn-in", "50", "--max-lag", "50"]
@@ -51,9 +52,9 @@ def fails_with(capsys, argv: list[str]) -> str:
         cli.main(argv)
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("python -m lsbcore.sweep: error: ")
+    assert err[-1].startswith("python -m lsbcore.studies.sweep: error: ")
     assert "Traceback" not in "\n".join(err)
-    return err[-1].removeprefix("python -m lsbcore.sweep: error: ")
+    return err[-1].removeprefix("python -m lsbcore.studies.sweep: error: ")
 
 
 def test_ctrl_c_keeps_the_finished_cells_and_resume_runs_only_the_missing_ones(
@@ -63,7 +64,7 @@ def test_ctrl_c_keeps_the_finished_cells_and_resume_runs_only_the_missing_ones(
     argv = [*SLOW_GRID, "--out", str(out), "--scheduler", scheduler, "--quiet"]
     n_cells = 24
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lsbcore.sweep", *argv],
+        [sys.executable, "-m", "lsbcore.studies.sweep", *argv],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

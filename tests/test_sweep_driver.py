@@ -21,10 +21,10 @@ import cloudpickle
 import pytest
 from distributed import Client, LocalCluster
 
-from lsbcore.sweep.cell import run_cell
-from lsbcore.sweep.driver import code_hash, run_sweep, task_key
-from lsbcore.sweep.grid import Protocol, SweepGrid
-from lsbcore.sweep.store import ResultStore, read_results
+from lsbcore.studies.sweep.cell import run_cell
+from lsbcore.studies.sweep.driver import code_hash, run_sweep, task_key
+from lsbcore.studies.sweep.grid import Protocol, SweepGrid
+from lsbcore.studies.sweep.store import ResultStore, read_results
 
 # the functions below travel to the workers by value (the workers cannot import tests/)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

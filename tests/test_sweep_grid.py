@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from lsbcore.sweep import grid as grid_module
-from lsbcore.sweep.grid import (
+from lsbcore.studies.sweep import grid as grid_module
+from lsbcore.studies.sweep.grid import (
     MAX_CELLS,
     PROTOCOL_BOUNDS,
     Cell,

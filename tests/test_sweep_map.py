@@ -9,14 +9,14 @@ import math
 
 import pytest
 
-from lsbcore.sweep.which_g_where import (
+from lsbcore.studies.sweep.which_g_where import (
     MAX_MAP_BYTES,
     build_map,
     map_from_json,
     read_map,
     write_map,
 )
-from lsbcore.sweep.winner import TIE_Z, rank_point
+from lsbcore.studies.sweep.winner import TIE_Z, rank_point
 
 
 # ----------------------------------------------------------------------------- rank_point

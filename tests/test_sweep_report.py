@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from lsbcore.sweep.grid import Cell, Protocol
-from lsbcore.sweep.report import main, map_figure, point_label
-from lsbcore.sweep.store import ResultStore
-from lsbcore.sweep.which_g_where import build_map, read_map
+from lsbcore.studies.sweep.grid import Cell, Protocol
+from lsbcore.studies.sweep.report import main, map_figure, point_label
+from lsbcore.studies.sweep.store import ResultStore
+from lsbcore.studies.sweep.which_g_where import build_map, read_map
 
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOL = Protocol(size=8, chains=2, burn_in=10, steps=20, max_lag=5)
@@ -246,7 +246,7 @@ def test_bad_input_ends_in_one_sentence_and_status_2(tmp_path, capsys, make, fla
 
 def test_the_command_line_refuses_in_a_sentence_without_a_traceback(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "lsbcore.sweep.report", str(tmp_path / "missing.sqlite")],
+        [sys.executable, "-m", "lsbcore.studies.sweep.report", str(tmp_path / "missing.sqlite")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from lsbcore.sweep.cell import RESULT_FIELDS
-from lsbcore.sweep.grid import Cell, Protocol, SweepGrid
-from lsbcore.sweep.store import CELL_COLUMNS, ResultStore, StoreError, read_results
+from lsbcore.studies.sweep.cell import RESULT_FIELDS
+from lsbcore.studies.sweep.grid import Cell, Protocol, SweepGrid
+from lsbcore.studies.sweep.store import CELL_COLUMNS, ResultStore, StoreError, read_results
 
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOL = Protocol(size=8, chains=2, burn_in=10, steps=20, max_lag=5)
@@ -195,8 +195,8 @@ def test_an_sqlite_file_with_another_meta_table_is_refused_in_a_sentence(tmp_pat
 CRASH = textwrap.dedent(
     """
     import os, sys
-    from lsbcore.sweep.grid import Cell, Protocol
-    from lsbcore.sweep.store import ResultStore
+    from lsbcore.studies.sweep.grid import Cell, Protocol
+    from lsbcore.studies.sweep.store import ResultStore
     protocol = Protocol(**{json_protocol})
     store = ResultStore(sys.argv[1])
     for i in range(5):

@@ -315,7 +315,7 @@ def test_learning_stops_where_asked_and_burn_in_cannot_follow_sampling():
 
 # ----------------------------------------------------------------------------- figures
 def test_tempering_figures_draw_every_replica_and_say_when_there_is_nothing():
-    from lsbcore import figures
+    from lsbcore.studies import figures
 
     result = compare_with_single_chain(
         bimodal_ising(size=4), "checkerboard", sweeps=50, burn_in=20, n_replicas=4

@@ -502,7 +502,7 @@ def test_a_photo_is_named_after_its_file():
 def test_the_report_command_is_the_experiment_command_of_the_run():
     from dataclasses import replace as dc_replace
 
-    from lsbcore.experiment.cli import build_parser
+    from lsbcore.studies.experiment.cli import build_parser
 
     cfg = cfgmod.Config()
     command, reason = export.experiment_command(cfg, "out-dir")

@@ -17,11 +17,11 @@ import torch
 from app import config as cfgmod
 from app import sources
 from app.views import which_g_where as wg
-from lsbcore.experiment.run import build_problem
-from lsbcore.figures import sampler_label
-from lsbcore.sweep import ResultStore, SweepGrid
-from lsbcore.sweep.cell import RESULT_FIELDS, problem_of
-from lsbcore.sweep.grid import Cell, Protocol
+from lsbcore.studies.experiment.run import build_problem
+from lsbcore.studies.figures import sampler_label
+from lsbcore.studies.sweep import ResultStore, SweepGrid
+from lsbcore.studies.sweep.cell import RESULT_FIELDS, problem_of
+from lsbcore.studies.sweep.grid import Cell, Protocol
 from tests.app_support import open_app, stop_runs_fixture  # noqa: F401 (autouse fixture)
 
 TAB = "Which g where"

@@ -27,7 +27,8 @@ float64, ``--backend``: ``auto``, the compiled RBM steps of ``lsbcore.backends.r
 the CPU, or ``torch``), theirs and ours alternating within each repeat so both see the same load,
 and prints the ratio. It then runs both codes through ``rbm_sample.py``'s protocol for the
 log-MMD: ``--mmd-steps`` steps (there 5,000) of ``--chains`` chains (there ``--n_test_samples``
-100) from uniform starts, the log10 MMD (``lsbcore.rbm.mmd``: the exponentiated average Hamming
+100) from uniform starts, the log10 MMD (``lsbcore.diagnostics.mmd``: the exponentiated average
+Hamming
 kernel, V-statistic, as there) against 500 ground-truth samples of 10,000 Gibbs sweeps
 (``lsbcore.rbm.ground_truth``; there ``--n_samples`` 500, ``--gt_steps`` 10,000) every
 ``--mmd-every`` steps, for ``--mmd-seeds`` seeds, and prints each code's final log-MMD and its
@@ -59,8 +60,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lsbcore.diagnostics.mmd import log_mmd
 from lsbcore.rbm.ground_truth import ground_truth, noise_floor
-from lsbcore.rbm.mmd import log_mmd
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 

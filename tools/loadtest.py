@@ -101,7 +101,7 @@ class SessionSpec:
     def identity(self) -> dict[str, str]:
         """What a page running this configuration shows: the sidebar's widgets, the posterior's
         caption and the chain rows (the last two come from the session's own run)."""
-        from lsbcore.figures import sampler_label
+        from lsbcore.studies.figures import sampler_label
 
         return {
             "case": f"Case {self.case}:",

@@ -15,7 +15,7 @@ import streamlit as st
 
 from app import view_links
 from app.views import pixels
-from lsbcore import REGISTRY, figures
+from lsbcore import REGISTRY
 from lsbcore.annealing import (
     AnnealingResult,
     MapGap,
@@ -25,7 +25,8 @@ from lsbcore.annealing import (
     map_states,
     time_to_gap,
 )
-from lsbcore.figures import sampler_label as label
+from lsbcore.studies import figures
+from lsbcore.studies.figures import sampler_label as label
 
 CACHE_KEY = "annealing"
 CHAINS = 4  # chains per sampler: the best of them is compared with the MAP

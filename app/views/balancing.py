@@ -15,7 +15,8 @@ import streamlit as st
 
 from app import charts
 from app.widgets import ensure
-from lsbcore import REGISTRY, figures
+from lsbcore import REGISTRY
+from lsbcore.studies import figures
 
 ETA_MEANING = (
     "Top: the learning loss, LSB's upper bound on the mutual information between consecutive "

@@ -27,18 +27,18 @@ import torch
 from app import charts
 from app.text import plain
 from app.views import pixels
-from lsbcore.blocks.motif import BLOCK_SIDES, GridMotif
-from lsbcore.blocks.pairwise_context import PairwiseBlocks
-from lsbcore.blocks.proposal import BlockProposal
-from lsbcore.blocks.proposal import load_proposal as read_proposal
-from lsbcore.blocks.tiling import Blocks, Tiling, grid_shape, interaction_pairs
-from lsbcore.number_text import number_text
-from lsbcore.samplers.neural_block import (
+from lsbcore.methods.block_proposals.motif import BLOCK_SIDES, GridMotif
+from lsbcore.methods.block_proposals.pairwise_context import PairwiseBlocks
+from lsbcore.methods.block_proposals.proposal import BlockProposal
+from lsbcore.methods.block_proposals.proposal import load_proposal as read_proposal
+from lsbcore.methods.block_proposals.sampler import (
     block_context,
     grid_refusal,
     shipped_proposal,
     weights_file,
 )
+from lsbcore.methods.block_proposals.tiling import Blocks, Tiling, grid_shape, interaction_pairs
+from lsbcore.number_text import number_text
 
 #: The networks the view compares (the sampler's third choice, "exact", is p itself).
 WEIGHTS = ("trained", "untrained")
@@ -65,7 +65,8 @@ KL_FLOOR = 1e-6
 log = logging.getLogger(__name__)
 NOT_TRAINED = (
     "The trained proposal for {k} x {k} blocks is not in this copy yet ({file}): train it with "
-    "python -m lsbcore.blocks.train --block-size {k}, or choose the untrained network."
+    "python -m lsbcore.studies.block_proposals.train --block-size {k}, or choose the untrained "
+    "network."
 )
 
 
@@ -536,7 +537,7 @@ def render_run(run) -> None:
     """The Block proposals tab (drawn once per page run, outside the live fragment)."""
     from app import charts, view_links
     from app.widgets import ensure, ensure_in_range
-    from lsbcore.figures import sampler_label
+    from lsbcore.studies.figures import sampler_label
 
     state = st.session_state
     st.caption(INTRO)

@@ -15,8 +15,8 @@ from app.text import counted
 from app.views import pixels
 from app.widgets import ensure_in_range
 from lsbcore import REGISTRY
-from lsbcore.figures import sampler_label as label
 from lsbcore.samplers.interface import ChainSampler
+from lsbcore.studies.figures import sampler_label as label
 
 ROW_WIDTH = 1000  # on-screen width of one sampler's row, pixels
 MAX_SIDE = 160  # on-screen side of one lattice at most

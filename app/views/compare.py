@@ -18,9 +18,9 @@ from app import charts, pin_controls, pins, presentation
 from app.config import LABELS, Config
 from app.pins import Pin
 from app.text import escape
-from lsbcore import figures
-from lsbcore.figures import sampler_label
 from lsbcore.number_text import MISSING, number_text
+from lsbcore.studies import figures
+from lsbcore.studies.figures import sampler_label
 
 CURRENT = "current"  # the option that stands for the run on the page
 MAX_COMPARED = 4  # columns wider than a quarter of the page stay readable

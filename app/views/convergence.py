@@ -18,7 +18,7 @@ import streamlit as st
 
 from app import charts
 from app.widgets import ensure
-from lsbcore import figures
+from lsbcore.studies import figures
 
 X_AXES = {
     "iterations": "step",
@@ -27,7 +27,8 @@ X_AXES = {
 }
 X_LABELS = {"step": "iteration", "sweeps": "sweeps (site updates per site)"}
 MAX_POINTS = 600  # per curve on screen when paused; the CSV export has every record
-# while running fewer: lsbcore.figures.band_figure's per-row nanquantile costs ~0.1 ms a point
+# while running fewer: lsbcore.studies.figures.band_figure's per-row nanquantile costs ~0.1 ms a
+# point
 LIVE_POINTS = 150
 PANELS = (
     ("magnetisation", "magnetisation m(x) = Σᵢ xᵢ", "m(x)"),

@@ -12,9 +12,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import view_links
-from lsbcore import REGISTRY, exact, figures
-from lsbcore.figures import sampler_label as label
+from lsbcore import REGISTRY, exact
 from lsbcore.number_text import number_text
+from lsbcore.studies import figures
+from lsbcore.studies.figures import sampler_label as label
 
 GAP_MEANING = (
     "The spectral gap is how much of the distance to the target one step removes at worst in "

@@ -26,9 +26,9 @@ from app.config import Config, to_query_params
 from app.file_names import export_stem
 from lsbcore import REGISTRY
 from lsbcore.cases import PAPER_CASES
-from lsbcore.experiment.comparison_report import comparison_report
-from lsbcore.figures import sampler_label as label
-from lsbcore.results import comparison_results, results_to_json
+from lsbcore.studies.experiment.comparison_report import comparison_report
+from lsbcore.studies.figures import sampler_label as label
+from lsbcore.studies.results import comparison_results, results_to_json
 
 TRACES_KEY = "export_traces_gz"  # (run id, step, gzip bytes): one prepared snapshot per session
 
@@ -63,7 +63,7 @@ def experiment_command(cfg: Config, out: str = "lsb-run") -> tuple[str | None, s
             f"No command line: this run changes the paper case's {', '.join(changed)}, and the "
             "experiment command runs the paper's cases only with their own settings."
         )
-    argv = ["python", "-m", "lsbcore.experiment", "--case", str(cfg.case)]
+    argv = ["python", "-m", "lsbcore.studies.experiment", "--case", str(cfg.case)]
     argv += ["--samplers", ",".join(cfg.samplers), "--chains", str(cfg.chains)]
     argv += ["--size", str(cfg.size), "--burn-in", str(cfg.burn_in), "--steps", str(cfg.steps)]
     argv += ["--seed", str(cfg.seed), "--start", "shared"]  # the app's chains share a start
@@ -115,7 +115,7 @@ def share_link(cfg: Config, base_url: str | None = None) -> str:
 
 
 def results_json(run, max_lag: int = 500) -> str:
-    """The results document of the experiment command (``lsbcore.results``) for this run."""
+    """The results document of the experiment command (``lsbcore.studies.results``) for this run."""
     config = {**run.config.as_dict(), "problem": run.problem.name}
     with run.lock:
         burnin, mixing = run.phase_seconds()

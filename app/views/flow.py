@@ -22,8 +22,8 @@ import torch
 
 from app import flow_training, state
 from app.text import plain
-from lsbcore import figures
 from lsbcore.exact.states import MAX_SITES, all_states
+from lsbcore.studies import figures
 
 #: The view's latent picture is redrawn at most this often while training (seconds).
 REDRAW_S = 1.0

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import torch
 
-from lsbcore import figures
 from lsbcore.exact import MAX_SITES
 from lsbcore.importance import (
     PROPOSALS,
@@ -24,6 +23,7 @@ from lsbcore.importance import (
     importance_sample,
 )
 from lsbcore.number_text import number_text
+from lsbcore.studies import figures
 
 KEYS = ("is_proposal", "is_samples", "is_side", "is_max_side")
 CACHE_KEY = "importance"

@@ -13,8 +13,9 @@ import streamlit as st
 from app import charts, network_targets
 from app.views.balancing import ETA_MEANING, loss_figure, overlay_choice, t_grid
 from app.views.export import learned_functions
-from lsbcore import REGISTRY, figures
-from lsbcore.networks.escape import g_at_zero
+from lsbcore import REGISTRY
+from lsbcore.studies import figures
+from lsbcore.studies.networks.escape import g_at_zero
 
 
 def _bound(run) -> float:

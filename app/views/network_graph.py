@@ -15,7 +15,7 @@ import streamlit as st
 
 from app import charts
 from app.widgets import ensure
-from lsbcore.figures import sampler_label
+from lsbcore.studies.figures import sampler_label
 
 SAMPLER_KEY = "network_sampler"
 COLOURS = "RdBu_r"  # blue for -1, red for +1, white for undecided

@@ -20,7 +20,7 @@ from app import charts
 from app.state import SiteStep, proposes_one_site
 from app.widgets import ensure, ensure_in_range
 from lsbcore import REGISTRY
-from lsbcore.figures import sampler_label as label
+from lsbcore.studies.figures import sampler_label as label
 
 QUANTITIES = {
     "Q": "proposal Q(i | x)",

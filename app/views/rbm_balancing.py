@@ -12,7 +12,8 @@ import streamlit as st
 
 from app import charts, rbm_targets
 from app.views import balancing
-from lsbcore import REGISTRY, figures
+from lsbcore import REGISTRY
+from lsbcore.studies import figures
 
 
 def balancings(comparison) -> dict:

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import charts
-from lsbcore import figures
+from lsbcore.studies import figures
 
 FLOOR_COLOUR = "#555555"
 AXES = {"evals": "target evaluations per chain", "seconds": "sampling seconds"}

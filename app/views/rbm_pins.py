@@ -16,7 +16,7 @@ from app import charts, pin_controls
 from app.pins import Pin
 from app.text import escape
 from app.views import rbm_mmd
-from lsbcore import figures
+from lsbcore.studies import figures
 
 DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
 

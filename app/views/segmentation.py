@@ -29,9 +29,9 @@ from app.file_names import file_stem
 from app.views import pixels
 from app.widgets import ensure
 from lsbcore.diagnostics.settled import STUCK_GAP, TOLERANCE, UNSETTLED_LIMIT
-from lsbcore.figures import sampler_label as label
 from lsbcore.segmentation import outputs
 from lsbcore.segmentation.segment import overlay_at_size
+from lsbcore.studies.figures import sampler_label as label
 
 SIDE = 220
 POOLED = "all samplers pooled"

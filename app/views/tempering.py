@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app import view_links
-from lsbcore import REGISTRY, figures
-from lsbcore.figures import sampler_label as label
+from lsbcore import REGISTRY
 from lsbcore.number_text import number_text
+from lsbcore.studies import figures
+from lsbcore.studies.figures import sampler_label as label
 from lsbcore.tempering import BIMODAL_LAMBDA, BIMODAL_SIZE, bimodal_ising
 from lsbcore.tempering.comparison import TemperingComparison, compare_with_single_chain
 

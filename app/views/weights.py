@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import charts
-from lsbcore import figures
-from lsbcore.learning.balancing import FORMULAS
+from lsbcore.balancing.functions import FORMULAS
+from lsbcore.studies import figures
 
 
 def weights_figures(

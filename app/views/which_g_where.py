@@ -1,6 +1,7 @@
-"""View: Which g where. The map of a parameter sweep (``python -m lsbcore.sweep``): for every
+"""View: Which g where. The map of a parameter sweep (``python -m lsbcore.studies.sweep``): for
+every
 coupling lambda and noise sigma of a target, which balancing function mixes best per target
-evaluation, with its ties and margin (``lsbcore.sweep.which_g_where``).
+evaluation, with its ties and margin (``lsbcore.studies.sweep.which_g_where``).
 
 The tab shows the small map shipped in ``assets/which_g_where.json``, or a sweep's results file
 (``.sqlite``) or map (``.json``) that the user opens. A click on a cell (or the lambda and sigma
@@ -26,17 +27,25 @@ import streamlit as st
 from app import charts, presentation, sources, view_links
 from app import config as cfgmod
 from app.text import counted, plain, quote
-from lsbcore.figures import sampler_colour, sampler_label
 from lsbcore.number_text import number_text
-from lsbcore.sweep import StoreError, build_map, map_from_json, read_map, read_results, write_map
-from lsbcore.sweep.grid import ASSETS
-from lsbcore.sweep.report import map_figure, point_hover
+from lsbcore.studies.figures import sampler_colour, sampler_label
+from lsbcore.studies.sweep import (
+    StoreError,
+    build_map,
+    map_from_json,
+    read_map,
+    read_results,
+    write_map,
+)
+from lsbcore.studies.sweep.grid import ASSETS
+from lsbcore.studies.sweep.report import map_figure, point_hover
 
 log = logging.getLogger(__name__)
 
 SHIPPED = ASSETS / "which_g_where.json"
 # Streamlit's own upload limit (.streamlit/config.toml, maxUploadSize): a results file of about
-# 60,000 cells, or any map; a larger sweep is opened through its map (lsbcore.sweep.report --json)
+# 60,000 cells, or any map; a larger sweep is opened through its map (lsbcore.studies.sweep.report
+# --json)
 MAX_UPLOAD_BYTES = 20_000_000
 SQLITE_HEADER = b"SQLite format 3\x00"
 PANEL_KEY, LAM_KEY, SIGMA_KEY = "wg_panel", "wg_lam", "wg_sigma"
@@ -55,7 +64,7 @@ INTRO = (
     "Is one balancing function best everywhere? For each coupling λ, noise σ and target, the "
     "function that mixes best per target evaluation, and whether the seeds can tell. Each cell "
     "is one point of a sweep "
-    "(`python -m lsbcore.sweep`), coloured by the winner (highest ESS per 1,000 target "
+    "(`python -m lsbcore.studies.sweep`), coloured by the winner (highest ESS per 1,000 target "
     "evaluations, mean over seeds) with its margin over the runner-up; “≈ tie” where the seeds "
     "cannot single one out (paired differences within two standard errors), in a lighter shade "
     "of the leader."
@@ -84,7 +93,7 @@ def load_upload(name: str, data: bytes) -> dict:
     if len(data) > MAX_UPLOAD_BYTES:
         raise ValueError(
             f"{shown} is over {MAX_UPLOAD_BYTES // 1_000_000} MB; open its map instead "
-            "(python -m lsbcore.sweep.report RESULTS --json map.json writes one)."
+            "(python -m lsbcore.studies.sweep.report RESULTS --json map.json writes one)."
         )
     if not data:
         raise ValueError(f"{shown} is empty.")
@@ -146,7 +155,8 @@ def picked_point(points) -> tuple[float, float] | None:
 
 # ----------------------------------------------------------------------------- figures
 def clickable_map(panel: dict, samplers: list[str], chosen: tuple[float, float] | None):
-    """The report's heat map of one panel (``lsbcore.sweep.report.map_figure``), made to take
+    """The report's heat map of one panel (``lsbcore.studies.sweep.report.map_figure``), made to
+    take
     clicks: heat maps report clicks poorly, so nearly transparent markers at the cell centres
     carry each cell's ``[lam, sigma]``; the chosen cell is framed."""
     lams, sigmas = panel["lam"], panel["sigma"]
@@ -293,8 +303,8 @@ def _shown_map() -> tuple[dict | None, str]:
             "A sweep's results (.sqlite) or its map (.json)",
             type=["sqlite", "db", "json"],
             key=UPLOAD_KEY,
-            help="A results file that python -m lsbcore.sweep wrote (--out), or the map that "
-            "python -m lsbcore.sweep.report derived from one (--json). Up to "
+            help="A results file that python -m lsbcore.studies.sweep wrote (--out), or the map "
+            "that python -m lsbcore.studies.sweep.report derived from one (--json). Up to "
             f"{MAX_UPLOAD_BYTES // 1_000_000} MB. Without one, the map shipped with LSB "
             "Explorer is shown.",
         )

@@ -16,7 +16,7 @@ import streamlit as st
 from app import presentation
 from app.state import proposes_one_site
 from lsbcore import REGISTRY
-from lsbcore.figures import sampler_label as label
+from lsbcore.studies.figures import sampler_label as label
 
 VIEWS = ("Proposal", "Balancing functions")
 LIVE_S = 1.0  # the numbers follow a running run at most this often

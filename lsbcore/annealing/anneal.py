@@ -32,9 +32,9 @@ import torch
 
 from lsbcore.annealing.polish import greedy_polish
 from lsbcore.annealing.schedule import Schedule
+from lsbcore.balancing.functions import Balancing
 from lsbcore.checks import integer
-from lsbcore.learning.balancing import Balancing
-from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
+from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.targets.pairwise_target import PairwiseTarget
 
 RECORDS = 400  # default: about this many records over a run
@@ -83,7 +83,7 @@ def energy(target: PairwiseTarget, x: torch.Tensor) -> np.ndarray:
 
 def _check_sampler(name, balancing, learn):
     if name not in REGISTRY:
-        raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(SAMPLERS)}.")
+        raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(REGISTRY)}.")
     spec = REGISTRY[name]
     if balancing is not None and not isinstance(balancing, Balancing):
         raise ValueError(

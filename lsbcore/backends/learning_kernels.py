@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import component_log_g, flip_values, log_g, record_step, write_flip
-from lsbcore.learning import objective
+from lsbcore.balancing import objective
 from lsbcore.numerics import (
     ADAM_BETA1,
     ADAM_BETA2,

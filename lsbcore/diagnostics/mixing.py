@@ -324,3 +324,13 @@ def summarise_mixing(
         n_constant_chains=n_constant,
         notes=tuple(notes),
     )
+
+
+def ess_bulk_per_site(states: np.ndarray) -> np.ndarray:
+    """Rank-normalised bulk ESS over all chains of every visible unit, ``states [T, B, n]``;
+    NaN for a unit that never changed in any chain."""
+    x = np.moveaxis(np.asarray(states, dtype=np.float64), 0, 1)  # [B, T, n]
+    ess = np.asarray(array_stats.ess(x, chain_axis=0, draw_axis=1, method="bulk"), dtype=float)
+    constant = (x == x[:1, :1]).all(axis=(0, 1))
+    ess[constant] = math.nan
+    return ess

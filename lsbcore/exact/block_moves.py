@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from lsbcore.exact.states import all_states, check_target
-from lsbcore.samplers.block_gibbs import BlockGibbsSampler
-from lsbcore.samplers.hamming_ball import HammingBallSampler
+from lsbcore.samplers.block.block_gibbs import BlockGibbsSampler
+from lsbcore.samplers.block.hamming_ball import HammingBallSampler
 
 #: The block samplers by registry name.
 BLOCK_SAMPLERS = {"block-gibbs": BlockGibbsSampler, "hamming-ball": HammingBallSampler}

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from lsbcore.balancing.functions import Balancing
 from lsbcore.exact.distance import tv_curve
 from lsbcore.exact.spectrum import relaxation_time, spectral_gap
 from lsbcore.exact.states import check_target, exact_distribution
 from lsbcore.exact.transition import transition_matrix
-from lsbcore.learning.balancing import Balancing
 from lsbcore.samplers.registry import REGISTRY
 
 

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from scipy import sparse
 
+from lsbcore.balancing.functions import Balancing
 from lsbcore.exact.states import all_states, check_target
-from lsbcore.learning.balancing import Balancing
-from lsbcore.samplers.balanced_batched import balanced_builder
+from lsbcore.samplers.balanced.batched import balanced_builder
 from lsbcore.samplers.interface import MultiSiteSampler
 from lsbcore.samplers.registry import REGISTRY, make_sampler, refusal
 
@@ -69,7 +69,7 @@ def transition_matrix(
         raise ValueError(
             f"{name} has no finite transition matrix: its step draws continuous variables (the "
             "flow's latent point and the dequantiser's draws) and its law is an integral over "
-            "them; its law is checked by runs against enumeration (lsbcore.flows.bias)."
+            "them; its law is checked by runs against enumeration (lsbcore.studies.flows.bias)."
         )
     reason = refusal(name, target)
     if reason is not None:

@@ -1,16 +1,7 @@
-"""``python -m lsbcore.experiment ...``: the experiment command (``lsbcore.experiment.cli``)."""
+"""``python -m lsbcore.experiment ...``: the experiment study's command
+(``lsbcore.studies.experiment``)."""
 
-import os
-import sys
-
-from lsbcore.experiment.cli import INTERRUPTED, main
+import runpy
 
 if __name__ == "__main__":
-    code = main()
-    if code in INTERRUPTED:
-        # stopped by a signal: the staging folder is gone and the workers are terminated, so
-        # exit now rather than wait in the process pool's exit hooks for workers already dead
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    raise SystemExit(code)
+    runpy.run_module("lsbcore.studies.experiment", run_name="__main__", alter_sys=True)

@@ -1,8 +1,10 @@
-"""The paper's RBM experiment: digit data, trained RBMs, their likelihoods (and, from the
-comparison modules, ground truth, MMD and the live comparison)."""
+"""The RBM beside its target (``lsbcore.targets.rbm``): digit data, trained models, PCD training,
+likelihoods, ground truth and the live comparison. The paper's study of it is
+``lsbcore.studies.rbm``."""
 
 import warnings
 
+from lsbcore.diagnostics.mmd import log_mmd, mmd
 from lsbcore.rbm.data import (
     MAX_FILE_BYTES,
     MAX_ROWS,
@@ -10,7 +12,6 @@ from lsbcore.rbm.data import (
     digits,
     load_binary_data,
 )
-from lsbcore.rbm.experiment import gwg_ess, reach_floor
 from lsbcore.rbm.ground_truth import affordable_steps, floor_draws, ground_truth, noise_floor
 from lsbcore.rbm.likelihood import (
     ais_log_partition,
@@ -20,9 +21,7 @@ from lsbcore.rbm.likelihood import (
     pseudo_log_likelihood,
 )
 from lsbcore.rbm.live import RBMComparison
-from lsbcore.rbm.mmd import log_mmd, mmd
 from lsbcore.rbm.models import MODELS, load_model, read_meta, save_model
-from lsbcore.rbm.protocol import PAPER, PAPER_LABELS, QUICK
 from lsbcore.rbm.train import MAX_TRAINING_SECONDS, Training, progress_bar, train
 from lsbcore.rbm.variants import LABELS, VARIANTS, describe, display_name, evals_per_step
 
@@ -41,9 +40,6 @@ __all__ = [
     "MAX_VISIBLE",
     "MAX_TRAINING_SECONDS",
     "MODELS",
-    "PAPER",
-    "PAPER_LABELS",
-    "QUICK",
     "LABELS",
     "VARIANTS",
     "RBMComparison",
@@ -59,7 +55,6 @@ __all__ = [
     "exact_log_partition",
     "floor_draws",
     "ground_truth",
-    "gwg_ess",
     "load_binary_data",
     "load_model",
     "log_mmd",
@@ -67,7 +62,6 @@ __all__ = [
     "noise_floor",
     "progress_bar",
     "pseudo_log_likelihood",
-    "reach_floor",
     "read_meta",
     "save_model",
     "train",

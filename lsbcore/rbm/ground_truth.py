@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer
-from lsbcore.rbm.mmd import log_mmd
+from lsbcore.diagnostics.mmd import log_mmd
 from lsbcore.targets.rbm import RBM
 
 __all__ = [

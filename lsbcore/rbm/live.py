@@ -16,8 +16,8 @@ import torch
 
 from lsbcore.backends import resolve_device
 from lsbcore.checks import integer
+from lsbcore.diagnostics.mmd import as_spins, hamming_kernel, log_mmd
 from lsbcore.rbm.ground_truth import TRUTH_STEPS, ground_truth, noise_floor
-from lsbcore.rbm.mmd import as_spins, hamming_kernel, log_mmd
 from lsbcore.rbm.variants import LABELS, variant
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.interface import ChainSampler

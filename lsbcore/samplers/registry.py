@@ -17,28 +17,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lsbcore.learning.balancing import FIXED, sampler_balancing
-from lsbcore.learning.monotone import MAX_GROUPS, MAX_UNITS
-from lsbcore.learning.objective import OBJECTIVES
-from lsbcore.samplers.balanced_batched import balanced_builder
+from lsbcore.balancing.functions import FIXED, sampler_balancing
+from lsbcore.balancing.monotone import MAX_GROUPS, MAX_UNITS
+from lsbcore.balancing.objective import OBJECTIVES
+from lsbcore.samplers.balanced.batched import balanced_builder
+from lsbcore.samplers.balanced.pairwise import OPTIMIZERS, LocallyBalancedSampler
 from lsbcore.samplers.batched import refusal as _missing_sentence
-from lsbcore.samplers.block_gibbs import BLOCK_CHOICES, MAX_BLOCK, BlockGibbsSampler
-from lsbcore.samplers.checkerboard import CheckerboardGibbsSampler
-from lsbcore.samplers.dmala import MAX_STEP_SIZE, MIN_STEP_SIZE, DiscreteLangevin
-from lsbcore.samplers.flow_exact import (
-    MAX_DRAWS,
-    MAX_TRAIN_STEPS,
-    FlowExactSampler,
-    flow_refusal,
-)
-from lsbcore.samplers.flow_latent import FlowLatentSampler
-from lsbcore.samplers.gwg import GibbsWithGradients
-from lsbcore.samplers.hamming_ball import HammingBallSampler
-from lsbcore.samplers.locally_balanced import OPTIMIZERS, LocallyBalancedSampler
-from lsbcore.samplers.neural_block import WEIGHTS, NeuralBlockSampler, grid_refusal
-from lsbcore.samplers.pas import MAX_PATH_LENGTH, PathAuxiliarySampler
-from lsbcore.samplers.uniform_batched import uniform_builder
-from lsbcore.samplers.uniform_site import UniformSiteSampler
+from lsbcore.samplers.block.block_gibbs import BLOCK_CHOICES, MAX_BLOCK, BlockGibbsSampler
+from lsbcore.samplers.block.hamming_ball import HammingBallSampler
+from lsbcore.samplers.gradient.dmala import MAX_STEP_SIZE, MIN_STEP_SIZE, DiscreteLangevin
+from lsbcore.samplers.gradient.gwg import GibbsWithGradients
+from lsbcore.samplers.gradient.pas import MAX_PATH_LENGTH, PathAuxiliarySampler
+from lsbcore.samplers.site.checkerboard import CheckerboardGibbsSampler
+from lsbcore.samplers.site.uniform import UniformSiteSampler
+from lsbcore.samplers.site.uniform_batched import uniform_builder
 from lsbcore.targets.base import Target
 from lsbcore.targets.pairwise_target import PairwiseTarget
 
@@ -100,7 +92,7 @@ class SamplerSpec:
     app: bool = True
     # beyond capabilities: the sentence refusing a target it cannot run on (None: it can)
     refuse: Callable | None = None
-    # built on a trained flow (``flow=``, a lsbcore.flows FlowModel) where one is given
+    # built on a trained flow (``flow=``, a lsbcore.methods.flows FlowModel) where one is given
     takes_flow: bool = False
     # its samples are not exactly from the target at any run length we can vouch for: the page
     # and the reports say so beside its name
@@ -349,63 +341,22 @@ register(
     )
 )  # fmt: skip
 
-# Learned block proposals (Wang et al. 2018): a meta-trained network proposes whole k x k tiles
-# of a grid, accepted by Metropolis-Hastings with the exact target ratio
-register(
-    SamplerSpec(
-        "neural-block", "Neural block",
-        "Learned block proposals: a network trained once on random k x k blocks proposes whole "
-        "tiles given their boundary, accepted by Metropolis-Hastings (exact whatever the network)",
-        "#F1CE63", NeuralBlockSampler,
-        (Option("block_size", 2, 2, 4, help="k: tiles of k x k sites (2^(k^2) states each)"),
-         Option("weights", "trained", choices=WEIGHTS,
-                help="the shipped meta-trained network, or the untrained one (exact either way)")),
-        sites_per_step="all", family="block", build_any=NeuralBlockSampler, app=False,
-        refuse=grid_refusal,
-    )
-)  # fmt: skip
+# What the catalogue holds, read when asked: the methods' samplers (``lsbcore.methods``) are
+# registered where the catalogue is assembled (``lsbcore/__init__.py``), after this module.
+_VIEWS = {
+    #: Every sampler's name, in registry order.
+    "SAMPLERS": lambda: tuple(REGISTRY),
+    #: The samplers the dashboard offers (the rest run from the library and the benchmarks).
+    "APP_SAMPLERS": lambda: tuple(name for name, spec in REGISTRY.items() if spec.app),
+    "DESCRIPTIONS": lambda: {name: spec.description for name, spec in REGISTRY.items()},
+    "LEARNED": lambda: tuple(name for name, spec in REGISTRY.items() if spec.learnable),
+}
 
-# Flow-augmented MCMC (Jaini, Nielsen and Welling 2021): a dequantiser and a coupling flow
-# trained on the target (lsbcore.flows), used by the paper's latent chain or as an exact proposal
-TRAIN_STEPS = Option(
-    "train_steps", 1000, 0, MAX_TRAIN_STEPS,
-    help="steps of flow training before sampling (0: the untrained flow); ignored with flow=",
-)  # fmt: skip
-register(
-    SamplerSpec(
-        "flow-exact", "Flow (exact)",
-        "The trained flow as an independence proposal on the target itself, its proposal mass "
-        "estimated without bias by importance sampling over the dequantiser (pseudo-marginal "
-        "Metropolis-Hastings): exact whatever the flow",
-        "#86BCB6", FlowExactSampler,
-        (TRAIN_STEPS,
-         Option("importance", 4, 1, MAX_DRAWS,
-                help="K, importance draws per estimate of the flow's mass of a state")),
-        sites_per_step="all", family="flow", build_any=FlowExactSampler, app=True,
-        takes_flow=True, refuse=flow_refusal,
-    )
-)  # fmt: skip
-register(
-    SamplerSpec(
-        "flow-latent", "Flow latent (approx.)",
-        "Approximate: the paper's sampler, a random-walk Metropolis-Hastings chain in the "
-        "flow's latent space mapped back by x = sign(T(z)); exact only in the limit of long "
-        "runs, its bias measured against enumeration",
-        "#D4A6C8", FlowLatentSampler,
-        (TRAIN_STEPS,
-         Option("step_scale", 1.0, 0.01, 10.0,
-                help="the random walk's step in units of 2.38 / sqrt(n)")),
-        sites_per_step="all", family="flow", build_any=FlowLatentSampler, app=True,
-        takes_flow=True, approximate=True, refuse=flow_refusal,
-    )
-)  # fmt: skip
 
-#: Every sampler's name, in registry order.
-SAMPLERS = tuple(REGISTRY)
-#: The samplers the dashboard offers (the rest run from the library and the benchmarks).
-APP_SAMPLERS = tuple(name for name, spec in REGISTRY.items() if spec.app)
-DESCRIPTIONS = {name: spec.description for name, spec in REGISTRY.items()}
-LEARNED = tuple(name for name, spec in REGISTRY.items() if spec.learnable)
+def __getattr__(name: str):
+    if name in _VIEWS:
+        return _VIEWS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_sampler(
@@ -427,7 +378,7 @@ def make_sampler(
     faster path: the CPU until device kernels are measured faster (``base.AUTO_PICKS_CUDA``).
     """
     if name not in REGISTRY:
-        raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(SAMPLERS)}.")
+        raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(REGISTRY)}.")
     spec = REGISTRY[name]
     common = dict(seed=seed, device=device, x0=x0, backend=backend)
     if "resync_every" in options:

@@ -34,14 +34,12 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer, real
+from lsbcore.numerics import MAX_LOCAL_FIELD  # noqa: F401  (the targets' bound, read here)
 
 # Sizes: about 2048 x 2048 sites (the flip tables then take about 0.7 GB), and the fields of
 # every chain together at most 512 MB of float64
 MAX_SITES = 4_200_000
 MAX_VALUES = 2**26
-# |h_i| + sum_j |J_ij| at most this: log-ratios |s_i| <= 2e6 and log p~ far from overflow, while
-# any realistic posterior (|alpha| <= mu / sigma^2 of a few hundred) fits many times over
-MAX_LOCAL_FIELD = 1e6
 # inverse temperatures: annealing ends far beyond any ratio that still moves a chain
 MAX_BETA = 1e6
 

@@ -27,7 +27,7 @@ import torch
 
 from lsbcore.checks import integer
 from lsbcore.samplers.base import uniform_start
-from lsbcore.samplers.registry import REGISTRY, SAMPLERS, make_sampler
+from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.targets.pairwise_target import PairwiseTarget
 from lsbcore.tempering.ladder import LadderAdaptation, check_ladder, geometric_ladder
 
@@ -110,7 +110,7 @@ class ParallelTempering:
                 f"got {type(target).__name__}."
             )
         if sampler not in REGISTRY:
-            raise ValueError(f"unknown sampler {sampler!r}; choose one of: {', '.join(SAMPLERS)}.")
+            raise ValueError(f"unknown sampler {sampler!r}; choose one of: {', '.join(REGISTRY)}.")
         if not isinstance(adapt, (bool, np.bool_)):
             raise ValueError(f"adapt must be True or False, got {adapt!r}.")
         self.target = target

@@ -1,0 +1,198 @@
+"""The block proposal ``q(x_B | c)``: an autoregressive network over the block's sites, given the
+motif's coefficients ``c`` (``lsbcore.methods.block_proposals.motif``).
+
+Why autoregressive: a proposal used by Metropolis-Hastings must be sampled *and* evaluated
+exactly, and ``q`` must reach every state. An autoregressive model over the ``k^2`` sites
+(row-major) gives both, ``log q(x) = sum_i log sigmoid(x_i l_i(x_<i, c))``, and a logit
+is never infinite, so ``q > 0`` everywhere. A mixture of factorised Bernoullis is cheaper to
+sample but cannot express the strong pairwise couplings of a block inside one component
+without many of them; the autoregressive form does with one.
+
+Each logit is a known part plus a learned correction:
+
+    l_i = 2 sum_{S: last(S) = i} c_S prod_{j in S, j != i} x_j   +   MADE_i(x_<i, asinh c),
+
+the first part the exact conditional of ``x_i`` given ``x_<i`` were the later sites absent
+(exact for the last site), the second a masked network (Germain et al.'s MADE) that learns
+what the later sites change. An untrained network (its correction zero at the start) is
+already a sensible proposal; training only raises the acceptance. Coefficients enter the
+network through ``asinh``, so fields of a few hundred (clean photos) do not swamp it.
+
+The network computes in its parameters' dtype: float32 to train, float64 in the sampler, so
+that ``log q`` of a state is the same number (to 1e-16) in whatever batch it is scored, and the
+Metropolis-Hastings test reads one ``q`` forwards and backwards.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lsbcore.checks import integer
+from lsbcore.methods.block_proposals.motif import GridMotif
+from lsbcore.weights_file import read_weights
+
+#: Largest weights file read (the shipped ones are tens of kB).
+MAX_WEIGHTS_BYTES = 8 << 20
+#: Hidden width and depth bounds of the correction network.
+MAX_HIDDEN = 512
+MAX_DEPTH = 4
+
+
+class MaskedLinear(nn.Linear):
+    """A linear layer whose weight is multiplied by a fixed 0/1 mask (MADE's autoregression)."""
+
+    def __init__(self, n_in: int, n_out: int, mask: torch.Tensor):
+        super().__init__(n_in, n_out)
+        self.register_buffer("mask", mask.to(torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight * self.mask, self.bias)
+
+
+class BlockProposal(nn.Module):
+    """``q(x_B | c)`` on ``k x k`` blocks (see the module docstring).
+
+    ``hidden`` units per layer, ``depth`` masked hidden layers; ``seed`` sets the initial
+    weights. ``info`` carries what training recorded (ranges, steps, loss), saved with it.
+    """
+
+    def __init__(self, k: int, hidden: int = 64, depth: int = 2, seed: int = 0):
+        super().__init__()
+        self.motif = GridMotif(k)
+        self.k, n, t = self.motif.k, self.motif.n, self.motif.n_terms
+        self.hidden = integer(hidden, "hidden", 1, MAX_HIDDEN)
+        self.depth = integer(depth, "depth", 1, MAX_DEPTH)
+        self.info: dict = {}
+        generator = torch.Generator().manual_seed(integer(seed, "seed", 0, 2**63 - 1))
+        # MADE degrees: input site i has degree i + 1, hidden units 0 .. n - 1 in turn (a unit
+        # of degree 0 reads the context alone, so the first site's logit is a nonlinear function
+        # of the context too), and output i sees the units of degree <= i: logit i reads x_<i only
+        d_in = torch.arange(1, n + 1)
+        d_hidden = torch.arange(self.hidden) % n
+        masks = [d_hidden.unsqueeze(1) >= d_in.unsqueeze(0)]
+        masks += [d_hidden.unsqueeze(1) >= d_hidden.unsqueeze(0)] * (self.depth - 1)
+        out_mask = d_in.unsqueeze(1) > d_hidden.unsqueeze(0)  # [n, H]
+        widths = [n] + [self.hidden] * self.depth
+        self.layers = nn.ModuleList(
+            MaskedLinear(widths[j], widths[j + 1], masks[j]) for j in range(self.depth)
+        )
+        self.context = nn.ModuleList(nn.Linear(t, self.hidden) for _ in range(self.depth))
+        self.out = MaskedLinear(self.hidden, n, out_mask)
+        self.out_context = nn.Linear(t, n)  # the first site's logit reads the context only
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=generator) / math.sqrt(max(1, p.shape[-1])))
+            for layer in (self.out, self.out_context):  # the correction starts at zero
+                layer.weight.zero_()
+                layer.bias.zero_()
+        terms = self.motif.terms
+        others = torch.where(terms == self.motif.last.unsqueeze(1), n, terms)  # [T, 3]
+        self.register_buffer("_others", others, persistent=False)
+        self.register_buffer("_last", self.motif.last.clone(), persistent=False)
+        self._closing = [torch.nonzero(self.motif.last == i).view(-1) for i in range(n)]
+
+    # ----------------------------------------------------------------- logits
+    def known_logits(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """``2 sum_{last(S) = i} c_S prod_{S - i} x``: the exact last-site conditional's logits,
+        ``[N, k^2]`` float64 (``x [N, k^2]``, unset sites 0; ``c [N, T]``)."""
+        one = torch.ones_like(x[:, :1])
+        rest = torch.cat([x, one], 1)[:, self._others].prod(-1)  # [N, T]
+        logits = torch.zeros(x.shape[0], self.motif.n, dtype=torch.float64, device=x.device)
+        return logits.index_add_(1, self._last, 2.0 * c * rest)
+
+    def context_terms(self, c: torch.Tensor) -> list[torch.Tensor]:
+        """What the context adds to each hidden layer and to the output: computed once per
+        proposal, not once per site of the sampling loop."""
+        a = torch.asinh(c).to(self.out.weight.dtype)
+        return [context(a) for context in self.context] + [self.out_context(a)]
+
+    def correction(self, x: torch.Tensor, c: torch.Tensor, terms=None) -> torch.Tensor:
+        """The network's part of the logits, ``[N, k^2]`` float64 (``terms``: the context's
+        ``context_terms``, when already computed)."""
+        terms = self.context_terms(c) if terms is None else terms
+        h = x.to(self.out.weight.dtype)
+        for layer, term in zip(self.layers, terms, strict=False):
+            h = torch.tanh(layer(h) + term)
+        return (self.out(h) + terms[-1]).to(torch.float64)
+
+    def logits(self, x: torch.Tensor, c: torch.Tensor, terms=None) -> torch.Tensor:
+        """``l_i(x_<i, c)`` for every site, ``[N, k^2]`` float64."""
+        x, c = x.to(torch.float64), c.to(torch.float64)
+        return self.known_logits(x, c) + self.correction(x, c, terms)
+
+    # ----------------------------------------------------------------- q
+    def log_prob(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """``log q(x | c)`` ``[N]`` float64, for block states ``x [N, k^2]`` of +-1."""
+        x = x.to(torch.float64)
+        return F.logsigmoid(x * self.logits(x, c)).sum(1)
+
+    def sample(self, c: torch.Tensor, generator: torch.Generator):
+        """One block state per row of ``c`` (``[N, T]``) and its ``log q``: ``([N, k^2], [N])``,
+        site by site in row-major order, from the generator's uniforms.
+
+        The loop computes what site ``i`` needs and nothing more: the first layer's input is
+        updated by one column per site (it is linear in ``x``), only row ``i`` of the output
+        layer is read, and the known logit of site ``i`` sums only the terms that close there.
+        ``log q`` is then scored by ``log_prob``, the function the reverse move reads."""
+        n_rows, n = c.shape[0], self.motif.n
+        c = c.to(torch.float64)
+        dtype = self.out.weight.dtype
+        x = torch.zeros(n_rows, n, dtype=torch.float64, device=c.device)
+        u = torch.rand(n_rows, n, generator=generator, dtype=torch.float64, device=c.device)
+        terms = self.context_terms(c)
+        first = self.layers[0]
+        w_first = (first.weight * first.mask).T  # [n, H]
+        pre = first.bias + terms[0]  # [N, H]: x = 0 so far
+        w_out = self.out.weight * self.out.mask  # [n, H]
+        ones = torch.ones(n_rows, 1, dtype=torch.float64, device=c.device)
+        for i in range(n):
+            h = torch.tanh(pre)
+            for layer, term in zip(self.layers[1:], terms[1:-1], strict=True):
+                h = torch.tanh(layer(h) + term)
+            closing = self._closing[i]  # the terms whose last site is i
+            rest = torch.cat([x, ones], 1)[:, self._others[closing]].prod(-1)  # [N, t_i]
+            known = 2.0 * (c[:, closing] * rest).sum(1)
+            learned = h @ w_out[i] + self.out.bias[i] + terms[-1][:, i]
+            logit = known + learned.to(torch.float64)
+            x[:, i] = torch.where(u[:, i] < torch.sigmoid(logit), 1.0, -1.0)
+            pre = pre + x[:, i : i + 1].to(dtype) * w_first[i]
+        return x, self.log_prob(x, c)
+
+    def all_log_probs(self, c: torch.Tensor) -> torch.Tensor:
+        """``log q`` of every block state (``motif.states``), ``[N, 2^(k^2)]``: the proposal by
+        brute force, for exact checks and the KL to the true conditional."""
+        states = self.motif.states.to(c.device)
+        m = states.shape[0]
+        out = torch.empty(c.shape[0], m, dtype=torch.float64, device=c.device)
+        rows = max(1, (1 << 20) // m)  # instances scored at once
+        for first in range(0, c.shape[0], rows):
+            part = c[first : first + rows]
+            x = states.repeat(part.shape[0], 1)
+            out[first : first + rows] = self.log_prob(x, part.repeat_interleave(m, 0)).view(-1, m)
+        return out
+
+    # ----------------------------------------------------------------- files
+    def save(self, path) -> None:
+        """Write the weights, shape and ``info`` to ``path`` (a torch file of tensors only)."""
+        shape = {"k": self.k, "hidden": self.hidden, "depth": self.depth}
+        torch.save({"shape": shape, "info": self.info, "state": self.state_dict()}, path)
+
+
+def load_proposal(source) -> BlockProposal:
+    """A ``BlockProposal`` from a file written by ``save`` (a path or bytes). Only tensors and
+    plain values are read (``weights_only``); anything else is refused in a sentence."""
+    data = read_weights(source, MAX_WEIGHTS_BYTES, "proposal weights")
+    try:
+        saved = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        shape = saved["shape"]
+        model = BlockProposal(shape["k"], shape["hidden"], shape["depth"])
+        model.load_state_dict(saved["state"])
+        model.info = dict(saved.get("info", {}))
+    except Exception as err:  # any malformed file: one sentence, never a traceback
+        raise ValueError(f"not a block proposal's weights file ({type(err).__name__}).") from err
+    return model.eval().requires_grad_(False)

@@ -1,0 +1,281 @@
+"""The locally balanced sampler on the compiled and device backends: the adapters between its
+torch state and the kernels (``backends.kernels``, ``backends.learning_kernels``,
+``backends.device``).
+
+The kernels take the same cached state as the torch step (``x``, ``s``, ``gn``, the block sums,
+``Z``, ``shift``; see ``locally_balanced``), as zero-copy numpy views (compiled) or as the device
+tensors themselves (device), and read the same uniforms: one seed gives the same chains on
+every backend. What the kernels cannot read from torch (the balancing function, the optimiser's
+state, the learning caches) is packed here into the named structures of
+``backends.structures``.
+
+A mixin of ``LocallyBalancedSampler``: it uses that sampler's cache and, for learning chunks,
+the learning state of ``BalancedLearning``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from lsbcore.backends.structures import (
+    KIND_MIXTURE,
+    KIND_NETWORK,
+    Function,
+    Learner,
+    LearningOut,
+    MixtureCache,
+    NetworkCache,
+    NetworkLattice,
+    Pieces,
+    ProposalCache,
+)
+from lsbcore.balancing.functions import FIXED, FixedBalancing, MixtureBalancing, NetworkBalancing
+
+
+class BalancedBackends:
+    """Frozen and learning steps of a locally balanced sampler on the compiled and device
+    backends (the torch steps are the sampler's own ``_step`` and ``_learn_step``)."""
+
+    def _has_kernel(self, learn: bool = False) -> bool:
+        if learn:
+            return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
+        return self._kernel_function() is not None
+
+    def _compiled_learning(self, m: int, u: torch.Tensor, trace) -> int:
+        """Up to ``m`` learning steps through ``learning_kernels`` from uniforms ``u [m, B, 4]``;
+        stops after a step that diverged. Returns the steps taken."""
+        from lsbcore.backends import learning_kernels
+
+        params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
+        params = params.cpu()
+        log_p = self._learning_log_p().clone()
+        learner = Learner(
+            params.numpy(),
+            self._optimizer_state(params.shape[0]).numpy(),
+            0 if self.optimizer_name == "adam" else 1,
+            self.lr,
+            log_p.numpy(),
+            self._kernel_authors_field(),
+        )
+        out = LearningOut(np.zeros(m), np.zeros((m, 5)), np.zeros((self.n_chains, 4)))
+        chains, tables = self._kernel_chains(trace), self._kernel_tables()
+        cache, fresh = self._learning_cache()
+        if isinstance(self.balancing, MixtureBalancing):
+            if fresh:
+                b, d = self.n_chains, self.n_sites
+                cache = MixtureCache(np.empty((b, 4, d)), np.empty((b, 4)), np.empty((b, 4)))
+            taken = learning_kernels.mixture_learning_steps(
+                m, chains, tables, learner, u.numpy(), out, cache, fresh
+            )
+            status = 0 if taken == m else 1
+        else:
+            taken, status, cache = self._network_learning(
+                m, chains, tables, learner, u, out, cache, fresh
+            )
+        self._after_learning(
+            taken, status, params, out.losses, out.weights, torch.from_numpy(out.last), log_p
+        )
+        # the caches stay valid while nothing else changes s (a resync or another step)
+        self._learning_state = (self._epoch, self.n_steps, cache, self.backend)
+        return taken
+
+    def _has_device_learning(self) -> bool:
+        return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
+
+    def _device_learning(self, m: int, u: torch.Tensor, trace) -> int:
+        """Up to ``m`` learning steps as one device kernel launch (``backends.device``) from
+        uniforms ``u [m, B, 4]``. The host reads one small tensor at the end: the steps taken,
+        whether learning stopped, the losses and weights for the history."""
+        from lsbcore.backends.device import mixture, network
+
+        device = self.device
+        params = torch.nn.utils.parameters_to_vector(self._learned_params()).detach().clone()
+        log_p = self._learning_log_p().clone().contiguous()
+        field = self._authors_field()
+        learner = {
+            "params": params.contiguous(),
+            "opt_state": self._optimizer_state(params.shape[0]),
+            "opt_kind": 0 if self.optimizer_name == "adam" else 1,
+            "lr": self.lr,
+            "log_p": log_p,
+            "field": (field if field is not None else torch.zeros(0, self.n_sites,
+                      dtype=torch.float64, device=device)).contiguous(),
+        }  # fmt: skip
+        zeros = dict(dtype=torch.float64, device=device)
+        out = {"losses": torch.zeros(m, **zeros), "weights": torch.zeros(m, 5, **zeros),
+               "last": torch.zeros(self.n_chains, 4, **zeros)}  # fmt: skip
+        steps = torch.zeros(m, self.n_chains, 5, **zeros) if trace is not None else None
+        cache, fresh = self._learning_cache()
+        b, d = self.n_chains, self.n_sites
+        chains, tables, u = self._device_chains(), self._device_tables(), u.contiguous()
+        if isinstance(self.balancing, MixtureBalancing):
+            if fresh:
+                cache = {
+                    "comps": torch.empty(b, 4, d, **zeros),
+                    "shift": torch.empty(b, 4, **zeros),
+                    "sums": torch.empty(b, 4, **zeros),
+                }
+            halt = mixture.mixture_learning_steps(
+                m, chains, tables, learner, u, out, cache, fresh, steps
+            )
+        else:
+            if fresh:
+                cache = {
+                    "u": torch.empty(b, d, **zeros),
+                    "scale": torch.empty(b, d, **zeros),
+                    "small": torch.empty(b, d, **zeros),
+                    "top": torch.empty(b, **zeros),
+                }
+            halt = network.network_learning_steps(
+                m, chains, tables, learner, u, out, cache, fresh, steps, self.balancing.hidden
+            )  # fmt: skip
+        # the chunk's one host read: steps taken and status, then the history's values
+        summary = torch.cat([halt.to(torch.float64), out["losses"], out["weights"].view(-1)])
+        summary = summary.cpu().numpy()
+        taken, status = int(summary[0]), int(summary[1])
+        if trace is not None:
+            trace[:taken].copy_(steps[:taken])
+        losses, weights = summary[2 : 2 + m], summary[2 + m :].reshape(m, 5)
+        self._after_learning(taken, status, params, losses, weights, out["last"], log_p)
+        self._learning_state = (self._epoch, self.n_steps, cache, self.backend)
+        return taken
+
+    def _kernel_authors_field(self) -> np.ndarray:
+        field = self._authors_field()
+        if field is None:
+            return np.zeros((0, self.n_sites))
+        return field.cpu().numpy()
+
+    def _learning_cache(self):
+        """The compiled learning step's cache (None when it must be rebuilt from ``s``) and
+        whether it must be."""
+        epoch, steps, cache, backend = getattr(self, "_learning_state", (None,) * 4)
+        # each backend keeps its own form (numpy arrays, device tensors): another one rebuilds
+        fresh = (epoch, steps, backend) != (self._epoch, self.n_steps, self.backend)
+        fresh = fresh or cache is None
+        return (None if fresh else cache), fresh
+
+    def _network_learning(self, m, chains, tables, learner, u, out, cache, fresh):
+        """LSB 2's learning steps: per step the network's inputs (compiled), ``exp`` and
+        ``log1p`` over the lattice (torch, vectorised), then the step (compiled). Returns the
+        steps taken, the status of the last and the cache."""
+        from lsbcore.backends import learning_kernels as lk
+
+        b, d, hidden = self.n_chains, self.n_sites, self.balancing.hidden
+        if fresh:
+            cache = NetworkCache(np.empty((b, d)), np.empty((b, d)), np.empty((b, d)), np.empty(b))
+            lk.network_caches(self._s.numpy(), d, *cache)
+        z = torch.empty(2, b, d, dtype=torch.float64)
+        e, lp = torch.empty_like(z), torch.empty_like(z)
+        lattice = NetworkLattice(
+            z.numpy(), np.empty((2, b, d), dtype=np.int32), e.numpy(), lp.numpy()
+        )
+        u = u.numpy()
+        for t in range(m):
+            pieces = Pieces(*lk.network_pieces(learner.params, hidden))
+            lk.network_inputs(cache.u, *pieces[:3], lattice.z, lattice.piece)
+            torch.clamp(z, max=20.0, out=e).exp_()
+            torch.log1p(e, out=lp)
+            status = lk.network_learning_step(
+                t, chains, tables, learner, hidden, u[t], out, cache, lattice, pieces
+            )
+            if status == 2:
+                return t, status, cache
+            if status == 1:
+                return t + 1, status, cache
+        return m, 0, cache
+
+    def _optimizer_state(self, n_params: int) -> torch.Tensor:
+        """The compiled and device optimisers' state ``[2, P + 1]`` on this sampler's device
+        (see ``learning_kernels.optimizer_step``)."""
+        state = getattr(self, "_kernel_state", None)
+        if state is None or tuple(state.shape) != (2, n_params + 1):
+            state = torch.zeros(2, n_params + 1, dtype=torch.float64, device=self.device)
+            self._kernel_state = state
+        return state
+
+    def _kernel_function(self) -> Function | None:
+        """The balancing function as ``kernels.log_g`` takes it, or None (no kernel for it)."""
+        b = self.balancing
+        empty = np.zeros(0)
+        with torch.no_grad():
+            if isinstance(b, FixedBalancing):
+                return Function(FIXED.index(b.name), np.zeros(4), empty, empty, empty)
+            if isinstance(b, MixtureBalancing):
+                log_w = b.log_weights().detach().cpu().numpy().astype(np.float64)
+                return Function(KIND_MIXTURE, log_w, empty, empty, empty)
+            if isinstance(b, NetworkBalancing):
+                breakpoints, slope, intercept = b.pieces()
+                return Function(
+                    KIND_NETWORK,
+                    np.zeros(4),
+                    np.asarray(breakpoints, dtype=np.float64),
+                    slope.detach().cpu().numpy().astype(np.float64),
+                    intercept.detach().cpu().numpy().astype(np.float64),
+                )
+        return None
+
+    def _compiled_steps(self, m: int, u, trace) -> None:
+        from lsbcore.backends import kernels
+
+        if self._cache_stale:  # the last learning step changed g everywhere
+            self._renormalise()
+        last = np.zeros((self.n_chains, 4))
+        cache = ProposalCache(
+            self._gn.numpy(), self._block_sum.numpy(), self._Z.numpy(), self._shift.numpy()
+        )
+        kernels.balanced_steps(
+            m, self._kernel_chains(trace), self._kernel_tables(), self._kernel_function(), cache,
+            u, last,
+        )  # fmt: skip
+        last = torch.from_numpy(last)
+        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+
+    def _has_device_kernel(self) -> bool:
+        # the six functions of the paper comparison (learning: ``_has_device_learning``)
+        return isinstance(self.balancing, (FixedBalancing, MixtureBalancing, NetworkBalancing))
+
+    def _device_function(self) -> Function:
+        """The balancing function as the device kernel takes it (``Function`` of device
+        tensors), computed once per learned function, not per chunk: LSB 2's pieces read its
+        breakpoints on the host (a sync), and they change only with the parameters. Keyed on
+        the function, its parameters' versions (an in-place edit from outside bumps them) and
+        ``_parameter_writes``, which learning bumps: its writes (``.data``, fused Adam) do not."""
+        b = self.balancing
+        key = (b, self._parameter_writes, tuple(p._version for p in b.parameters()))
+        cached = getattr(self, "_device_function_of", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        options = {"dtype": torch.float64, "device": self.device}
+        empty, log_w = torch.zeros(0, **options), torch.zeros(4, **options)
+        with torch.no_grad():
+            if isinstance(b, FixedBalancing):
+                function = Function(FIXED.index(b.name), log_w, empty, empty, empty)
+            elif isinstance(b, MixtureBalancing):
+                log_w = b.log_weights().detach().contiguous()
+                function = Function(KIND_MIXTURE, log_w, empty, empty, empty)
+            else:
+                breakpoints, slope, intercept = b.pieces()
+                breakpoints = torch.tensor(breakpoints, **options)
+                slope, intercept = slope.detach().contiguous(), intercept.detach().contiguous()
+                function = Function(KIND_NETWORK, log_w, breakpoints, slope, intercept)
+        self._device_function_of = (key, function)
+        return function
+
+    def _device_steps(self, m: int, u: torch.Tensor, trace) -> None:
+        from lsbcore.backends.device.balanced import device_balanced_steps
+
+        if self._cache_stale:
+            self._renormalise()
+        cache = {"gn": self._gn, "block_sum": self._block_sum, "z": self._Z, "shift": self._shift}
+        out = None
+        if trace is not None:
+            out = torch.empty(m, self.n_chains, 5, dtype=torch.float64, device=self.device)
+        last, _ = device_balanced_steps(
+            m, self._device_chains(), self._device_tables(), self._device_function(), cache, u,
+            out,
+        )  # fmt: skip
+        if trace is not None:  # one copy per chunk
+            trace.copy_(out)
+        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)

@@ -1,0 +1,227 @@
+"""Learned block proposals against the samplers they would replace:
+``python -m lsbcore.studies.block_proposals.benchmark [--quick] [--json PATH]``.
+
+1. **Settle**: wall seconds to a settled segmentation (``diagnostics.settled``: every site's
+   ``P(x = +1)`` known to within 0.1, the chains in agreement) of 256 px photos, ``neural-block``
+   (trained, k = 2 and 4) against checkerboard Gibbs, each with 4 chains from mixed starts
+   (``lsbcore.segment``), capped at ``--max-sweeps`` steps.
+2. **Acceptance**: the share of proposed tiles accepted, trained and untrained networks, k = 2,
+   3, 4, on targets inside the training ranges (``lsbcore.methods.block_proposals.instances``) and
+   outside them.
+3. **Convergence**: the chains' mean ``log p~`` against wall seconds from random starts, for
+   single-site Gibbs, block Gibbs on ``k^2`` random sites, checkerboard Gibbs (pairwise targets),
+   the Barker balanced sampler, and ``neural-block`` with the trained network and with the exact
+   tile conditional (block Gibbs on the same tiles), on a paper case, a photo and a grid network.
+   The figure is the seconds until the mean is 95% of the way from its start to the equilibrium
+   level (the best tail mean of all samplers: they are all exact, so they share that level).
+
+Every figure comes from this command on the machine it names; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from lsbcore.cases import paper_case
+from lsbcore.image import load_photo
+from lsbcore.samplers.block.block_gibbs import MAX_BLOCK
+from lsbcore.samplers.registry import make_sampler
+from lsbcore.segmentation.data_term import fit_data_term
+from lsbcore.segmentation.segment import segment
+from lsbcore.studies.benchmarks.photos import photo_path
+from lsbcore.targets.grid_network import grid_network
+from lsbcore.targets.ising import IsingPosterior
+
+#: Photos of the settle figures: two shipped, three public ones from scikit-image's wheel.
+PHOTOS = ("horse", "camera", "coins", "chelsea", "astronaut")
+CHAINS = 4
+
+
+def settle_figures(photos, block_sizes, max_sweeps: int) -> list[dict]:
+    """Seconds and steps to a settled 256 px segmentation, per photo and sampler."""
+    rows = []
+    runs = [("checkerboard", {})] + [
+        ("neural-block", {"block_size": k, "weights": "trained"}) for k in block_sizes
+    ]
+    for photo in photos:
+        for name, options in runs:
+            result = segment(
+                photo_path(photo), max_side=256, n_chains=CHAINS, sampler=name,
+                sampler_options=options, max_sweeps=max_sweeps, seed=0,
+            )  # fmt: skip
+            label = name if not options else f"{name} k={options['block_size']}"
+            rows.append(
+                {
+                    "photo": photo,
+                    "sampler": label,
+                    "lattice": list(result.target.shape),
+                    "sampling_s": round(result.timings["sampling"], 2),
+                    "steps": result.sweeps,
+                    "settled": bool(result.settled),
+                    "map_agreement": round(result.map_agreement, 4),
+                }
+            )
+            print(_row(rows[-1]), file=sys.stderr)
+    return rows
+
+
+def acceptance_targets(quick: bool) -> dict:
+    """Named targets inside and outside the training ranges
+    (``lsbcore.methods.block_proposals.instances``)."""
+    horse = fit_data_term(load_photo(photo_path("horse"), max_side=64 if quick else 128)).alpha
+    return {
+        "paper case 3 (lambda 1, mu 1): in": paper_case(3, n_chains=CHAINS).target,
+        "paper case 4 (lambda 1, mu 3): in": paper_case(4, n_chains=CHAINS).target,
+        "photo, lambda 1: in": IsingPosterior(horse, 1.0),
+        "photo, lambda 4: out": IsingPosterior(horse, 4.0),
+        "paper case 4 at lambda 4: out": IsingPosterior(paper_case(4).target.alpha[0], 4.0),
+        "grid network, determinism 0.5, eps 1e-3: in": grid_network(24, 0.5, seed=1),
+        "grid network, determinism 1, eps 1e-6: out": grid_network(24, 1.0, 1, epsilon=1e-6),
+    }
+
+
+def acceptance_figures(block_sizes, steps: int, quick: bool) -> list[dict]:
+    rows = []
+    for label, target in acceptance_targets(quick).items():
+        batch = target.batch if target.batch > 1 else CHAINS
+        for k in block_sizes:
+            row = {"target": label, "k": k}
+            for weights in ("trained", "untrained"):
+                sampler = make_sampler(
+                    "neural-block", target, batch, seed=1, block_size=k, weights=weights
+                )
+                sampler.step(steps)
+                row[weights] = round(sampler.block_accept_rate, 4)
+            rows.append(row)
+            print(_row(row), file=sys.stderr)
+    return rows
+
+
+def convergence_targets(quick: bool) -> dict:
+    side = 64 if quick else 128
+    horse = fit_data_term(load_photo(photo_path("horse"), max_side=side)).alpha
+    return {
+        "paper case 4 (30 x 30, periodic)": paper_case(4, n_chains=CHAINS).target,
+        f"horse photo ({side} px, lambda 1)": IsingPosterior(horse, 1.0),
+        "grid network (16 x 16, determinism 0.9)": grid_network(16, 0.9, seed=2),
+    }
+
+
+def convergence_samplers(k: int) -> list[tuple[str, str, dict]]:
+    sites = min(k * k, MAX_BLOCK)  # block Gibbs scores 2^sites states: at most 12 sites
+    return [
+        ("gibbs", "gibbs", {}),
+        (f"block-gibbs {sites} sites", "block-gibbs", {"block_size": sites}),
+        ("checkerboard", "checkerboard", {}),
+        ("barker", "barker", {}),
+        (f"neural-block k={k} trained", "neural-block", {"block_size": k, "weights": "trained"}),
+        (f"neural-block k={k} exact tiles", "neural-block", {"block_size": k, "weights": "exact"}),
+    ]
+
+
+def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tuple[float, float]]:
+    """``(wall seconds, mean log p~ over chains)`` after each chunk of about one sweep (fewer
+    steps where a sweep takes longer than 0.2 s), for ``seconds`` of sampling from uniform
+    random starts (the same for every sampler)."""
+    batch = target.batch if target.batch > 1 else CHAINS
+    shape = (batch, *target.shape)
+    x0 = (2 * torch.randint(0, 2, shape, generator=torch.Generator().manual_seed(seed)) - 1).to(
+        torch.float64
+    )
+    if torch.isneginf(target.log_prob(x0.reshape(batch, -1))).any():
+        x0 = None  # hard zeros: the target finds its own starts
+    sampler = make_sampler(name, target, batch, seed=seed, x0=x0, **options)
+    per_sweep = max(1, target.n_sites // sampler.sites_per_step)
+    if name == "neural-block":
+        per_sweep = 2  # one step is one colour of one offset: about half the tiles
+    points = [(0.0, float(sampler.log_p.mean()))]
+    start = time.perf_counter()
+    sampler.step(1)
+    one = time.perf_counter() - start
+    points.append((one, float(sampler.log_p.mean())))
+    chunk = max(1, min(per_sweep, int(0.2 / max(one, 1e-9))))  # a point every 0.2 s at most
+    while time.perf_counter() - start < seconds:
+        sampler.step(chunk)
+        points.append((time.perf_counter() - start, float(sampler.log_p.mean())))
+    return points
+
+
+def convergence_figures(block_size: int, seconds: float, quick: bool) -> list[dict]:
+    rows = []
+    for label, target in convergence_targets(quick).items():
+        traces = {}
+        for shown, name, options in convergence_samplers(block_size):
+            if name == "checkerboard" and not hasattr(target, "colouring"):
+                continue
+            traces[shown] = trace_for(name, target, options, seconds)
+        tails = {s: _tail_mean(t) for s, t in traces.items()}
+        level = max(tails.values())  # all are exact: the highest tail is nearest equilibrium
+        for shown, trace in traces.items():
+            first = trace[0][1]
+            goal = first + 0.95 * (level - first)
+            reached = next((t for t, v in trace if v >= goal), None)
+            row = {
+                "target": label,
+                "sampler": shown,
+                "seconds_to_95pct": None if reached is None else round(reached, 2),
+                "tail_mean_log_p": round(tails[shown], 1),
+                "level": round(level, 1),
+                "steps_in_budget": len(trace) - 1,
+            }
+            rows.append(row)
+            print(_row(row), file=sys.stderr)
+    return rows
+
+
+def _tail_mean(trace) -> float:
+    values = [v for _, v in trace[len(trace) * 4 // 5 :]]
+    return sum(values) / len(values)
+
+
+def _row(row: dict) -> str:
+    return "  ".join(f"{k}={v}" for k, v in row.items())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small targets, short runs")
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--photos", default=",".join(PHOTOS))
+    parser.add_argument("--max-sweeps", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=20.0, help="convergence budget each")
+    parser.add_argument("--parts", default="settle,acceptance,convergence")
+    parser.add_argument("--block-size", type=int, default=2, help="k of the convergence runs")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    parts = set(args.parts.split(","))
+    unknown = parts - {"settle", "acceptance", "convergence"}
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    quick = args.quick
+    figures = {"machine": platform.platform(), "torch": torch.__version__, "quick": quick}
+    if "acceptance" in parts:
+        figures["acceptance"] = acceptance_figures((2, 3, 4), 20 if quick else 200, quick)
+    if "convergence" in parts:
+        seconds = 3.0 if quick else args.seconds
+        if args.block_size not in (2, 3, 4):
+            parser.error(f"--block-size must be 2, 3 or 4, got {args.block_size}")
+        figures["convergence"] = convergence_figures(args.block_size, seconds, quick)
+    if "settle" in parts:
+        photos = args.photos.split(",")[: 1 if quick else None]
+        figures["settle"] = settle_figures(photos, (2, 4), 200 if quick else args.max_sweeps)
+    text = json.dumps(figures, indent=1)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

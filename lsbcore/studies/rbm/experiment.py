@@ -1,0 +1,364 @@
+"""The LSB paper's RBM experiment by command: ``python -m lsbcore.experiment --target rbm-digits``.
+
+Protocol (the paper's appendix D, on the Gibbs-with-Gradients code's setup): every sampler
+starts from one shared uniform state of ``chains`` chains (16), learns for ``burn_in``
+iterations (24,000) and samples ``steps`` more (120,000) with its balancing function frozen.
+Checkpoints on a log grid of steps record, per sampler, the target evaluations per chain, its
+own wall time and ``log10 MMD`` of its chains against ground-truth samples (``ground_truth``:
+500 exact block-Gibbs samples after 10,000 sweeps, the GWG code's). The noise floor is the
+same MMD for independent exact draws of ``chains`` samples (mean and spread over draws).
+
+Mixing after burn-in, as the GWG code's ``rbm_sample.py`` measures it: the ESS of chain 0's
+trajectory, per visible unit (its ``--ess_statistic dims``, the default) and per Hamming
+distance to each ground-truth sample (``hamming``), by the ESS estimator it calls
+(``gwg_ess``: TensorFlow Probability's default); plus the rank-normalised bulk ESS over all
+chains (arviz-stats), per visible unit. ESS per evaluation divides by the mixing phase's
+evaluations per chain, ESS per second by the sampler's mixing wall time.
+
+Each seed draws a new start and new sampler streams; the model and the truth stay fixed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lsbcore.diagnostics.mixing import ess_bulk_per_site
+from lsbcore.rbm.ground_truth import TRUTH_SAMPLES, TRUTH_STEPS, floor_draws, ground_truth
+from lsbcore.rbm.live import RBMComparison
+from lsbcore.rbm.variants import LABELS
+from lsbcore.studies.rbm.protocol import PAPER, PAPER_LABELS, QUICK
+from lsbcore.studies.rbm.report import section, summary, write_section
+from lsbcore.studies.shared import out_path
+from lsbcore.studies.shared.shown_command import shown_command
+from lsbcore.targets.rbm import RBM
+
+__all__ = [
+    "PAPER",
+    "PAPER_LABELS",
+    "QUICK",
+    "build_parser",
+    "gwg_ess",
+    "log_grid",
+    "main",
+    "reach_floor",
+    "run",
+]
+
+FLOOR_DRAWS = 20  # independent exact draws for the floor's mean and spread
+# Chain states kept for the ESS (int8): at most this many numbers per sampler, thinned evenly
+MAX_KEPT_VALUES = 8_000_000
+MODEL_CHOICES = ("digits-8x8", "digits-16x16")
+
+
+# ============================================================================ measures
+def gwg_ess(series) -> np.ndarray:
+    """ESS of every column of ``series [T, d]`` as the GWG code computes it (TensorFlow
+    Probability's ``effective_sample_size`` with its defaults, NaN set to 1):
+
+        ESS = T / (-1 + 2 sum_{k < K} rho_k),   rho_k = c_k / c_0,   c_k = sum_t y_t y_{t+k} / T,
+
+    ``y`` the centred column and ``K`` the first lag with ``rho_K < 0`` (that lag and all
+    later ones are dropped). A constant column (``c_0 = 0``) has ESS 1.
+    """
+    x = np.asarray(series, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"series must have shape [T, d] with T >= 2 draws, got {x.shape}.")
+    t = x.shape[0]
+    y = x - x.mean(0)
+    size = 1 << (2 * t - 1).bit_length()  # zero padding: a linear, not circular, correlation
+    spectrum = np.fft.rfft(y, n=size, axis=0)
+    c = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=0)[:t]  # [T, d] lag sums
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = c / c[0]
+        keep = np.cumsum(rho < 0.0, axis=0) == 0  # up to the first negative lag
+        ess = t / (-1.0 + 2.0 * np.where(keep, rho, 0.0).sum(0))
+    ess[~np.isfinite(ess)] = 1.0
+    return ess
+
+
+def log_grid(total: int, points: int, burn_in: int) -> list[int]:
+    """Checkpoint steps: 0, ``points`` steps spaced evenly in log between 1 and ``total``,
+    the end of burn-in and ``total``."""
+    grid = np.unique(np.round(np.geomspace(1, max(total, 1), max(points, 2))).astype(int))
+    return sorted({0, burn_in, total, *(int(s) for s in grid if s <= total)})
+
+
+def reach_floor(curve: dict, level: float) -> dict:
+    """The first checkpoint of ``curve`` at or below ``level``: its step, evaluations and
+    seconds (None each when no checkpoint reaches it)."""
+    for i, value in enumerate(curve["log_mmd"]):
+        if value <= level:
+            return {k: curve[k][i] for k in ("step", "evals", "seconds")}
+    return {"step": None, "evals": None, "seconds": None}
+
+
+# ============================================================================ the run
+def run_seed(rbm, labels, seed, *, burn_in, steps, chains, truth, checkpoints, options,
+             progress=None) -> dict:  # fmt: skip
+    """One seed of the protocol: the comparison's curves and mixing figures per sampler."""
+    comparison = RBMComparison(rbm, labels, chains, seed=seed, truth=truth, **options)
+    total = burn_in + steps
+    grid = log_grid(total, checkpoints, burn_in)
+    n = rbm.n_visible
+    thin = max(1, math.ceil(steps * chains * n / MAX_KEPT_VALUES))
+    kept = {label: np.empty((steps // thin, chains, n), dtype=np.int8) for label in labels}
+    evals_at_mixing, seconds_at_mixing = {}, {}
+    done, row = 0, 0
+    comparison.record()
+    for target in grid[1:]:
+        while done < target:
+            if done == burn_in and comparison.phase == "burnin":
+                comparison.start_mixing()
+                evals_at_mixing = {lb: s.n_target_evals for lb, s in comparison.samplers.items()}
+                seconds_at_mixing = {lb: s.wall_seconds for lb, s in comparison.samplers.items()}
+            if done < burn_in:
+                k = min(target, burn_in) - done
+                comparison.step(k, learn=True)
+            else:  # mixing: keep every thin-th state for the ESS
+                k = min(target - done, thin - (done - burn_in) % thin)
+                comparison.step(k)
+                if (done + k - burn_in) % thin == 0 and row < len(kept[labels[0]]):
+                    for label in labels:
+                        x = comparison.samplers[label].x.reshape(chains, n)
+                        kept[label][row] = (x > 0).to("cpu", torch.int8).numpy()
+                    row += 1
+            done += k
+        comparison.record()
+        if progress:
+            progress(done / total)
+    out = {}
+    truth_bits = (truth > 0).numpy()
+    for label in labels:
+        sampler = comparison.samplers[label]
+        states = kept[label][:row]
+        chain0 = states[:, 0, :].astype(np.float64)  # [T, n]
+        hamming = (chain0[:, None, :] != truth_bits[None, :, :]).sum(-1)  # [T, truth]
+        dims, ham = gwg_ess(chain0), gwg_ess(hamming)
+        bulk = ess_bulk_per_site(states) if row >= 4 else np.full(n, math.nan)
+        evals = sampler.n_target_evals - evals_at_mixing[label]
+        seconds = sampler.wall_seconds - seconds_at_mixing[label]
+        ess = float(dims.mean())
+        out[label] = {
+            "curve": comparison.curve(label),
+            "ess_dims_mean": ess,
+            "ess_dims_std": float(dims.std()),
+            "ess_hamming_mean": float(ham.mean()),
+            "ess_bulk_mean": float(np.nanmean(bulk)) if np.isfinite(bulk).any() else None,
+            "ess_draws": int(row),
+            "mixing_evals_per_chain": int(evals),
+            "mixing_seconds": float(seconds),
+            "ess_per_eval": ess / evals if evals else None,
+            "ess_per_second": ess / seconds if seconds > 0 else None,
+            "evals_per_step_mixing": evals / steps if steps else None,
+            "accept_rate": float(sampler.accept_rate),
+            "backend": sampler.backend,
+            "hop_distance": comparison.hop_distance(label),
+        }
+    return {"thin": thin, "samplers": out}
+
+
+def run(rbm, labels, *, seeds, seed=0, burn_in, steps, chains, checkpoints=60,
+        truth_samples=TRUTH_SAMPLES, truth_steps=TRUTH_STEPS, options=None,
+        log=None) -> dict:  # fmt: skip
+    """The protocol over ``seeds`` seeds; a JSON-ready dict (see ``main``)."""
+    options = dict(options or {})
+    say = log or (lambda message: None)
+    started = time.perf_counter()
+    say(f"ground truth: {truth_samples} samples x {truth_steps:,} sweeps of block Gibbs")
+    truth = ground_truth(rbm, truth_samples, truth_steps, 0)
+    floors = floor_draws(rbm, chains, FLOOR_DRAWS, truth_samples, truth_steps, 0)
+    truth_seconds = time.perf_counter() - started
+    finite = [f for f in floors if math.isfinite(f)]
+    floor = {"mean": float(np.mean(finite)), "std": float(np.std(finite, ddof=1)),
+             "draws": floors}  # fmt: skip
+    # one-off costs (first calls, autograd set-up) are paid here, not in a sampler's seconds
+    warm = RBMComparison(rbm, labels, chains, seed=seed, truth=truth, **options)
+    warm.step(2, learn=True)
+    warm.start_mixing()
+    warm.step(2)
+    runs = []
+    for s in range(seed, seed + seeds):
+        t0 = time.perf_counter()
+        result = run_seed(rbm, labels, s, burn_in=burn_in, steps=steps, chains=chains,
+                          truth=truth, checkpoints=checkpoints, options=options)  # fmt: skip
+        result["seed"], result["seconds"] = s, time.perf_counter() - t0
+        say(f"seed {s}: {result['seconds']:.1f} s")
+        runs.append(result)
+    level = floor["mean"] + floor["std"]
+    for result in runs:
+        for figures in result["samplers"].values():
+            figures["reach_floor"] = reach_floor(figures["curve"], level)
+    return {
+        "floor": floor,
+        "floor_level": level,
+        "runs": runs,
+        "truth_seconds": truth_seconds,
+        "total_seconds": time.perf_counter() - started,
+    }
+
+
+# ============================================================================ command line
+def _labels(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in LABELS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown sampler(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"choose from: {', '.join(LABELS)}"
+        )
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError("each sampler may be listed once")
+    return names
+
+
+def _count(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {value:,}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lsbcore.experiment --target rbm-digits",
+        description="The LSB paper's RBM experiment (section 5.2, appendix F) on a digits RBM: "
+        "log-MMD to ground truth against evaluations and seconds, ESS per evaluation and per "
+        "second, every sampler from one shared start.",
+        epilog=f"Paper protocol (default): burn-in {PAPER['burn_in']:,}, {PAPER['steps']:,} "
+        f"sampling iterations, {PAPER['chains']} chains. --quick: burn-in {QUICK['burn_in']}, "
+        f"{QUICK['steps']:,} iterations. --scale F: the paper's numbers times F.",
+    )
+    parser.add_argument("--target", choices=("rbm-digits",), required=True)
+    parser.add_argument(
+        "--model", default="digits-8x8",
+        help=f"a shipped model ({', '.join(MODEL_CHOICES)}) or an .npz from save_model",
+    )  # fmt: skip
+    parser.add_argument(
+        "--samplers", type=_labels, default=list(PAPER_LABELS),
+        help=f"comma-separated, from: {', '.join(LABELS)} (default: {','.join(PAPER_LABELS)})",
+    )  # fmt: skip
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument("--quick", action="store_true", help="a minute-long check")
+    length.add_argument("--scale", type=_fraction, help="shorten the paper's protocol by F")
+    parser.add_argument("--burn-in", type=_count(0, 10**7), help="burn-in iterations (learning)")
+    parser.add_argument("--steps", type=_count(4, 10**7), help="sampling iterations")
+    parser.add_argument("--chains", type=_count(2, 4096), help="chains per sampler (16)")
+    parser.add_argument("--seeds", type=_count(1, 20), default=1, help="seeds SEED..SEED+N-1")
+    parser.add_argument("--seed", type=_count(0, 2**31 - 1), default=0)
+    parser.add_argument("--checkpoints", type=_count(2, 1000), default=60,
+                        help="MMD checkpoints on the log grid of steps (60)")  # fmt: skip
+    parser.add_argument("--truth-samples", type=_count(10, 100_000), default=TRUTH_SAMPLES)
+    parser.add_argument("--truth-steps", type=_count(1, 10**6), default=TRUTH_STEPS)
+    parser.add_argument("--lr", type=float, default=1e-2, help="learning rate (FLSB, LSB)")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    parser.add_argument("--threads", type=_count(1, 256), default=1,
+                        help="torch threads (1: the fastest for 16 chains)")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="write results.json into this folder")
+    parser.add_argument(
+        "--docs", type=Path,
+        help="write the generated RBM section into this Markdown file (docs/reproduction.md)",
+    )  # fmt: skip
+    parser.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def _load(parser, name: str) -> RBM:
+    from lsbcore.rbm.models import load_model
+
+    try:
+        return load_model(name)
+    except (ValueError, OSError) as err:
+        parser.error(f"--model {name!r}: {err}")
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not math.isfinite(args.lr) or not 0.0 < args.lr <= 10.0:
+        parser.error(f"--lr must be in (0, 10], got {args.lr}")
+    try:  # before the sampling: a path that cannot be written would lose the run
+        if args.out is not None:
+            out_path.check_folder(args.out, "--out")
+        if args.docs is not None:
+            out_path.check_file(args.docs, "--docs")
+    except out_path.OutPathError as err:
+        parser.error(str(err))
+    protocol = dict(QUICK if args.quick else PAPER)
+    name = "quick" if args.quick else "paper"
+    if args.scale is not None:
+        protocol = {"burn_in": round(PAPER["burn_in"] * args.scale),
+                    "steps": max(4, round(PAPER["steps"] * args.scale)),
+                    "chains": PAPER["chains"]}  # fmt: skip
+        name = f"paper x {args.scale:g}"
+    for key in ("burn_in", "steps", "chains"):
+        if getattr(args, key) is not None:
+            protocol[key] = getattr(args, key)
+            name = "custom"
+    rbm = _load(parser, args.model)
+    torch.set_num_threads(args.threads)
+    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    say(
+        f"{args.model}: {rbm.describe()}; {', '.join(args.samplers)}; {protocol['chains']} "
+        f"chains, burn-in {protocol['burn_in']:,}, {protocol['steps']:,} sampling iterations, "
+        f"{args.seeds} seed(s)"
+    )
+    results = run(
+        rbm, args.samplers, seeds=args.seeds, seed=args.seed, burn_in=protocol["burn_in"],
+        steps=protocol["steps"], chains=protocol["chains"], checkpoints=args.checkpoints,
+        truth_samples=args.truth_samples, truth_steps=args.truth_steps,
+        options={"lr": args.lr, "optimizer": args.optimizer}, log=say,
+    )  # fmt: skip
+    results["config"] = {
+        "command": shown_command(argv),
+        "model": args.model,
+        "model_description": rbm.describe(),
+        "n_visible": rbm.n_visible,
+        "protocol": name,
+        **protocol,
+        "samplers": list(args.samplers),
+        "seeds": list(range(args.seed, args.seed + args.seeds)),
+        "checkpoints": args.checkpoints,
+        "truth_samples": args.truth_samples,
+        "truth_steps": args.truth_steps,
+        "lr": args.lr,
+        "optimizer": args.optimizer,
+        "threads": args.threads,
+    }
+    if not args.quiet:
+        print(summary(results), file=sys.stderr, flush=True)
+    try:
+        if args.out is not None:
+            out_path.write_text(args.out / "results.json", json.dumps(results, indent=1))
+            say(f"wrote {args.out / 'results.json'}")
+        if args.docs is not None:
+            write_section(args.docs, section(results))
+            say(f"wrote the RBM section of {args.docs}")
+    except OSError as err:
+        print(f"could not write the results: {err.strerror or err}.", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,43 @@
+"""Argument types shared by the studies' command lines: a number in its bounds, or the sentence
+that says why not."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def int_in(low: int, high: int):
+    """An argparse type: an integer in ``[low, high]``, else the sentence that says why."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {value:,}")
+        return value
+
+    return parse
+
+
+def float_in(low: float, high: float, low_open: bool = False):
+    """An argparse type: a finite number in ``[low, high]`` (``(low, high]`` with ``low_open``),
+    else the sentence that says why."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
+        if value < low or value > high or (low_open and value == low):
+            bracket = "(" if low_open else "["
+            raise argparse.ArgumentTypeError(
+                f"must be in {bracket}{low:g}, {high:g}], got {value:g}"
+            )
+        return value
+
+    return parse
