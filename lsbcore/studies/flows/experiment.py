@@ -28,6 +28,7 @@ from lsbcore.studies.flows.report import section, write_section
 from lsbcore.studies.shared import out_path
 from lsbcore.studies.shared.arguments import int_in
 from lsbcore.studies.shared.commit import commit
+from lsbcore.studies.shared.results_out import write_results
 from lsbcore.studies.shared.shown_command import shown_command
 
 #: The paper's protocol (section 5; Table 1's smallest training and burn-in).
@@ -251,17 +252,7 @@ def main(argv=None) -> int:
     }
     if not args.quiet:
         print(summary(results), file=sys.stderr, flush=True)
-    try:
-        if args.out is not None:
-            out_path.write_text(args.out / "results.json", json.dumps(results, indent=1))
-            say(f"wrote {args.out / 'results.json'}")
-        if args.docs is not None:
-            write_section(args.docs, section(results))
-            say(f"wrote the flow section of {args.docs}")
-    except OSError as err:
-        print(f"could not write the results: {err.strerror or err}.", file=sys.stderr)
-        return 1
-    return 0
+    return write_results(results, args.out, args.docs, section, write_section, "flow", say)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ import torch
 from lsbcore.rbm.ground_truth import floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
 from lsbcore.rbm.variants import display_name
-from lsbcore.studies.rbm.experiment import FLOOR_DRAWS, _count, _labels
+from lsbcore.studies.rbm.experiment import FLOOR_DRAWS, _labels
 from lsbcore.studies.rbm.protocol import PAPER_LABELS
+from lsbcore.studies.shared.arguments import int_in
 
 __all__ = ["GROWTH", "main", "time_to_floor"]
 
@@ -58,12 +59,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--model", default="digits-8x8", help="a shipped model or an .npz")
     parser.add_argument("--samplers", type=_labels, default=list(DEFAULT_LABELS))
-    parser.add_argument("--chains", type=_count(2, 4096), default=16)
-    parser.add_argument("--seeds", type=_count(1, 20), default=3)
+    parser.add_argument("--chains", type=int_in(2, 4096), default=16)
+    parser.add_argument("--seeds", type=int_in(1, 20), default=3)
     parser.add_argument("--max-seconds", type=float, default=30.0,
                         help="stepping budget per run (30)")  # fmt: skip
-    parser.add_argument("--max-steps", type=_count(1, 10**7), default=200_000)
-    parser.add_argument("--threads", type=_count(1, 256), default=1)
+    parser.add_argument("--max-steps", type=int_in(1, 10**7), default=200_000)
+    parser.add_argument("--threads", type=int_in(1, 256), default=1)
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     from lsbcore.rbm.models import load_model

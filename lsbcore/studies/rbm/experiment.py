@@ -21,7 +21,6 @@ Each seed draws a new start and new sampler streams; the model and the truth sta
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -37,6 +36,8 @@ from lsbcore.rbm.variants import LABELS
 from lsbcore.studies.rbm.protocol import PAPER, PAPER_LABELS, QUICK
 from lsbcore.studies.rbm.report import section, summary, write_section
 from lsbcore.studies.shared import out_path
+from lsbcore.studies.shared.arguments import int_in
+from lsbcore.studies.shared.results_out import write_results
 from lsbcore.studies.shared.shown_command import shown_command
 from lsbcore.targets.rbm import RBM
 
@@ -219,19 +220,6 @@ def _labels(text: str) -> list[str]:
     return names
 
 
-def _count(low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {value:,}")
-        return value
-
-    return parse
-
-
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -264,18 +252,18 @@ def build_parser() -> argparse.ArgumentParser:
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--quick", action="store_true", help="a minute-long check")
     length.add_argument("--scale", type=_fraction, help="shorten the paper's protocol by F")
-    parser.add_argument("--burn-in", type=_count(0, 10**7), help="burn-in iterations (learning)")
-    parser.add_argument("--steps", type=_count(4, 10**7), help="sampling iterations")
-    parser.add_argument("--chains", type=_count(2, 4096), help="chains per sampler (16)")
-    parser.add_argument("--seeds", type=_count(1, 20), default=1, help="seeds SEED..SEED+N-1")
-    parser.add_argument("--seed", type=_count(0, 2**31 - 1), default=0)
-    parser.add_argument("--checkpoints", type=_count(2, 1000), default=60,
+    parser.add_argument("--burn-in", type=int_in(0, 10**7), help="burn-in iterations (learning)")
+    parser.add_argument("--steps", type=int_in(4, 10**7), help="sampling iterations")
+    parser.add_argument("--chains", type=int_in(2, 4096), help="chains per sampler (16)")
+    parser.add_argument("--seeds", type=int_in(1, 20), default=1, help="seeds SEED..SEED+N-1")
+    parser.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
+    parser.add_argument("--checkpoints", type=int_in(2, 1000), default=60,
                         help="MMD checkpoints on the log grid of steps (60)")  # fmt: skip
-    parser.add_argument("--truth-samples", type=_count(10, 100_000), default=TRUTH_SAMPLES)
-    parser.add_argument("--truth-steps", type=_count(1, 10**6), default=TRUTH_STEPS)
+    parser.add_argument("--truth-samples", type=int_in(10, 100_000), default=TRUTH_SAMPLES)
+    parser.add_argument("--truth-steps", type=int_in(1, 10**6), default=TRUTH_STEPS)
     parser.add_argument("--lr", type=float, default=1e-2, help="learning rate (FLSB, LSB)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    parser.add_argument("--threads", type=_count(1, 256), default=1,
+    parser.add_argument("--threads", type=int_in(1, 256), default=1,
                         help="torch threads (1: the fastest for 16 chains)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="write results.json into this folder")
     parser.add_argument(
@@ -351,14 +339,4 @@ def main(argv=None) -> int:
     }
     if not args.quiet:
         print(summary(results), file=sys.stderr, flush=True)
-    try:
-        if args.out is not None:
-            out_path.write_text(args.out / "results.json", json.dumps(results, indent=1))
-            say(f"wrote {args.out / 'results.json'}")
-        if args.docs is not None:
-            write_section(args.docs, section(results))
-            say(f"wrote the RBM section of {args.docs}")
-    except OSError as err:
-        print(f"could not write the results: {err.strerror or err}.", file=sys.stderr)
-        return 1
-    return 0
+    return write_results(results, args.out, args.docs, section, write_section, "RBM", say)
