@@ -141,7 +141,7 @@ def test_the_section_is_rewritten_from_json_in_place(tiny_run, tmp_path):
     "argv, message",
     [
         (["--seeds", "0"], "--seeds: must be between 1 and 20, got 0"),
-        (["--seeds", "two"], "--seeds: expected a whole number, got 'two'"),
+        (["--seeds", "two"], "--seeds: expected an integer, got 'two'"),
         (["--networks", "mn3"], "choose networks from mn1, mn2"),
         (["--docs", "notes.txt"], "--docs must name a Markdown file (.md)"),
         (["--docs", "no/such/folder/r.md"], "its folder does not exist"),

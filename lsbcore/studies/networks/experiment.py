@@ -33,6 +33,7 @@ from lsbcore.studies.networks import protocol
 from lsbcore.studies.networks.escape import escape_times, g_at_zero
 from lsbcore.studies.networks.report import section, write_section
 from lsbcore.studies.shared import out_path
+from lsbcore.studies.shared.arguments import int_in
 from lsbcore.studies.shared.commit import commit
 from lsbcore.studies.shared.out_path import write_text
 from lsbcore.studies.shared.shown_command import shown_command
@@ -143,19 +144,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message[0].upper()}{message[1:].rstrip('.')}.\n")
 
 
-def _count(low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
-        return value
-
-    return parse
-
-
 def _networks(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in PRESETS]
@@ -180,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target", choices=("markov-networks",), required=True)
     parser.add_argument("--quick", action="store_true", help="a check in seconds")
     parser.add_argument(
-        "--seeds", type=_count(1, 20), help=f"trials 0..N-1 (default {protocol.PAPER['trials']})"
+        "--seeds", type=int_in(1, 20), help=f"trials 0..N-1 (default {protocol.PAPER['trials']})"
     )
     parser.add_argument(
         "--networks", type=_networks, default=list(protocol.NETWORKS),
