@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from lsbcore import IsingPosterior, make_sampler
+from lsbcore import Comparison, IsingPosterior, make_sampler
 from lsbcore.samplers.config import Options, SamplerConfig, config_of
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -93,3 +94,45 @@ def test_build_is_make_sampler_with_the_options():
     # shared options fill in what the configuration leaves unset; its own win
     assert SamplerConfig("lsb1", {"lr": 0.05}).build(target, 2, lr=0.2).lr == 0.05
     assert SamplerConfig("lsb1").build(target, 2, lr=0.2).lr == 0.2
+
+
+# ----------------------------------------------------------------------------- in a Comparison
+def test_two_configurations_of_one_sampler_race_in_one_comparison():
+    target = small_target()
+    slow, fast = SamplerConfig("lsb1", {"lr": 0.001}), SamplerConfig("lsb1", {"lr": 0.2})
+    small = SamplerConfig("hamming-ball", {"block_size": 2})
+    large = SamplerConfig("hamming-ball", {"block_size": 6, "radius": 2})
+    c = Comparison([slow, fast, small, large, "gibbs"], target, 3, seed=5, thin=4)
+    keys = ["lsb1(lr=0.001)", "lsb1(lr=0.2)", "hamming-ball(block_size=2)",
+            "hamming-ball(block_size=6, radius=2)", "gibbs"]  # fmt: skip
+    assert c.names == keys and list(c.traces) == keys and list(c.marginals) == keys
+    assert c.configs["lsb1(lr=0.2)"] is fast and c.configs["gibbs"] == SamplerConfig("gibbs")
+    assert c[keys[0]].lr == 0.001 and c[keys[1]].lr == 0.2
+    c.step(12, learn=True)
+    c.start_mixing()
+    c.step(8)
+    assert all(c[key].n_steps == 20 for key in keys)
+    # the two hamming balls score blocks of different sizes: different evaluation counts
+    assert c[keys[2]].n_target_evals != c[keys[3]].n_target_evals
+    for a, b in ((keys[0], keys[1]), (keys[2], keys[3])):
+        ta, tb = c.traces[a].arrays(), c.traces[b].arrays()
+        assert not np.array_equal(ta["log_p"], tb["log_p"]) or not torch.equal(c[a].x, c[b].x)
+        assert c.marginals[a].count == c.marginals[b].count == 2
+    # each runs as it would alone, built by make_sampler from the same start and seed
+    alone = make_sampler("lsb1", target, 3, seed=5, lr=0.2)
+    alone.step(12, learn=True)
+    alone.balancing.frozen()
+    alone.step(8)
+    assert torch.equal(alone.x, c[keys[1]].x)
+
+
+def test_shared_options_fill_in_what_a_configuration_leaves_unset():
+    c = Comparison([SamplerConfig("lsb1", {"lr": 0.05}), "lsb2"], small_target(), 2, lr=0.3)
+    assert c["lsb1(lr=0.05)"].lr == 0.05 and c["lsb2"].lr == 0.3
+
+
+def test_two_configurations_with_one_key_are_refused():
+    with pytest.raises(ValueError, match=r"each sampler may appear once, got \['pas', 'pas'\]"):
+        Comparison(["pas", SamplerConfig("pas", {"path_length": 3})], small_target(), 2)
+    labelled = SamplerConfig("pas", {"path_length": 3}, label="pas-3")
+    assert Comparison(["pas", labelled], small_target(), 2).names == ["pas", "pas-3"]
