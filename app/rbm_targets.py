@@ -61,7 +61,7 @@ def registry_name(label: str) -> str:
     """The registry sampler a variant label runs (``gibbs-2`` -> ``block-gibbs``)."""
     from lsbcore.rbm.variants import VARIANTS
 
-    return VARIANTS[label][0]
+    return VARIANTS[label].name
 
 
 def learnable(label: str) -> bool:

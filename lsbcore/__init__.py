@@ -36,6 +36,7 @@ from lsbcore.diagnostics.trace import (
 )
 from lsbcore.image import ImageError, Photo, load_image, load_photo
 from lsbcore.samplers.base import resolve_device, uniform_start
+from lsbcore.samplers.config import SamplerConfig
 from lsbcore.samplers.registry import (
     DESCRIPTIONS,
     REGISTRY,
@@ -96,6 +97,7 @@ __all__ = [
     "Balancing",
     "MonotoneBalancing",
     "Comparison",
+    "SamplerConfig",
     "balancing_to_dict",
     "binary_entropy",
     "entropy_png",

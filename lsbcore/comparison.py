@@ -23,8 +23,9 @@ from lsbcore.checks import integer
 from lsbcore.diagnostics.rao_blackwell import site_probabilities
 from lsbcore.diagnostics.trace import PHASES, MarginalEstimate, Trace
 from lsbcore.samplers.base import uniform_start
+from lsbcore.samplers.config import SamplerConfig, config_of
 from lsbcore.samplers.interface import ChainSampler
-from lsbcore.samplers.registry import REGISTRY, make_sampler
+from lsbcore.samplers.registry import REGISTRY
 
 TRACE_CHUNK = 1024  # steps each sampler takes per call while recording
 
@@ -33,7 +34,10 @@ class Comparison:
     """``names`` samplers on ``target`` with ``n_chains`` chains each, all from ``x0``.
 
     Args:
-        names: sampler names from ``lsbcore.SAMPLERS``, each at most once.
+        names: sampler names from ``lsbcore.SAMPLERS`` or configured samplers
+            (``lsbcore.SamplerConfig``), each key at most once: a sampler is keyed (in
+            ``samplers``, ``traces``, ``marginals``, ``names``) by its name, a configured one by
+            its ``key``, so two configurations of one sampler run side by side.
         x0: shared start ``[n_chains, *target.shape]`` or ``target.shape``; default a uniform
             random state per chain from ``seed`` (the same for every sampler but the flow
             samplers, which start from their flow's draws).
@@ -43,7 +47,7 @@ class Comparison:
         options: each goes to the samplers whose registry entry lists it (``lr``,
             ``optimizer``, ``hidden``, ``restart_prob`` for the learned ones), ``balancing`` to
             ``"learned"``, ``flow`` (a trained ``FlowModel``) to the flow samplers, ``resync_every``
-            to all.
+            to all; a configured sampler's own options win over them.
     """
 
     def __init__(
@@ -59,12 +63,14 @@ class Comparison:
         backend: str = "auto",
         **options,
     ):
-        names = list(names)
-        if not names:
+        entries = list(names)
+        if not entries:
             raise ValueError("names must list at least one sampler.")
-        unknown = [n for n in names if n not in REGISTRY]
+        unknown = [n for n in entries if not isinstance(n, SamplerConfig) and n not in REGISTRY]
         if unknown:
             raise ValueError(f"unknown sampler(s) {unknown}; choose from: {', '.join(REGISTRY)}.")
+        configs = [config_of(n) for n in entries]
+        names = [config.key for config in configs]
         if len(set(names)) != len(names):
             raise ValueError(f"each sampler may appear once, got {names}.")
         thin = integer(thin, "thin", 0)
@@ -77,8 +83,10 @@ class Comparison:
         self.start_note = None if self.start_moves is None else self.start_moves.sentence()
         self.target, self.n_chains, self.thin, self.truth = target, n_chains, thin, truth
         self.samplers: dict[str, ChainSampler] = {}
-        for name in names:
-            spec = REGISTRY[name]
+        #: each key's configured sampler (a name alone: its registry name without options)
+        self.configs: dict[str, SamplerConfig] = dict(zip(names, configs, strict=True))
+        for name, config in self.configs.items():
+            spec = REGISTRY[config.name]
             own = {o.name for o in spec.options} | {"resync_every"}
             opts = {k: v for k, v in options.items() if k in own}
             if spec.needs_balancing:
@@ -89,10 +97,9 @@ class Comparison:
             # never leaves a random state the flow gives no mass
             # (lsbcore.methods.flows.exact_sampler)
             start = None if spec.takes_flow else x0
-            self.samplers[name] = make_sampler(
-                name, target, n_chains, seed=seed, device=self.device, x0=start, backend=backend,
-                **opts,
-            )  # fmt: skip
+            self.samplers[name] = config.build(
+                target, n_chains, seed=seed, device=self.device, x0=start, backend=backend, **opts
+            )
         self.phase = "burnin"
         self.traces = (
             {name: Trace(n_chains, thin=thin, truth=truth) for name in names} if thin else {}
@@ -119,6 +126,7 @@ class Comparison:
                 f"comparison runs {self.n_chains} on {self.target.n_sites}."
             )
         self.samplers[name] = sampler
+        self.configs[name] = SamplerConfig(name)
         self.marginals[name] = MarginalEstimate()
         if self.thin:
             sampler.track_statistics(self.truth)
@@ -134,6 +142,7 @@ class Comparison:
         if len(self.samplers) == 1:
             raise ValueError("a comparison keeps at least one sampler.")
         del self.samplers[name]
+        self.configs.pop(name, None)
         self.traces.pop(name, None)
         self.marginals.pop(name, None)
 

@@ -63,7 +63,7 @@ def test_curves_grow_by_one_checkpoint_per_record(every_variant):
         assert curve["log_mmd"][-1] == pytest.approx(log_mmd(comparison.states(label), TRUTH))
         hop = comparison.hop_distance(label)
         # sites a step may move: the block, PAS's path (up to 2R - 1 = 5), DMALA all, else 1
-        width = VARIANTS[label][1].get("block_size", {"pas": 5, "dmala": 12}.get(label, 1))
+        width = VARIANTS[label].options.get("block_size", {"pas": 5, "dmala": 12}.get(label, 1))
         assert 0.0 <= hop <= width, label
 
 
@@ -113,3 +113,17 @@ def test_bad_arguments_are_refused_in_a_sentence(kwargs, words):
     args = dict(rbm=RBM_12, labels=["gwg"], n_chains=2, truth=TRUTH) | kwargs
     with pytest.raises(ValueError, match=words):
         RBMComparison(**args)
+
+
+def test_the_variants_are_configured_samplers_of_one_comparison(every_variant):
+    from lsbcore.comparison import Comparison
+    from lsbcore.samplers.config import SamplerConfig
+
+    comparison, _ = every_variant
+    assert isinstance(comparison, Comparison)
+    assert VARIANTS["hb-10-2"] == SamplerConfig(
+        "hamming-ball", {"block_size": 10, "radius": 2, "blocks": "shuffled"}, label="hb-10-2"
+    )
+    assert all(VARIANTS[label].key == label for label in LABELS)
+    assert comparison.configs == {label: VARIANTS[label] for label in LABELS}
+    assert comparison["gibbs-4"].block_size == 4

@@ -1,11 +1,13 @@
 """Several RBM samplers from one shared start, with the MMD to the ground truth as they go.
 
-``RBMComparison`` is what the dashboard and the experiment command drive on an RBM: each
-variant (``variants.VARIANTS``) is a registry sampler built on the same RBM, the same chains'
-start and the same seed. ``step`` only advances the samplers (no host reads), so the app can
-call it as often as it redraws; ``record`` reads the chains and appends one checkpoint per
-variant: steps, target evaluations (per chain, ``docs/method.md`` section 9), the sampler's own
-wall time and ``log10 MMD`` of its chains against the ground truth.
+``RBMComparison`` is what the dashboard and the experiment command drive on an RBM: a
+``lsbcore.Comparison`` of the paper's variants (``variants.VARIANTS``, configured samplers keyed
+by their labels) on one RBM, from one start and one seed. What it adds is what only an RBM run
+has, and why it is a subclass: the ground-truth samples, and ``record`` appending one
+checkpoint per variant (steps, target evaluations per chain, ``docs/method.md`` section 9, the
+sampler's own wall time and ``log10 MMD`` of its chains against the truth) in place of the
+traces and marginals a pairwise run records. It runs without traces (``thin=0``), so ``step``
+only advances the samplers (no host reads) and the app can call it as often as it redraws.
 """
 
 from __future__ import annotations
@@ -14,14 +16,12 @@ import math
 
 import torch
 
-from lsbcore.backends import resolve_device
 from lsbcore.checks import integer
+from lsbcore.comparison import Comparison
 from lsbcore.diagnostics.mmd import as_spins, hamming_kernel, log_mmd
 from lsbcore.rbm.ground_truth import TRUTH_STEPS, ground_truth, noise_floor
-from lsbcore.rbm.variants import LABELS, variant
+from lsbcore.rbm.variants import LABELS, VARIANTS
 from lsbcore.samplers.base import uniform_start
-from lsbcore.samplers.interface import ChainSampler
-from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.targets.rbm import RBM
 
 __all__ = ["CURVE_FIELDS", "RBMComparison"]
@@ -29,13 +29,14 @@ __all__ = ["CURVE_FIELDS", "RBMComparison"]
 CURVE_FIELDS = ("step", "evals", "seconds", "log_mmd")
 
 
-class RBMComparison:
+class RBMComparison(Comparison):
     """``labels`` (from ``variants.LABELS``) on ``rbm``, ``n_chains`` chains each, all from one
     uniform random start drawn from ``seed``.
 
     Args:
         truth: ground-truth samples ``[N, n]`` (0/1 or +-1) for the MMD; default
-            ``ground_truth(rbm, steps=truth_steps)``.
+            ``ground_truth(rbm, steps=truth_steps)``. (``Comparison``'s own ``truth``, an image
+            for the accuracy trace, has no meaning on an RBM: this one takes its place.)
         truth_steps: sweeps of exact block Gibbs behind the default truth and the noise floor
             (``ground_truth.TRUTH_STEPS``; ``affordable_steps(rbm)`` for a large model).
         x0: the shared start ``[n_chains, n]`` of +-1 (default: uniform from ``seed``).
@@ -60,60 +61,43 @@ class RBMComparison:
             raise ValueError(f"each sampler may appear once, got {labels}.")
         n_chains = integer(n_chains, "n_chains", 1, 100_000)
         seed = integer(seed, "seed", 0, 2**62)
-        self.rbm, self.labels, self.n_chains, self.seed = rbm, labels, n_chains, seed
-        self.device = resolve_device(device)
-        self.truth_steps = integer(truth_steps, "truth_steps", 0, 10**9)
+        truth_steps = integer(truth_steps, "truth_steps", 0, 10**9)
         truth_given = truth is not None
-        self.truth = (
-            as_spins(truth, "truth") if truth_given else ground_truth(rbm, steps=self.truth_steps)
-        )
-        if self.truth.shape[1] != rbm.n_visible:
+        truth = as_spins(truth, "truth") if truth_given else ground_truth(rbm, steps=truth_steps)
+        if truth.shape[1] != rbm.n_visible:
             raise ValueError(
                 f"truth must have one column per visible unit ({rbm.n_visible}), got "
-                f"{self.truth.shape[1]}."
+                f"{truth.shape[1]}."
             )
-        self._truth_self = float(hamming_kernel(self.truth, self.truth).mean())  # once
         if x0 is None:
             x0 = uniform_start(rbm.shape, n_chains, seed)
         else:
             x0 = as_spins(torch.as_tensor(x0).reshape(n_chains, -1), "x0").view(
                 n_chains, *rbm.shape
             )
-        self.x0 = x0
-        self.samplers: dict[str, ChainSampler] = {}
-        for label in labels:
-            name, own = variant(label)
-            allowed = {o.name for o in REGISTRY[name].options}
-            opts = {k: v for k, v in options.items() if k in allowed}
-            opts.update(own)
-            self.samplers[label] = make_sampler(
-                name, rbm, n_chains, seed=seed, device=self.device, x0=x0, **opts
-            )
-        self.phase = "burnin"
-        self.n_steps = 0
+        super().__init__(
+            [VARIANTS[label] for label in labels], rbm, n_chains, seed=seed, device=device,
+            x0=x0, **options,
+        )  # fmt: skip
+        self.rbm, self.seed, self.x0, self.truth_steps = rbm, seed, x0, truth_steps
+        self.truth = truth
+        self._truth_self = float(hamming_kernel(truth, truth).mean())  # once
         self._floor: float | None = None
         self._curves = {label: {f: [] for f in CURVE_FIELDS} for label in labels}
         self._burnin_end: int | None = None
 
-    # ----------------------------------------------------------------- running
-    def step(self, n: int = 1, learn: bool = False) -> None:
-        """Advance every sampler ``n`` steps; ``learn`` adapts the learnable ones (burn-in only)."""
-        n = integer(n, "n", 0)
-        if learn and self.phase == "mixing":
-            raise ValueError("learning is for burn-in; the balancing functions are frozen now.")
-        for sampler in self.samplers.values():
-            sampler.step(n, learn=learn and sampler.learnable)
-        self.n_steps += n
+    @property
+    def labels(self) -> list[str]:
+        """The variants' labels, in the comparison's order (its ``names``)."""
+        return self.names
 
+    # ----------------------------------------------------------------- running
     def start_mixing(self) -> None:
         """End burn-in: freeze every learned balancing function."""
         if self.phase == "mixing":
             return
-        self.phase = "mixing"
         self._burnin_end = self.n_steps
-        for sampler in self.samplers.values():
-            if sampler.learnable:
-                sampler.balancing.frozen()
+        super().start_mixing()
 
     @property
     def burnin_steps(self) -> int | None:
@@ -129,8 +113,9 @@ class RBMComparison:
         """``log10 MMD`` of ``label``'s chains now against the ground truth."""
         return log_mmd(self.states(label), self.truth, self._truth_self)
 
-    def record(self) -> None:
-        """Append a checkpoint (step, evaluations, seconds, log-MMD) for every label."""
+    def record(self, force: bool = False) -> None:
+        """Append a checkpoint (step, evaluations, seconds, log-MMD) for every label (in place of
+        ``Comparison``'s traces and marginals; every call records, ``force`` or not)."""
         for label, sampler in self.samplers.items():
             curve = self._curves[label]
             curve["step"].append(int(sampler.n_steps))

@@ -1,35 +1,33 @@
 """The samplers of the RBM experiment by the LSB paper's names (section 5.2, appendix F).
 
-A variant is a registry sampler with options: ``gibbs-k`` is block Gibbs on blocks of ``k``
-sites and ``hb-k-r`` the Hamming ball sampler on blocks of ``k`` with radius ``r``, both taking
-their blocks from a fresh random order of the sites each sweep, as the public
-Gibbs-with-Gradients code's ``block_samplers.py`` does. Every plain registry sampler allowed on
-an RBM is a variant under its own name.
+A variant is a configured registry sampler (``lsbcore.samplers.config.SamplerConfig``) labelled
+with the paper's name: ``gibbs-k`` is block Gibbs on blocks of ``k`` sites and ``hb-k-r`` the
+Hamming ball sampler on blocks of ``k`` with radius ``r``, both taking their blocks from a fresh
+random order of the sites each sweep, as the public Gibbs-with-Gradients code's
+``block_samplers.py`` does. Every plain registry sampler allowed on an RBM is a variant under its
+own name. What stays here is the paper's vocabulary: the labels, their display names,
+descriptions and evaluation counts.
 """
 
 from __future__ import annotations
 
+from lsbcore.samplers.config import SamplerConfig
 from lsbcore.samplers.registry import REGISTRY
 
-__all__ = ["LABELS", "VARIANTS", "describe", "display_name", "evals_per_step", "variant"]
+__all__ = ["LABELS", "VARIANTS", "config", "describe", "display_name", "evals_per_step"]
 
 _SHUFFLED = {"blocks": "shuffled"}
-#: label -> (registry sampler name, options)
-VARIANTS: dict[str, tuple[str, dict]] = {
-    **{name: (name, {}) for name in ("barker", "sqrt", "min", "max", "lsb1", "lsb2")},
-    "flsb1": ("flsb1", {}),
-    "flsb2": ("flsb2", {}),
-    "gwg": ("gwg", {}),
-    **{f"gibbs-{k}": ("block-gibbs", {"block_size": k, **_SHUFFLED}) for k in (2, 4, 10)},
-    **{
-        f"hb-10-{r}": ("hamming-ball", {"block_size": 10, "radius": r, **_SHUFFLED})
-        for r in (1, 2, 3)
-    },  # fmt: skip
-    "pas": ("pas", {}),
-    "dmala": ("dmala", {}),
-    "gibbs": ("gibbs", {}),
-    "metropolis": ("metropolis", {}),
-}
+_PLAIN = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "flsb1", "flsb2", "gwg")
+_CONFIGS = (
+    *(SamplerConfig(name, label=name) for name in _PLAIN),
+    *(SamplerConfig("block-gibbs", {"block_size": k, **_SHUFFLED}, label=f"gibbs-{k}")
+      for k in (2, 4, 10)),
+    *(SamplerConfig("hamming-ball", {"block_size": 10, "radius": r, **_SHUFFLED},
+                    label=f"hb-10-{r}") for r in (1, 2, 3)),
+    *(SamplerConfig(name, label=name) for name in ("pas", "dmala", "gibbs", "metropolis")),
+)  # fmt: skip
+#: label -> the configured sampler
+VARIANTS: dict[str, SamplerConfig] = {c.label: c for c in _CONFIGS}
 #: The variants in the order the views and tables list them.
 LABELS = tuple(VARIANTS)
 
@@ -39,17 +37,16 @@ _NAMES = {
 }
 
 
-def variant(label: str) -> tuple[str, dict]:
-    """``(registry name, options)`` of ``label`` (a copy of the options)."""
+def config(label: str) -> SamplerConfig:
+    """The configured sampler of ``label``."""
     if label not in VARIANTS:
         raise ValueError(f"unknown RBM sampler {label!r}; choose from: {', '.join(LABELS)}.")
-    name, options = VARIANTS[label]
-    return name, dict(options)
+    return VARIANTS[label]
 
 
 def display_name(label: str) -> str:
     """The label as the paper writes it: ``Gibbs-2``, ``HB-10-1``, ``FLSB 2``, ``GWG``."""
-    name, options = variant(label)
+    name, options = config(label).name, config(label).options
     if name == "block-gibbs":
         return f"Gibbs-{options['block_size']}"
     if name == "hamming-ball":
@@ -59,7 +56,7 @@ def display_name(label: str) -> str:
 
 def describe(label: str) -> str:
     """One sentence: what the variant is."""
-    name, options = variant(label)
+    name, options = config(label).name, config(label).options
     if name == "block-gibbs":
         k = options["block_size"]
         return (
@@ -80,7 +77,7 @@ def evals_per_step(label: str, n_visible: int) -> int:
     without learning (``docs/method.md`` section 9's counting rule)."""
     from math import comb
 
-    name, options = variant(label)
+    name, options = config(label).name, config(label).options
     if name == "block-gibbs":
         return 2 ** options["block_size"]
     if name == "hamming-ball":
