@@ -13,16 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from lsbcore.backends import BACKENDS, resolve_backend, resolve_device
-from lsbcore.balancing.objective import OBJECTIVES
 from lsbcore.cases import PAPER_CASES
 from lsbcore.image import ImageError, load_image
-from lsbcore.samplers.registry import REGISTRY
+from lsbcore.samplers.registry import HIDDEN, LEARN_OPTIONS, REGISTRY
 from lsbcore.studies.experiment import output
 from lsbcore.studies.experiment.paper_protocol import PROTOCOLS, resolve_protocol
 from lsbcore.studies.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.studies.experiment.run import build_problem, log_message, run_experiment
 from lsbcore.studies.shared import out_path
-from lsbcore.studies.shared.arguments import float_in, int_in
+from lsbcore.studies.shared.arguments import add_option_arguments, float_in, int_in
 
 __all__ = ["CHOICES", "DEFAULT_SAMPLERS", "build_parser", "main"]
 
@@ -150,18 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int_in(1, 64),
         help="processes running samplers (default: min(2, CPUs); 1 with --device cuda)",
     )
-    learning = parser.add_argument_group("learning (LSB 1, LSB 2)")
-    learning.add_argument("--lr", type=float_in(0.0, 10.0, low_open=True), default=1e-2)
-    learning.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    learning.add_argument("--hidden", type=int_in(1, 256), default=10, help="LSB 2 width")
-    learning.add_argument("--restart-prob", type=float_in(0.0, 1.0), default=1e-8)
-    learning.add_argument(
-        "--objective",
-        choices=OBJECTIVES,
-        default="exact",
-        help="log p~(x') in the learning objective: exact (default), or as the authors' code "
-        "computes it (without x_i on the coupling term), to see whether a result depends on it",
-    )
+    learning = parser.add_argument_group("learning (LSB 1, LSB 2): the registry's options")
+    add_option_arguments(learning, (*LEARN_OPTIONS, HIDDEN))
     image = parser.add_argument_group("image problems (with --image)")
     image.add_argument("--lam", type=float_in(0.0, 1e3), help="smoothness lambda >= 0")
     image.add_argument("--mu", type=float_in(-1e3, 1e3), help="data strength mu")

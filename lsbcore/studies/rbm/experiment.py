@@ -33,10 +33,11 @@ from lsbcore.diagnostics.mixing import ess_bulk_per_site
 from lsbcore.rbm.ground_truth import TRUTH_SAMPLES, TRUTH_STEPS, floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
 from lsbcore.rbm.variants import LABELS
+from lsbcore.samplers.registry import LEARN_OPTIONS
 from lsbcore.studies.rbm.protocol import PAPER, PAPER_LABELS, QUICK
 from lsbcore.studies.rbm.report import section, summary, write_section
 from lsbcore.studies.shared import out_path
-from lsbcore.studies.shared.arguments import int_in
+from lsbcore.studies.shared.arguments import add_option_arguments, int_in
 from lsbcore.studies.shared.results_out import write_results
 from lsbcore.studies.shared.shown_command import shown_command
 from lsbcore.targets.rbm import RBM
@@ -261,8 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="MMD checkpoints on the log grid of steps (60)")  # fmt: skip
     parser.add_argument("--truth-samples", type=int_in(10, 100_000), default=TRUTH_SAMPLES)
     parser.add_argument("--truth-steps", type=int_in(1, 10**6), default=TRUTH_STEPS)
-    parser.add_argument("--lr", type=float, default=1e-2, help="learning rate (FLSB, LSB)")
-    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    lr, optimizer = (option for option in LEARN_OPTIONS if option.name in {"lr", "optimizer"})
+    add_option_arguments(parser, (lr, optimizer))  # the learned samplers' (FLSB, LSB)
     parser.add_argument("--threads", type=int_in(1, 256), default=1,
                         help="torch threads (1: the fastest for 16 chains)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="write results.json into this folder")
@@ -287,8 +288,6 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not math.isfinite(args.lr) or not 0.0 < args.lr <= 10.0:
-        parser.error(f"--lr must be in (0, 10], got {args.lr}")
     try:  # before the sampling: a path that cannot be written would lose the run
         if args.out is not None:
             out_path.check_folder(args.out, "--out")

@@ -41,3 +41,23 @@ def float_in(low: float, high: float, low_open: bool = False):
         return value
 
     return parse
+
+
+def add_option_arguments(group, options) -> None:
+    """One ``--<name>`` argument per declared sampler option (``registry.Option``): its
+    choices, or a number in its bounds (an integer where its default is one), its default and
+    its help, so that a command's arguments follow the registry instead of a copy of it."""
+    for option in options:
+        flag = "--" + option.name.replace("_", "-")
+        if option.choices:
+            group.add_argument(flag, choices=option.choices, default=option.default,
+                               help=option.help)  # fmt: skip
+            continue
+        whole = isinstance(option.default, int) and not isinstance(option.default, bool)
+        kind = (
+            int_in(int(option.low), int(option.high))
+            if whole
+            else float_in(option.low, option.high)
+        )
+        group.add_argument(flag, type=kind, default=option.default,
+                           help=f"{option.help} (default {option.default:g})")  # fmt: skip
