@@ -80,7 +80,7 @@ class SiteStep:
 def proposes_one_site(name: str) -> bool:
     """Whether sampler ``name`` moves by proposing one site, so it has Q and T maps."""
     spec = lsbcore.REGISTRY.get(name)
-    return spec is not None and spec.sites_per_step == "one"
+    return spec is not None and spec.move == "site"
 
 
 @dataclass

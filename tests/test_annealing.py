@@ -23,7 +23,7 @@ from lsbcore.annealing import (
     relative_gap,
     time_to_gap,
 )
-from lsbcore.samplers.registry import REGISTRY
+from lsbcore.samplers.registry import REGISTRY, sweep_steps
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -34,9 +34,9 @@ def ising(shape=(16, 16), lam=0.8, scale=0.5, seed=0, boundary="free"):
     return IsingPosterior(alpha, lam, boundary)
 
 
-def steps_for(name: str, sweeps: int, target) -> int:
-    """Steps that make ``sweeps`` sweeps for ``name`` (a block step is a sweep)."""
-    return sweeps if REGISTRY[name].sites_per_step == "all" else sweeps * target.n_sites
+def steps_for(name: str, sweeps: int, target, **options) -> int:
+    """Steps that make ``sweeps`` sweeps for ``name`` (a checkerboard step is a sweep)."""
+    return sweeps * sweep_steps(name, target, **options)
 
 
 # ----------------------------------------------------------------------------- the schedule
@@ -275,8 +275,8 @@ def test_without_annealing_every_sampler_samples_the_target(name, exact):
     options = {"balancing": make_balancing("lsb1", seed=3)} if name == "learned" else {}
     if name == "hamming-ball":
         options["block_size"] = 3  # a block within the 6 sites
-    sweeps = 12 if REGISTRY[name].sites_per_step == "all" else 30
-    steps = steps_for(name, sweeps, target)
+    sweeps = 12 if REGISTRY[name].move == "sweep" else 30
+    steps = steps_for(name, sweeps, target, **options)
     if REGISTRY[name].batched_only:  # one MH proposal per step, however many sites it moves
         steps = 30 * target.n_sites
     if name == "neural-block":  # one 2 x 2 tile a step where one fits (half the offsets)
@@ -303,8 +303,8 @@ def test_the_view_anneals_the_chosen_samplers_on_a_bounded_window():
     # sites x sweeps x chains within the budget of the most expensive kind chosen
     assert view.window_shape((30, 30), ["barker"], 300) == (30, 30)
     rows, cols = view.window_shape((128, 128), ["barker", "checkerboard"], 300)
-    assert rows == cols and rows * cols * 300 * view.CHAINS <= view.BUDGET["one"]
-    assert (rows + 1) ** 2 * 300 * view.CHAINS > view.BUDGET["one"]  # the largest that fits
+    assert rows == cols and rows * cols * 300 * view.CHAINS <= view.BUDGET["site"]
+    assert (rows + 1) ** 2 * 300 * view.CHAINS > view.BUDGET["site"]  # the largest that fits
     assert view.window_shape((128, 128), ["checkerboard"], 300) == (128, 128)
     assert view.window_shape((64, 128), ["sqrt"], 10**5) == (8, 8)  # never below MIN_SIDE
     alpha = torch.arange(2 * 6 * 8, dtype=torch.float64).reshape(2, 6, 8) / 100

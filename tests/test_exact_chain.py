@@ -21,7 +21,7 @@ from lsbcore.studies import figures
 # every pairwise-kernel sampler: "learned" is LSB 1/2's frozen g, tested as those; the samplers
 # on any target have their matrices checked in test_every_pair.py
 NAMES = [name for name, spec in REGISTRY.items() if not (spec.needs_balancing or spec.batched_only)]
-SINGLE_SITE = [name for name in NAMES if REGISTRY[name].sites_per_step == "one"]
+SINGLE_SITE = [name for name in NAMES if REGISTRY[name].move == "site"]
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

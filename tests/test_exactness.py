@@ -23,7 +23,7 @@ EXACT_SAMPLERS = [
     name for name in SAMPLERS if name != "learned" and not REGISTRY[name].batched_only
 ]
 # the samplers whose step is one proposed flip (they expose flip_probabilities)
-SINGLE_SITE = [name for name in EXACT_SAMPLERS if REGISTRY[name].sites_per_step == "one"]
+SINGLE_SITE = [name for name in EXACT_SAMPLERS if REGISTRY[name].move == "site"]
 FIXED_LB = ["barker", "sqrt", "min", "max"]
 BOUNDARIES = ("free", "periodic")
 # lambda per boundary on 3x3: the 3x3 torus has 18 edges (4 per site) against 12 on the free
@@ -85,7 +85,7 @@ def test_sampler_visits_states_with_the_exact_posterior_probabilities(name, boun
         before = [q.detach().clone() for q in sampler.balancing.parameters()]
     thin = THIN_BASELINES if name in ("gibbs", "metropolis") else THIN
     burn_in = BURN_IN
-    if REGISTRY[name].sites_per_step == "all":  # a step is a sweep of all 9 sites
+    if REGISTRY[name].move == "sweep":  # a step is a sweep of all 9 sites
         burn_in, thin = BURN_IN // 9, 1
     counts = exact.histogram(sampler, burn_in, thin, DRAWS)
     if sampler.learnable:  # the tested chain was frozen: step() alone never learns

@@ -14,7 +14,7 @@ import torch
 from lsbcore import REGISTRY, IsingPosterior, make_sampler
 
 SINGLE_SITE = [
-    n for n, s in REGISTRY.items() if s.sites_per_step == "one" and not s.needs_balancing and s.app
+    n for n, s in REGISTRY.items() if s.move == "site" and not s.needs_balancing and s.app
 ]
 
 

@@ -118,7 +118,7 @@ def test_a_retargeted_chain_samples_the_tempered_posterior(name, exact):
     sampler = make_sampler(name, target, 64, seed=11)
     sampler.step(50)
     sampler.set_target(hot)
-    thin = 1 if REGISTRY[name].sites_per_step == "all" else 6
+    thin = 1 if REGISTRY[name].move == "sweep" else 6
     counts = exact.histogram(sampler, burn_in=30, thin=thin, draws=300)
     pi = exact_chain.exact_distribution(hot)
     assert exact.tv(pi, counts) < exact.tv_threshold(pi, counts.sum())

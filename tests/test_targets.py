@@ -161,7 +161,7 @@ def test_every_sampler_samples_a_random_pairwise_network_exactly(name, coupling,
     sampler = make_sampler(name, target, CHAINS, seed=5)
     if sampler.learnable:
         sampler.step(40, learn=True)
-    sweep = REGISTRY[name].sites_per_step == "all"
+    sweep = REGISTRY[name].move == "sweep"
     burn_in, thin = (BURN_IN // 10, 1) if sweep else (BURN_IN, THIN * (3 if name in (
         "gibbs", "metropolis") else 1))  # fmt: skip
     counts = exact.histogram(sampler, burn_in, thin, DRAWS)
@@ -224,7 +224,7 @@ def test_checkerboard_step_is_the_exact_sweep(backend_name, exact):
     assert sampler.n_site_updates == 6 and sampler.sweeps == 1.0
 
 
-SINGLE_SITE = [n for n in EXACT_SAMPLERS if REGISTRY[n].sites_per_step == "one"]
+SINGLE_SITE = [n for n in EXACT_SAMPLERS if REGISTRY[n].move == "site"]
 
 
 @pytest.mark.parametrize("name", SINGLE_SITE)

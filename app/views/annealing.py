@@ -25,6 +25,7 @@ from lsbcore.annealing import (
     map_states,
     time_to_gap,
 )
+from lsbcore.samplers.registry import sweep_steps
 from lsbcore.studies import figures
 from lsbcore.studies.figures import sampler_label as label
 
@@ -35,7 +36,7 @@ TOLERANCE = 1e-3  # the issue's "within 0.1%"
 # Work per sampler, in site updates of all its chains (sites x sweeps x chains): about 3 s of
 # single-site steps or of block sweeps on one core. A larger lattice is annealed on its
 # centre window, the same for every sampler so that they compare.
-BUDGET = {"one": 4e6, "all": 6e7}
+BUDGET = {"site": 4e6, "block": 4e6, "sweep": 6e7}  # by the samplers' kind of move
 MIN_SIDE = 8
 CHOICES = {
     "both": "the run's samplers and block Gibbs",
@@ -103,8 +104,8 @@ def window_shape(shape, names, total_sweeps: int) -> tuple[int, int]:
     """The largest centred window (the lattice's aspect, at least ``MIN_SIDE`` a side) whose
     annealing stays within ``BUDGET`` for the most expensive of ``names``."""
     height, width = shape
-    kinds = {REGISTRY[n].sites_per_step for n in names}
-    budget = min(BUDGET[k] for k in kinds) if kinds else BUDGET["all"]
+    kinds = {REGISTRY[n].move for n in names}
+    budget = min(BUDGET[k] for k in kinds) if kinds else BUDGET["sweep"]
     sites = budget / (total_sweeps * CHAINS)
     if height * width <= sites:
         return height, width
@@ -162,12 +163,13 @@ def annealing_view(
 
 def schedule_for(name: str, schedule: Schedule, target) -> Schedule:
     """``schedule`` (in sweeps per stage) in ``name``'s steps: a single-site step is one site
-    update, so a sweep is ``n_sites`` steps."""
-    if REGISTRY[name].sites_per_step == "all":
+    update, so a sweep is ``n_sites`` steps (``sweep_steps``)."""
+    per_sweep = sweep_steps(name, target)
+    if per_sweep == 1:
         return schedule
     return Schedule(
         schedule.kind, schedule.beta_0, schedule.beta_max, schedule.n_stages,
-        schedule.steps_per_stage * target.n_sites,
+        schedule.steps_per_stage * per_sweep,
     )  # fmt: skip
 
 

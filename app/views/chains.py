@@ -98,7 +98,7 @@ def _note(name: str, sampler: ChainSampler) -> str:
     """Acceptance (for a sweep: the share of site updates that changed a site) and sweeps."""
     if not sampler.n_steps:
         return "not started"
-    rate = "acceptance" if REGISTRY[name].sites_per_step == "one" else "sites changed"
+    rate = "acceptance" if REGISTRY[name].move == "site" else "sites changed"
     return f"{rate} {sampler.accept_rate:.2f} · {sampler.sweeps:,.2f} sweeps"
 
 

@@ -136,8 +136,8 @@ def anneal(
         target: any lsbcore target (one field, or one per chain).
         sampler: a registered sampler name (``lsbcore.SAMPLERS``).
         schedule: the temperatures (default ``Schedule()``: geometric, beta 1 to 100, 50
-            stages of 10 steps). A single-site sampler needs many more steps than block Gibbs,
-            whose step is a sweep.
+            stages of 10 steps). A single-site sampler needs many more steps than checkerboard
+            Gibbs, whose step is a sweep (``samplers.registry.sweep_steps`` converts).
         x0: starts ``[B, *shape]`` or ``[*shape]``; default uniform random (seeded).
         learn: let a learnable sampler learn on every stage (see the module: off by default).
         balancing: a learned function to anneal with, frozen (for lsb1/lsb2 or ``learned``).
@@ -166,9 +166,7 @@ def anneal(
     hottest = target.tempered(float(betas[0]))  # also refuses a beta_max too large up front
     target.tempered(float(betas[-1]))
     chain = _build(sampler, hottest, n_chains, seed, x0, backend, device, balancing, options)
-    per_sweep = 1.0 if REGISTRY[sampler].sites_per_step == "all" else 1.0 / target.n_sites
-
-    rows = {"steps": [], "beta": [], "seconds": [], "energy": [], "best": []}
+    rows = {"steps": [], "sweeps": [], "beta": [], "seconds": [], "energy": [], "best": []}
     best_energy = np.full(n_chains, np.inf)
     best_state = chain.x.clone()
 
@@ -181,6 +179,7 @@ def anneal(
                 torch.from_numpy(better).to(x.device)
             ]
         rows["steps"].append(chain.n_steps)
+        rows["sweeps"].append(chain.sweeps)  # the sampler's own count of site updates
         rows["beta"].append(beta)
         rows["seconds"].append(time.perf_counter() - start)
         rows["energy"].append(e)
@@ -210,7 +209,7 @@ def anneal(
         sampler=sampler,
         schedule=schedule,
         steps=np.asarray(rows["steps"], dtype=np.int64),
-        sweeps=np.asarray(rows["steps"], dtype=np.float64) * per_sweep,
+        sweeps=np.asarray(rows["sweeps"], dtype=np.float64),
         beta=np.asarray(rows["beta"]),
         seconds=np.asarray(rows["seconds"]),
         energy=np.stack(rows["energy"]),

@@ -20,6 +20,7 @@ from lsbcore.exact.states import (
 from lsbcore.exact.transition import (
     block_update_matrix,
     flip_matrix,
+    step_law,
     sweep_matrix,
     transition_matrix,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "start_distribution",
     "state_codes",
     "stationary_vector",
+    "step_law",
     "sweep_matrix",
     "transition_matrix",
     "tv_curve",

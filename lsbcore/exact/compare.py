@@ -14,8 +14,7 @@ from lsbcore.balancing.functions import Balancing
 from lsbcore.exact.distance import tv_curve
 from lsbcore.exact.spectrum import relaxation_time, spectral_gap
 from lsbcore.exact.states import check_target, exact_distribution
-from lsbcore.exact.transition import transition_matrix
-from lsbcore.samplers.registry import REGISTRY
+from lsbcore.exact.transition import step_law
 
 
 def compare_samplers(
@@ -24,23 +23,26 @@ def compare_samplers(
     steps: int = 100,
     start="uniform",
     balancings: Mapping[str, Balancing] | None = None,
+    options: Mapping[str, Mapping] | None = None,
 ) -> list[dict]:
     """One dict per sampler in ``names`` (registry names), for a target of at most 12 sites.
 
     Keys: ``name``, ``gap`` (absolute spectral gap), ``relaxation_time`` (``1 / gap``, in the
-    sampler's steps), ``relaxation_site_updates`` (the same counted in site updates: a
-    checkerboard step updates every site), ``tv_final`` (``TV(pi, v P^steps)``), ``tv``
+    sampler's steps), ``relaxation_site_updates`` (the same counted in site updates: the
+    sampler's ``sites_per_step`` per step; a checkerboard step updates every site, a block
+    Gibbs step ``k``), ``tv_final`` (``TV(pi, v P^steps)``), ``tv``
     (the curve, ``[steps + 1]``) and ``invariance_error`` (``max |pi P - pi|``, a check).
-    ``balancings`` gives learned samplers their current function (see ``transition_matrix``).
+    ``balancings`` gives learned samplers their current function (see ``transition_matrix``),
+    ``options`` a sampler its registry options (``{"block-gibbs": {"block_size": 3}}``).
     """
-    n = check_target(target)
+    check_target(target)
     balancings = dict(balancings or {})
+    options = dict(options or {})
     pi = exact_distribution(target)
     rows = []
     for name in names:
-        p = transition_matrix(target, name, balancing=balancings.get(name))
+        p, sites = step_law(target, name, balancing=balancings.get(name), **options.get(name, {}))
         gap = spectral_gap(p, pi)
-        sites = n if REGISTRY[name].sites_per_step == "all" else 1
         curve = tv_curve(p, pi, start, steps)
         rows.append(
             {
@@ -57,18 +59,24 @@ def compare_samplers(
 
 
 def relaxation_along(
-    targets, names, balancings: Mapping[str, Balancing] | None = None
+    targets,
+    names,
+    balancings: Mapping[str, Balancing] | None = None,
+    options: Mapping[str, Mapping] | None = None,
 ) -> dict[str, np.ndarray]:
     """Each sampler's relaxation time in site updates (``relaxation_site_updates``) on each of
     ``targets`` (a family on one graph, e.g. one field under a growing coupling), ``[T]`` per
-    name. Site updates make a sweep of block Gibbs comparable with single flips."""
+    name. Site updates make a sweep of block Gibbs comparable with single flips; ``options``
+    as in ``compare_samplers``."""
     balancings = dict(balancings or {})
+    options = dict(options or {})
     curves = {name: np.empty(len(targets)) for name in names}
     for k, target in enumerate(targets):
-        n = check_target(target)
+        check_target(target)
         pi = exact_distribution(target)
         for name in names:
-            p = transition_matrix(target, name, balancing=balancings.get(name))
-            sites = n if REGISTRY[name].sites_per_step == "all" else 1
+            p, sites = step_law(
+                target, name, balancing=balancings.get(name), **options.get(name, {})
+            )
             curves[name][k] = relaxation_time(spectral_gap(p, pi)) * sites
     return curves

@@ -58,6 +58,14 @@ def transition_matrix(
     starting function (LSB 2's from seed 0). A frozen ``g`` makes an ordinary locally balanced
     chain (spec 4). ``options``: the sampler's registry options (``block_size``, ...).
     """
+    return step_law(target, name, balancing, **options)[0]
+
+
+def step_law(
+    target, name: str, balancing: Balancing | None = None, **options
+) -> tuple[np.ndarray, int]:
+    """``transition_matrix``'s ``P`` and the sites one step moves per chain: the
+    ``sites_per_step`` of the sampler that gave ``P`` (to count a step in site updates)."""
     n = check_target(target)
     if name not in REGISTRY:
         raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(REGISTRY)}.")
@@ -74,8 +82,6 @@ def transition_matrix(
     reason = refusal(name, target)
     if reason is not None:
         raise ValueError(reason)
-    if name == "checkerboard":
-        return sweep_matrix(target)
     states = all_states(n)
     alive = torch.isfinite(target.log_prob(states))  # states of positive probability
     x0 = states[alive].view(-1, *target.shape)  # the sampler wants the layout
@@ -89,15 +95,17 @@ def transition_matrix(
             sampler = make_sampler("learned", target, len(x0), balancing=frozen, **common)
     else:
         sampler = make_sampler(name, target, len(x0), **common)
+    if name == "checkerboard":  # built for its count: its law is the product of its colours
+        return sweep_matrix(target), sampler.sites_per_step
     p = np.eye(len(states))  # a state of zero mass is never left (never entered either)
     rows = alive.numpy()
     if isinstance(sampler, MultiSiteSampler):
         p[rows] = sampler.transition_probabilities().double().cpu().numpy()
-        return p
+        return p, sampler.sites_per_step
     fp = torch.zeros(len(states), n, dtype=torch.float64)
     fp[alive] = sampler.flip_probabilities().reshape(len(x0), n).double().cpu()
     p[rows] = flip_matrix(fp)[rows]
-    return p
+    return p, sampler.sites_per_step
 
 
 def block_update_matrix(target, sites: list[int]) -> sparse.csr_matrix:

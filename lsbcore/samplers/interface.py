@@ -28,7 +28,25 @@ from typing_extensions import Protocol, runtime_checkable
 if TYPE_CHECKING:
     from lsbcore.targets.base import Target
 
-__all__ = ["ChainSampler", "MultiSiteSampler", "SingleSiteSampler"]
+__all__ = [
+    "ChainSampler",
+    "MultiSiteSampler",
+    "SingleSiteSampler",
+    "steps_per_sweep",
+    "sweeps_in",
+]
+
+
+def steps_per_sweep(sampler: ChainSampler) -> int:
+    """Steps in which ``sampler`` updates every site once on average: ``n_sites /
+    sites_per_step`` rounded up (a sweep at least); 1 for a sampler whose step is a sweep,
+    ``n_sites`` for a single-site one."""
+    return -(-sampler.n_sites // sampler.sites_per_step)
+
+
+def sweeps_in(sampler: ChainSampler, steps: int) -> float:
+    """The sweeps (site updates per site) that ``steps`` steps of ``sampler`` make."""
+    return steps * sampler.sites_per_step / sampler.n_sites
 
 
 @runtime_checkable

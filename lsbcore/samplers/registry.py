@@ -28,6 +28,7 @@ from lsbcore.samplers.block.hamming_ball import HammingBallSampler
 from lsbcore.samplers.gradient.dmala import MAX_STEP_SIZE, MIN_STEP_SIZE, DiscreteLangevin
 from lsbcore.samplers.gradient.gwg import GibbsWithGradients
 from lsbcore.samplers.gradient.pas import MAX_PATH_LENGTH, PathAuxiliarySampler
+from lsbcore.samplers.interface import steps_per_sweep
 from lsbcore.samplers.site.checkerboard import CheckerboardGibbsSampler
 from lsbcore.samplers.site.uniform import UniformSiteSampler
 from lsbcore.samplers.site.uniform_batched import uniform_builder
@@ -73,8 +74,13 @@ class SamplerSpec:
     ``build(target, n_chains, seed=, device=, x0=, backend=, resync_every=, **options)``
     returns the sampler for a pairwise target, ``build_any`` (same arguments) for any other
     (``None``: pairwise targets only); ``needs`` names the capabilities its target must provide;
-    ``sites_per_step`` is ``"one"`` (a single-site move per step) or ``"all"`` (a sweep: every
-    site updated once per step); ``app``: whether the dashboard offers it.
+    ``move`` is the kind of move a step makes (one of ``MOVES``): ``"site"`` (one site proposed
+    per step), ``"block"`` (several sites: a block of k, a path of flips, tiles) or ``"sweep"``
+    (every site may move in one step); ``app``: whether the dashboard offers it.
+
+    How many sites a step moves is the built sampler's ``sites_per_step`` (an integer; a block's
+    depends on its options): counts of sweeps, site updates and evaluations read the sampler
+    (``interface.steps_per_sweep``), or ``sweep_steps`` before one is built.
     """
 
     name: str
@@ -84,7 +90,7 @@ class SamplerSpec:
     build: Callable
     options: tuple[Option, ...] = ()
     learnable: bool = False
-    sites_per_step: str = "one"
+    move: str = "site"
     family: str = "locally balanced"
     needs_balancing: bool = False  # built from a loaded function (``balancing=``)
     needs: frozenset = frozenset()
@@ -114,6 +120,8 @@ class SamplerSpec:
 
 
 REGISTRY: dict[str, SamplerSpec] = {}
+#: The kinds of move a step makes (``SamplerSpec.move``).
+MOVES = ("site", "block", "sweep")
 
 
 def refusal(name: str, target) -> str | None:
@@ -132,12 +140,30 @@ def refusal(name: str, target) -> str | None:
     return spec.refuse(target) if spec.refuse is not None else None
 
 
+def sweep_steps(name: str, target, **options) -> int:
+    """Steps of the sampler ``name`` that make one sweep of ``target``, before one is built (to
+    size a schedule): a single-site move's sweep is ``n_sites`` steps and a sweep is one step,
+    as the kinds say (``tests/test_sweep_counts.py`` checks every built sampler against its
+    kind); a block's size is its sampler's, built here from ``options`` (one chain per
+    parameter set of the target, on the CPU) and read with ``interface.steps_per_sweep``."""
+    move = REGISTRY[name].move
+    if move == "site":
+        return target.n_sites
+    if move == "sweep":
+        return 1
+    chains = max(1, int(getattr(target, "batch", 1)))
+    built = make_sampler(name, target, chains, device="cpu", backend="torch", **options)
+    return steps_per_sweep(built)
+
+
 def samplers_for(target) -> tuple[str, ...]:
     """The registry's samplers that run on ``target``, in registry order."""
     return tuple(name for name in REGISTRY if refusal(name, target) is None)
 
 
 def register(spec: SamplerSpec) -> SamplerSpec:
+    if spec.move not in MOVES:
+        raise ValueError(f"{spec.name}: move must be one of {MOVES}, got {spec.move!r}.")
     if spec.name in REGISTRY:
         raise ValueError(f"a sampler called {spec.name!r} is registered already.")
     REGISTRY[spec.name] = spec
@@ -237,7 +263,7 @@ register(
         "checkerboard", "Checkerboard Gibbs",
         "Block Gibbs: every site of one colour of a proper colouring (the checkerboard on a "
         "lattice) resampled at once from its conditional; one step is one sweep",
-        "#EDC948", CheckerboardGibbsSampler, sites_per_step="all", family="block",
+        "#EDC948", CheckerboardGibbsSampler, move="sweep", family="block",
         needs=frozenset({"pairwise"}),
     )
 )  # fmt: skip
@@ -257,7 +283,7 @@ register(
         "#8CD17D", BlockGibbsSampler,
         (Option("block_size", 2, 1, MAX_BLOCK, help="k, sites per block: a step scores 2^k states"),
          BLOCKS),
-        family="block", build_any=BlockGibbsSampler, app=False,
+        move="block", family="block", build_any=BlockGibbsSampler, app=False,
     )
 )  # fmt: skip
 register(
@@ -269,7 +295,7 @@ register(
         (Option("block_size", 10, 1, MAX_BLOCK, help="k, sites per block"),
          Option("radius", 1, 1, MAX_BLOCK, help="r <= k: the ball holds sum_{j<=r} C(k, j) states"),
          BLOCKS),
-        family="block", build_any=HammingBallSampler, app=False,
+        move="block", family="block", build_any=HammingBallSampler, app=False,
     )
 )  # fmt: skip
 GRADIENT = frozenset({"gradient"})
@@ -311,7 +337,8 @@ register(
         "#79706E", PathAuxiliarySampler,
         (Option("path_length", 3, 1, MAX_PATH_LENGTH,
                 help="R: each path has 1 to 2R - 1 flips, R on average"),),
-        family="gradient", needs=GRADIENT, build_any=PathAuxiliarySampler, app=False,
+        move="block", family="gradient", needs=GRADIENT, build_any=PathAuxiliarySampler,
+        app=False,
     )
 )  # fmt: skip
 register(
@@ -322,7 +349,7 @@ register(
         "#B6992D", DiscreteLangevin,
         (Option("step_size", 0.2, MIN_STEP_SIZE, MAX_STEP_SIZE,
                 help="alpha, the Langevin step size (the paper's, on {0, 1} coordinates)"),),
-        sites_per_step="all", family="gradient", needs=GRADIENT, build_any=DiscreteLangevin,
+        move="sweep", family="gradient", needs=GRADIENT, build_any=DiscreteLangevin,
         app=False,
     )
 )  # fmt: skip

@@ -31,6 +31,7 @@ from PIL import Image
 from lsbcore.diagnostics.rao_blackwell import site_probabilities
 from lsbcore.diagnostics.settled import BlockSums, Settledness
 from lsbcore.image import MAX_BYTES, MAX_SIDE_LIMIT, Photo, load_photo
+from lsbcore.samplers.interface import steps_per_sweep
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.segmentation import outputs
 from lsbcore.segmentation.data_term import DataTerm, fit_data_term
@@ -362,7 +363,7 @@ def _sample_until_settled(target, sampler, n_chains, seed, x0, sweeps, max_sweep
     settled (at least MIN_SWEEPS, at most ``max_sweeps``). Returns the sampler, the block
     sums of its draws, the last verdict and the sweeps run."""
     chain = make_sampler(sampler, target, n_chains, seed=seed, device="cpu", x0=x0, **options)
-    per_sweep = target.n_sites if REGISTRY[sampler].sites_per_step == "one" else 1
+    per_sweep = steps_per_sweep(chain)
     blocks = BlockSums()
     done, verdict = 0, None
     planned = sweeps if sweeps is not None else max_sweeps

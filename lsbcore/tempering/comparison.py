@@ -14,6 +14,7 @@ import numpy as np
 
 from lsbcore.checks import integer
 from lsbcore.samplers.base import uniform_start
+from lsbcore.samplers.interface import steps_per_sweep
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.tempering.modes import DEFAULT_THRESHOLD, ModeSummary, mode_summary
 from lsbcore.tempering.parallel_tempering import ParallelTempering
@@ -121,7 +122,7 @@ def single_chain(
     spec = REGISTRY[sampler]
     x0 = uniform_start(target.shape, n_chains, seed)
     chain = make_sampler(sampler, target, n_chains, seed=seed, x0=x0, backend=backend, **options)
-    sweep = 1 if spec.sites_per_step == "all" else target.n_sites
+    sweep = steps_per_sweep(chain)
     start = time.perf_counter()
     chain.step(learn_sweeps * sweep, learn=spec.learnable)
     chain.step((burn_in - learn_sweeps) * sweep)

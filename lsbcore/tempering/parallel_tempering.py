@@ -3,7 +3,8 @@
 One sampler per inverse temperature ``beta_r`` of the ladder ``1 = beta_0 > ... > beta_{R-1}``,
 each on ``target.tempered(beta_r)`` (``p~^beta_r``) with ``B`` chains; chain ``b`` of every
 replica forms one tempering system. A round is ``swap_every`` steps of every replica (by default
-one sweep: ``n_sites`` steps of a single-site sampler, one step of a block sampler), then one
+one sweep of the sampler's own steps, ``interface.steps_per_sweep``: ``n_sites`` steps of a
+single-site sampler, ``n_sites / k`` of one moving ``k`` sites, one of a checkerboard), then one
 exchange: the neighbour pairs ``(r, r + 1)`` with ``r`` even on even rounds and odd on odd rounds
 propose to swap their states, accepted with
 
@@ -27,6 +28,7 @@ import torch
 
 from lsbcore.checks import integer
 from lsbcore.samplers.base import uniform_start
+from lsbcore.samplers.interface import steps_per_sweep, sweeps_in
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.targets.pairwise_target import PairwiseTarget
 from lsbcore.tempering.ladder import LadderAdaptation, check_ladder, geometric_ladder
@@ -123,10 +125,8 @@ class ParallelTempering:
             self.betas = check_ladder(betas)
         self.n_replicas = len(self.betas)
         self.adaptation = LadderAdaptation(self.betas) if adapt else None
-        one_sweep = 1 if self.spec.sites_per_step == "all" else target.n_sites
-        self.swap_every = (
-            one_sweep if swap_every is None else integer(swap_every, "swap_every", 1, 10**9)
-        )
+        if swap_every is not None:
+            swap_every = integer(swap_every, "swap_every", 1, 10**9)
         # one generator: the replicas' seeds first, then every exchange's uniforms
         self.generator = torch.Generator().manual_seed(self.seed)
         seeds = torch.randint(0, 2**62, (self.n_replicas,), generator=self.generator).tolist()
@@ -139,6 +139,8 @@ class ParallelTempering:
             )
             for beta, s in zip(self.betas, seeds, strict=True)
         ]  # fmt: skip
+        # default: a sweep of the samplers' own steps (every replica has the same options)
+        self.swap_every = steps_per_sweep(self.samplers[0]) if swap_every is None else swap_every
         self.swaps = SwapStatistics(self.n_replicas - 1)
         self.n_rounds = 0
         self.sampling = False  # sample() has begun: burn-in (adaptation, learning) is over
@@ -152,8 +154,7 @@ class ParallelTempering:
     @property
     def sweeps_per_round(self) -> float:
         """Sweeps (updates per site) every replica makes in one round."""
-        per_step = self.target.n_sites if self.spec.sites_per_step == "all" else 1
-        return self.swap_every * per_step / self.target.n_sites
+        return sweeps_in(self.samplers[0], self.swap_every)
 
     @property
     def learnable(self) -> bool:

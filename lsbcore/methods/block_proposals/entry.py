@@ -17,7 +17,7 @@ NEURAL_BLOCK = (
         (Option("block_size", 2, 2, 4, help="k: tiles of k x k sites (2^(k^2) states each)"),
          Option("weights", "trained", choices=WEIGHTS,
                 help="the shipped meta-trained network, or the untrained one (exact either way)")),
-        sites_per_step="all", family="block", build_any=NeuralBlockSampler, app=False,
+        move="block", family="block", build_any=NeuralBlockSampler, app=False,
         refuse=grid_refusal,
     )
 )  # fmt: skip

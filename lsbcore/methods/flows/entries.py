@@ -29,7 +29,7 @@ FLOW_EXACT = (
         (TRAIN_STEPS,
          Option("importance", 4, 1, MAX_DRAWS,
                 help="K, importance draws per estimate of the flow's mass of a state")),
-        sites_per_step="all", family="flow", build_any=FlowExactSampler, app=True,
+        move="sweep", family="flow", build_any=FlowExactSampler, app=True,
         takes_flow=True, refuse=flow_refusal,
     )
 )  # fmt: skip
@@ -43,7 +43,7 @@ FLOW_LATENT = (
         (TRAIN_STEPS,
          Option("step_scale", 1.0, 0.01, 10.0,
                 help="the random walk's step in units of 2.38 / sqrt(n)")),
-        sites_per_step="all", family="flow", build_any=FlowLatentSampler, app=True,
+        move="sweep", family="flow", build_any=FlowLatentSampler, app=True,
         takes_flow=True, approximate=True, refuse=flow_refusal,
     )
 )  # fmt: skip

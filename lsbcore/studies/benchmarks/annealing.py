@@ -38,7 +38,7 @@ from lsbcore.annealing.schedule import Schedule
 from lsbcore.cases import paper_case
 from lsbcore.image import load_photo
 from lsbcore.samplers import warmup
-from lsbcore.samplers.registry import REGISTRY
+from lsbcore.samplers.registry import REGISTRY, sweep_steps
 from lsbcore.segmentation.data_term import fit_data_term
 from lsbcore.studies.benchmarks.photos import ASSET_PHOTOS, ASSETS, photo_names
 from lsbcore.targets.ising import IsingPosterior
@@ -58,7 +58,7 @@ def posterior(photo: str, lam: float) -> IsingPosterior:
 
 
 def one_run(target, sampler: str, seed: int, x_map) -> dict:
-    per_sweep = 1 if REGISTRY[sampler].sites_per_step == "all" else target.n_sites
+    per_sweep = sweep_steps(sampler, target)
     schedule = Schedule("geometric", BETA_0, BETA_MAX, STAGES, SWEEPS_PER_STAGE * per_sweep)
     record_every = max(1, per_sweep // 8)
     result = anneal(target, sampler, schedule, CHAINS, seed, record_every=record_every)
@@ -115,7 +115,7 @@ def paper_figures(sampler: str, repeats: int) -> dict:
 def quench_figures(sampler: str, repeats: int) -> dict:
     target = paper_case(3, n=30, n_chains=1).target.chain(0)
     x_map = map_states(target)
-    per_sweep = 1 if REGISTRY[sampler].sites_per_step == "all" else target.n_sites
+    per_sweep = sweep_steps(sampler, target)
     gaps, uphill = [], []
     for seed in range(repeats):
         schedule = Schedule.constant(QUENCH_BETA, 1, QUENCH_SWEEPS * per_sweep)

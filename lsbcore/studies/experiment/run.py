@@ -552,9 +552,10 @@ def log_message(message: str, quiet: bool) -> None:
 # ============================================================================ the experiment
 def _cost(name: str, burn_in: int, steps: int, n_sites: int) -> float:
     """Rough relative cost, to start the longest tasks first: learning steps cost most, and a
-    sweep (a block sampler's step) costs about a fifth of a single-site step per site."""
+    sweep costs about a fifth of a single-site step per site (a guess from the kind of move:
+    only the order of the tasks depends on it)."""
     spec = REGISTRY[name]
-    per_step = 1 / 3500 if spec.sites_per_step == "one" else n_sites / 17500
+    per_step = n_sites / 17500 if spec.move == "sweep" else 1 / 3500
     learn = 1 / 100 if spec.learnable else per_step
     mix = 1 / 1700 if spec.learnable else per_step
     return burn_in * learn + steps * mix
