@@ -16,6 +16,7 @@ from lsbcore.methods.block_proposals.motif import GridMotif
 from lsbcore.methods.block_proposals.proposal import BlockProposal
 from lsbcore.methods.block_proposals.sampler import shipped_proposal
 from lsbcore.studies.block_proposals import held_out
+from lsbcore.studies.block_proposals import train as train_command
 from lsbcore.studies.block_proposals.held_out import kl_to_exact
 
 #: The shipped networks' mean held-out KL in range is at most this share of the untrained
@@ -138,7 +139,7 @@ def test_out_of_range_variants_leave_training_one_parameter_each():
     ],
 )
 def test_train_command_refuses_bad_flags_in_a_sentence(argv, sentence, capsys):
-    assert train.main(argv) == 2
+    assert train_command.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and sentence in err and "Traceback" not in err
 
