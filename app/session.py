@@ -20,25 +20,26 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import lsbcore
 from app import config as cfgmod
-from app import flow_training, network_run, rbm_run, rbm_targets, sources, state
+from app import flow_training, rbm_targets, sources, state
 from app import prompt as prompts
 from app.config import Config
 from app.sidebar import Inputs
+from app.target_kind import TargetKind, kind_of, run_kind
 from app.text import plain
+from app.view_catalogue import PROPOSAL
 from app.views import flow as flow_view
 from app.views.segmentation import CARRIED, recorded_marginal
 from lsbcore.samplers.registry import refusal
 
-PROPOSAL_TAB = "Proposal"
 RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are widgets)
 
 
 def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run | None:
     """A new run for ``cfg`` (with the user's ``prompt``), or of ``problem`` when given."""
-    kind = rbm_targets.kind(cfg.target)
-    if kind == "rbm":
+    kind = kind_of(cfg.target)
+    if kind is TargetKind.RBM:
         return _build_rbm(cfg, inputs)
-    if kind == "network":
+    if kind is TargetKind.NETWORK:
         return _build_network(cfg, inputs)
     try:
         if problem is None:
@@ -116,13 +117,13 @@ def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
     """None when ``run`` can carry on under ``cfg``, else a sentence saying what changed."""
     old, old_key = run.config, st.session_state.get("_run_inputs", key)
     target = cfgmod.changed(old, cfg, cfgmod.TARGET_FIELDS)
-    kind = rbm_targets.kind(cfg.target)
+    kind = kind_of(cfg.target)
     if old_key[0] != key[0]:
-        target.append({"rbm": "model", "network": "network"}.get(kind, "image"))
+        target.append({TargetKind.RBM: "model", TargetKind.NETWORK: "network"}.get(kind, "image"))
     elif len(old_key) < 3 or old_key[2] != key[2]:
         target.append("object prompt")
     if target:
-        what = "posterior" if kind == "ising" else "target"
+        what = "posterior" if kind is TargetKind.ISING else "target"
         return f"The {what} changed ({', '.join(target)})"
     samplers = cfgmod.changed(old, cfg, cfgmod.SAMPLER_FIELDS)
     if old_key[1] != key[1]:
@@ -138,7 +139,7 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     """The run for ``cfg``: the current one when it still fits, else a new one."""
     session = st.session_state
     run: state.Run | None = session.get(RUN_KEY)
-    ising_image = cfg.source != "paper" and rbm_targets.kind(cfg.target) == "ising"
+    ising_image = cfg.source != "paper" and kind_of(cfg.target) is TargetKind.ISING
     prompt = prompts.current(inputs.image_id) if ising_image else None
     key = (inputs.image_id, inputs.learned_id, prompt)
     reset = session.pop("_pending_reset", False)
@@ -194,7 +195,7 @@ def _carry_marginal(old: state.Run, new: state.Run) -> None:
     """Give ``new`` the old run's sampled marginal when its posterior is the same or the
     mirror image (alpha negated, as flipping the object class does; the Ising prior is
     symmetric under x -> -x, so P_new(x_i = +1) = 1 - P_old(x_i = +1) exactly)."""
-    if any(rbm_run.is_rbm_run(r) or network_run.is_network_run(r) for r in (old, new)):
+    if any(run_kind(r) is not TargetKind.ISING for r in (old, new)):
         return  # an RBM or a network run has no segmentation marginal to carry
     marginal = recorded_marginal(old)
     a, b = old.problem.target, new.problem.target
@@ -262,7 +263,7 @@ def _refit(run: state.Run, cfg: Config, inputs: Inputs) -> state.Run:
 # ----------------------------------------------------------------------------- buttons
 def plain_steps(run: state.Run) -> bool:
     """Whether Step takes a plain step (an RBM or a network: no Proposal view to show it)."""
-    return rbm_run.is_rbm_run(run) or network_run.is_network_run(run)
+    return run_kind(run) is not TargetKind.ISING
 
 
 def on_run() -> None:
@@ -283,7 +284,7 @@ def on_step() -> None:
         state.pause(run)
         st.session_state["_pending_step"] = True
         if not plain_steps(run):  # an RBM's or a network's step is a plain one
-            st.session_state["view"] = PROPOSAL_TAB
+            st.session_state["view"] = PROPOSAL
 
 
 def on_reset() -> None:

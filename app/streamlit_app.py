@@ -30,6 +30,7 @@ from app import (  # noqa: E402
     state,
     view_links,
 )
+from app.target_kind import TargetKind, kind_of  # noqa: E402
 from app.text import plain, quote  # noqa: E402
 from app.views import about, posterior  # noqa: E402
 
@@ -67,16 +68,16 @@ def main() -> None:
     title.title("LSB Explorer")
     with switch:
         presentation.switch()
-    kind = rbm_targets.kind(inputs.config.target)
-    rbm, network = kind == "rbm", kind == "network"
+    kind = kind_of(inputs.config.target)
+    rbm, network = kind is TargetKind.RBM, kind is TargetKind.NETWORK
     if not present:
         st.caption(
             "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), "
             + {
-                "rbm": "sampling a restricted Boltzmann machine (the paper's handwritten digits, "
-                "or your own data). ",
-                "network": "sampling a Markov network with near-deterministic factors (the "
-                "paper's Table 3: MN 1 and MN 2 as generated here, or your own UAI file). ",
+                TargetKind.RBM: "sampling a restricted Boltzmann machine (the paper's handwritten "
+                "digits, or your own data). ",
+                TargetKind.NETWORK: "sampling a Markov network with near-deterministic factors "
+                "(the paper's Table 3: MN 1 and MN 2 as generated here, or your own UAI file). ",
             }.get(kind, "segmenting an image under an Ising prior. ")
             + "Configure in the sidebar, press Run (or Space), watch the tabs."
         )
@@ -105,7 +106,7 @@ def main() -> None:
         if old is not None:
             state.pause(old, wait=False)
         return
-    if kind == "ising" and cfg.source != "paper" and inputs.image is None:
+    if kind is TargetKind.ISING and cfg.source != "paper" and inputs.image is None:
         st.info("Upload an image in the sidebar (or choose a paper case or a sample image).")
         return
     run = session.ensure_run(cfg, inputs)

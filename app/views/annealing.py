@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import view_links
+from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore import REGISTRY, figures
 from lsbcore.annealing import (
@@ -41,15 +42,16 @@ CHOICES = {
     "run": "the run's samplers",
     "block": "block Gibbs only",
 }
-KEYS = (
-    "anneal_samplers",
-    "anneal_kind",
-    "anneal_beta_0",
-    "anneal_beta_max",
-    "anneal_stages",
-    "anneal_sweeps",
-    "anneal_polish",
+PARAMS = (  # the tab's link parameters
+    ViewParam("anneal_samplers", "both", "Samplers to anneal", choices=("both", "run", "block")),
+    ViewParam("anneal_kind", "geometric", "Schedule", choices=("geometric", "linear")),
+    ViewParam("anneal_beta_0", 1.0, "Starting β", 0.01, 10.0),
+    ViewParam("anneal_beta_max", 100.0, "Final β", 1.0, 1000.0),
+    ViewParam("anneal_stages", 30, "Stages", 2, 200),
+    ViewParam("anneal_sweeps", 10, "Sweeps per stage", 1, 100),
+    ViewParam("anneal_polish", False, "Greedy polish at the end"),
 )
+KEYS = tuple(param.key for param in PARAMS)
 
 ENERGY_MEANING = (
     "The energy is E(x) = −log p̃(x) under the posterior itself (not the tempered one), so "

@@ -26,6 +26,7 @@ import torch
 
 from app import charts
 from app.text import plain
+from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore.blocks.motif import BLOCK_SIDES, GridMotif
 from lsbcore.blocks.pairwise_context import PairwiseBlocks
@@ -462,7 +463,13 @@ def thumbnail(state: np.ndarray, side: int = 48, now: bool = False) -> np.ndarra
 
 # ----------------------------------------------------------------------------- in the app
 K_KEY, WEIGHTS_KEY, ROW_KEY, COL_KEY = "bp_k", "bp_weights", "bp_row", "bp_col"
-KEYS = (K_KEY, WEIGHTS_KEY, ROW_KEY, COL_KEY)
+PARAMS = (  # the tab's link parameters: block size, weights, the chosen tile
+    ViewParam(K_KEY, 2, "block size", 2, 4),
+    ViewParam(WEIGHTS_KEY, "trained", "block proposal weights", choices=WEIGHTS),
+    ViewParam(ROW_KEY, 1, "block tile row", 1, 4096),
+    ViewParam(COL_KEY, 1, "block tile column", 1, 4096),
+)
+KEYS = tuple(param.key for param in PARAMS)
 SAMPLER_KEY = "bp_sampler"  # whose chain 1 is shown (the run's samplers change: not in links)
 PICK_KEY = "bp_pick"  # the clickable image's selection
 TAKE_KEY = "bp_take"

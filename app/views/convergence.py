@@ -108,3 +108,10 @@ def render(run) -> None:
         "Target evaluations count single-site log-ratio evaluations per chain: the learning "
         "samplers spend more per step during burn-in."
     )
+
+
+def render_by_evaluations(run) -> None:
+    """The figures against target evaluations unless the user chose otherwise (the network
+    page's Trace tab): what a learned sampler's extra evaluations per step cost shows there."""
+    ensure("x_axis", "target evaluations per chain", lambda v: v in X_AXES)
+    render(run)

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import view_links
+from app.view_links import ViewParam
 from lsbcore import REGISTRY, exact, figures
 from lsbcore.figures import sampler_label as label
 from lsbcore.number_text import number_text
@@ -109,7 +110,9 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
 # ----------------------------------------------------------------------------- in the app
 WINDOWS = {"2 x 2": (2, 2), "2 x 3": (2, 3), "3 x 3": (3, 3), "3 x 4": (3, 4)}
 CACHE_KEY = "exact_chain"
-KEYS = ("exact_window",)
+# the tab's link parameter: the window of the posterior that is enumerated
+PARAMS = (ViewParam("exact_window", "3 x 3", "exact chain window", choices=tuple(WINDOWS)),)
+KEYS = tuple(param.key for param in PARAMS)
 # the coupling sweep: 9 values of lambda, on at most 9 sites (a 3 x 4 window takes ~5 s a matrix)
 SWEEP_POINTS = 9
 SWEEP_SITES = 9

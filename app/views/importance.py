@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from app.view_links import ViewParam
 from lsbcore import figures
 from lsbcore.exact import MAX_SITES
 from lsbcore.importance import (
@@ -25,7 +26,13 @@ from lsbcore.importance import (
 )
 from lsbcore.number_text import number_text
 
-KEYS = ("is_proposal", "is_samples", "is_side", "is_max_side")
+PARAMS = (  # the tab's link parameters
+    ViewParam("is_proposal", "field", "Importance proposal", choices=("field", "mean field")),
+    ViewParam("is_samples", 5000, "Importance samples", 100, 20_000),
+    ViewParam("is_side", 3, "Importance window side", 2, 64),
+    ViewParam("is_max_side", 32, "Collapse study largest side", 4, 64),
+)
+KEYS = tuple(param.key for param in PARAMS)
 CACHE_KEY = "importance"
 
 INTRO = (

@@ -26,6 +26,7 @@ import streamlit as st
 from app import charts, presentation, sources, view_links
 from app import config as cfgmod
 from app.text import counted, plain, quote
+from app.view_links import ViewParam
 from lsbcore.figures import sampler_colour, sampler_label
 from lsbcore.number_text import number_text
 from lsbcore.sweep import StoreError, build_map, map_from_json, read_map, read_results, write_map
@@ -40,7 +41,12 @@ SHIPPED = ASSETS / "which_g_where.json"
 MAX_UPLOAD_BYTES = 20_000_000
 SQLITE_HEADER = b"SQLite format 3\x00"
 PANEL_KEY, LAM_KEY, SIGMA_KEY = "wg_panel", "wg_lam", "wg_sigma"
-KEYS = (PANEL_KEY, LAM_KEY, SIGMA_KEY)
+PARAMS = (  # the tab's link parameters: the map's panel and the chosen point
+    ViewParam(PANEL_KEY, 1, "which-g-where panel", 1, 1000),
+    ViewParam(LAM_KEY, 0.0, "which-g-where λ", 0.0, 100.0),
+    ViewParam(SIGMA_KEY, 1.0, "which-g-where σ", 1e-3, 100.0),
+)
+KEYS = tuple(param.key for param in PARAMS)
 UPLOAD_KEY = "wg_upload"
 LOADED = "_wg_loaded"  # the upload read: (file id, name, map or None, error or None)
 PICK_KEY = "wg_pick"  # the heat map's selection
