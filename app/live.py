@@ -21,6 +21,7 @@ import time
 import streamlit as st
 
 from app import (
+    page_state,
     panel_tabs,
     pin_controls,
     presentation,
@@ -28,7 +29,6 @@ from app import (
     session,
     state,
     view_catalogue,
-    view_links,
 )
 from app.pace import speed_text
 from app.target_kind import TargetKind, run_kind
@@ -39,9 +39,6 @@ from lsbcore.samplers.interface import ChainSampler
 
 log = logging.getLogger(__name__)
 
-GROUP_KEY = "view_group"  # the group chooser; the open view itself is st.session_state["view"]
-LAST_KEY = "_view_last"  # the view last open in each group, reopened with its group
-LIVE_KEY = "_live"  # whether the fragment was set to refresh itself (the run was running)
 # keys for a lecture: one key runs and pauses (only one of the two buttons is enabled at a time)
 RUN_PAUSE_KEY = "Space"
 STEP_KEY = "S"
@@ -173,39 +170,40 @@ def _tabs_key(group: str) -> str:
 
 def _on_group() -> None:
     """A group was chosen: reopen the view last open in it (its first view at first)."""
-    group = st.session_state[GROUP_KEY]
-    last = st.session_state.get(LAST_KEY, {})
-    st.session_state[view_links.VIEW] = last.get(group, _groups()[group][0].label)
+    group = page_state.VIEW_GROUP.get()
+    last = page_state.VIEW_LAST.get() or {}
+    page_state.VIEW.set(last.get(group, _groups()[group][0].label))
 
 
 def _on_tab(group: str) -> None:
-    st.session_state[view_links.VIEW] = st.session_state[_tabs_key(group)]
+    page_state.VIEW.set(page_state.Slot(_tabs_key(group), None).get())
 
 
 def view_tabs(page: Page) -> tuple[tuple[View, ...], list]:
     """The group chooser and the open group's tabs (its views and their containers), both set
-    from ``st.session_state["view"]`` (which a link, the Step button or a test may set): only
-    one group's views are drawn, and of those only the open one."""
-    session_state = st.session_state
+    from ``page_state.VIEW`` (which a link, the Step button or a test may set): only one
+    group's views are drawn, and of those only the open one."""
     groups = page.groups
-    view_links.restore(session_state, (view_links.VIEW,))
-    view = session_state[view_links.VIEW]
+    page_state.restore_links((page_state.VIEW.key,))
+    view = page_state.VIEW.get()
     if view not in page.labels:
-        view = session_state[view_links.VIEW] = page.labels[0]
+        view = page_state.VIEW.set(page.labels[0])
     group = page.group_of(view)
-    session_state.setdefault(LAST_KEY, {})[group] = view
-    view_links.remember(session_state, (view_links.VIEW,))
-    view_links.publish(st.query_params, session_state)  # the fragment does not rewrite the link
-    session_state[GROUP_KEY] = group
+    last = page_state.VIEW_LAST.get()
+    if last is None:
+        last = page_state.VIEW_LAST.set({})
+    last[group] = view
+    page_state.remember_links((page_state.VIEW.key,))  # the fragment does not rewrite the link
+    page_state.VIEW_GROUP.set(group)
     st.segmented_control(
         "Views",
         list(groups),
-        key=GROUP_KEY,
+        key=page_state.VIEW_GROUP.key,
         required=True,
         on_change=_on_group,
         label_visibility="collapsed",
     )
-    session_state[_tabs_key(group)] = view
+    page_state.Slot(_tabs_key(group), None).set(view)
     views = groups[group]
     tabs = st.tabs([v.label for v in views], key=_tabs_key(group), on_change=_on_tab, args=(group,))
     return views, tabs
@@ -214,14 +212,14 @@ def view_tabs(page: Page) -> tuple[tuple[View, ...], list]:
 def _current_run() -> state.Run | None:
     """The session's run, or None; a page whose run finished (or was released) is rerun whole
     to redraw its buttons and stop refreshing."""
-    run: state.Run | None = st.session_state.get(session.RUN_KEY)
+    run: state.Run | None = page_state.RUN.get()
     if run is None:
         return None
     if run.released:
         st.rerun(scope="app")  # the page came back after its run was released: a new one
     run.last_seen = time.perf_counter()
-    if st.session_state.get(LIVE_KEY) and not state.active(run):
-        st.session_state[LIVE_KEY] = False
+    if page_state.LIVE.get() and not state.active(run):
+        page_state.LIVE.set(False)
         st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
     return run
 
@@ -251,7 +249,7 @@ def _live_view(view: View) -> None:
 
 def panel(run: state.Run) -> None:
     """The live fragment: it refreshes itself only while the run is running."""
-    st.session_state[LIVE_KEY] = state.active(run)
+    page_state.LIVE.set(state.active(run))
     every = scheduler.refresh_interval(state.running_runs()) if state.active(run) else None
     page = _page(run)
     if not page.groups:  # the RBM and network pages: their tabs inside the fragment

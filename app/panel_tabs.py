@@ -9,7 +9,7 @@ import logging
 
 import streamlit as st
 
-from app import presentation, view_links
+from app import page_state, presentation
 from app.view_record import Page
 
 log = logging.getLogger(__name__)
@@ -17,14 +17,12 @@ log = logging.getLogger(__name__)
 
 def draw(run, page: Page) -> None:
     """``page``'s tabs, the open one kept under its link parameter."""
-    state = st.session_state
-    key, labels = page.link, list(page.labels)
-    view_links.restore(state, (key,))
-    if state[key] not in labels:
-        state[key] = labels[0]
-    containers = st.tabs(labels, key=key, on_change="rerun")
-    view_links.remember(state, (key,))
-    view_links.publish(st.query_params, state)  # the fragment does not rewrite the link
+    open_tab, labels = page_state.Slot(page.link, None), list(page.labels)
+    page_state.restore_links((open_tab.key,))
+    if open_tab.get() not in labels:
+        open_tab.set(labels[0])
+    containers = st.tabs(labels, key=open_tab.key, on_change="rerun")
+    page_state.remember_links((open_tab.key,))  # the fragment does not rewrite the link
     for tab, view in zip(containers, page.views, strict=True):
         if tab.open is False:
             continue

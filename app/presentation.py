@@ -12,15 +12,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import view_links
+from app import page_state
 from app.view_links import ViewParam
 
-KEY = "present"
+KEY = page_state.PRESENT.key  # the switch
 PARAM = ViewParam(KEY, False, "presentation mode")  # a link parameter: ``present=1``
 FONT = 18  # figure text in presentation mode (the page's default is 13)
 HEIGHT_SCALE = 1.25
-_WAS_ON = "_present_was_on"  # the mode at the last rerun (absent: never applied in this session)
-_TURNS = "_present_turns"  # how many times the mode changed (the first: on); names each change
 
 # Always: a tab keeps the focus after a click, and a later key press (Space runs, S steps and
 # opens Proposal) turns on its focus ring, which then stayed on a tab no longer open. Arrow keys
@@ -94,21 +92,21 @@ def is_on() -> bool:
     """Whether presentation mode is on for this session: the switch's own state where it has one
     (its callback has set it before the script runs, so the page follows at once), else the
     saved value (a link's ``present=1``)."""
-    if KEY in st.session_state:
-        return bool(st.session_state[KEY])
-    return bool(view_links.value(st.session_state, KEY))
+    if page_state.PRESENT.is_set():
+        return bool(page_state.PRESENT.get())
+    return bool(page_state.link_value(KEY))
 
 
 def switch() -> bool:
     """The toggle, on the page itself (the sidebar is collapsed in presentation mode)."""
-    view_links.restore(st.session_state, (KEY,))
+    page_state.restore_links((KEY,))
     on = st.toggle(
         "Presentation mode",
         key=KEY,
         help="Large type and figures for a projector, the sidebar collapsed, a sentence per "
         "view. Keys: Space runs or pauses, S takes one step.",
     )
-    view_links.remember(st.session_state, (KEY,))
+    page_state.remember_links((KEY,), publish=False)
     return bool(on)
 
 
@@ -116,9 +114,9 @@ def apply() -> None:
     """Page-wide effects of the mode: the style, and the sidebar collapsed when the mode is
     turned on (or opens from a link) and expanded when it is turned off, in the same rerun."""
     on = is_on()
-    was_on = st.session_state.get(_WAS_ON)
+    was_on = page_state.PRESENT_WAS_ON.get()
     # a fresh page takes this state: "auto" (collapsed on a phone) until the mode has been on
-    ever_on = bool(st.session_state.get(_TURNS))
+    ever_on = bool(page_state.PRESENT_TURNS.get())
     st.set_page_config(
         initial_sidebar_state="collapsed" if on else "expanded" if ever_on else "auto"
     )
@@ -126,10 +124,10 @@ def apply() -> None:
     if on != bool(was_on):
         # The page keeps a sidebar the user opened or closed by hand over the state above, so
         # the change is also made as the user would make it (once, only when it differs).
-        turn = st.session_state[_TURNS] = st.session_state.get(_TURNS, 0) + 1
+        turn = page_state.PRESENT_TURNS.set(page_state.PRESENT_TURNS.get() + 1)
         script = _SIDEBAR_SCRIPT % ("false" if on else "true", turn)
         st.sidebar.html(script, unsafe_allow_javascript=True)
-    st.session_state[_WAS_ON] = on
+    page_state.PRESENT_WAS_ON.set(on)
 
 
 def seeing(sentence: str) -> None:

@@ -24,9 +24,9 @@ import lsbcore
 from app import config as cfgmod
 from app import network_sidebar, network_targets, rbm_sidebar, rbm_targets, sources, view_links
 from app.config import BOUNDS, Config
+from app.page_state import ensure, ensure_in_range
 from app.target_kind import TargetKind, kind_of
 from app.text import counted, plain, quote
-from app.widgets import ensure, ensure_in_range
 from lsbcore.backends import AUTO_NOTE, AUTO_PICKS_CUDA
 from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import SamplerSpec

@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from app import (  # noqa: E402
     config,
     live,
+    page_state,
     pin_controls,
     presentation,
     prompt,
@@ -28,7 +29,6 @@ from app import (  # noqa: E402
     sidebar,
     sources,
     state,
-    view_links,
 )
 from app.target_kind import TargetKind, kind_of  # noqa: E402
 from app.text import plain, quote  # noqa: E402
@@ -93,7 +93,7 @@ def main() -> None:
         return
     if rbm and inputs.rbm is None:
         st.info("Upload binary data and train a model in the sidebar (or pick a digits RBM).")
-        old = st.session_state.get(session.RUN_KEY)
+        old = page_state.RUN.get()
         if old is not None:  # no model yet: the previous target's run does not sample on
             state.pause(old, wait=False)
         return
@@ -102,7 +102,7 @@ def main() -> None:
             "Upload a UAI model file (.uai) in the sidebar, or pick MN 1 or MN 2. The previous "
             "run is kept as it was, paused: choose its target again to go on with it."
         )
-        old = st.session_state.get(session.RUN_KEY)
+        old = page_state.RUN.get()
         if old is not None:
             state.pause(old, wait=False)
         return
@@ -115,7 +115,7 @@ def main() -> None:
     st.query_params.from_dict(
         {
             **config.to_query_params(cfg),
-            **view_links.to_query_params(st.session_state),
+            **page_state.link_query_params(),
             **pin_controls.link_params(),
         }
     )

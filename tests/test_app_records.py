@@ -5,6 +5,7 @@ picker does not offer is an error, never a guess."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,42 @@ def test_a_new_record_is_a_tab_a_link_value_and_a_sentence(monkeypatch):
         assert "A sentence for the room." in html
     finally:
         state._pause_all_runs()
+
+
+# ----------------------------------------------------------------------------- session state
+def test_no_view_touches_session_state_directly():
+    """An architectural contract: the views read and write the session's state through
+    ``app/page_state.py`` (typed slots, the link helpers), never ``st.session_state``."""
+    views = Path(__file__).resolve().parent.parent / "app" / "views"
+    touching = [p.name for p in sorted(views.glob("*.py")) if "session_state" in p.read_text()]
+    assert touching == []
+
+
+def test_a_slot_reads_its_default_until_set(monkeypatch):
+    import streamlit as st
+
+    from app import page_state
+
+    state: dict = {}
+    monkeypatch.setattr(st, "session_state", state)
+    slot = page_state.Slot("t_slot", 3)
+    assert (slot.get(), slot.is_set()) == (3, False)
+    assert slot.set(5) == 5 and state == {"t_slot": 5} and slot.is_set()
+    assert slot.pop() == 5 and slot.pop() == 3 and state == {}
+    assert page_state.ensure("t_choice", "a", lambda v: v in "ab") == "a"
+    state["t_number"] = 40
+    assert page_state.ensure_in_range("t_number", 8, 2, 32) == 32 == state["t_number"]
+
+
+def test_the_figure_format_is_kept_while_the_export_tab_is_closed(monkeypatch):
+    import streamlit as st
+
+    from app import charts
+
+    state: dict = {}
+    monkeypatch.setattr(st, "session_state", state)
+    assert charts.figure_format() == "png"
+    state[charts.FORMAT_KEY] = "svg"  # chosen on the Export tab
+    assert charts.figure_format() == "svg"
+    del state[charts.FORMAT_KEY]  # the tab is closed: Streamlit drops its widget's value
+    assert charts.figure_format() == "svg"

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import view_links
+from app import page_state
 from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore import REGISTRY, figures
@@ -211,8 +211,8 @@ def map_images(view: AnnealView, side: int = 200) -> list[tuple[np.ndarray, str]
 
 # ----------------------------------------------------------------------------- in the app
 def _controls(run_names) -> dict:
-    view_links.restore(st.session_state, KEYS)
-    params = view_links.PARAMS
+    page_state.restore_links(KEYS)
+    params = {param.key: param for param in PARAMS}
     st.radio(
         params["anneal_samplers"].label,
         list(CHOICES),
@@ -247,8 +247,7 @@ def _controls(run_names) -> dict:
         help="End with zero-temperature sweeps: flip every site whose flip raises log p̃ "
         "until none does (a local maximum; it cannot cross to a better mode).",
     )  # fmt: skip
-    values = view_links.remember(st.session_state, KEYS)
-    view_links.publish(st.query_params, st.session_state)
+    values = page_state.remember_links(KEYS)
     return values
 
 

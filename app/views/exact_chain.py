@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import view_links
+from app import page_state
 from app.view_links import ViewParam
 from lsbcore import REGISTRY, exact, figures
 from lsbcore.figures import sampler_label as label
@@ -217,10 +217,9 @@ def render_run(run) -> None:
         "Every state of a small window of this posterior is enumerated, so each sampler's "
         "transition matrix is exact: no sampling noise in the gap or the distance to the target."
     )
-    view_links.restore(st.session_state, KEYS)
+    page_state.restore_links(KEYS)
     choice = st.radio("Window", list(WINDOWS), horizontal=True, key="exact_window")
-    view_links.remember(st.session_state, KEYS)
-    view_links.publish(st.query_params, st.session_state)
+    page_state.remember_links(KEYS)
     rows, cols = WINDOWS[choice]
     target = window_target(run.problem.target, rows, cols)
     if target is None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import view_links
+from app import page_state
 from app.view_links import ViewParam
 from lsbcore import REGISTRY, figures
 from lsbcore.figures import sampler_label as label
@@ -47,6 +47,7 @@ PARAMS = (  # the tab's link parameters
     ViewParam("pt_posterior", "preset", "Tempering posterior", choices=("preset", "run")),
 )  # fmt: skip
 KEYS = tuple(param.key for param in PARAMS)
+BY_KEY = {param.key: param for param in PARAMS}
 
 INTRO = (
     "Parallel tempering runs the chosen sampler on R copies of the posterior at inverse "
@@ -103,8 +104,8 @@ def refusal(choice: str, sweeps: int, replicas: int, n_sites: int) -> str | None
     cost = work(sweeps, replicas, n_sites)
     if cost <= MAX_WORK:
         return None
-    sweep_range = view_links.PARAMS["pt_sweeps"]
-    replica_range = view_links.PARAMS["pt_replicas"]
+    sweep_range = BY_KEY["pt_sweeps"]
+    replica_range = BY_KEY["pt_replicas"]
     most_sweeps = _most(
         lambda s: work(s, replicas, n_sites) <= MAX_WORK, sweep_range.low, sweeps - 1
     )
@@ -185,8 +186,8 @@ def mode_table(result: TemperingComparison) -> list[dict]:
 
 
 def _controls() -> dict:
-    names = [n for n in view_links.PARAMS["pt_sampler"].choices]
-    view_links.restore(st.session_state, KEYS)
+    names = [n for n in BY_KEY["pt_sampler"].choices]
+    page_state.restore_links(KEYS)
     with st.container(horizontal=True):
         st.selectbox("Sampler inside each replica", names, format_func=label, key="pt_sampler")
         st.radio(
@@ -194,7 +195,7 @@ def _controls() -> dict:
             horizontal=True,
         )  # fmt: skip
     with st.container(horizontal=True):
-        params = view_links.PARAMS
+        params = BY_KEY
         st.number_input(
             "Replicas R", min_value=params["pt_replicas"].low,
             max_value=params["pt_replicas"].high, step=1, key="pt_replicas",
@@ -211,8 +212,7 @@ def _controls() -> dict:
             "Adapt the ladder during burn-in", key="pt_adapt",
             help="Toward equal swap rates between neighbours; fixed after burn-in.",
         )  # fmt: skip
-    values = view_links.remember(st.session_state, KEYS)
-    view_links.publish(st.query_params, st.session_state)
+    values = page_state.remember_links(KEYS)
     return values
 
 
