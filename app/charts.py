@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import presentation
+from app import page_state, presentation
 from app.file_names import export_stem
-from app.widgets import ensure
+from app.page_state import ensure
 
 FORMATS = ("png", "svg")
-FORMAT_KEY = "figure_format"
-_CHOSEN = "_figure_format"  # the last choice, kept while the Export tab is closed
+FORMAT_KEY = page_state.FIGURE_FORMAT.key  # the Export tab's choice (a widget)
 # every Plotly toolbar button except the image download (zoom and pan stay on the mouse)
 _HIDDEN = [
     "zoom2d", "pan2d", "select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d",
@@ -45,10 +44,10 @@ def row(name: str, n: int = 2) -> list:
 def figure_format() -> str:
     """The format chosen on the Export tab. Streamlit drops a widget's state in a run that does
     not draw it, so the choice is also kept under a plain key for the other tabs' charts."""
-    state = st.session_state
-    if state.get(FORMAT_KEY) in FORMATS:
-        state[_CHOSEN] = state[FORMAT_KEY]
-    return ensure(FORMAT_KEY, state.get(_CHOSEN, "png"), lambda v: v in FORMATS)
+    chosen = page_state.FIGURE_FORMAT_CHOSEN
+    if page_state.FIGURE_FORMAT.get() in FORMATS:
+        chosen.set(page_state.FIGURE_FORMAT.get())
+    return ensure(FORMAT_KEY, chosen.get(), lambda v: v in FORMATS)
 
 
 def config(stem: str, name: str) -> dict:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
 from app import link_values, network_targets, rbm_targets, view_links
+from app.target_kind import TargetKind, kind_of
 from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY
 from lsbcore.samplers.registry import APP_SAMPLERS
@@ -271,10 +272,10 @@ def pick_size(rate: float, shape: tuple[int, int] | None, budget_s: float = 5.0)
 def target_defaults(target: str) -> dict:
     """The run settings an RBM or network target starts from (its samplers, chains, burn-in and
     mixing lengths); nothing for the Ising posterior, whose source sets them."""
-    kind = rbm_targets.kind(target)
-    if kind == "ising":
+    kind = kind_of(target)
+    if kind is TargetKind.ISING:
         return {}
-    if kind == "network":  # the paper's UAI protocol (appendix D)
+    if kind is TargetKind.NETWORK:  # the paper's UAI protocol (appendix D)
         return {
             "samplers": network_targets.DEFAULT_SAMPLERS,
             "chains": network_targets.DEFAULT_CHAINS,
@@ -332,19 +333,19 @@ def parse_samplers(raw, warnings: list[str], target: str = "ising") -> tuple[str
     network: registry names); unknown names are dropped."""
     items = raw if isinstance(raw, (list, tuple)) else [raw]
     names: list[str] = []
-    kind = rbm_targets.kind(target)
-    rbm = kind == "rbm"
+    kind = kind_of(target)
+    rbm = kind is TargetKind.RBM
     offered = {
-        "rbm": rbm_targets.labels(),
-        "network": network_targets.SAMPLERS,
-        "ising": APP_SAMPLERS,
+        TargetKind.RBM: rbm_targets.labels(),
+        TargetKind.NETWORK: network_targets.SAMPLERS,
+        TargetKind.ISING: APP_SAMPLERS,
     }[kind]
     for item in items:
         for part in str(item).split(","):
             name = part.strip().lower()
             if not name:
                 continue
-            if kind == "network":
+            if kind is TargetKind.NETWORK:
                 if name not in offered:
                     warnings.append(
                         f"samplers: {quote(name)} is not a sampler the network page offers; "
@@ -372,7 +373,7 @@ def parse_samplers(raw, warnings: list[str], target: str = "ising") -> tuple[str
     if not names:
         warnings.append("samplers: none of the names is known; using the default samplers.")
         return None
-    return tuple(n for n in (SAMPLER_ORDER if kind == "ising" else offered) if n in names)
+    return tuple(n for n in (SAMPLER_ORDER if kind is TargetKind.ISING else offered) if n in names)
 
 
 def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, list[str]]:
@@ -493,11 +494,11 @@ def cap_workload(cfg: Config) -> tuple[Config, list[str]]:
     The sidebar applies the same bounds to its widgets before drawing them (so they show the
     values in use); this catches whatever reaches a run another way."""
     notes: list[str] = []
-    kind = rbm_targets.kind(cfg.target)
-    if kind == "rbm":  # an RBM's chains carry no traces; rbm_targets bounds its work
+    kind = kind_of(cfg.target)
+    if kind is TargetKind.RBM:  # an RBM's chains carry no traces; rbm_targets bounds its work
         return cfg, notes
     n_samplers = max(1, len(cfg.samplers))
-    if kind == "network":  # no lattice to bound; the traces' memory is
+    if kind is TargetKind.NETWORK:  # no lattice to bound; the traces' memory is
         least = min_thin(cfg.total_steps, cfg.chains, n_samplers)
         if cfg.thin >= least:
             return cfg, notes

@@ -5,11 +5,12 @@ reruns every ``scheduler.refresh_interval`` seconds (0.2 s unless many runs shar
 and redraws only the open tab (the tabs track their state, so hidden views cost nothing).
 Sidebar widgets and buttons stay responsive because nothing on the page waits for sampling.
 
-On an image run the group chooser, the tabs and a view's own controls (``VIEW_CONTROLS``) are
-drawn once per page run, and the fragment inside the open tab holds only what changes: the
-status line and the view. Widgets redrawn five times a second cost the browser more than the
-images they sit beside (eight pages on two cores: about a third of each redraw's CPU, in the
-browser and on the server; BENCHMARKS.md, issue 29).
+The tabs are the view records' (``app/view_catalogue.py``). On an image run the group chooser,
+the tabs and a view's own controls (its record's ``controls``) are drawn once per page run,
+and the fragment inside the open tab holds only what changes: the status line and the view.
+Widgets redrawn five times a second cost the browser more than the images they sit beside
+(eight pages on two cores: about a third of each redraw's CPU, in the browser and on the
+server; BENCHMARKS.md, issue 29).
 """
 
 from __future__ import annotations
@@ -20,71 +21,24 @@ import time
 import streamlit as st
 
 from app import (
-    network_panel,
-    network_run,
+    page_state,
+    panel_tabs,
     pin_controls,
     presentation,
-    rbm_panel,
-    rbm_run,
     scheduler,
     session,
     state,
-    view_links,
+    view_catalogue,
 )
 from app.pace import speed_text
-from app.views import (
-    annealing,
-    balancing,
-    block_proposals,
-    chains,
-    compare,
-    convergence,
-    exact_chain,
-    export,
-    flow,
-    mixing,
-    proposal,
-    segmentation,
-    tempering,
-    which_g_where,
-    why,
-)
-from app.views import importance as importance_view
-from app.views import weights as weights_view
+from app.target_kind import TargetKind, run_kind
+from app.view_record import Page, View
+from app.views import flow
 from lsbcore.samplers.interface import ChainSampler
 from lsbcore.studies.figures import sampler_label
 
 log = logging.getLogger(__name__)
 
-VIEWS = (
-    ("Chains", chains.render),
-    (session.PROPOSAL_TAB, proposal.render),
-    ("Balancing functions", balancing.render),
-    ("Softmax weights", weights_view.render),
-    ("Convergence", convergence.render),
-    ("Mixing", mixing.render),
-    ("Segmentation", segmentation.render),
-    ("Exact chain", exact_chain.render_run),
-    ("Tempering", tempering.render_run),
-    ("MAP (annealing)", annealing.render_run),
-    ("Importance sampling", importance_view.render_run),
-    ("Block proposals", block_proposals.render_live),
-    ("Flow", flow.render),
-    ("Export", export.render),
-    ("Compare", compare.render),
-    ("Which g where", which_g_where.render_live),
-)
-VIEW_CONTROLS = {  # drawn above the view, outside the fragment
-    "Chains": chains.controls,
-    "Block proposals": block_proposals.render_run,  # a state taken once: nothing live to redraw
-    "Which g where": which_g_where.render,  # a sweep's map: nothing of the run in it
-}
-TAB_LABELS = [name for name, _ in VIEWS]
-RENDER = dict(VIEWS)
-assert set(TAB_LABELS) == set(view_links.VIEW_NAMES), "every view in exactly one group"
-GROUP_KEY = "view_group"  # the group chooser; the open view itself is st.session_state["view"]
-LAST_KEY = "_view_last"  # the view last open in each group, reopened with its group
-LIVE_KEY = "_live"  # whether the fragment was set to refresh itself (the run was running)
 # keys for a lecture: one key runs and pauses (only one of the two buttons is enabled at a time)
 RUN_PAUSE_KEY = "Space"
 STEP_KEY = "S"
@@ -126,12 +80,12 @@ def controls(run: state.Run) -> None:
             on_click=session.on_reset,
             help="Start again from the same random start.",
         )
-        if not network_run.is_network_run(run):
+        if not _page(run).no_pins:
             pin_controls.pin_button(run)
     if run.flow is not None:  # the flow samplers' training: progress, Stop, Resume
         flow.controls(run.flow, run)
-    if network_run.is_network_run(run):
-        st.caption(network_panel.NO_PINS)
+    if _page(run).no_pins:
+        st.caption(_page(run).no_pins)
     pin_controls.notices()
     if run.finished:
         st.success(f"Run complete: {run.n_steps:,} steps. Raise the mixing steps to go on.")
@@ -201,61 +155,71 @@ def _status(run: state.Run) -> None:
         st.warning(notice)
 
 
+def _page(run: state.Run) -> Page:
+    """The page of ``run``'s kind of target (its record, ``app/view_catalogue.py``)."""
+    return view_catalogue.PAGES[run_kind(run)]
+
+
+def _groups() -> dict[str, tuple[View, ...]]:
+    return view_catalogue.PAGES[TargetKind.ISING].groups
+
+
 def _tabs_key(group: str) -> str:
-    return f"view_tabs_{list(view_links.VIEW_GROUPS).index(group)}"
+    return f"view_tabs_{list(_groups()).index(group)}"
 
 
 def _on_group() -> None:
     """A group was chosen: reopen the view last open in it (its first view at first)."""
-    group = st.session_state[GROUP_KEY]
-    last = st.session_state.get(LAST_KEY, {})
-    st.session_state[view_links.VIEW] = last.get(group, view_links.VIEW_GROUPS[group][0])
+    group = page_state.VIEW_GROUP.get()
+    last = page_state.VIEW_LAST.get() or {}
+    page_state.VIEW.set(last.get(group, _groups()[group][0].label))
 
 
 def _on_tab(group: str) -> None:
-    st.session_state[view_links.VIEW] = st.session_state[_tabs_key(group)]
+    page_state.VIEW.set(page_state.Slot(_tabs_key(group), None).get())
 
 
-def view_tabs() -> tuple[str, list]:
-    """The group chooser and the open group's tabs, both set from ``st.session_state["view"]``
-    (which a link, the Step button or a test may set): only one group's views are drawn, and of
-    those only the open one."""
-    session_state = st.session_state
-    view_links.restore(session_state, (view_links.VIEW,))
-    view = session_state[view_links.VIEW]
-    if view not in view_links.VIEW_NAMES:
-        view = session_state[view_links.VIEW] = view_links.VIEW_NAMES[0]
-    group = view_links.group_of(view)
-    session_state.setdefault(LAST_KEY, {})[group] = view
-    view_links.remember(session_state, (view_links.VIEW,))
-    view_links.publish(st.query_params, session_state)  # the fragment does not rewrite the link
-    session_state[GROUP_KEY] = group
+def view_tabs(page: Page) -> tuple[tuple[View, ...], list]:
+    """The group chooser and the open group's tabs (its views and their containers), both set
+    from ``page_state.VIEW`` (which a link, the Step button or a test may set): only one
+    group's views are drawn, and of those only the open one."""
+    groups = page.groups
+    page_state.restore_links((page_state.VIEW.key,))
+    view = page_state.VIEW.get()
+    if view not in page.labels:
+        view = page_state.VIEW.set(page.labels[0])
+    group = page.group_of(view)
+    last = page_state.VIEW_LAST.get()
+    if last is None:
+        last = page_state.VIEW_LAST.set({})
+    last[group] = view
+    page_state.remember_links((page_state.VIEW.key,))  # the fragment does not rewrite the link
+    page_state.VIEW_GROUP.set(group)
     st.segmented_control(
         "Views",
-        list(view_links.VIEW_GROUPS),
-        key=GROUP_KEY,
+        list(groups),
+        key=page_state.VIEW_GROUP.key,
         required=True,
         on_change=_on_group,
         label_visibility="collapsed",
     )
-    session_state[_tabs_key(group)] = view
-    tabs = st.tabs(
-        view_links.VIEW_GROUPS[group], key=_tabs_key(group), on_change=_on_tab, args=(group,)
-    )
-    return group, tabs
+    page_state.Slot(_tabs_key(group), None).set(view)
+    views = groups[group]
+    tabs = st.tabs([v.label for v in views], key=_tabs_key(group), on_change=_on_tab, args=(group,))
+    return views, tabs
 
 
 def _current_run() -> state.Run | None:
     """The session's run, or None; a page whose run finished (or was released) is rerun whole
     to redraw its buttons and stop refreshing."""
-    run: state.Run | None = st.session_state.get(session.RUN_KEY)
+    run: state.Run | None = page_state.RUN.get()
     if run is None:
         return None
     if run.released:
         st.rerun(scope="app")  # the page came back after its run was released: a new one
     run.last_seen = time.perf_counter()
-    if st.session_state.get(LIVE_KEY) and not state.active(run):
-        st.session_state[LIVE_KEY] = False
+    if page_state.LIVE.get() and not state.active(run):
+        page_state.LIVE.set(False)
         st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
     return run
 
@@ -266,40 +230,36 @@ def _live() -> None:
     if run is None:
         return
     _status(run)
-    if rbm_run.is_rbm_run(run):
-        rbm_panel.tabs()
-    else:
-        network_panel.tabs()
+    panel_tabs.draw(run, _page(run))
 
 
-def _live_view(name: str) -> None:
+def _live_view(view: View) -> None:
     """An image run's open view, with the status line above it."""
     run = _current_run()
     if run is None:
         return
     _status(run)
     try:
-        presentation.seeing(name)
-        RENDER[name](run)
-        if name in why.VIEWS:
-            why.render(run)
+        presentation.seeing(view.seeing)
+        view.draw(run)
     except Exception as err:  # one failing view must not take the page down
-        log.exception("view %s failed", name)
-        st.error(f"The {name} view could not be drawn: {err}")
+        log.exception("view %s failed", view.label)
+        st.error(f"The {view.label} view could not be drawn: {err}")
 
 
 def panel(run: state.Run) -> None:
     """The live fragment: it refreshes itself only while the run is running."""
-    st.session_state[LIVE_KEY] = state.active(run)
+    page_state.LIVE.set(state.active(run))
     every = scheduler.refresh_interval(state.running_runs()) if state.active(run) else None
-    if rbm_run.is_rbm_run(run) or network_run.is_network_run(run):
+    page = _page(run)
+    if not page.groups:  # the RBM and network pages: their tabs inside the fragment
         st.fragment(_live, run_every=every)()
         return
-    group, tabs = view_tabs()
-    for tab, name in zip(tabs, view_links.VIEW_GROUPS[group], strict=True):
+    views, tabs = view_tabs(page)
+    for tab, view in zip(tabs, views, strict=True):
         if tab.open is False:
             continue
         with tab:
-            if name in VIEW_CONTROLS:
-                VIEW_CONTROLS[name](run)
-            st.fragment(_live_view, run_every=every)(name)
+            if view.controls is not None:
+                view.controls(run)
+            st.fragment(_live_view, run_every=every)(view)

@@ -1,7 +1,8 @@
 """What a run on a Markov network adds to ``app.state.Run``: its problem record.
 
 The run's comparison is an ``lsbcore.Comparison`` with traces on, driven by the same worker,
-turns and buttons as the Ising one; the network page (``app/network_panel.py``) draws it.
+turns and buttons as the Ising one; the network page (``app/view_catalogue.py`` ``NETWORK``)
+draws it.
 
 No Streamlit here.
 """

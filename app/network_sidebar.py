@@ -17,8 +17,8 @@ import streamlit as st
 
 from app import network_targets
 from app.config import BOUNDS
+from app.page_state import ensure, ensure_in_range
 from app.text import plain, quote
-from app.widgets import ensure, ensure_in_range
 from lsbcore import REGISTRY
 from lsbcore.targets.uai import MAX_UPLOAD_BYTES
 

@@ -6,8 +6,8 @@ probability ``epsilon`` off the favoured value; ``epsilon = 0`` makes them exact
 network the user uploads as a UAI ``MARKOV`` or ``BAYES`` file. Every name the app takes from
 ``lsbcore.networks`` and ``lsbcore.targets.factor_graph`` goes through here.
 
-What the three kinds of target are (the app branches on ``kind``): "ising" (the segmentation
-posterior), "rbm" (app/rbm_targets.py) and "network" (this module).
+What the three kinds of target are (the app branches on their kind, ``app/target_kind.py``):
+"ising" (the segmentation posterior), "rbm" (app/rbm_targets.py) and "network" (this module).
 
 No Streamlit here.
 """
@@ -49,13 +49,6 @@ MAX_VARIABLES = 2_000
 
 def is_network(target: str) -> bool:
     return target in TARGETS
-
-
-def kind(target: str) -> str:
-    """ "ising", "rbm" or "network": what the page does for ``target``."""
-    if target == "ising":
-        return "ising"
-    return "network" if is_network(target) else "rbm"
 
 
 def runnable(graph) -> tuple[tuple[str, ...], dict[str, list[str]]]:

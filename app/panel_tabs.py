@@ -1,6 +1,7 @@
 """The tabs of a page whose views replace the Ising page's (the RBM and network pages): the
 open tab comes from and goes to the link, only it is drawn, and one failing view shows its
-error in its own tab instead of taking the page down."""
+error in its own tab instead of taking the page down. Under them, the sentence on the views
+the page does not offer."""
 
 from __future__ import annotations
 
@@ -8,29 +9,29 @@ import logging
 
 import streamlit as st
 
-from app import presentation, view_links
+from app import page_state, presentation
+from app.view_record import Page
 
 log = logging.getLogger(__name__)
 
 
-def draw(run, key: str, views: dict, what: str) -> None:
-    """Tabs named by ``views`` (label -> ``render(run)``), the open one kept under ``key`` (a
-    link parameter); ``what`` names the page in the log."""
-    state = st.session_state
-    labels = list(views)
-    view_links.restore(state, (key,))
-    if state[key] not in views:
-        state[key] = labels[0]
-    containers = st.tabs(labels, key=key, on_change="rerun")
-    view_links.remember(state, (key,))
-    view_links.publish(st.query_params, state)  # the fragment does not rewrite the link
-    for tab, name in zip(containers, labels, strict=True):
+def draw(run, page: Page) -> None:
+    """``page``'s tabs, the open one kept under its link parameter."""
+    open_tab, labels = page_state.Slot(page.link, None), list(page.labels)
+    page_state.restore_links((open_tab.key,))
+    if open_tab.get() not in labels:
+        open_tab.set(labels[0])
+    containers = st.tabs(labels, key=open_tab.key, on_change="rerun")
+    page_state.remember_links((open_tab.key,))  # the fragment does not rewrite the link
+    for tab, view in zip(containers, page.views, strict=True):
         if tab.open is False:
             continue
         with tab:
             try:
-                presentation.seeing(name)
-                views[name](run)
+                presentation.seeing(view.seeing)
+                view.draw(run)
             except Exception as err:  # one failing view must not take the page down
-                log.exception("%s view %s failed", what, name)
-                st.error(f"The {name} view could not be drawn: {err}")
+                log.exception("%s view %s failed", page.kind, view.label)
+                st.error(f"The {view.label} view could not be drawn: {err}")
+    if page.not_offered:
+        st.caption(page.not_offered)

@@ -12,78 +12,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import view_links
+from app import page_state
+from app.view_links import ViewParam
 
-KEY = "present"
+KEY = page_state.PRESENT.key  # the switch
+PARAM = ViewParam(KEY, False, "presentation mode")  # a link parameter: ``present=1``
 FONT = 18  # figure text in presentation mode (the page's default is 13)
 HEIGHT_SCALE = 1.25
-_WAS_ON = "_present_was_on"  # the mode at the last rerun (absent: never applied in this session)
-_TURNS = "_present_turns"  # how many times the mode changed (the first: on); names each change
-
-# One sentence per view: what is on the screen, in words a room can follow.
-SEEING = {
-    "Chains": "Each strip is one chain's current segmentation; every sampler starts from the "
-    "same noisy states and flips sites until the picture settles.",
-    "Proposal": "Where each sampler wants to flip next: bright sites are likely proposals. "
-    "Informed samplers look at the object's edge; max(1,t) looks almost everywhere.",
-    "Balancing functions": "The curves g(t) that turn a flip's probability ratio t into a "
-    "proposal weight; LSB learns its own curve during burn-in.",
-    "Softmax weights": "LSB 1's mixture of the four fixed functions: how much of each it uses, "
-    "and how that share changes while it learns.",
-    "Convergence": "How far each sampler's chains are from agreement: the log-probability and "
-    "the magnetisation of every chain against steps.",
-    "Mixing": "How fast the chains forget where they were: the autocorrelation against the lag "
-    "and the effective sample size per sampler (higher is better).",
-    "Segmentation": "The posterior's answer: each pixel's probability of being object, and "
-    "where the chains still disagree.",
-    "Exact chain": "No sampling noise: every state of a tiny window is enumerated and each "
-    "sampler's exact distance to the target drawn against steps.",
-    "Importance sampling": "No chain at all: independent draws from a one-coin-per-site guess, "
-    "each weighted by how much likelier the posterior finds it; as the lattice grows, one draw "
-    "ends up carrying all the weight.",
-    "Tempering": "Where every local sampler fails, and the remedy: one chain stuck in one of two "
-    "equally likely pictures, against a ladder of hotter copies that swap states and carry the "
-    "cold chain across.",
-    "MAP (annealing)": "Cooling the posterior towards its single likeliest segmentation: each "
-    "sampler's energy falls as the temperature drops, against the exact optimum from a minimum "
-    "cut.",
-    "Block proposals": "A network trained once on random blocks proposes a whole k x k block "
-    "of the grid at once: its guess beside the exact answer for the block, and how close it "
-    "comes over every block.",
-    "Flow": "A flow trained on this posterior while you watch: its lower bound on log Z "
-    "climbing step by step, and its draws gathering into the posterior's modes, coloured by "
-    "magnetisation. The flow samplers run on it once it is trained.",
-    "Compare": "Pinned runs side by side: what differs in their settings, and how that changes "
-    "the mixing and the learned balancing functions.",
-    "Export": "Everything to keep: the report, the traces, the learned functions and a link "
-    "that reopens this page.",
-    "Which g where": "A sweep's verdict: for each coupling and noise level, the balancing "
-    "function that mixes best per target evaluation, and where the seeds cannot tell two apart; "
-    "click a point to open it live.",
-}
-# An RBM run's own views (app/rbm_panel.py); its balancing and weights views use SEEING's.
-RBM_SEEING = {
-    "Digits": "Each row is one sampler's chains drawn as images, now: all started from the same "
-    "random noise, and a sampler that mixes well draws recognisable handwritten digits.",
-    "MMD": "How far each sampler's chains are from exact samples of the model, against the "
-    "target evaluations spent; the dashed line is where exact sampling itself would sit.",
-    "Acceptance and hops": "How often each sampler's proposals are accepted, and how many "
-    "pixels a chain changes per step.",
-    "Pinned runs": "The MMD curves of earlier runs of this model, pinned, under this run's: "
-    "which settings reach the exact samples' level sooner.",
-}
-
-# A Markov-network run's own views (app/network_panel.py); its balancing and weights views use
-# SEEING's.
-NETWORK_SEEING = {
-    "Network": "The network's variables, joined where they share a factor, each coloured by how "
-    "often one sampler's chains have it at +1: near-deterministic factors lock neighbours "
-    "together, and a sampler that mixes well keeps crossing between the locked patterns.",
-    "Trace": "Each sampler's log-probability and magnetisation against the target evaluations "
-    "it spent: chains that are stuck show as flat lines.",
-    "ESS": "Effective draws per window of each sampler, the paper's Table 3 measure: higher is "
-    "better, and the bars show the spread over chains.",
-}
 
 # Always: a tab keeps the focus after a click, and a later key press (Space runs, S steps and
 # opens Proposal) turns on its focus ring, which then stayed on a tab no longer open. Arrow keys
@@ -157,21 +92,21 @@ def is_on() -> bool:
     """Whether presentation mode is on for this session: the switch's own state where it has one
     (its callback has set it before the script runs, so the page follows at once), else the
     saved value (a link's ``present=1``)."""
-    if KEY in st.session_state:
-        return bool(st.session_state[KEY])
-    return bool(view_links.value(st.session_state, KEY))
+    if page_state.PRESENT.is_set():
+        return bool(page_state.PRESENT.get())
+    return bool(page_state.link_value(KEY))
 
 
 def switch() -> bool:
     """The toggle, on the page itself (the sidebar is collapsed in presentation mode)."""
-    view_links.restore(st.session_state, (KEY,))
+    page_state.restore_links((KEY,))
     on = st.toggle(
         "Presentation mode",
         key=KEY,
         help="Large type and figures for a projector, the sidebar collapsed, a sentence per "
         "view. Keys: Space runs or pauses, S takes one step.",
     )
-    view_links.remember(st.session_state, (KEY,))
+    page_state.remember_links((KEY,), publish=False)
     return bool(on)
 
 
@@ -179,9 +114,9 @@ def apply() -> None:
     """Page-wide effects of the mode: the style, and the sidebar collapsed when the mode is
     turned on (or opens from a link) and expanded when it is turned off, in the same rerun."""
     on = is_on()
-    was_on = st.session_state.get(_WAS_ON)
+    was_on = page_state.PRESENT_WAS_ON.get()
     # a fresh page takes this state: "auto" (collapsed on a phone) until the mode has been on
-    ever_on = bool(st.session_state.get(_TURNS))
+    ever_on = bool(page_state.PRESENT_TURNS.get())
     st.set_page_config(
         initial_sidebar_state="collapsed" if on else "expanded" if ever_on else "auto"
     )
@@ -189,15 +124,15 @@ def apply() -> None:
     if on != bool(was_on):
         # The page keeps a sidebar the user opened or closed by hand over the state above, so
         # the change is also made as the user would make it (once, only when it differs).
-        turn = st.session_state[_TURNS] = st.session_state.get(_TURNS, 0) + 1
+        turn = page_state.PRESENT_TURNS.set(page_state.PRESENT_TURNS.get() + 1)
         script = _SIDEBAR_SCRIPT % ("false" if on else "true", turn)
         st.sidebar.html(script, unsafe_allow_javascript=True)
-    st.session_state[_WAS_ON] = on
+    page_state.PRESENT_WAS_ON.set(on)
 
 
-def seeing(view: str) -> None:
-    """The view's sentence, in presentation mode only."""
-    sentence = SEEING.get(view) or RBM_SEEING.get(view) or NETWORK_SEEING.get(view)
+def seeing(sentence: str) -> None:
+    """A view's sentence (its record's ``seeing``, ``app/view_record.py``), in presentation
+    mode only."""
     if is_on() and sentence:
         text = sentence.replace("&", "&amp;").replace("<", "&lt;")
         st.html(f'<div class="lsb-seeing"><b>What you are seeing.</b> {text}</div>')

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import rbm_targets, rbm_training
-from app.widgets import ensure
+from app.page_state import TARGET, ensure
 
 # the RBM comparison's samplers that learn during burn-in
 LEARNERS = "LSB 1, LSB 2, FLSB 1, FLSB 2"
@@ -25,7 +25,7 @@ def shipped_model(target: str):
 
 def model(sb, inputs) -> None:
     """Describe the chosen RBM and put it (and what identifies it) in ``inputs``."""
-    target = st.session_state["target"]
+    target = TARGET.get()
     sb.header("The model")
     if target in rbm_targets.SHIPPED:
         try:

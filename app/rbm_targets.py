@@ -3,9 +3,9 @@
 The sidebar's target picker: the Ising segmentation posterior (the default), an RBM trained on
 the binarised handwritten digits at 8 x 8 or 16 x 16 (shipped with ``lsbcore.rbm``), or one the
 user trains on their own data in the session (``app/rbm_training.py``), or a Markov network
-(``app/network_targets.py``; ``kind`` says which of the three a target is). Every name the app takes
-from ``lsbcore.rbm`` goes through here, imported when first needed, so that the Ising page never
-pays for it.
+(``app/network_targets.py``; ``app/target_kind.py`` says which of the three a target is). Every
+name the app takes from ``lsbcore.rbm`` goes through here, imported when first needed, so that
+the Ising page never pays for it.
 
 No Streamlit here.
 """
@@ -37,11 +37,6 @@ DIGITS_SHOWN = 8  # chains drawn per sampler in the digit grid
 
 def is_rbm(target: str) -> bool:
     return target in RBM_TARGETS
-
-
-def kind(target: str) -> str:
-    """ "ising", "rbm" or "network": which page ``target`` gets."""
-    return network_targets.kind(target)
 
 
 def labels() -> tuple[str, ...]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from app.page_state import ensure_in_range
 from app.text import plain
-from app.widgets import ensure_in_range
 
 log = logging.getLogger(__name__)
 

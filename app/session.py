@@ -20,25 +20,24 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import lsbcore
 from app import config as cfgmod
-from app import flow_training, network_run, rbm_run, rbm_targets, sources, state
+from app import flow_training, page_state, rbm_targets, sources, state
 from app import prompt as prompts
 from app.config import Config
 from app.sidebar import Inputs
+from app.target_kind import TargetKind, kind_of, run_kind
 from app.text import plain
+from app.view_catalogue import PROPOSAL
 from app.views import flow as flow_view
 from app.views.segmentation import CARRIED, recorded_marginal
 from lsbcore.samplers.registry import refusal
 
-PROPOSAL_TAB = "Proposal"
-RUN_KEY = "_run"  # the Run object (the button keys run/pause/step/reset are widgets)
-
 
 def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run | None:
     """A new run for ``cfg`` (with the user's ``prompt``), or of ``problem`` when given."""
-    kind = rbm_targets.kind(cfg.target)
-    if kind == "rbm":
+    kind = kind_of(cfg.target)
+    if kind is TargetKind.RBM:
         return _build_rbm(cfg, inputs)
-    if kind == "network":
+    if kind is TargetKind.NETWORK:
         return _build_network(cfg, inputs)
     try:
         if problem is None:
@@ -71,7 +70,7 @@ def _flow_job(cfg: Config, target) -> flow_training.FlowJob | None:
     context = get_script_run_ctx()
     session_id = context.session_id if context is not None else None
     return flow_training.job_for(
-        st.session_state, key, target, cfg.flow_steps, cfg.seed,
+        page_state.store(), key, target, cfg.flow_steps, cfg.seed,
         alive=lambda: state.session_connected(session_id),
     )  # fmt: skip
 
@@ -114,15 +113,15 @@ def _build_network(cfg: Config, inputs: Inputs) -> state.Run | None:
 
 def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
     """None when ``run`` can carry on under ``cfg``, else a sentence saying what changed."""
-    old, old_key = run.config, st.session_state.get("_run_inputs", key)
+    old, old_key = run.config, page_state.RUN_INPUTS.get() or key
     target = cfgmod.changed(old, cfg, cfgmod.TARGET_FIELDS)
-    kind = rbm_targets.kind(cfg.target)
+    kind = kind_of(cfg.target)
     if old_key[0] != key[0]:
-        target.append({"rbm": "model", "network": "network"}.get(kind, "image"))
+        target.append({TargetKind.RBM: "model", TargetKind.NETWORK: "network"}.get(kind, "image"))
     elif len(old_key) < 3 or old_key[2] != key[2]:
         target.append("object prompt")
     if target:
-        what = "posterior" if kind == "ising" else "target"
+        what = "posterior" if kind is TargetKind.ISING else "target"
         return f"The {what} changed ({', '.join(target)})"
     samplers = cfgmod.changed(old, cfg, cfgmod.SAMPLER_FIELDS)
     if old_key[1] != key[1]:
@@ -136,15 +135,14 @@ def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
 
 def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     """The run for ``cfg``: the current one when it still fits, else a new one."""
-    session = st.session_state
-    run: state.Run | None = session.get(RUN_KEY)
-    ising_image = cfg.source != "paper" and rbm_targets.kind(cfg.target) == "ising"
+    run: state.Run | None = page_state.RUN.get()
+    ising_image = cfg.source != "paper" and kind_of(cfg.target) is TargetKind.ISING
     prompt = prompts.current(inputs.image_id) if ising_image else None
     key = (inputs.image_id, inputs.learned_id, prompt)
-    reset = session.pop("_pending_reset", False)
+    reset = page_state.PENDING_RESET.pop()
     if run is not None and run.released:  # its page was gone for a while: start afresh
         st.info("This page was away, so its run was stopped and its memory released.")
-        run = session[RUN_KEY] = None
+        run = page_state.RUN.set(None)
     if run is not None and not reset:
         reason = _why_rebuild(run, cfg, key)
         if reason is None:
@@ -165,8 +163,8 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     if new is not None:
         context = get_script_run_ctx()
         new.session_id = context.session_id if context is not None else None
-    session[RUN_KEY] = new
-    session["_run_inputs"] = key
+    page_state.RUN.set(new)
+    page_state.RUN_INPUTS.set(key)
     if new is not None and keep_running:
         state.start(new)
     return new
@@ -175,7 +173,7 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
 def _same_object(run: state.Run, cfg: Config, inputs: Inputs, prompt, key: tuple) -> bool:
     """Whether only the object choice changed and it leaves the posterior as it is (auto had
     picked that class, or a prompt decides the object anyway)."""
-    old_key = st.session_state.get("_run_inputs", key)
+    old_key = page_state.RUN_INPUTS.get() or key
     only_object = cfgmod.changed(run.config, cfg, cfgmod.TARGET_FIELDS) == [
         cfgmod.LABELS["polarity"]
     ]
@@ -194,7 +192,7 @@ def _carry_marginal(old: state.Run, new: state.Run) -> None:
     """Give ``new`` the old run's sampled marginal when its posterior is the same or the
     mirror image (alpha negated, as flipping the object class does; the Ising prior is
     symmetric under x -> -x, so P_new(x_i = +1) = 1 - P_old(x_i = +1) exactly)."""
-    if any(rbm_run.is_rbm_run(r) or network_run.is_network_run(r) for r in (old, new)):
+    if any(run_kind(r) is not TargetKind.ISING for r in (old, new)):
         return  # an RBM or a network run has no segmentation marginal to carry
     marginal = recorded_marginal(old)
     a, b = old.problem.target, new.problem.target
@@ -249,7 +247,7 @@ def _refit(run: state.Run, cfg: Config, inputs: Inputs) -> state.Run:
     )
     context = get_script_run_ctx()
     new.session_id = context.session_id if context is not None else None
-    st.session_state[RUN_KEY] = new
+    page_state.RUN.set(new)
     st.info(
         f"The run settled, so the object's and the background's colours were refitted from "
         f"its marginal (refit {data.refits} of {prompts.REFITS}); sampling goes on from the "
@@ -262,38 +260,38 @@ def _refit(run: state.Run, cfg: Config, inputs: Inputs) -> state.Run:
 # ----------------------------------------------------------------------------- buttons
 def plain_steps(run: state.Run) -> bool:
     """Whether Step takes a plain step (an RBM or a network: no Proposal view to show it)."""
-    return rbm_run.is_rbm_run(run) or network_run.is_network_run(run)
+    return run_kind(run) is not TargetKind.ISING
 
 
 def on_run() -> None:
-    run = st.session_state.get(RUN_KEY)
+    run = page_state.RUN.get()
     if run is not None:
         state.start(run)
 
 
 def on_pause() -> None:
-    run = st.session_state.get(RUN_KEY)
+    run = page_state.RUN.get()
     if run is not None:
         state.pause(run)
 
 
 def on_step() -> None:
-    run = st.session_state.get(RUN_KEY)
+    run = page_state.RUN.get()
     if run is not None:
         state.pause(run)
-        st.session_state["_pending_step"] = True
+        page_state.PENDING_STEP.set(True)
         if not plain_steps(run):  # an RBM's or a network's step is a plain one
-            st.session_state["view"] = PROPOSAL_TAB
+            page_state.VIEW.set(PROPOSAL)
 
 
 def on_reset() -> None:
-    st.session_state["_pending_reset"] = True
+    page_state.PENDING_RESET.set(True)
 
 
 def pending_step(run: state.Run) -> None:
     """Take the slow-motion step the Step button asked for."""
-    if st.session_state.pop("_pending_step", False):
+    if page_state.PENDING_STEP.pop():
         if plain_steps(run):  # no slow-motion view on an RBM or a network: one plain step
             state.advance(run, 0.0, max_steps=1)
             return
-        state.slow_step(run, int(st.session_state.get("proposal_chain", 1)) - 1)
+        state.slow_step(run, int(page_state.PROPOSAL_CHAIN.get()) - 1)

@@ -24,8 +24,9 @@ import lsbcore
 from app import config as cfgmod
 from app import network_sidebar, network_targets, rbm_sidebar, rbm_targets, sources, view_links
 from app.config import BOUNDS, Config
+from app.page_state import ensure, ensure_in_range
+from app.target_kind import TargetKind, kind_of
 from app.text import counted, plain, quote
-from app.widgets import ensure, ensure_in_range
 from lsbcore.backends import AUTO_NOTE, AUTO_PICKS_CUDA
 from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import SamplerSpec
@@ -132,7 +133,7 @@ def _on_target() -> None:
     source's)."""
     state = st.session_state
     target = state["target"]
-    if rbm_targets.kind(target) != "ising":
+    if kind_of(target) is not TargetKind.ISING:
         _apply_defaults(cfgmod.target_defaults(target))
         return
     source = state["source"]
@@ -208,7 +209,7 @@ def _changed(what: str) -> None:
 def _least_chains() -> int:
     """Whether a photo has settled is judged across its chains: stopping when settled needs 2."""
     state = st.session_state
-    if rbm_targets.kind(state["target"]) != "ising":
+    if kind_of(state["target"]) is not TargetKind.ISING:
         return 1
     return 2 if state["source"] != "paper" and state["until_settled"] else 1
 
@@ -221,11 +222,11 @@ def _fit_workload() -> dict[str, str]:
     ensure_in_range("chains", Config().chains, *BOUNDS["chains"][1:])
     ensure_in_range("size", Config().size, *BOUNDS["size"][1:])
     ensure_in_range("thin", 1, *BOUNDS["thin"][1:])
-    kind = rbm_targets.kind(state["target"])
-    if kind == "rbm":  # no lattice and no traces: the bounds hold
+    kind = kind_of(state["target"])
+    if kind is TargetKind.RBM:  # no lattice and no traces: the bounds hold
         return notes
     n_samplers = max(1, len(state["samplers"]))
-    if kind == "network":  # no lattice: only the traces' memory is bounded
+    if kind is TargetKind.NETWORK:  # no lattice: only the traces' memory is bounded
         _fit_thin(notes, n_samplers)
         return notes
     least = _least_chains()
@@ -571,10 +572,10 @@ def _posterior(sb, samples: tuple[str, ...], notes: dict[str, str]) -> Inputs:
 def _offered() -> tuple[str, ...]:
     """The samplers the chosen target offers, in the multiselect's order (a network's: those
     that can run on some network; the multiselect offers those that run on the chosen one)."""
-    kind = rbm_targets.kind(st.session_state.get("target", "ising"))
-    if kind == "rbm":
+    kind = kind_of(st.session_state.get("target", "ising"))
+    if kind is TargetKind.RBM:
         return rbm_targets.labels()
-    if kind == "network":
+    if kind is TargetKind.NETWORK:
         return network_targets.SAMPLERS
     return cfgmod.SAMPLER_ORDER
 
@@ -587,9 +588,9 @@ def _known_samplers(value) -> bool:
 def _samplers(sb, network=None) -> tuple[bytes | None, str | None]:
     state = st.session_state
     sb.header("Samplers")
-    kind = rbm_targets.kind(state["target"])
-    if kind != "ising":
-        if kind == "rbm":
+    kind = kind_of(state["target"])
+    if kind is not TargetKind.ISING:
+        if kind is TargetKind.RBM:
             rbm_sidebar.samplers(sb)
         else:
             network_sidebar.samplers(sb, network)
@@ -653,10 +654,10 @@ def _flow_settings(sb) -> None:
 def _learning() -> None:
     """The learning rate, optimiser and LSB 2 width of the learned samplers."""
     sb = st.sidebar
-    kind = rbm_targets.kind(st.session_state["target"])
-    if kind == "rbm":
+    kind = kind_of(st.session_state["target"])
+    if kind is TargetKind.RBM:
         learners = rbm_sidebar.LEARNERS
-    elif kind == "network":
+    elif kind is TargetKind.NETWORK:
         learners = network_sidebar.learners()
     else:
         learners = ", ".join(s.label for s in lsbcore.REGISTRY.values() if s.app and s.learnable)
@@ -690,8 +691,8 @@ def _learning() -> None:
 def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
     sb.header("Run")
     state = st.session_state
-    kind = rbm_targets.kind(state["target"])
-    rbm = kind != "ising"  # no lattice: an RBM or a network
+    kind = kind_of(state["target"])
+    rbm = kind is not TargetKind.ISING  # no lattice: an RBM or a network
     if rbm:  # the image sources' widgets (start, stop when settled) are not for these
         source = "paper"
     least = _least_chains()
@@ -731,9 +732,9 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         )
     step_note = (
         " A block Gibbs step updates one block of sites."
-        if kind == "rbm"
+        if kind is TargetKind.RBM
         else ""
-        if kind == "network"
+        if kind is TargetKind.NETWORK
         else " For block Gibbs a step is one sweep (every site updated once)."
     )
     _number(
@@ -762,7 +763,7 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         )
     if "thin" in notes:
         sb.caption(notes["thin"])
-    if kind != "rbm":  # an RBM run keeps no traces, only its MMD checkpoints
+    if kind is not TargetKind.RBM:  # an RBM run keeps no traces, only its MMD checkpoints
         _number(
             sb,
             "Record every (steps)",
@@ -803,20 +804,20 @@ def render(samples: tuple[str, ...]) -> Inputs:
     """Draw the sidebar and return the configuration and data it describes."""
     _complete()
     ensure("target", "ising", lambda v: v in rbm_targets.TARGETS)
-    kind = rbm_targets.kind(st.session_state["target"])
+    kind = kind_of(st.session_state["target"])
     default_samplers = {
-        "rbm": rbm_targets.DEFAULT_SAMPLERS,
-        "network": network_targets.DEFAULT_SAMPLERS,
+        TargetKind.RBM: rbm_targets.DEFAULT_SAMPLERS,
+        TargetKind.NETWORK: network_targets.DEFAULT_SAMPLERS,
     }.get(kind, Config().samplers)
     ensure("samplers", list(default_samplers), _known_samplers)
     notes = _fit_workload()
     _restate()
     sb = st.sidebar
     target = _target(sb)
-    kind = rbm_targets.kind(target)
-    if kind != "ising":
+    kind = kind_of(target)
+    if kind is not TargetKind.ISING:
         inputs = Inputs(config=Config())
-        (rbm_sidebar if kind == "rbm" else network_sidebar).model(sb, inputs)
+        (rbm_sidebar if kind is TargetKind.RBM else network_sidebar).model(sb, inputs)
     else:
         inputs = _posterior(sb, samples, notes)
     inputs.learned_json, inputs.learned_id = _samplers(sb, inputs.network)

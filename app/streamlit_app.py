@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from app import (  # noqa: E402
     config,
     live,
+    page_state,
     pin_controls,
     presentation,
     prompt,
@@ -28,8 +29,8 @@ from app import (  # noqa: E402
     sidebar,
     sources,
     state,
-    view_links,
 )
+from app.target_kind import TargetKind, kind_of  # noqa: E402
 from app.text import plain, quote  # noqa: E402
 from app.views import about, posterior  # noqa: E402
 
@@ -67,16 +68,16 @@ def main() -> None:
     title.title("LSB Explorer")
     with switch:
         presentation.switch()
-    kind = rbm_targets.kind(inputs.config.target)
-    rbm, network = kind == "rbm", kind == "network"
+    kind = kind_of(inputs.config.target)
+    rbm, network = kind is TargetKind.RBM, kind is TargetKind.NETWORK
     if not present:
         st.caption(
             "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), "
             + {
-                "rbm": "sampling a restricted Boltzmann machine (the paper's handwritten digits, "
-                "or your own data). ",
-                "network": "sampling a Markov network with near-deterministic factors (the "
-                "paper's Table 3: MN 1 and MN 2 as generated here, or your own UAI file). ",
+                TargetKind.RBM: "sampling a restricted Boltzmann machine (the paper's handwritten "
+                "digits, or your own data). ",
+                TargetKind.NETWORK: "sampling a Markov network with near-deterministic factors "
+                "(the paper's Table 3: MN 1 and MN 2 as generated here, or your own UAI file). ",
             }.get(kind, "segmenting an image under an Ising prior. ")
             + "Configure in the sidebar, press Run (or Space), watch the tabs."
         )
@@ -92,7 +93,7 @@ def main() -> None:
         return
     if rbm and inputs.rbm is None:
         st.info("Upload binary data and train a model in the sidebar (or pick a digits RBM).")
-        old = st.session_state.get(session.RUN_KEY)
+        old = page_state.RUN.get()
         if old is not None:  # no model yet: the previous target's run does not sample on
             state.pause(old, wait=False)
         return
@@ -101,11 +102,11 @@ def main() -> None:
             "Upload a UAI model file (.uai) in the sidebar, or pick MN 1 or MN 2. The previous "
             "run is kept as it was, paused: choose its target again to go on with it."
         )
-        old = st.session_state.get(session.RUN_KEY)
+        old = page_state.RUN.get()
         if old is not None:
             state.pause(old, wait=False)
         return
-    if kind == "ising" and cfg.source != "paper" and inputs.image is None:
+    if kind is TargetKind.ISING and cfg.source != "paper" and inputs.image is None:
         st.info("Upload an image in the sidebar (or choose a paper case or a sample image).")
         return
     run = session.ensure_run(cfg, inputs)
@@ -114,7 +115,7 @@ def main() -> None:
     st.query_params.from_dict(
         {
             **config.to_query_params(cfg),
-            **view_links.to_query_params(st.session_state),
+            **page_state.link_query_params(),
             **pin_controls.link_params(),
         }
     )

@@ -1,5 +1,7 @@
-"""Link parameters of the views that have their own controls (tempering, annealing, importance
-sampling): one table of them, parsed and validated like the sidebar's, kept across reruns.
+"""Link parameters of the views: the open tab of each page, and the parameters of the views that
+have their own controls (tempering, annealing, importance sampling, ...): one table of them,
+parsed and validated like the sidebar's, kept across reruns. The table is the view records'
+(``app/view_catalogue.py``: each view's ``params``, each page's open tab, presentation mode).
 
 A view's widget uses its parameter's ``key`` as its Session State key. Streamlit drops a widget's
 state in a run where the widget is not drawn (a closed tab), so the values also live in a plain
@@ -16,9 +18,9 @@ from dataclasses import dataclass
 
 from app import link_values
 from app.text import quote
-from lsbcore.samplers.registry import REGISTRY
 
 SAVED = "_view_links"
+VIEW = "view"  # the Ising page's open view (a link's ``view=Mixing`` opens that tab)
 
 
 @dataclass(frozen=True)
@@ -64,27 +66,32 @@ class ViewParam:
         return str(value)
 
 
+# Every link parameter of the views by key, filled from the view records when first needed
+# (the records import the views, which use this module): read it through ``all_params()``.
 PARAMS: dict[str, ViewParam] = {}
 
 
-def register(*params: ViewParam) -> None:
-    for param in params:
-        if param.key in PARAMS:
-            raise ValueError(f"a view parameter called {param.key!r} is registered already.")
-        PARAMS[param.key] = param
+def all_params() -> dict[str, ViewParam]:
+    """Every link parameter of the views by key (``app/view_catalogue.py``'s records)."""
+    if not PARAMS:
+        from app import view_catalogue
+
+        PARAMS.update(view_catalogue.link_params())
+    return PARAMS
 
 
 def is_view_key(key: str) -> bool:
-    return key in PARAMS
+    return key in all_params()
 
 
 def from_query_params(params: Mapping) -> tuple[dict, list[str]]:
     """The view values a link carries (validated; others at their defaults) and warnings."""
     warnings: list[str] = []
-    values = {key: param.default for key, param in PARAMS.items()}
+    table = all_params()
+    values = {key: param.default for key, param in table.items()}
     for key, raw in params.items():
-        if key in PARAMS:
-            values[key] = PARAMS[key].parse(raw, warnings)
+        if key in table:
+            values[key] = table[key].parse(raw, warnings)
     return values, warnings
 
 
@@ -95,7 +102,7 @@ def init(state: MutableMapping, values: Mapping) -> None:
 
 def _saved(state: MutableMapping) -> dict:
     if SAVED not in state:
-        state[SAVED] = {key: param.default for key, param in PARAMS.items()}
+        state[SAVED] = {key: param.default for key, param in all_params().items()}
     return state[SAVED]
 
 
@@ -104,7 +111,7 @@ def restore(state: MutableMapping, keys) -> None:
     saved = _saved(state)
     for key in keys:
         if key not in state:
-            state[key] = saved.get(key, PARAMS[key].default)
+            state[key] = saved.get(key, all_params()[key].default)
 
 
 def remember(state: MutableMapping, keys) -> dict:
@@ -112,13 +119,13 @@ def remember(state: MutableMapping, keys) -> dict:
     return them."""
     saved = _saved(state)
     for key in keys:
-        saved[key] = PARAMS[key].parse(state.get(key, saved.get(key)), [])
+        saved[key] = all_params()[key].parse(state.get(key, saved.get(key)), [])
     return {key: saved[key] for key in keys}
 
 
 def value(state: MutableMapping, key: str):
     """The saved value of ``key``."""
-    return _saved(state).get(key, PARAMS[key].default)
+    return _saved(state).get(key, all_params()[key].default)
 
 
 def to_query_params(state: MutableMapping) -> dict[str, str]:
@@ -126,7 +133,7 @@ def to_query_params(state: MutableMapping) -> dict[str, str]:
     saved = _saved(state)
     return {
         key: param.text(saved[key])
-        for key, param in PARAMS.items()
+        for key, param in all_params().items()
         if key in saved and saved[key] != param.default
     }
 
@@ -135,131 +142,9 @@ def publish(query_params: MutableMapping, state: MutableMapping) -> None:
     """Bring the page's link up to date with the saved view values (a view redrawn inside a
     fragment does not rerun the script that writes the whole link)."""
     wanted = to_query_params(state)
-    for key in PARAMS:
+    for key in all_params():
         current = query_params.get(key)
         if key in wanted and current != wanted[key]:
             query_params[key] = wanted[key]
         elif key not in wanted and key in query_params:
             del query_params[key]
-
-
-# ----------------------------------------------------------------------------- the parameters
-# One section per view; a view's widgets use these keys. Keys carry the view's prefix.
-
-# The open view (a tab), in three groups: each group's tab strip fits 1280 px in presentation
-# mode, where one strip of all thirteen would be cut. A link's ``view=Mixing`` opens that tab.
-VIEW = "view"
-VIEW_GROUPS = {
-    "LSB views": (
-        "Chains",
-        "Proposal",
-        "Balancing functions",
-        "Softmax weights",
-        "Convergence",
-        "Mixing",
-        "Segmentation",
-    ),
-    "Beyond LSB": (
-        "Exact chain",
-        "Tempering",
-        "MAP (annealing)",
-        "Importance sampling",
-        "Block proposals",
-        "Flow",
-    ),
-    "Results": ("Export", "Compare", "Which g where"),
-}
-VIEW_NAMES = tuple(name for names in VIEW_GROUPS.values() for name in names)
-
-
-def group_of(view: str) -> str:
-    """The group that holds ``view`` (the first group for an unknown name)."""
-    return next((g for g, names in VIEW_GROUPS.items() if view in names), next(iter(VIEW_GROUPS)))
-
-
-register(ViewParam(VIEW, VIEW_NAMES[0], "view", choices=VIEW_NAMES))
-
-# The open view of an RBM run (app/rbm_panel.py draws these tabs): ``rbm_view=MMD``
-RBM_VIEW = "rbm_view"
-RBM_VIEW_NAMES = (
-    "Digits",
-    "MMD",
-    "Balancing functions",
-    "Softmax weights",
-    "Acceptance and hops",
-    "Pinned runs",
-)
-register(ViewParam(RBM_VIEW, RBM_VIEW_NAMES[0], "RBM view", choices=RBM_VIEW_NAMES))
-
-# The open view of a Markov-network run (app/network_panel.py): ``network_view=ESS``
-NETWORK_VIEW = "network_view"
-NETWORK_VIEW_NAMES = (
-    "Network",
-    "Trace",
-    "ESS",
-    "Balancing functions",
-    "Softmax weights",
-    "Block proposals",
-)
-register(ViewParam(NETWORK_VIEW, NETWORK_VIEW_NAMES[0], "network view", choices=NETWORK_VIEW_NAMES))
-
-# the Exact chain tab: the window of the posterior that is enumerated
-register(
-    ViewParam(
-        "exact_window", "3 x 3", "exact chain window", choices=("2 x 2", "2 x 3", "3 x 3", "3 x 4")
-    )
-)
-# the Block proposals tab (app/views/block_proposals.py): block size, weights, the chosen tile
-register(
-    ViewParam("bp_k", 2, "block size", 2, 4),
-    ViewParam("bp_weights", "trained", "block proposal weights", choices=("trained", "untrained")),
-    ViewParam("bp_row", 1, "block tile row", 1, 4096),
-    ViewParam("bp_col", 1, "block tile column", 1, 4096),
-)
-# the Which g where tab (app/views/which_g_where.py): the map's panel and the chosen point
-register(
-    ViewParam("wg_panel", 1, "which-g-where panel", 1, 1000),
-    ViewParam("wg_lam", 0.0, "which-g-where λ", 0.0, 100.0),
-    ViewParam("wg_sigma", 1.0, "which-g-where σ", 1e-3, 100.0),
-)
-# presentation mode (app/presentation.py): large type, collapsed sidebar, a sentence per view
-register(ViewParam("present", False, "presentation mode"))
-
-# --------- importance sampling (app/views/importance.py)
-register(
-    ViewParam("is_proposal", "field", "Importance proposal", choices=("field", "mean field")),
-    ViewParam("is_samples", 5000, "Importance samples", 100, 20_000),
-    ViewParam("is_side", 3, "Importance window side", 2, 64),
-    ViewParam("is_max_side", 32, "Collapse study largest side", 4, 64),
-)
-
-# MAP (annealing): app/views/annealing.py
-register(
-    ViewParam("anneal_samplers", "both", "Samplers to anneal", choices=("both", "run", "block")),
-    ViewParam("anneal_kind", "geometric", "Schedule", choices=("geometric", "linear")),
-    ViewParam("anneal_beta_0", 1.0, "Starting β", 0.01, 10.0),
-    ViewParam("anneal_beta_max", 100.0, "Final β", 1.0, 1000.0),
-    ViewParam("anneal_stages", 30, "Stages", 2, 200),
-    ViewParam("anneal_sweeps", 10, "Sweeps per stage", 1, 100),
-    ViewParam("anneal_polish", False, "Greedy polish at the end"),
-)
-
-# Tempering (app/views/tempering.py)
-register(
-    ViewParam(
-        "pt_sampler",
-        "checkerboard",
-        "Tempering sampler",
-        # not the imported function, nor a flow (trained on one posterior, not on each replica's)
-        choices=tuple(
-            n
-            for n, spec in REGISTRY.items()
-            if spec.app and not spec.needs_balancing and not spec.takes_flow
-        ),
-    ),
-    ViewParam("pt_replicas", 8, "Tempering replicas", 2, 16),
-    ViewParam("pt_beta_min", 0.3, "Tempering beta_min", 0.05, 0.95),
-    ViewParam("pt_adapt", True, "Tempering adapt ladder"),
-    ViewParam("pt_sweeps", 1000, "Tempering sweeps", 100, 5000),
-    ViewParam("pt_posterior", "preset", "Tempering posterior", choices=("preset", "run")),
-)  # fmt: skip

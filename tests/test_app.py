@@ -20,8 +20,9 @@ from streamlit.testing.v1 import AppTest
 
 import lsbcore
 from app import config as cfgmod
-from app import pin_store, presentation, sidebar, sources, state
+from app import pin_store, sidebar, sources, state
 from app.text import counted
+from app.view_catalogue import ISING
 from app.views import annealing, export, why
 from lsbcore.segmentation.segment import overlay_at_size
 
@@ -836,7 +837,7 @@ def test_presentation_mode_from_a_link_adds_a_sentence_per_view_and_keeps_the_ru
         at.run()
         assert_healthy(at)
         html = " ".join(str(h.proto.body) for h in at.get("html"))
-        assert "What you are seeing." in html and presentation.SEEING[view][:30] in html
+        assert "What you are seeing." in html and ISING.view(view).seeing[:30] in html
     assert the_run(at) is run  # the mode changes the page, not the run
     at.toggle(key="present").set_value(False).run()
     assert_healthy(at)
@@ -909,7 +910,7 @@ def test_importance_tab_has_its_sentence_in_presentation_mode():
     at.run()
     assert_healthy(at)
     html = " ".join(str(h.proto.body) for h in at.get("html"))
-    assert presentation.SEEING["Importance sampling"][:30] in html
+    assert ISING.view("Importance sampling").seeing[:30] in html
 
 
 def test_importance_link_values_out_of_range_are_clamped_with_a_warning():
@@ -1126,7 +1127,5 @@ def test_tempering_tab_tempers_chain_one_of_the_runs_own_posterior():
 
 
 def test_every_tab_has_its_presentation_sentence():
-    from app import live
-
-    assert set(live.TAB_LABELS) == set(presentation.SEEING)
-    assert list(TABS) == live.TAB_LABELS
+    assert all(view.seeing for view in ISING.views)
+    assert ISING.labels == TABS

@@ -285,7 +285,7 @@ def test_views_that_rebuild_samplers_elsewhere_leave_the_flow_samplers_out():
     names = ["barker", "flow-exact", "flow-latent"]
     assert exact_chain.exact_names(names) == ["barker"]
     assert annealing.anneal_names(names, "run") == ["barker"]
-    choices = view_links.PARAMS["pt_sampler"].choices
+    choices = view_links.all_params()["pt_sampler"].choices
     assert "barker" in choices and not {"flow-exact", "flow-latent"} & set(choices)
 
 

@@ -53,12 +53,14 @@ def wait_for_steps(run, n: int, timeout: float = 30.0) -> None:
 
 # ----------------------------------------------------------------------------- configuration
 def test_kinds_of_target_are_explicit():
-    assert [network_targets.kind(t) for t in ("ising", "digits-8x8", "own", "mn1", "uai")] == [
-        "ising",
-        "rbm",
-        "rbm",
-        "network",
-        "network",
+    from app.target_kind import TargetKind, kind_of
+
+    assert [kind_of(t) for t in ("ising", "digits-8x8", "own", "mn1", "uai")] == [
+        TargetKind.ISING,
+        TargetKind.RBM,
+        TargetKind.RBM,
+        TargetKind.NETWORK,
+        TargetKind.NETWORK,
     ]
 
 
@@ -293,11 +295,11 @@ def test_bad_uploads_keep_what_there_was_and_say_why():
 
 
 def test_every_network_view_has_its_presentation_sentence():
-    from app import network_panel, presentation
+    from app.view_catalogue import ISING, NETWORK
 
-    sentences = {**presentation.SEEING, **presentation.NETWORK_SEEING}
-    assert set(network_panel.TAB_LABELS) <= set(sentences)
-    assert not set(presentation.NETWORK_SEEING) & set(presentation.SEEING)
+    assert all(view.seeing for view in NETWORK.views)
+    shared = set(NETWORK.labels) & set(ISING.labels)  # a view on both pages says the same
+    assert shared and all(NETWORK.view(n).seeing == ISING.view(n).seeing for n in shared)
     at = open_app(target="mn1", chains="2", burn_in="5", present="1", network_view="ESS")
     healthy(at)
     html = " ".join(str(h.proto.body) for h in at.get("html"))
@@ -321,12 +323,15 @@ def test_a_network_run_asks_for_cuda_and_falls_back_or_uses_it():
 
 
 def test_a_failing_view_says_so_in_its_tab_and_the_page_goes_on(monkeypatch):
-    from app import network_panel
+    from app import view_catalogue
+    from app.target_kind import TargetKind
 
     def broken(run):
         raise RuntimeError("a deliberate failure")
 
-    monkeypatch.setitem(network_panel.RENDER, "ESS", broken)
+    page = view_catalogue.NETWORK
+    views = tuple(replace(v, draw=broken) if v.label == "ESS" else v for v in page.views)
+    monkeypatch.setitem(view_catalogue.PAGES, TargetKind.NETWORK, replace(page, views=views))
     at = open_app()
     at.sidebar.selectbox(key="target").set_value("mn1").run()
     at.session_state["network_view"] = "ESS"

@@ -230,11 +230,11 @@ def test_training_runs_in_the_background_and_stops_when_asked():
 
 
 def test_every_rbm_view_has_its_presentation_sentence():
-    from app import presentation, rbm_panel
+    from app.view_catalogue import ISING, RBM
 
-    sentences = {**presentation.SEEING, **presentation.RBM_SEEING}
-    assert set(rbm_panel.TAB_LABELS) <= set(sentences)
-    assert not set(presentation.RBM_SEEING) & set(presentation.SEEING)
+    assert all(view.seeing for view in RBM.views)
+    shared = set(RBM.labels) & set(ISING.labels)  # a view on both pages says the same
+    assert shared and all(RBM.view(n).seeing == ISING.view(n).seeing for n in shared)
 
 
 def test_pinning_on_the_rbm_page_in_presentation_mode(tmp_path, monkeypatch):

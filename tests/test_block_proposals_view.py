@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from app.page_state import BP_COL, BP_K, BP_ROW
 from app.views import block_proposals as bp
 from lsbcore.methods.block_proposals.motif import GridMotif
 from lsbcore.methods.block_proposals.proposal import BlockProposal
@@ -257,8 +258,8 @@ def _healthy(at):
 def test_the_tab_draws_with_no_error_and_follows_its_controls_and_link():
     at = _open_tab(bp_k="3", bp_weights="untrained", bp_row="2", bp_col="4")
     _healthy(at)
-    assert at.segmented_control(key=bp.K_KEY).value == 3
-    assert (at.number_input(key=bp.ROW_KEY).value, at.number_input(key=bp.COL_KEY).value) == (
+    assert at.segmented_control(key=BP_K.key).value == 3
+    assert (at.number_input(key=BP_ROW.key).value, at.number_input(key=BP_COL.key).value) == (
         2,
         4,
     )
@@ -270,15 +271,15 @@ def test_the_tab_draws_with_no_error_and_follows_its_controls_and_link():
     report = bp.tile_report(lay, bp.load_proposal(3, "untrained")[0], 2, 4)
     assert metrics["Expected acceptance"] == f"{report.acceptance:.3f}"
     # a larger block: the tile is clamped into the new range, the numbers change
-    at.segmented_control(key=bp.K_KEY).set_value(4).run()
+    at.segmented_control(key=BP_K.key).set_value(4).run()
     _healthy(at)
-    assert at.number_input(key=bp.COL_KEY).value == 4
+    assert at.number_input(key=BP_COL.key).value == 4
     report4 = bp.tile_report(
         bp.layout(run.problem.target, x, 4), bp.load_proposal(4, "untrained")[0], 2, 4
     )
     shown = {m.label: m.value for m in at.metric}
     assert shown["Expected acceptance"] == f"{report4.acceptance:.3f}" and shown != metrics
-    at.number_input(key=bp.ROW_KEY).set_value(1).run()
+    at.number_input(key=BP_ROW.key).set_value(1).run()
     _healthy(at)
     assert at.query_params["bp_k"] in ("4", ["4"]) and at.query_params["bp_col"] in ("4", ["4"])
     assert "bp_row" not in at.query_params  # back at its default: links carry only changes
@@ -315,7 +316,7 @@ def test_the_tab_draws_on_a_markov_networks_page():
     metrics = {m.label: m.value for m in at.metric}
     assert set(metrics) >= {"KL(p ‖ q)", "Expected acceptance"}
     assert "3 x 3 tiles of 3 x 3" in " ".join(str(c.value) for c in at.caption)
-    at.number_input(key=bp.COL_KEY).set_value(3).run()
+    at.number_input(key=BP_COL.key).set_value(3).run()
     _healthy(at)
     assert {m.label: m.value for m in at.metric} != metrics
 

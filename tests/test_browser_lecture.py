@@ -31,7 +31,7 @@ from browser_support import (  # noqa: F401  (the *_fixture names register fixtu
 from playwright.sync_api import expect
 
 from app import config
-from app.view_links import VIEW_GROUPS
+from app.view_catalogue import ISING
 from lsbcore import CSV_COLUMNS
 from tools.browser_kit import steps_shown
 
@@ -133,7 +133,8 @@ def test_presentation_mode_fits_the_screen(browser, server, screen):
         shot(page, f"presentation-{screen[0]}x{screen[1]}")
         for group in ("Beyond LSB", "Results"):  # the other groups' tab strips fit too
             page.locator(".st-key-view_group button", has_text=group).click()
-            expect(page.get_by_role("tab", selected=True)).to_have_text(VIEW_GROUPS[group][0])
+            first = ISING.groups[group][0].label
+            expect(page.get_by_role("tab", selected=True)).to_have_text(first)
             assert page.evaluate("() => cutTabs()") == []
 
         # the switch: off brings the sidebar back, on collapses it, with no further rerun, also

@@ -5,6 +5,7 @@ link's ``view=`` opens it, and only the open view of the open group is drawn."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -81,12 +82,12 @@ def test_the_sidebar_link_reader_accepts_view_keys(params):
 
 # ----------------------------------------------------------------------------- the views' groups
 def test_every_view_is_in_one_group_and_a_link_names_it():
-    from app import live
+    from app.view_catalogue import ISING
 
-    names = [n for group in view_links.VIEW_GROUPS.values() for n in group]
-    assert sorted(names) == sorted(live.TAB_LABELS) and len(set(names)) == len(names)
-    assert view_links.group_of("Tempering") == "Beyond LSB"
-    assert view_links.group_of("Compare") == "Results"
+    names = [v.label for group in ISING.groups.values() for v in group]
+    assert sorted(names) == sorted(ISING.labels) and len(set(names)) == len(names)
+    assert ISING.group_of("Tempering") == "Beyond LSB"
+    assert ISING.group_of("Compare") == "Results"
     values, warnings = view_links.from_query_params({"view": "MAP (annealing)"})
     assert values["view"] == "MAP (annealing)" and warnings == []
     values, warnings = view_links.from_query_params({"view": "<b>Nope</b>"})
@@ -98,12 +99,14 @@ def test_the_group_chooser_opens_one_view_and_the_link_follows(monkeypatch):
     group reopens the view last open in it."""
     from streamlit.testing.v1 import AppTest
 
-    from app import live, state
+    from app import state, view_catalogue
+    from app.target_kind import TargetKind
 
     app = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     drawn: list[str] = []
-    stubs = {name: (lambda run, name=name: drawn.append(name)) for name in live.RENDER}
-    monkeypatch.setattr(live, "RENDER", stubs)
+    page = view_catalogue.ISING
+    stubs = tuple(replace(v, draw=lambda run, name=v.label: drawn.append(name)) for v in page.views)
+    monkeypatch.setitem(view_catalogue.PAGES, TargetKind.ISING, replace(page, views=stubs))
     at = AppTest.from_file(str(app), default_timeout=60)
     at.query_params.update(size="16", chains="2", samplers="barker", view="Tempering")
     try:

@@ -248,11 +248,11 @@ def open_app(page, url: str, timeout_ms: int = TIMEOUT_MS) -> None:
 def open_tab(page, name: str, timeout_ms: int = TIMEOUT_MS) -> None:
     """Select the tab ``name`` (choosing its group of views first when another group is open)
     and wait until the page says it is selected."""
-    from app.view_links import group_of  # the app's groups of views (imports torch: only here)
+    from app.view_catalogue import ISING  # the app's groups of views (imports torch: only here)
 
     tab = page.get_by_role("tab", name=name, exact=True)
     if not tab.is_visible():
-        group = page.locator(".st-key-view_group button", has_text=group_of(name)).first
+        group = page.locator(".st-key-view_group button", has_text=ISING.group_of(name)).first
         group.click(timeout=timeout_ms)
     tab.click(timeout=timeout_ms)
     page.wait_for_function(

@@ -170,7 +170,7 @@ def _paper_case():
     found = getattr(lsbcore, "paper_case", None)
     if found is not None:
         return found
-    for module in ("lsbcore.cases", "lsbcore.targets.cases", "lsbcore.experiment.cases"):
+    for module in ("lsbcore.cases", "lsbcore.targets.cases", "lsbcore.studies.experiment.cases"):
         try:
             return importlib.import_module(module).paper_case
         except (ImportError, AttributeError):

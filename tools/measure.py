@@ -123,7 +123,7 @@ VIEWS = {
 }
 
 
-# The RBM page's views (app/rbm_panel.py), built as the page builds them
+# The RBM page's views (app/view_catalogue.py), built as the page builds them
 def build_digits(run) -> list:
     shape = tuple(run.problem.target.shape)
     return [digits.digit_strip(x, shape) for x in digits.snapshot(run).values()]

@@ -13,7 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import view_links
+from app import page_state
+from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore import REGISTRY
 from lsbcore.annealing import (
@@ -43,15 +44,16 @@ CHOICES = {
     "run": "the run's samplers",
     "block": "block Gibbs only",
 }
-KEYS = (
-    "anneal_samplers",
-    "anneal_kind",
-    "anneal_beta_0",
-    "anneal_beta_max",
-    "anneal_stages",
-    "anneal_sweeps",
-    "anneal_polish",
+PARAMS = (  # the tab's link parameters
+    ViewParam("anneal_samplers", "both", "Samplers to anneal", choices=("both", "run", "block")),
+    ViewParam("anneal_kind", "geometric", "Schedule", choices=("geometric", "linear")),
+    ViewParam("anneal_beta_0", 1.0, "Starting β", 0.01, 10.0),
+    ViewParam("anneal_beta_max", 100.0, "Final β", 1.0, 1000.0),
+    ViewParam("anneal_stages", 30, "Stages", 2, 200),
+    ViewParam("anneal_sweeps", 10, "Sweeps per stage", 1, 100),
+    ViewParam("anneal_polish", False, "Greedy polish at the end"),
 )
+KEYS = tuple(param.key for param in PARAMS)
 
 ENERGY_MEANING = (
     "The energy is E(x) = −log p̃(x) under the posterior itself (not the tempered one), so "
@@ -212,8 +214,8 @@ def map_images(view: AnnealView, side: int = 200) -> list[tuple[np.ndarray, str]
 
 # ----------------------------------------------------------------------------- in the app
 def _controls(run_names) -> dict:
-    view_links.restore(st.session_state, KEYS)
-    params = view_links.PARAMS
+    page_state.restore_links(KEYS)
+    params = {param.key: param for param in PARAMS}
     st.radio(
         params["anneal_samplers"].label,
         list(CHOICES),
@@ -248,8 +250,7 @@ def _controls(run_names) -> dict:
         help="End with zero-temperature sweeps: flip every site whose flip raises log p̃ "
         "until none does (a local maximum; it cannot cross to a better mode).",
     )  # fmt: skip
-    values = view_links.remember(st.session_state, KEYS)
-    view_links.publish(st.query_params, st.session_state)
+    values = page_state.remember_links(KEYS)
     return values
 
 

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import charts
-from app.widgets import ensure
+from app.page_state import ensure
 from lsbcore import REGISTRY
 from lsbcore.studies import figures
 

@@ -24,8 +24,19 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app import charts
+from app import charts, page_state
+from app.page_state import (
+    BP_COL,
+    BP_K,
+    BP_PICK,
+    BP_ROW,
+    BP_SAMPLER,
+    BP_WEIGHTS,
+    ensure,
+    ensure_in_range,
+)
 from app.text import plain
+from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore.methods.block_proposals.motif import BLOCK_SIDES, GridMotif
 from lsbcore.methods.block_proposals.pairwise_context import PairwiseBlocks
@@ -462,10 +473,13 @@ def thumbnail(state: np.ndarray, side: int = 48, now: bool = False) -> np.ndarra
 
 
 # ----------------------------------------------------------------------------- in the app
-K_KEY, WEIGHTS_KEY, ROW_KEY, COL_KEY = "bp_k", "bp_weights", "bp_row", "bp_col"
-KEYS = (K_KEY, WEIGHTS_KEY, ROW_KEY, COL_KEY)
-SAMPLER_KEY = "bp_sampler"  # whose chain 1 is shown (the run's samplers change: not in links)
-PICK_KEY = "bp_pick"  # the clickable image's selection
+PARAMS = (  # the tab's link parameters: block size, weights, the chosen tile
+    ViewParam(BP_K.key, BP_K.default, "block size", 2, 4),
+    ViewParam(BP_WEIGHTS.key, BP_WEIGHTS.default, "block proposal weights", choices=WEIGHTS),
+    ViewParam(BP_ROW.key, BP_ROW.default, "block tile row", 1, 4096),
+    ViewParam(BP_COL.key, BP_COL.default, "block tile column", 1, 4096),
+)
+KEYS = tuple(param.key for param in PARAMS)
 TAKE_KEY = "bp_take"
 SNAPSHOT = "block_proposals_state"  # run.cache: (step, sampler, state [H, W])
 CACHE = "block_proposals"  # run.cache: derived results by (state hash, k, weights, ...)
@@ -511,13 +525,14 @@ def _on_pick(k: int) -> None:
     """A click on the image: the tile under it becomes the chosen one (a tile off the range is
     clamped when the view is drawn)."""
     try:
-        event = st.session_state.get(PICK_KEY) or {}
+        event = BP_PICK.get() or {}
         tile = picked_tile((event.get("selection") or {}).get("points"), k)
     except Exception:  # a click must never take the page down
         log.exception("block proposals: unreadable selection")
         return
     if tile is not None:
-        st.session_state[ROW_KEY], st.session_state[COL_KEY] = tile
+        BP_ROW.set(tile[0])
+        BP_COL.set(tile[1])
 
 
 def _snapshot(run, sampler: str, take: bool):
@@ -535,34 +550,34 @@ def _snapshot(run, sampler: str, take: bool):
 
 def render_run(run) -> None:
     """The Block proposals tab (drawn once per page run, outside the live fragment)."""
-    from app import charts, view_links
-    from app.widgets import ensure, ensure_in_range
+    from app import charts
     from lsbcore.studies.figures import sampler_label
 
-    state = st.session_state
     st.caption(INTRO)
-    view_links.restore(state, KEYS)
+    page_state.restore_links(KEYS)
     names = list(run.comparison.names)
-    ensure(SAMPLER_KEY, names[0], lambda v: v in names)
-    ensure(K_KEY, BLOCK_SIDES[0], lambda v: v in BLOCK_SIDES)
-    ensure(WEIGHTS_KEY, WEIGHTS[0], lambda v: v in WEIGHTS)
+    ensure(BP_SAMPLER.key, names[0], lambda v: v in names)
+    ensure(BP_K.key, BLOCK_SIDES[0], lambda v: v in BLOCK_SIDES)
+    ensure(BP_WEIGHTS.key, WEIGHTS[0], lambda v: v in WEIGHTS)
     with st.container(horizontal=True, gap="medium"):
         st.segmented_control(
             "Block size",
             list(BLOCK_SIDES),
-            key=K_KEY,
+            key=BP_K.key,
             required=True,
             format_func=lambda v: f"{v} x {v}",
         )
-        st.segmented_control("Weights", list(WEIGHTS), key=WEIGHTS_KEY, required=True)
+        st.segmented_control("Weights", list(WEIGHTS), key=BP_WEIGHTS.key, required=True)
         if len(names) > 1:
-            st.selectbox("Chain 1 of", names, key=SAMPLER_KEY, format_func=sampler_label, width=220)
+            st.selectbox(
+                "Chain 1 of", names, key=BP_SAMPLER.key, format_func=sampler_label, width=220
+            )
     try:
-        k, weights = check_choice(state[K_KEY], state[WEIGHTS_KEY])
+        k, weights = check_choice(BP_K.get(), BP_WEIGHTS.get())
     except ValueError as err:
         st.warning(plain(err))
         return
-    sampler = state[SAMPLER_KEY]
+    sampler = BP_SAMPLER.get()
     target = run.problem.target
     refusal = grid_refusal(chain_target(target), k)
     if refusal:
@@ -581,11 +596,10 @@ def render_run(run) -> None:
     except (ValueError, ImportError) as err:
         st.info(plain(err))
         return
-    ensure_in_range(ROW_KEY, 1, 1, lay.rows)
-    ensure_in_range(COL_KEY, 1, 1, lay.cols)
-    view_links.remember(state, KEYS)
-    view_links.publish(st.query_params, state)
-    row, col = int(state[ROW_KEY]), int(state[COL_KEY])
+    ensure_in_range(BP_ROW.key, 1, 1, lay.rows)
+    ensure_in_range(BP_COL.key, 1, 1, lay.cols)
+    page_state.remember_links(KEYS)
+    row, col = int(BP_ROW.get()), int(BP_COL.get())
     st.caption(
         f"Chain 1 of {sampler_label(sampler)} at step {step:,}: {lay.rows} x {lay.cols} tiles of "
         f"{k} x {k} (tiles from the top-left corner; a lattice side that is not a multiple of "
@@ -595,14 +609,14 @@ def render_run(run) -> None:
     with left:
         st.plotly_chart(
             state_figure(x, lay, (row, col)),
-            key=PICK_KEY,
+            key=BP_PICK.key,
             on_select=lambda: _on_pick(k),
             selection_mode="points",
             config={"displayModeBar": False},
         )
         with st.container(horizontal=True):
-            st.number_input("Tile row", 1, lay.rows, step=1, key=ROW_KEY, width=150)
-            st.number_input("Tile column", 1, lay.cols, step=1, key=COL_KEY, width=150)
+            st.number_input("Tile row", 1, lay.rows, step=1, key=BP_ROW.key, width=150)
+            st.number_input("Tile column", 1, lay.cols, step=1, key=BP_COL.key, width=150)
     proposal, missing = load_proposal(k, weights)
     with right:
         if proposal is None:

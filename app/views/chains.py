@@ -11,16 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
+from app.page_state import CHAINS_SHOWN, ensure_in_range
 from app.text import counted
 from app.views import pixels
-from app.widgets import ensure_in_range
 from lsbcore import REGISTRY
 from lsbcore.samplers.interface import ChainSampler
 from lsbcore.studies.figures import sampler_label as label
 
 ROW_WIDTH = 1000  # on-screen width of one sampler's row, pixels
 MAX_SIDE = 160  # on-screen side of one lattice at most
-SHOWN_KEY = "chains_shown"  # the slider: chains shown per sampler
 
 
 @dataclass
@@ -118,14 +117,14 @@ def controls(run) -> None:
     five times a second costs the browser more than the chain images do)."""
     if run.config.chains > 1:
         high = min(8, run.config.chains)
-        ensure_in_range(SHOWN_KEY, min(4, high), 1, high)
-        st.slider("Chains shown per sampler", 1, high, key=SHOWN_KEY, width=300)
+        ensure_in_range(CHAINS_SHOWN.key, min(4, high), 1, high)
+        st.slider("Chains shown per sampler", 1, high, key=CHAINS_SHOWN.key, width=300)
 
 
 def render(run) -> None:
     """The live part: the legend and one row of tiles per sampler."""
     comparison = run.comparison
-    n_show = st.session_state.get(SHOWN_KEY, 1) if run.config.chains > 1 else 1
+    n_show = CHAINS_SHOWN.get() if run.config.chains > 1 else 1
     states, marginals, notes = snapshot(run, n_show)
     totals = {n: s.n_chains for n, s in comparison.samplers.items()}
     panels = chain_panels(states, marginals, n_show, notes=notes, totals=totals)

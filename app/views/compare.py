@@ -16,6 +16,7 @@ import streamlit as st
 
 from app import charts, pin_controls, pins, presentation
 from app.config import LABELS, Config
+from app.page_state import COMPARE_RUNS
 from app.pins import Pin
 from app.text import escape
 from lsbcore.number_text import MISSING, number_text
@@ -139,18 +140,17 @@ def render(run) -> None:
     current = f"Current run (step {run.n_steps:,})"
     options = [CURRENT, *labels]
     names = {CURRENT: current, **labels}
-    if "compare_runs" in st.session_state:  # a deleted or expired pin drops out
-        kept = [k for k in st.session_state["compare_runs"] if k in options]
-        st.session_state["compare_runs"] = kept
+    if COMPARE_RUNS.is_set():  # a deleted or expired pin drops out
+        COMPARE_RUNS.set([k for k in COMPARE_RUNS.get() if k in options])
     else:  # the latest pins, with the current run when there is only one
         latest = list(labels)[-MAX_COMPARED:]
-        st.session_state["compare_runs"] = latest if len(latest) > 1 else [*latest, CURRENT]
+        COMPARE_RUNS.set(latest if len(latest) > 1 else [*latest, CURRENT])
     selected = st.multiselect(
         "Runs to compare",
         options,
         format_func=names.get,  # plain text: a multiselect does not render Markdown
         max_selections=MAX_COMPARED,
-        key="compare_runs",
+        key=COMPARE_RUNS.key,
     )
     if len(selected) < 2:
         st.info("Pick two or more runs to compare.")

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import charts
-from app.widgets import ensure
+from app.page_state import ensure
 from lsbcore.studies import figures
 
 X_AXES = {
@@ -109,3 +109,10 @@ def render(run) -> None:
         "Target evaluations count single-site log-ratio evaluations per chain: the learning "
         "samplers spend more per step during burn-in."
     )
+
+
+def render_by_evaluations(run) -> None:
+    """The figures against target evaluations unless the user chose otherwise (the network
+    page's Trace tab): what a learned sampler's extra evaluations per step cost shows there."""
+    ensure("x_axis", "target evaluations per chain", lambda v: v in X_AXES)
+    render(run)

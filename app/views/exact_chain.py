@@ -11,7 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import view_links
+from app import page_state
+from app.view_links import ViewParam
 from lsbcore import REGISTRY, exact
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
@@ -110,7 +111,9 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
 # ----------------------------------------------------------------------------- in the app
 WINDOWS = {"2 x 2": (2, 2), "2 x 3": (2, 3), "3 x 3": (3, 3), "3 x 4": (3, 4)}
 CACHE_KEY = "exact_chain"
-KEYS = ("exact_window",)
+# the tab's link parameter: the window of the posterior that is enumerated
+PARAMS = (ViewParam("exact_window", "3 x 3", "exact chain window", choices=tuple(WINDOWS)),)
+KEYS = tuple(param.key for param in PARAMS)
 # the coupling sweep: 9 values of lambda, on at most 9 sites (a 3 x 4 window takes ~5 s a matrix)
 SWEEP_POINTS = 9
 SWEEP_SITES = 9
@@ -215,10 +218,9 @@ def render_run(run) -> None:
         "Every state of a small window of this posterior is enumerated, so each sampler's "
         "transition matrix is exact: no sampling noise in the gap or the distance to the target."
     )
-    view_links.restore(st.session_state, KEYS)
+    page_state.restore_links(KEYS)
     choice = st.radio("Window", list(WINDOWS), horizontal=True, key="exact_window")
-    view_links.remember(st.session_state, KEYS)
-    view_links.publish(st.query_params, st.session_state)
+    page_state.remember_links(KEYS)
     rows, cols = WINDOWS[choice]
     target = window_target(run.problem.target, rows, cols)
     if target is None:

@@ -24,13 +24,12 @@ import lsbcore
 from app import charts
 from app.config import Config, to_query_params
 from app.file_names import export_stem
+from app.page_state import EXPORT_TRACES
 from lsbcore import REGISTRY
 from lsbcore.cases import PAPER_CASES
 from lsbcore.studies.experiment.comparison_report import comparison_report
 from lsbcore.studies.figures import sampler_label as label
 from lsbcore.studies.results import comparison_results, results_to_json
-
-TRACES_KEY = "export_traces_gz"  # (run id, step, gzip bytes): one prepared snapshot per session
 
 
 def traces_gzip(traces: dict) -> bytes:
@@ -63,7 +62,7 @@ def experiment_command(cfg: Config, out: str = "lsb-run") -> tuple[str | None, s
             f"No command line: this run changes the paper case's {', '.join(changed)}, and the "
             "experiment command runs the paper's cases only with their own settings."
         )
-    argv = ["python", "-m", "lsbcore.experiment", "--case", str(cfg.case)]
+    argv = ["python", "-m", "lsbcore.studies.experiment", "--case", str(cfg.case)]
     argv += ["--samplers", ",".join(cfg.samplers), "--chains", str(cfg.chains)]
     argv += ["--size", str(cfg.size), "--burn-in", str(cfg.burn_in), "--steps", str(cfg.steps)]
     argv += ["--seed", str(cfg.seed), "--start", "shared"]  # the app's chains share a start
@@ -126,7 +125,7 @@ def results_json(run, max_lag: int = 500) -> str:
 def _traces(run, stem: str) -> None:
     """Prepare the traces (gzip CSV) on request, then offer them with their size."""
     comparison = run.comparison
-    prepared = st.session_state.get(TRACES_KEY)
+    prepared = EXPORT_TRACES.get()
     if prepared is not None and prepared[0] != id(run):
         prepared = None  # another run's: dropped below when this one's are prepared
     rows = sum(len(t) * t.n_chains for t in comparison.traces.values())
@@ -139,16 +138,12 @@ def _traces(run, stem: str) -> None:
             "before you download it.",
         ):
             with run.lock:
-                st.session_state[TRACES_KEY] = (
-                    id(run),
-                    run.n_steps,
-                    traces_gzip(comparison.traces),
-                )
+                EXPORT_TRACES.set((id(run), run.n_steps, traces_gzip(comparison.traces)))
             st.rerun()
         return
     _, steps, data = prepared
     if steps != run.n_steps and st.button("Prepare again at the current step", key="reprepare"):
-        st.session_state.pop(TRACES_KEY, None)
+        EXPORT_TRACES.pop()
         st.rerun()
     st.download_button(
         f"Traces at step {steps:,} (gzip CSV, {len(data) / 1e6:.1f} MB)",

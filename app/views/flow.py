@@ -21,6 +21,7 @@ import streamlit as st
 import torch
 
 from app import flow_training, state
+from app.page_state import FLOW_WAS_TRAINING
 from app.text import plain
 from lsbcore.exact.states import MAX_SITES, all_states
 from lsbcore.studies import figures
@@ -29,7 +30,6 @@ from lsbcore.studies import figures
 REDRAW_S = 1.0
 #: How often the progress bar refreshes while training runs (seconds).
 PROGRESS_S = 1.0
-WAS_TRAINING = "_flow_was_training"
 
 #: Why flow-latent is labelled approximate, and what flow-exact does instead (the page says it
 #: where the samplers are described).
@@ -97,8 +97,8 @@ def _status(job: flow_training.FlowJob, run: state.Run | None) -> None:
         )
     if run is not None and progress.ready:
         state.join_flow(run)
-    was = st.session_state.get(WAS_TRAINING, False)
-    st.session_state[WAS_TRAINING] = progress.running
+    was = FLOW_WAS_TRAINING.get()
+    FLOW_WAS_TRAINING.set(progress.running)
     if was and not progress.running:
         st.rerun(scope="app")
 
@@ -131,7 +131,7 @@ def controls(job: flow_training.FlowJob, run: state.Run | None = None) -> None:
             "gives the same flow whether trained in one go or in pieces). The flow samplers "
             "leave the run meanwhile and join again, from the newer flow's draws.",
         )
-    st.session_state[WAS_TRAINING] = progress.running
+    FLOW_WAS_TRAINING.set(progress.running)
     st.fragment(_status, run_every=PROGRESS_S if progress.running else None)(job, run)
 
 

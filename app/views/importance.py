@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from app.view_links import ViewParam
 from lsbcore.exact import MAX_SITES
 from lsbcore.importance import (
     PROPOSALS,
@@ -25,7 +26,13 @@ from lsbcore.importance import (
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
 
-KEYS = ("is_proposal", "is_samples", "is_side", "is_max_side")
+PARAMS = (  # the tab's link parameters
+    ViewParam("is_proposal", "field", "Importance proposal", choices=("field", "mean field")),
+    ViewParam("is_samples", 5000, "Importance samples", 100, 20_000),
+    ViewParam("is_side", 3, "Importance window side", 2, 64),
+    ViewParam("is_max_side", 32, "Collapse study largest side", 4, 64),
+)
+KEYS = tuple(param.key for param in PARAMS)
 CACHE_KEY = "importance"
 
 INTRO = (
@@ -153,10 +160,10 @@ def render_run(run) -> None:
     """The Importance sampling tab: controls, then on request the estimate and the study."""
     import streamlit as st
 
-    from app import charts, view_links
+    from app import charts, page_state
 
     st.markdown(INTRO)
-    view_links.restore(st.session_state, KEYS)
+    page_state.restore_links(KEYS)
     with st.container(horizontal=True):
         st.radio("Proposal", PROPOSALS, key="is_proposal", horizontal=True)
         st.number_input("Samples N", 100, 20_000, step=1000, key="is_samples")
@@ -164,8 +171,7 @@ def render_run(run) -> None:
         st.number_input(
             "Study up to side", 4, 64, key="is_max_side", help="Largest window of the study."
         )
-    values = view_links.remember(st.session_state, KEYS)
-    view_links.publish(st.query_params, st.session_state)
+    values = page_state.remember_links(KEYS)
     params = tuple(values[k] for k in KEYS)
     cached = run.cache.get(CACHE_KEY)
     fresh = cached is not None and cached[0] == params

@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import charts
+from app.page_state import ensure, ensure_in_range
 from app.state import SiteStep, proposes_one_site
-from app.widgets import ensure, ensure_in_range
 from lsbcore import REGISTRY
 from lsbcore.studies.figures import sampler_label as label
 

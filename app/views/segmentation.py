@@ -9,10 +9,10 @@ when the posterior is the same or its mirror image (``session``), and says so; o
 mean of the current states is drawn, labelled as not a result, and nothing is offered for
 download: an unsampled mask is never handed out.
 
-The threshold lives in a plain Session State key (``THRESHOLD``) and is handed to the slider as
-its value: a slider created without one takes its minimum (0.01) whenever the browser mounts it
-afresh (a new page layout after an upload), which moved the threshold with the captions still
-saying 0.50.
+The threshold lives in a plain Session State key (``page_state.SEG_THRESHOLD``) and is handed
+to the slider as its value: a slider created without one takes its minimum (0.01) whenever the
+browser mounts it afresh (a new page layout after an upload), which moved the threshold with the
+captions still saying 0.50.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import streamlit as st
 import lsbcore
 from app import large_builds, photo_downloads, state
 from app.file_names import file_stem
+from app.page_state import SEG_THRESHOLD, ensure
 from app.views import pixels
-from app.widgets import ensure
 from lsbcore.diagnostics.settled import STUCK_GAP, TOLERANCE, UNSETTLED_LIMIT
 from lsbcore.segmentation import outputs
 from lsbcore.segmentation.segment import overlay_at_size
@@ -43,7 +43,6 @@ WAIT_FOR_PAUSE = (
     "The photo's downloads are offered once the run is paused or finished: while it runs, the "
     "page redraws them every second, and a click between two redraws could lose its file."
 )
-THRESHOLD = "_seg_threshold"  # the threshold in use (the slider's own key may be dropped)
 UNSAMPLED = "mean of the current states: burn-in is still running, so this is not a result yet"
 binary_entropy = outputs.binary_entropy
 mask_png = outputs.mask_png
@@ -282,15 +281,14 @@ def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
 
 
 def threshold_slider(container) -> float:
-    """The threshold slider, given its value from ``THRESHOLD`` (see the module docstring)."""
-    state = st.session_state
-    value = state.get(THRESHOLD, 0.5)
+    """The threshold slider, given its value from ``SEG_THRESHOLD`` (see the module docstring)."""
+    value = SEG_THRESHOLD.get()
     if not isinstance(value, float) or not 0.01 <= value <= 0.99:
         value = 0.5
     threshold = container.slider(
         "Threshold on P(x = +1)", 0.01, 0.99, value=value, step=0.01, key="seg_threshold"
     )
-    state[THRESHOLD] = float(threshold)
+    SEG_THRESHOLD.set(float(threshold))
     return float(threshold)
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import view_links
+from app import page_state
+from app.view_links import ViewParam
 from lsbcore import REGISTRY
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
@@ -28,7 +29,26 @@ NOTE_WORK = 5_000_000  # above this, say it takes a while
 BURN_IN_SHARE = 5  # a fifth of the sweeps again as burn-in: the ladder adapts
 LEARN_SWEEPS = 10  # LSB 1 / LSB 2 learn in the first sweeps of it (learning steps cost more)
 
-KEYS = ("pt_sampler", "pt_replicas", "pt_beta_min", "pt_adapt", "pt_sweeps", "pt_posterior")
+PARAMS = (  # the tab's link parameters
+    ViewParam(
+        "pt_sampler",
+        "checkerboard",
+        "Tempering sampler",
+        # not the imported function, nor a flow (trained on one posterior, not on each replica's)
+        choices=tuple(
+            n
+            for n, spec in REGISTRY.items()
+            if spec.app and not spec.needs_balancing and not spec.takes_flow
+        ),
+    ),
+    ViewParam("pt_replicas", 8, "Tempering replicas", 2, 16),
+    ViewParam("pt_beta_min", 0.3, "Tempering beta_min", 0.05, 0.95),
+    ViewParam("pt_adapt", True, "Tempering adapt ladder"),
+    ViewParam("pt_sweeps", 1000, "Tempering sweeps", 100, 5000),
+    ViewParam("pt_posterior", "preset", "Tempering posterior", choices=("preset", "run")),
+)  # fmt: skip
+KEYS = tuple(param.key for param in PARAMS)
+BY_KEY = {param.key: param for param in PARAMS}
 
 INTRO = (
     "Parallel tempering runs the chosen sampler on R copies of the posterior at inverse "
@@ -85,8 +105,8 @@ def refusal(choice: str, sweeps: int, replicas: int, n_sites: int) -> str | None
     cost = work(sweeps, replicas, n_sites)
     if cost <= MAX_WORK:
         return None
-    sweep_range = view_links.PARAMS["pt_sweeps"]
-    replica_range = view_links.PARAMS["pt_replicas"]
+    sweep_range = BY_KEY["pt_sweeps"]
+    replica_range = BY_KEY["pt_replicas"]
     most_sweeps = _most(
         lambda s: work(s, replicas, n_sites) <= MAX_WORK, sweep_range.low, sweeps - 1
     )
@@ -167,8 +187,8 @@ def mode_table(result: TemperingComparison) -> list[dict]:
 
 
 def _controls() -> dict:
-    names = [n for n in view_links.PARAMS["pt_sampler"].choices]
-    view_links.restore(st.session_state, KEYS)
+    names = [n for n in BY_KEY["pt_sampler"].choices]
+    page_state.restore_links(KEYS)
     with st.container(horizontal=True):
         st.selectbox("Sampler inside each replica", names, format_func=label, key="pt_sampler")
         st.radio(
@@ -176,7 +196,7 @@ def _controls() -> dict:
             horizontal=True,
         )  # fmt: skip
     with st.container(horizontal=True):
-        params = view_links.PARAMS
+        params = BY_KEY
         st.number_input(
             "Replicas R", min_value=params["pt_replicas"].low,
             max_value=params["pt_replicas"].high, step=1, key="pt_replicas",
@@ -193,8 +213,7 @@ def _controls() -> dict:
             "Adapt the ladder during burn-in", key="pt_adapt",
             help="Toward equal swap rates between neighbours; fixed after burn-in.",
         )  # fmt: skip
-    values = view_links.remember(st.session_state, KEYS)
-    view_links.publish(st.query_params, st.session_state)
+    values = page_state.remember_links(KEYS)
     return values
 
 

@@ -18,15 +18,25 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
-from dataclasses import fields
 from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts, presentation, sources, view_links
+from app import charts, page_state, presentation, sources
 from app import config as cfgmod
+from app.page_state import (
+    WG_BOXES,
+    WG_LAM,
+    WG_LOADED,
+    WG_PANEL,
+    WG_PICK,
+    WG_SIGMA,
+    WG_UPLOAD,
+    WG_VERSION,
+)
 from app.text import counted, plain, quote
+from app.view_links import ViewParam
 from lsbcore.number_text import number_text
 from lsbcore.studies.figures import sampler_colour, sampler_label
 from lsbcore.studies.sweep import (
@@ -48,17 +58,17 @@ SHIPPED = ASSETS / "which_g_where.json"
 # --json)
 MAX_UPLOAD_BYTES = 20_000_000
 SQLITE_HEADER = b"SQLite format 3\x00"
-PANEL_KEY, LAM_KEY, SIGMA_KEY = "wg_panel", "wg_lam", "wg_sigma"
-KEYS = (PANEL_KEY, LAM_KEY, SIGMA_KEY)
-UPLOAD_KEY = "wg_upload"
-LOADED = "_wg_loaded"  # the upload read: (file id, name, map or None, error or None)
-PICK_KEY = "wg_pick"  # the heat map's selection
-# Bumped by a click on the map, so that the λ and σ boxes are drawn afresh showing the clicked
-# point. Were the boxes keyed by the point itself, a rerun the browser sends before it has seen
-# the boxes' new values (the map's own deselection, as the chosen cell's frame moves) would
-# carry their old values back and undo the click (seen in Chromium after a change of panel).
-VERSION = "_wg_version"
-BOXES = "_wg_boxes"  # the keys of the λ and σ boxes drawn last
+PARAMS = (  # the tab's link parameters: the map's panel and the chosen point
+    ViewParam(WG_PANEL.key, WG_PANEL.default, "which-g-where panel", 1, 1000),
+    ViewParam(WG_LAM.key, WG_LAM.default, "which-g-where λ", 0.0, 100.0),
+    ViewParam(WG_SIGMA.key, WG_SIGMA.default, "which-g-where σ", 1e-3, 100.0),
+)
+KEYS = tuple(param.key for param in PARAMS)
+# WG_VERSION is bumped by a click on the map, so that the λ and σ boxes are drawn afresh showing
+# the clicked point. Were the boxes keyed by the point itself, a rerun the browser sends before
+# it has seen the boxes' new values (the map's own deselection, as the chosen cell's frame moves)
+# would carry their old values back and undo the click (seen in Chromium after a change of
+# panel).
 OPEN_KEY = "wg_open"
 INTRO = (
     "Is one balancing function best everywhere? For each coupling λ, noise σ and target, the "
@@ -281,12 +291,8 @@ def live_config(
 def _open_live(cfg: cfgmod.Config, notes: list[str]) -> None:
     """The button's callback: the sidebar's keys take ``cfg`` before the sidebar is drawn, and
     the Chains tab opens."""
-    state = st.session_state
-    for f in fields(cfgmod.Config):
-        value = getattr(cfg, f.name)
-        state[f.name] = list(value) if f.name == "samplers" else value
-    state.pop("_size_note", None)
-    state[view_links.VIEW] = "Chains"
+    page_state.open_config(cfg)
+    page_state.VIEW.set("Chains")
     # written by the callback, these show at the top of the page run it starts
     st.toast("The sweep's point is open in the live views: press Run.")
     for note in notes:
@@ -297,19 +303,18 @@ def _open_live(cfg: cfgmod.Config, notes: list[str]) -> None:
 def _shown_map() -> tuple[dict | None, str]:
     """The map to draw and what it is called; an upload that cannot be read says why and the
     shipped map stays."""
-    state = st.session_state
-    with st.expander("Open your own sweep", expanded=state.get(UPLOAD_KEY) is not None):
+    with st.expander("Open your own sweep", expanded=WG_UPLOAD.get() is not None):
         file = st.file_uploader(
             "A sweep's results (.sqlite) or its map (.json)",
             type=["sqlite", "db", "json"],
-            key=UPLOAD_KEY,
+            key=WG_UPLOAD.key,
             help="A results file that python -m lsbcore.studies.sweep wrote (--out), or the map "
             "that python -m lsbcore.studies.sweep.report derived from one (--json). Up to "
             f"{MAX_UPLOAD_BYTES // 1_000_000} MB. Without one, the map shipped with LSB "
             "Explorer is shown.",
         )
     if file is not None:
-        held = state.get(LOADED)
+        held = WG_LOADED.get()
         if held is None or held[0] != file.file_id:
             try:
                 document, error = load_upload(file.name, file.getvalue()), None
@@ -318,7 +323,7 @@ def _shown_map() -> tuple[dict | None, str]:
             except Exception:  # an unreadable file must never take the page down
                 log.exception("which g where: upload %r failed", file.name)
                 document, error = None, f"{quote(file.name)} could not be read as a map."
-            held = state[LOADED] = (file.file_id, file.name, document, error)
+            held = WG_LOADED.set((file.file_id, file.name, document, error))
         if held[2] is not None:
             return held[2], quote(held[1])
         st.error(f"{held[3]} Showing the shipped map.")
@@ -332,36 +337,35 @@ def _shown_map() -> tuple[dict | None, str]:
 def _on_pick() -> None:
     """A click on the map: the cell under it becomes the chosen point."""
     try:
-        event = st.session_state.get(PICK_KEY) or {}
+        event = WG_PICK.get() or {}
         picked = picked_point((event.get("selection") or {}).get("points"))
     except Exception:  # a click must never take the page down
         log.exception("which g where: unreadable selection")
         return
     if picked is not None:
-        st.session_state[LAM_KEY], st.session_state[SIGMA_KEY] = picked
-        st.session_state[VERSION] = st.session_state.get(VERSION, 0) + 1
+        WG_LAM.set(picked[0])
+        WG_SIGMA.set(picked[1])
+        WG_VERSION.set(WG_VERSION.get() + 1)
 
 
-def _on_box(key: str, box: str) -> None:
+def _on_box(slot: page_state.Slot, box: str) -> None:
     """A λ or σ chosen in its box becomes the chosen point's. A box drawn before the last click
     can still report its old value (Streamlit calls its callback from the browser's stale
     state, after the click): it is not the user's choice, so it is ignored."""
-    if box == st.session_state.get(BOXES, {}).get(key):
-        st.session_state[key] = st.session_state[box]
+    if box == (WG_BOXES.get() or {}).get(slot.key):
+        slot.set(page_state.Slot(box, None).get())
 
 
-def _snap(key: str, values: list[float]) -> None:
-    state = st.session_state
+def _snap(slot: page_state.Slot, values: list[float]) -> None:
     try:
-        wanted = float(state.get(key, values[0]))
+        wanted = float(slot.get() if slot.is_set() else values[0])
     except (TypeError, ValueError):
         wanted = values[0]
-    state[key] = nearest(values, wanted if math.isfinite(wanted) else values[0])
+    slot.set(nearest(values, wanted if math.isfinite(wanted) else values[0]))
 
 
 def render(run) -> None:
     """The Which g where tab (drawn once per page run, outside the live fragment)."""
-    state = st.session_state
     if not presentation.is_on():  # a lecture has the view's one sentence instead
         st.caption(INTRO)
     document, name = _shown_map()
@@ -380,46 +384,45 @@ def render(run) -> None:
     )
     for note in document.get("notes") or []:
         st.caption(f"Note: {plain(note)}")
-    view_links.restore(state, KEYS)
+    page_state.restore_links(KEYS)
     panels = document["panels"]
     options = list(range(1, len(panels) + 1))
-    if state.get(PANEL_KEY) not in options:
-        state[PANEL_KEY] = min(max(int(state.get(PANEL_KEY) or 1), 1), len(panels))
-    panel = panels[state[PANEL_KEY] - 1]
-    _snap(LAM_KEY, panel["lam"])
-    _snap(SIGMA_KEY, panel["sigma"])
-    view_links.remember(state, KEYS)
-    view_links.publish(st.query_params, state)
+    if WG_PANEL.get() not in options:
+        WG_PANEL.set(min(max(int(WG_PANEL.get() or 1), 1), len(panels)))
+    panel = panels[WG_PANEL.get() - 1]
+    _snap(WG_LAM, panel["lam"])
+    _snap(WG_SIGMA, panel["sigma"])
+    page_state.remember_links(KEYS)
     with st.container(horizontal=True, gap="medium"):
         if len(panels) > 1:
             st.selectbox(
                 "Panel (target, μ)",
                 options,
-                key=PANEL_KEY,
+                key=WG_PANEL.key,
                 format_func=lambda i: panel_label(panels[i - 1]),
                 width=320,
             )
-        boxes = state[BOXES] = {}
-        for label, key, values in (("λ", LAM_KEY, panel["lam"]), ("σ", SIGMA_KEY, panel["sigma"])):
+        boxes = WG_BOXES.set({})
+        for label, slot, values in (("λ", WG_LAM, panel["lam"]), ("σ", WG_SIGMA, panel["sigma"])):
             # afresh after a click, and for other values (another panel or map)
-            box = boxes[key] = f"{key}_box_{state.get(VERSION, 0)}_{hash(tuple(values))}"
+            box = boxes[slot.key] = f"{slot.key}_box_{WG_VERSION.get()}_{hash(tuple(values))}"
             st.selectbox(
                 label,
                 values,
-                index=values.index(state[key]),
+                index=values.index(slot.get()),
                 key=box,
                 on_change=_on_box,
-                args=(key, box),
+                args=(slot, box),
                 format_func=lambda v: f"{v:g}",
                 width=120,
             )
-    lam, sigma = float(state[LAM_KEY]), float(state[SIGMA_KEY])
+    lam, sigma = float(WG_LAM.get()), float(WG_SIGMA.get())
     samplers = list(document["samplers"])
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.plotly_chart(
             clickable_map(panel, samplers, (lam, sigma)),
-            key=PICK_KEY,
+            key=WG_PICK.key,
             on_select=_on_pick,
             selection_mode="points",
             config={"displayModeBar": False},
