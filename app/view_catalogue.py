@@ -11,7 +11,7 @@ time: it imports the views.
 
 from __future__ import annotations
 
-from app import presentation
+from app import presentation, view_links
 from app.target_kind import TargetKind
 from app.view_links import VIEW, ViewParam
 from app.view_record import Page, View
@@ -293,3 +293,7 @@ def link_params() -> dict[str, ViewParam]:
             raise ValueError(f"two link parameters are called {param.key!r}.")
         table[param.key] = param
     return table
+
+
+# the link table the lower modules read (app/view_links.py), handed down once
+view_links.register(link_params())

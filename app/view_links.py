@@ -66,17 +66,22 @@ class ViewParam:
         return str(value)
 
 
-# Every link parameter of the views by key, filled from the view records when first needed
-# (the records import the views, which use this module): read it through ``all_params()``.
+# Every link parameter of the views by key. The view records (``app/view_catalogue.py``) import
+# the views, which use this module, so the catalogue hands its table down when it is imported
+# (``register``) rather than this module reaching up for it.
 PARAMS: dict[str, ViewParam] = {}
+
+
+def register(params: Mapping[str, ViewParam]) -> None:
+    """Take the views' link parameters (``view_catalogue.link_params()``)."""
+    PARAMS.clear()
+    PARAMS.update(params)
 
 
 def all_params() -> dict[str, ViewParam]:
     """Every link parameter of the views by key (``app/view_catalogue.py``'s records)."""
     if not PARAMS:
-        from app import view_catalogue
-
-        PARAMS.update(view_catalogue.link_params())
+        raise RuntimeError("no view link parameters: import app.view_catalogue first.")
     return PARAMS
 
 

@@ -94,7 +94,8 @@ def test_a_new_record_is_a_tab_a_link_value_and_a_sentence(monkeypatch):
     monkeypatch.setitem(
         view_catalogue.PAGES, TargetKind.ISING, replace(page, views=(*page.views, extra))
     )
-    monkeypatch.setattr(view_links, "PARAMS", {})  # refilled from the records above
+    monkeypatch.setattr(view_links, "PARAMS", dict(view_links.PARAMS))  # restored after the test
+    view_links.register(view_catalogue.link_params())  # the table from the records above
     try:
         at = open_app(size="16", chains="2", samplers="barker", view="Test view", present="1")
         assert not at.exception and not at.warning

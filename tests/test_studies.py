@@ -41,7 +41,7 @@ def test_the_listing_names_every_study_and_an_unknown_name_is_refused(capsys):
 
 def test_the_experiment_command_users_know_still_runs():
     done = subprocess.run(
-        [sys.executable, "-m", "lsbcore.studies.experiment", "--help"],
+        [sys.executable, "-m", "lsbcore.experiment", "--help"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -62,7 +62,7 @@ def experiment_command(cfg: Config, out: str = "lsb-run") -> tuple[str | None, s
             f"No command line: this run changes the paper case's {', '.join(changed)}, and the "
             "experiment command runs the paper's cases only with their own settings."
         )
-    argv = ["python", "-m", "lsbcore.studies.experiment", "--case", str(cfg.case)]
+    argv = ["python", "-m", "lsbcore.experiment", "--case", str(cfg.case)]
     argv += ["--samplers", ",".join(cfg.samplers), "--chains", str(cfg.chains)]
     argv += ["--size", str(cfg.size), "--burn-in", str(cfg.burn_in), "--steps", str(cfg.steps)]
     argv += ["--seed", str(cfg.seed), "--start", "shared"]  # the app's chains share a start

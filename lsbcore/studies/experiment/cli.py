@@ -232,7 +232,7 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
     args.workers = min(args.workers, len(args.samplers))
 
     config = {
-        "command": shlex.join(["python", "-m", "lsbcore.studies.experiment", *argv]),
+        "command": shlex.join(["python", "-m", "lsbcore.experiment", *argv]),
         "argv": list(argv),
     }
     if args.case is not None:

@@ -36,7 +36,7 @@ def shown_argv(argv, private=("--json", "--from-json", "--out")) -> list[str]:
 
 def shown_command(argv) -> str:
     """``python -m lsbcore.experiment`` with ``shown_argv(argv)``, quoted for a shell."""
-    return shlex.join(["python", "-m", "lsbcore.studies.experiment", *shown_argv(argv)])
+    return shlex.join(["python", "-m", "lsbcore.experiment", *shown_argv(argv)])
 
 
 __all__ = ["shown_argv", "shown_command"]
