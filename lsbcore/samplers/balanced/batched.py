@@ -57,6 +57,7 @@ from lsbcore.balancing.restarts import restarting_chains
 from lsbcore.checks import real
 from lsbcore.numerics import SGD_MOMENTUM
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
 
 RATIOS = ("exact", "gradient")
@@ -304,11 +305,11 @@ class BatchedBalancedSampler(BatchedSampler):
         )
         alive = self._alive(log_ratio, self._log_z)
         accept = alive & (torch.log(u[1]) < log_a)
-        self._last = {
-            "site": i,
-            "accept_prob": torch.where(alive, torch.exp(log_a), 0.0),
-            "accepted": accept,
-        }
+        self._last = StepInfo(
+            site=i,
+            accept_prob=torch.where(alive, torch.exp(log_a), 0.0),
+            accepted=accept,
+        )
         self._commit(accept, x_new, log_ratio, s_new, cache, log_g_new, log_z_new)
 
     def _commit(self, accept, x_new, log_ratio, s_new, cache, log_g_new=None, log_z_new=None):
@@ -466,11 +467,11 @@ class BatchedBalancedSampler(BatchedSampler):
             self.balancing.project_()  # LSB 2' keeps its slopes in [0, 1]
             self._guard(loss)
             accept = ~dead & (torch.log(u[1]) < accept_log_a)
-            self._last = {
-                "site": i,
-                "accept_prob": torch.where(dead, 0.0, torch.exp(accept_log_a)),
-                "accepted": accept,
-            }
+            self._last = StepInfo(
+                site=i,
+                accept_prob=torch.where(dead, 0.0, torch.exp(accept_log_a)),
+                accepted=accept,
+            )
             self._commit(accept, x_new, log_ratio, s_new, cache)
             if self.history.wants(self.n_steps):
                 self._pending.append((self.n_steps, self._history_row(loss)))

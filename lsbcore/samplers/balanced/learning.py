@@ -74,7 +74,7 @@ class BalancedLearning:
         if status:
             self._stop_learning()
         if taken:
-            self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+            self._last_refs = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
             self._cache_stale = True
             self.n_target_evals += taken * self.neighbourhood_size  # the uniform flips x~
             self._count_step(taken)
@@ -222,7 +222,7 @@ class BalancedLearning:
             # the proposal's acceptance under theta0, in units of Z(x): A = Z / max(Z, Z')
             z_new = 1.0 + dz[0].unsqueeze(1)
             accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
-            self._last = (i, torch.ones_like(z_new), z_new, accept)
+            self._last_refs = (i, torch.ones_like(z_new), z_new, accept)
             self._write(accept, index[0], x_new[0], s_new[0])
             self._log_p_learning = log_p + torch.where(accept, s_old[0, :, :1], 0.0).squeeze(1)
             self._cache_stale = True  # g changed everywhere: rebuild before the next proposal

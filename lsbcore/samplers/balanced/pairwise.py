@@ -31,6 +31,7 @@ from lsbcore.numerics import LOG_RANGE, MAX_LOG_G
 from lsbcore.samplers.balanced.backends import BalancedBackends
 from lsbcore.samplers.balanced.learning import OPTIMIZERS, BalancedLearning
 from lsbcore.samplers.base import Sampler
+from lsbcore.samplers.chain_base import StepInfo
 
 __all__ = ["OPTIMIZERS", "LocallyBalancedSampler"]
 
@@ -196,12 +197,12 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
             probs = g_old[..., 0] / z * (z / torch.maximum(z, z_new))
             return probs[:, :d].reshape(self.x.shape)
 
-    def _describe_last(self, i, z, z_new, accept) -> dict[str, torch.Tensor]:
-        return {
-            "site": i,
-            "accept_prob": (z / torch.maximum(z, z_new)).squeeze(1),  # A = Z / max(Z, Z')
-            "accepted": accept.squeeze(1),
-        }
+    def _describe_last(self, i, z, z_new, accept) -> StepInfo:
+        return StepInfo(
+            site=i,
+            accept_prob=(z / torch.maximum(z, z_new)).squeeze(1),  # A = Z / max(Z, Z')
+            accepted=accept.squeeze(1),
+        )
 
     def _propose(self, i: torch.Tensor):
         """Everything about "flip ``i``": neighbourhood, new values and ``Z(x')`` per chain."""
@@ -230,5 +231,5 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
         index, _, x_new, s_new, _, g_new, z_new = self._propose(i)
         # A = min(1, Z / Z') = Z / max(Z, Z'): no cancellation, and Z' = inf simply rejects
         accept = u[2] * torch.maximum(self._Z, z_new) < self._Z
-        self._last = (i, self._Z, z_new, accept)  # references only: nothing computed here
+        self._last_refs = (i, self._Z, z_new, accept)  # references only: nothing computed here
         self._commit(accept, index, x_new, s_new, g_new)
