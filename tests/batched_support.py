@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.chain_base import StepInfo
 
 
 class UniformMetropolis(BatchedSampler):
@@ -16,5 +17,5 @@ class UniformMetropolis(BatchedSampler):
         i = (self._uniforms(self.n_chains) * self.n_sites).long()
         s_i = self._s[self._chains, i]
         accept = torch.log(self._uniforms(self.n_chains)) < s_i
-        self._last = {"site": i, "accepted": accept}
+        self._last = StepInfo(site=i, accepted=accept)
         self._move(self._flip_sites(i), accept, s_i)

@@ -29,8 +29,7 @@ import torch
 
 from lsbcore.backends import resolve_backend, resolve_device
 from lsbcore.backends.structures import Chains, Tables
-from lsbcore.checks import integer
-from lsbcore.numerics import BELOW_ONE
+from lsbcore.samplers.chain_base import ChainBase, StepInfo
 from lsbcore.targets.pairwise_target import PairwiseTarget
 
 
@@ -42,8 +41,11 @@ def uniform_start(shape: tuple[int, ...], n_chains: int, seed: int = 0) -> torch
     return (2 * bits - 1).to(torch.float64)
 
 
-class Sampler:
+class Sampler(ChainBase):
     """Base class: ``B`` chains advanced together, on a ``PairwiseTarget``, with a chosen backend.
+
+    The pairwise fast path: the specialisation of ``ChainBase`` (checks, counters, last step)
+    that caches the flip log-ratios and runs on the compiled and device kernels.
 
     Its samplers offer ``interface.ChainSampler``; the single-site ones ``SingleSiteSampler``.
 
@@ -63,9 +65,8 @@ class Sampler:
             step also evaluates the neighbourhood of a uniformly flipped site.
     """
 
-    name = "sampler"
-    learnable = False
-    sites_per_step = 1  # sites a step updates per chain (a proposed single flip counts 1)
+    batch_names = ("alpha images", "image")
+    flat_starts = False
 
     def __init__(
         self,
@@ -82,24 +83,15 @@ class Sampler:
                 "target must be an lsbcore target (IsingPosterior, PairwiseMRF), "
                 f"got {type(target).__name__}."
             )
-        self.n_chains = integer(n_chains, "n_chains", 1, 100_000)
-        if target.batch not in (1, n_chains):
-            raise ValueError(
-                f"the target holds {target.batch} alpha images but n_chains is {n_chains}; "
-                "give one image or one per chain."
-            )
-        seed = integer(seed, "seed", 0, 2**63 - 1)  # torch.Generator's range
-        self.resync_every = integer(resync_every, "resync_every", 1, 10**9)
-        self.target = target
-        self.seed = seed
+        self._init_chains(target, n_chains, seed, resync_every)
+        n_chains, seed = self.n_chains, self.seed
         self.device = resolve_device(device)
         self.backend = resolve_backend(backend, self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
-        self.n_sites = target.n_sites
         if x0 is None:
             x0 = uniform_start(target.shape, n_chains, seed)
-        x = self._check_start(x0).reshape(n_chains, -1)
+        x = self._check_start(x0)
         self._x = torch.ones(
             n_chains, self._padded_width(), dtype=torch.float64, device=self.device
         )
@@ -112,14 +104,9 @@ class Sampler:
         self._dummy = torch.tensor([[self._width - 1]], device=self.device)
         self._chains = torch.arange(n_chains, device=self.device)
         self._tables = None  # the kernels' view of the flip tables, built on first use
-        self.n_steps = 0
-        self.n_site_updates = 0
-        self.n_target_evals = 0
-        self._last = None  # what the last step proposed (subclasses fill it; see last_proposal)
+        # what the last step proposed: references only, described when read (see step_info)
+        self._last_refs: tuple[torch.Tensor, ...] | None = None
         self._n_accepted = torch.zeros(n_chains, 1, dtype=torch.int64, device=self.device)
-        self.wall_seconds = 0.0
-        self._since_resync = 0
-        self._tracking = False
         self.resync()
 
     def _value_table(self, target: PairwiseTarget) -> torch.Tensor:
@@ -137,7 +124,7 @@ class Sampler:
     def set_state(self, x) -> None:
         """Put the chains at ``x`` (``[B, *shape]`` or ``[*shape]`` of +-1) and recompute the
         cached log-ratios exactly: what a replica exchange or a restart from outside needs."""
-        x = self._check_start(x).reshape(self.n_chains, -1)
+        x = self._check_start(x)
         self._x[:, : self.n_sites] = x.to(self.device)
         self._replaced()
 
@@ -164,22 +151,7 @@ class Sampler:
         """After ``x`` or the target changed from outside: every cache is rebuilt from them."""
         self.resync()
 
-    # ----------------------------------------------------------------- state and validation
-    def _check_start(self, x0) -> torch.Tensor:
-        x0 = torch.as_tensor(x0, dtype=torch.float64)
-        shape = self.target.shape
-        if x0.dim() == len(shape):
-            x0 = x0.unsqueeze(0).expand(self.n_chains, *shape)
-        if tuple(x0.shape) != (self.n_chains, *shape):
-            layout = ", ".join(str(v) for v in shape)
-            raise ValueError(
-                f"x0 must have shape [{self.n_chains}, {layout}] or [{layout}], "
-                f"got {tuple(x0.shape)}."
-            )
-        if not bool(((x0 == 1) | (x0 == -1)).all()):
-            raise ValueError("x0 must contain only +1 and -1.")
-        return x0.clone()
-
+    # ----------------------------------------------------------------- state
     @property
     def x(self) -> torch.Tensor:
         """Current states ``[B, *target.shape]`` of +-1 (a view: copy it before keeping it)."""
@@ -198,34 +170,11 @@ class Sampler:
             d = self.n_sites
             return self.target.log_prob_from_ratios(self._x[:, :d], self._s[:, :d])
 
-    @property
-    def accept_rate(self) -> float:
-        """Sites that changed over site updates, over all chains and steps so far (for a
-        single-flip sampler: accepted over proposed flips)."""
-        if self.n_site_updates == 0:
-            return float("nan")
-        return float(self._n_accepted.sum()) / (self.n_site_updates * self.n_chains)
-
     def set_backend(self, backend: str) -> None:
         """Run the next steps on ``backend`` (one of ``BACKENDS``). All backends draw and read
         the uniforms alike, so a switch between calls leaves the chains exactly as they would
         have been."""
         self.backend = resolve_backend(backend, self.device)
-
-    @property
-    def n_accepted(self) -> int:
-        """Sites that changed so far, summed over chains (accepted flips for one-site moves)."""
-        return int(self._n_accepted.sum())
-
-    @property
-    def steps_to_resync(self) -> int:
-        """Steps until the next exact resync of the cached log-ratios."""
-        return self.resync_every - self._since_resync
-
-    @property
-    def sweeps(self) -> float:
-        """Site updates per site so far: one sweep updates every site once on average."""
-        return self.n_site_updates / self.n_sites
 
     def resync(self) -> None:
         """Recompute the cached ``s`` and ``log p~`` exactly from ``x`` (restores the invariant)."""
@@ -239,20 +188,9 @@ class Sampler:
         self._stats_resync()
 
     # ----------------------------------------------------------------- running statistics
-    def track_statistics(self, truth=None) -> None:
-        """Keep ``statistics`` up to date on every step from now on (a few small ops per step).
-
-        ``truth`` (``[H, W]`` of +-1, optional) gives the third column; without it it stays 0.
-        """
-        truth_values = torch.zeros(self._width, dtype=torch.float64, device=self.device)
-        if truth is not None:
-            truth = torch.as_tensor(truth, dtype=torch.float64).reshape(-1)
-            if truth.numel() != self.n_sites:
-                raise ValueError(f"truth must have {self.n_sites} sites, got {truth.numel()}.")
-            truth_values[: self.n_sites] = truth.to(self.device)
-        self._truth_values = truth_values
-        self._tracking = True
-        self._stats_resync()
+    # track_statistics (ChainBase) keeps them up to date on every step (a few small ops each)
+    def _truth_width(self) -> int:
+        return self._width  # the truth is padded like x, so a rejected write reads a 0
 
     @property
     def statistics(self) -> torch.Tensor:
@@ -285,12 +223,15 @@ class Sampler:
         """Subclasses rebuild what they derive from ``s``."""
 
     @property
-    def last_proposal(self) -> dict[str, torch.Tensor] | None:
+    def step_info(self) -> StepInfo | None:
         """The last step per chain: ``site`` (flat index ``row * W + col``) ``[B]``, its
-        ``accept_prob`` ``[B]`` and whether it was ``accepted`` ``[B]``; None before any step."""
-        return None if self._last is None else self._describe_last(*self._last)
+        ``accept_prob`` ``[B]`` and whether it was ``accepted`` ``[B]``; None before any step.
+        Built here from the references the step kept, so a step computes nothing for it."""
+        refs = self._last_refs
+        return None if refs is None else self._describe_last(*refs)
 
-    def _describe_last(self, *last) -> dict[str, torch.Tensor]:
+    def _describe_last(self, *refs: torch.Tensor) -> StepInfo:
+        """The ``StepInfo`` of the references a step kept in ``_last_refs``."""
         raise NotImplementedError
 
     # ----------------------------------------------------------------- the step loop
@@ -300,11 +241,7 @@ class Sampler:
         Every backend draws exactly these per chunk and read ``u[t, b, k]`` with the same
         meaning, so one seed gives the same chains on either.
         """
-        u = torch.rand(
-            m, self.n_chains, width, generator=self.generator, dtype=torch.float64,
-            device=self.device,
-        )  # fmt: skip
-        return u.mul_(BELOW_ONE)
+        return self._uniforms(m, self.n_chains, width)
 
     def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
         """Advance every chain ``n`` steps. ``learn=True`` is only for learnable samplers.
@@ -314,17 +251,7 @@ class Sampler:
         proposed site (-1 for a move of many sites) of every chain. Steps run in chunks that
         end at every resync, on this sampler's backend.
         """
-        n = integer(n, "n", 0)
-        if learn and not self.learnable:
-            raise ValueError(
-                f"the {self.name!r} sampler has a fixed balancing function and cannot learn; "
-                "call step(n) without learn=True, or use 'lsb1' / 'lsb2'."
-            )
-        if trace is not None:
-            if not self._tracking:
-                raise ValueError("trace= needs track_statistics() first.")
-            if tuple(trace.shape) != (n, self.n_chains, 5) or trace.dtype != torch.float64:
-                raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 5].")
+        n = self._check_step(n, learn, trace)
         start = time.perf_counter()
         chunk_cap = max(1, (1 << 20) // (self.n_chains * self.uniforms_per_step))
         done = 0
@@ -350,9 +277,13 @@ class Sampler:
                         if part is not None:
                             self._fill_trace(part, t)
             done += m
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.wall_seconds += time.perf_counter() - start
+        self._finish_step(start)
+
+    def _learning_refusal(self) -> str:
+        return (
+            f"the {self.name!r} sampler has a fixed balancing function and cannot learn; "
+            "call step(n) without learn=True, or use 'lsb1' / 'lsb2'."
+        )
 
     uniforms_per_step = 3  # uniforms a frozen step draws per chain
 
@@ -368,19 +299,11 @@ class Sampler:
     def _learning_chunk(self, m: int, trace) -> int:
         raise NotImplementedError
 
-    def _count_step(self, m: int = 1) -> None:
-        self.n_steps += m
-        self.n_site_updates += m * self.sites_per_step
-        self.n_target_evals += m * self.evals_per_step
-        self._since_resync += m
-        if self._since_resync >= self.resync_every:
-            self.resync()
-
     def _fill_trace(self, trace: torch.Tensor, t: int) -> None:
-        last = self.last_proposal
+        info = self.step_info
         trace[t, :, :3] = self._stats.cpu()
-        trace[t, :, 3] = last["accepted"].view(-1).cpu()
-        trace[t, :, 4] = last["site"].view(-1).cpu()
+        trace[t, :, 3] = info.accepted.view(-1).cpu()
+        trace[t, :, 4] = info.site.view(-1).cpu()
 
     # ----------------------------------------------------------------- the compiled path
     def _uses_compiled(self, learn: bool) -> bool:

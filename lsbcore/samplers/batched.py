@@ -26,9 +26,8 @@ import time
 
 import torch
 
-from lsbcore.checks import integer
-from lsbcore.numerics import BELOW_ONE
 from lsbcore.samplers.base import resolve_device
+from lsbcore.samplers.chain_base import ChainBase
 from lsbcore.targets.base import Target
 
 #: Backends a batched sampler accepts: torch operations on the chosen device, or, where the
@@ -39,17 +38,15 @@ BATCHED_BACKENDS = ("auto", "torch", "compiled")
 COMPILED_UNIFORMS = 1 << 20
 
 
-class BatchedSampler:
-    """Base class of the samplers that run on any ``Target`` (see the module docstring).
+class BatchedSampler(ChainBase):
+    """Base class of the samplers that run on any ``Target`` (see the module docstring); its
+    checks, counters and last step (``StepInfo``) are ``ChainBase``'s.
 
     Subclasses set ``name``, ``needs`` (capabilities the target must provide),
     ``sites_per_step``, ``evals_per_step`` and ``uses_ratios``, and define ``_step()``.
     """
 
-    name = "sampler"
-    learnable = False
     needs: frozenset[str] = frozenset()
-    sites_per_step = 1  # sites a step updates per chain (proposed moves included)
     uses_ratios = True  # whether the step reads the cached flip log-ratios
 
     def __init__(
@@ -67,16 +64,7 @@ class BatchedSampler:
         missing = sorted(set(self.needs) - set(target.provides))
         if missing:
             raise ValueError(refusal(self.name, target, missing))
-        self.n_chains = integer(n_chains, "n_chains", 1, 100_000)
-        if target.batch not in (1, self.n_chains):
-            raise ValueError(
-                f"the target holds {target.batch} parameter sets but n_chains is {n_chains}; "
-                "give one set or one per chain."
-            )
-        self.seed = integer(seed, "seed", 0, 2**63 - 1)
-        self.resync_every = integer(resync_every, "resync_every", 1, 10**9)
-        self.target = target
-        self.n_sites = target.n_sites
+        self._init_chains(target, n_chains, seed, resync_every)
         self.device = resolve_device(device)
         self._backend_asked = backend
         self.backend = self._check_backend(backend)
@@ -87,14 +75,7 @@ class BatchedSampler:
         else:
             x = self._check_start(x0)
         self._x = x.to(self.device, torch.float64).reshape(self.n_chains, self.n_sites).clone()
-        self.n_steps = 0
-        self.n_site_updates = 0
-        self.n_target_evals = 0
-        self.wall_seconds = 0.0
-        self._since_resync = 0
         self._n_accepted = torch.zeros(self.n_chains, dtype=torch.int64, device=self.device)
-        self._last = None
-        self._tracking = False
         self._s = self._cache = None
         self.resync()
         if not bool(torch.isfinite(self._log_p).all()):
@@ -133,22 +114,6 @@ class BatchedSampler:
     def set_backend(self, backend: str) -> None:
         self._backend_asked = backend
         self.backend = self._check_backend(backend)
-
-    def _check_start(self, x0) -> torch.Tensor:
-        x0 = torch.as_tensor(x0, dtype=torch.float64)
-        shape = self.target.shape
-        if x0.dim() == len(shape) and tuple(x0.shape) == shape:
-            x0 = x0.unsqueeze(0).expand(self.n_chains, *shape)
-        flat_ok = x0.dim() == 2 and tuple(x0.shape) == (self.n_chains, self.n_sites)
-        if not (flat_ok or tuple(x0.shape) == (self.n_chains, *shape)):
-            layout = ", ".join(str(v) for v in shape)
-            raise ValueError(
-                f"x0 must have shape [{self.n_chains}, {layout}] or [{layout}], "
-                f"got {tuple(x0.shape)}."
-            )
-        if not bool(((x0 == 1) | (x0 == -1)).all()):
-            raise ValueError("x0 must contain only +1 and -1.")
-        return x0.reshape(self.n_chains, self.n_sites)
 
     # ----------------------------------------------------------------- state
     @property
@@ -200,11 +165,6 @@ class BatchedSampler:
         self.resync()
 
     # ----------------------------------------------------------------- moves
-    def _uniforms(self, *shape: int) -> torch.Tensor:
-        """Uniforms in ``[0, 1)`` from the sampler's generator, on its device."""
-        u = torch.rand(*shape, generator=self.generator, dtype=torch.float64, device=self.device)
-        return u.mul_(BELOW_ONE)
-
     def _move(self, x_new: torch.Tensor, accept: torch.Tensor, log_ratio: torch.Tensor) -> None:
         """Chains where ``accept`` (``[B]`` bool) go to ``x_new`` (``[B, n]``), whose
         ``log p~`` is ``log_ratio`` (``[B]``) above the current one; the rest stay."""
@@ -235,16 +195,7 @@ class BatchedSampler:
         receives after every step ``statistics``, the number of sites that changed and the
         proposed site (-1 for a move of many sites).
         """
-        n = integer(n, "n", 0)
-        if learn and not self.learnable:
-            raise ValueError(
-                f"the {self.name!r} sampler does not learn; call step(n) without learn=True."
-            )
-        if trace is not None:
-            if not self._tracking:
-                raise ValueError("trace= needs track_statistics() first.")
-            if tuple(trace.shape) != (n, self.n_chains, 5) or trace.dtype != torch.float64:
-                raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 5].")
+        n = self._check_step(n, learn, trace)
         start = time.perf_counter()
         if self.backend == "compiled" and trace is None and not learn:
             self._run_compiled(n)
@@ -256,17 +207,10 @@ class BatchedSampler:
             else:
                 with torch.no_grad():
                     self._step()
-            self.n_steps += 1
-            self.n_site_updates += self.sites_per_step
-            self.n_target_evals += self.evals_per_step
-            self._since_resync += 1
-            if self._since_resync >= self.resync_every:
-                self.resync()
+            self._count_step()
             if trace is not None:
                 self._fill_trace(trace, t, before)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.wall_seconds += time.perf_counter() - start
+        self._finish_step(start)
 
     def _step(self) -> None:
         """One step of every chain."""
@@ -279,12 +223,7 @@ class BatchedSampler:
         while n > 0:
             chunk = min(n, self.resync_every - self._since_resync, most)
             self._compiled_steps(chunk)
-            self.n_steps += chunk
-            self.n_site_updates += chunk * self.sites_per_step
-            self.n_target_evals += chunk * self.evals_per_step
-            self._since_resync += chunk
-            if self._since_resync >= self.resync_every:
-                self.resync()
+            self._count_step(chunk)
             n -= chunk
 
     #: Uniforms one compiled step draws per chain (subclasses with compiled steps set it).
@@ -298,38 +237,7 @@ class BatchedSampler:
         raise NotImplementedError
 
     # ----------------------------------------------------------------- statistics
-    @property
-    def n_accepted(self) -> int:
-        """Sites that changed so far, summed over chains."""
-        return int(self._n_accepted.sum())
-
-    @property
-    def accept_rate(self) -> float:
-        """Sites that changed over site updates, over all chains and steps so far."""
-        if self.n_site_updates == 0:
-            return float("nan")
-        return self.n_accepted / (self.n_site_updates * self.n_chains)
-
-    @property
-    def sweeps(self) -> float:
-        """Site updates per site so far."""
-        return self.n_site_updates / self.n_sites
-
-    @property
-    def steps_to_resync(self) -> int:
-        return self.resync_every - self._since_resync
-
-    def track_statistics(self, truth=None) -> None:
-        """Make ``statistics`` available (``truth``: ``[*shape]`` of +-1 for the third column)."""
-        truth_values = torch.zeros(self.n_sites, dtype=torch.float64, device=self.device)
-        if truth is not None:
-            truth = torch.as_tensor(truth, dtype=torch.float64).reshape(-1)
-            if truth.numel() != self.n_sites:
-                raise ValueError(f"truth must have {self.n_sites} sites, got {truth.numel()}.")
-            truth_values = truth.to(self.device)
-        self._truth_values = truth_values
-        self._tracking = True
-
+    # n_accepted, accept_rate, sweeps, steps_to_resync and track_statistics: ChainBase's
     @property
     def statistics(self) -> torch.Tensor:
         """``[B, 3]`` per chain: ``log p~(x)``, ``sum_i x_i`` and ``x . truth``."""
@@ -341,15 +249,9 @@ class BatchedSampler:
     def _fill_trace(self, trace: torch.Tensor, t: int, before: torch.Tensor) -> None:
         trace[t, :, :3] = self.statistics.cpu()
         trace[t, :, 3] = (self._x != before).sum(1).cpu().to(torch.float64)
-        last = self.last_proposal
-        site = last["site"] if last is not None and "site" in last else None
+        info = self.step_info
+        site = None if info is None else info.site
         trace[t, :, 4] = -1.0 if site is None else site.view(-1).cpu().to(torch.float64)
-
-    @property
-    def last_proposal(self) -> dict[str, torch.Tensor] | None:
-        """What the last step proposed per chain (``site`` for single-site samplers,
-        ``accept_prob``, ``accepted``), or None before any step."""
-        return self._last
 
     def invariant_error(self) -> float:
         """Largest relative gap between the cached ``log p~`` (and ``s``) and a recompute."""

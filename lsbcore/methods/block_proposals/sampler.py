@@ -33,6 +33,7 @@ from lsbcore.methods.block_proposals.pairwise_context import PairwiseBlocks
 from lsbcore.methods.block_proposals.proposal import BlockProposal, load_proposal
 from lsbcore.methods.block_proposals.tiling import Blocks, Tiling, grid_shape, interaction_pairs
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.pairwise_target import PairwiseTarget
 
@@ -189,7 +190,11 @@ class NeuralBlockSampler(BatchedSampler):
         self._n_proposed += n_tiles
         self._n_block_accepted += accept.sum(1)
         accept_prob = log_alpha.clamp(max=0.0).exp().mean(1)
-        self._last = {"accept_prob": accept_prob, "accepted": accept.any(1), "tiles": accept}
+        self._last = StepInfo(
+            accept_prob=accept_prob,
+            accepted=accept.any(1),
+            extra={"tiles": accept},
+        )
 
     @property
     def block_accept_rate(self) -> float:

@@ -29,6 +29,7 @@ import torch
 from lsbcore.methods.flows.model import FlowModel
 from lsbcore.methods.flows.train import trained_flow
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.chain_base import StepInfo
 
 #: Importance draws per estimate: bounds of the option.
 MAX_DRAWS = 64
@@ -101,7 +102,7 @@ class FlowExactSampler(BatchedSampler):
         accept = torch.log(self._uniforms(self.n_chains)) < log_alpha
         self._move(x_new, accept, log_ratio)
         self._n_moves += accept
-        self._last = {"accept_prob": log_alpha.clamp(max=0.0).exp(), "accepted": accept}
+        self._last = StepInfo(accept_prob=log_alpha.clamp(max=0.0).exp(), accepted=accept)
 
     @property
     def move_rate(self) -> float:

@@ -25,6 +25,7 @@ import torch
 from lsbcore.methods.flows.exact_sampler import flow_for
 from lsbcore.methods.flows.model import FlowModel, embed
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.chain_base import StepInfo
 
 
 class FlowLatentSampler(BatchedSampler):
@@ -118,4 +119,4 @@ class FlowLatentSampler(BatchedSampler):
         self._z = torch.where(accept.unsqueeze(1), z_new, self._z)
         self._n_moves += accept
         self._log_pz = torch.where(accept, log_pz_new, self._log_pz)
-        self._last = {"accept_prob": log_alpha.clamp(max=0.0).exp(), "accepted": accept}
+        self._last = StepInfo(accept_prob=log_alpha.clamp(max=0.0).exp(), accepted=accept)

@@ -230,7 +230,7 @@ class BalancedBackends:
             u, last,
         )  # fmt: skip
         last = torch.from_numpy(last)
-        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+        self._last_refs = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
 
     def _has_device_kernel(self) -> bool:
         # the six functions of the paper comparison (learning: ``_has_device_learning``)
@@ -278,4 +278,4 @@ class BalancedBackends:
         )  # fmt: skip
         if trace is not None:  # one copy per chunk
             trace.copy_(out)
-        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+        self._last_refs = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)

@@ -51,16 +51,16 @@ import torch
 import torch.nn.functional as F
 
 from lsbcore.balancing.functions import Balancing, sampler_balancing
-from lsbcore.balancing.history import LearningHistory
-from lsbcore.balancing.objective import OBJECTIVES, lsb_loss_and_grads
+from lsbcore.balancing.objective import lsb_loss_and_grads
 from lsbcore.balancing.restarts import restarting_chains
 from lsbcore.checks import real
 from lsbcore.numerics import SGD_MOMENTUM
+from lsbcore.samplers.balanced.common import check_objective, check_optimizer, take_balancing
 from lsbcore.samplers.batched import BatchedSampler
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
 
 RATIOS = ("exact", "gradient")
-OPTIMIZERS = ("adam", "sgd")
 # learning steps whose history waits on the device before one host read copies it over
 PENDING_HISTORY = 256
 
@@ -151,29 +151,17 @@ class BatchedBalancedSampler(BatchedSampler):
         name: str | None = None,
         **common,
     ):
-        if not isinstance(balancing, Balancing):
-            raise ValueError(f"balancing must be a Balancing, got {type(balancing).__name__}.")
+        take_balancing(self, balancing)  # balancing, learnable, learning_failed, history
         if ratios not in RATIOS:
             raise ValueError(f"ratios must be one of {RATIOS}, got {ratios!r}.")
         self.ratios = ratios
         self.uses_ratios = ratios == "exact"  # the base keeps exact s only when read
         self.needs = frozenset({"gradient"}) if ratios == "gradient" else frozenset()
         self.name = name or (balancing.name if ratios == "exact" else f"f{balancing.name}")
-        self.balancing = balancing
-        # a frozen function (loaded from JSON) samples but does not learn
-        self.learnable = balancing.learnable and any(
-            p.requires_grad for p in balancing.parameters()
-        )
         self.lr = self._check_lr(lr)
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
-        self.optimizer_name = optimizer
+        self.optimizer_name = check_optimizer(optimizer)
         self.restart_prob = real(restart_prob, "restart_prob", 0.0, 1.0)
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
-        self.objective = objective
-        self.learning_failed = False
-        self.history = LearningHistory()
+        self.objective = check_objective(objective)
         self._stale = True
         super().__init__(target, n_chains, **common)
         if objective == "authors":
@@ -304,11 +292,11 @@ class BatchedBalancedSampler(BatchedSampler):
         )
         alive = self._alive(log_ratio, self._log_z)
         accept = alive & (torch.log(u[1]) < log_a)
-        self._last = {
-            "site": i,
-            "accept_prob": torch.where(alive, torch.exp(log_a), 0.0),
-            "accepted": accept,
-        }
+        self._last = StepInfo(
+            site=i,
+            accept_prob=torch.where(alive, torch.exp(log_a), 0.0),
+            accepted=accept,
+        )
         self._commit(accept, x_new, log_ratio, s_new, cache, log_g_new, log_z_new)
 
     def _commit(self, accept, x_new, log_ratio, s_new, cache, log_g_new=None, log_z_new=None):
@@ -466,11 +454,11 @@ class BatchedBalancedSampler(BatchedSampler):
             self.balancing.project_()  # LSB 2' keeps its slopes in [0, 1]
             self._guard(loss)
             accept = ~dead & (torch.log(u[1]) < accept_log_a)
-            self._last = {
-                "site": i,
-                "accept_prob": torch.where(dead, 0.0, torch.exp(accept_log_a)),
-                "accepted": accept,
-            }
+            self._last = StepInfo(
+                site=i,
+                accept_prob=torch.where(dead, 0.0, torch.exp(accept_log_a)),
+                accepted=accept,
+            )
             self._commit(accept, x_new, log_ratio, s_new, cache)
             if self.history.wants(self.n_steps):
                 self._pending.append((self.n_steps, self._history_row(loss)))

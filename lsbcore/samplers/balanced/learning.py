@@ -22,11 +22,10 @@ import numpy as np
 import torch
 
 from lsbcore.balancing.functions import MixtureBalancing
-from lsbcore.balancing.objective import OBJECTIVES, authors_log_ratio, lsb_loss_and_grads
+from lsbcore.balancing.objective import authors_log_ratio, lsb_loss_and_grads
 from lsbcore.balancing.restarts import restarting_chains
 from lsbcore.numerics import SGD_MOMENTUM
-
-OPTIMIZERS = ("adam", "sgd")
+from lsbcore.samplers.balanced.common import check_objective, check_optimizer
 
 
 class BalancedLearning:
@@ -74,7 +73,7 @@ class BalancedLearning:
         if status:
             self._stop_learning()
         if taken:
-            self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+            self._last_refs = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
             self._cache_stale = True
             self.n_target_evals += taken * self.neighbourhood_size  # the uniform flips x~
             self._count_step(taken)
@@ -85,13 +84,11 @@ class BalancedLearning:
         if not (number and 0 < float(lr) <= 10):  # False for NaN too
             raise ValueError(f"lr must be a number in (0, 10], got {lr!r}.")
         lr = float(lr)
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
+        check_optimizer(optimizer)
         number = not isinstance(restart_prob, (bool, np.bool_))
         if not (number and isinstance(restart_prob, numbers.Real) and 0 <= restart_prob <= 1):
             raise ValueError(f"restart_prob must be a probability in [0, 1], got {restart_prob!r}.")
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
+        check_objective(objective)
         self.lr, self.optimizer_name, self.restart_prob = float(lr), optimizer, float(restart_prob)
         self.objective = objective
         self.eta_raw = torch.zeros(1, dtype=torch.float64, device=self.device, requires_grad=True)
@@ -222,7 +219,7 @@ class BalancedLearning:
             # the proposal's acceptance under theta0, in units of Z(x): A = Z / max(Z, Z')
             z_new = 1.0 + dz[0].unsqueeze(1)
             accept = u[2] * torch.clamp(z_new, min=1.0) < 1.0
-            self._last = (i, torch.ones_like(z_new), z_new, accept)
+            self._last_refs = (i, torch.ones_like(z_new), z_new, accept)
             self._write(accept, index[0], x_new[0], s_new[0])
             self._log_p_learning = log_p + torch.where(accept, s_old[0, :, :1], 0.0).squeeze(1)
             self._cache_stale = True  # g changed everywhere: rebuild before the next proposal

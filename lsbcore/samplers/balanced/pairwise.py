@@ -26,11 +26,12 @@ import math
 import torch
 
 from lsbcore.balancing.functions import Balancing
-from lsbcore.balancing.history import LearningHistory
 from lsbcore.numerics import LOG_RANGE, MAX_LOG_G
 from lsbcore.samplers.balanced.backends import BalancedBackends
-from lsbcore.samplers.balanced.learning import OPTIMIZERS, BalancedLearning
+from lsbcore.samplers.balanced.common import OPTIMIZERS, take_balancing
+from lsbcore.samplers.balanced.learning import BalancedLearning
 from lsbcore.samplers.base import Sampler
+from lsbcore.samplers.chain_base import StepInfo
 
 __all__ = ["OPTIMIZERS", "LocallyBalancedSampler"]
 
@@ -60,21 +61,13 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
         name: str | None = None,
         **common,
     ):
-        if not isinstance(balancing, Balancing):
-            raise ValueError(f"balancing must be a Balancing, got {type(balancing).__name__}.")
+        take_balancing(self, balancing)  # balancing, learnable, learning_failed, history
         self.name = name or balancing.name
-        self.balancing = balancing
         d = target.n_sites
         self._block = math.isqrt(d - 1) + 1 if d > 1 else 1  # bs = ceil(sqrt(D))
         self._n_blocks = -(-d // self._block)
-        # a frozen function (loaded from JSON) samples but does not learn
-        self.learnable = balancing.learnable and any(
-            p.requires_grad for p in balancing.parameters()
-        )
-        self.learning_failed = False
         self._parameter_writes = 0  # see _write_learned_params
         self._cache_stale = False
-        self.history = LearningHistory()
         super().__init__(target, n_chains, **common)
         self._torch_without_kernel(common.get("backend", "auto"))
         self.balancing.to(self.device)
@@ -196,12 +189,12 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
             probs = g_old[..., 0] / z * (z / torch.maximum(z, z_new))
             return probs[:, :d].reshape(self.x.shape)
 
-    def _describe_last(self, i, z, z_new, accept) -> dict[str, torch.Tensor]:
-        return {
-            "site": i,
-            "accept_prob": (z / torch.maximum(z, z_new)).squeeze(1),  # A = Z / max(Z, Z')
-            "accepted": accept.squeeze(1),
-        }
+    def _describe_last(self, i, z, z_new, accept) -> StepInfo:
+        return StepInfo(
+            site=i,
+            accept_prob=(z / torch.maximum(z, z_new)).squeeze(1),  # A = Z / max(Z, Z')
+            accepted=accept.squeeze(1),
+        )
 
     def _propose(self, i: torch.Tensor):
         """Everything about "flip ``i``": neighbourhood, new values and ``Z(x')`` per chain."""
@@ -230,5 +223,5 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
         index, _, x_new, s_new, _, g_new, z_new = self._propose(i)
         # A = min(1, Z / Z') = Z / max(Z, Z'): no cancellation, and Z' = inf simply rejects
         accept = u[2] * torch.maximum(self._Z, z_new) < self._Z
-        self._last = (i, self._Z, z_new, accept)  # references only: nothing computed here
+        self._last_refs = (i, self._Z, z_new, accept)  # references only: nothing computed here
         self._commit(accept, index, x_new, s_new, g_new)

@@ -39,6 +39,7 @@ import torch
 
 from lsbcore.checks import integer
 from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
 
 #: Largest block: 2^12 = 4096 states scored per chain and step.
@@ -211,7 +212,7 @@ class BlockGibbsSampler(BatchedSampler):
         log_ratio = log_w.gather(1, choice.unsqueeze(1)).squeeze(1) - self._log_p
         stay = w.gather(1, current.unsqueeze(1)).squeeze(1) / w.sum(1)
         self._move(x_new, moved, log_ratio)
-        self._last = {"sites": sites, "accept_prob": 1.0 - stay, "accepted": moved}
+        self._last = StepInfo(sites=sites, accept_prob=1.0 - stay, accepted=moved)
 
     # ----------------------------------------------------------------- compiled steps
     _aux = False  # the Hamming ball's auxiliary draw
@@ -271,7 +272,7 @@ class BlockGibbsSampler(BatchedSampler):
         self._position = position
         if sweeps:
             self._order = orders[-1]
-        self._last = {"sites": sites, "accept_prob": last[0], "accepted": last[1] > 0}
+        self._last = StepInfo(sites=sites, accept_prob=last[0], accepted=last[1] > 0)
 
     # ----------------------------------------------------------------- the exact law
     def transition_probabilities(self, block: int | None = None) -> torch.Tensor:

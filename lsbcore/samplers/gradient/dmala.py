@@ -30,6 +30,7 @@ import torch
 from torch.nn.functional import logsigmoid
 
 from lsbcore.checks import real
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.samplers.gradient.gwg import (
     GradientSampler,
     enumerated_states,
@@ -79,7 +80,7 @@ class DiscreteLangevin(GradientSampler):
             return proposal_log_prob(self._flip_logits(x_new, grad_new), flips)
 
         log_a, accept = self._metropolis(x_new, proposal_log_prob(logits, flips), reverse)
-        self._last = {"accept_prob": torch.exp(log_a), "accepted": accept, "flips": flips}
+        self._last = StepInfo(accept_prob=torch.exp(log_a), accepted=accept, extra={"flips": flips})
 
     def transition_probabilities(self) -> torch.Tensor:
         """The law of the next state from each chain's current state, ``[B, 2^n]`` float64

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
 
 # Enumeration for the exact one-step laws: 2^12 states, as in lsbcore.exact
@@ -152,7 +153,7 @@ class GibbsWithGradients(GradientSampler):
             return self._site_log_prob(x_new, grad_new, i)
 
         log_a, accept = self._metropolis(self._flip_sites(i), log_q_forward, reverse)
-        self._last = {"site": i, "accept_prob": torch.exp(log_a), "accepted": accept}
+        self._last = StepInfo(site=i, accept_prob=torch.exp(log_a), accepted=accept)
 
     # ----------------------------------------------------------------- compiled steps
     compiled_uniforms_per_step = 2  # as _step draws them: the site, then the acceptance
@@ -176,7 +177,7 @@ class GibbsWithGradients(GradientSampler):
             arrays["exp_neg_w"], last.numpy(),
         )  # fmt: skip
         self._x, self._log_p, self._grad, self._n_accepted = x, log_p, grad, accepted
-        self._last = {"site": last[0].long(), "accept_prob": last[1], "accepted": last[2] > 0}
+        self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)
 
     def flip_probabilities(self) -> torch.Tensor:
         """``T(x -> x with i flipped) = q(i | x) A_i`` for every chain and site, ``[B, *shape]``:

@@ -35,6 +35,7 @@ import itertools
 import torch
 
 from lsbcore.checks import integer
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.samplers.gradient.gwg import (
     GradientSampler,
     draw_site,
@@ -116,13 +117,11 @@ class PathAuxiliarySampler(GradientSampler):
             return path_log_prob(half_ratios(y, grad_y), back, active)
 
         log_a, accept = self._metropolis(y, log_q_forward, reverse)
-        self._last = {
-            "accept_prob": torch.exp(log_a),
-            "accepted": accept,
-            "path_sites": sites,
-            "path_length": length,
-            "path_log_prob": log_q_forward,
-        }
+        self._last = StepInfo(
+            accept_prob=torch.exp(log_a),
+            accepted=accept,
+            extra={"path_sites": sites, "path_length": length, "path_log_prob": log_q_forward},
+        )
 
     def transition_probabilities(self) -> torch.Tensor:
         """The law of the next state from each chain's current state, ``[B, 2^n]`` float64

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from lsbcore.samplers.base import Sampler
+from lsbcore.samplers.chain_base import StepInfo
 
 
 class UniformSiteSampler(Sampler):
@@ -39,9 +40,9 @@ class UniformSiteSampler(Sampler):
             log_p = torch.nn.functional.logsigmoid(s) if self.name == "gibbs" else s.clamp(max=0.0)
             return log_p.view_as(self.x)
 
-    def _describe_last(self, i, s_i, accept) -> dict[str, torch.Tensor]:
+    def _describe_last(self, i, s_i, accept) -> StepInfo:
         p = torch.sigmoid(s_i) if self.name == "gibbs" else torch.exp(s_i.clamp(max=0.0))
-        return {"site": i, "accept_prob": p.squeeze(1), "accepted": accept.squeeze(1)}
+        return StepInfo(site=i, accept_prob=p.squeeze(1), accepted=accept.squeeze(1))
 
     def flip_probabilities(self) -> torch.Tensor:
         """``T(x -> x with i flipped) = P(flip | i) / D`` per chain and site, ``[B, H, W]``."""
@@ -61,7 +62,7 @@ class UniformSiteSampler(Sampler):
         chains, tables = self._kernel_chains(trace), self._kernel_tables()
         kernels.uniform_site_steps(m, chains, tables, self.name == "gibbs", u, last)
         last = torch.from_numpy(last)
-        self._last = (last[:, 0].long(), last[:, 1:2], last[:, 2:3] > 0.5)
+        self._last_refs = (last[:, 0].long(), last[:, 1:2], last[:, 2:3] > 0.5)
 
     uniforms_per_step = 2  # the site, the decision
 
@@ -73,5 +74,5 @@ class UniformSiteSampler(Sampler):
             accept = u[1] < torch.sigmoid(s_i)
         else:
             accept = torch.log(u[1]) < s_i  # u < min(1, t)
-        self._last = (i, s_i, accept)  # references only: nothing computed here
+        self._last_refs = (i, s_i, accept)  # references only: nothing computed here
         self._write(accept, index[:, 0], x_new, s_new)

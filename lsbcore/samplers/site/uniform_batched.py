@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
+from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
 
 RULES = ("gibbs", "metropolis")
@@ -56,7 +57,7 @@ class BatchedUniformSiteSampler(BatchedSampler):
         log_p_flip = log_flip_probability(self.rule, s_i)
         # u < P(flip); a flip into zero mass (s_i = -inf, or NaN from a faulty target) never
         accept = (torch.log(u[1]) < log_p_flip) & (s_i > -math.inf)
-        self._last = {"site": i, "accept_prob": torch.exp(log_p_flip), "accepted": accept}
+        self._last = StepInfo(site=i, accept_prob=torch.exp(log_p_flip), accepted=accept)
         self._move(x_new, accept, s_i)
 
     # ----------------------------------------------------------------- compiled steps
@@ -82,7 +83,7 @@ class BatchedUniformSiteSampler(BatchedSampler):
             site.numpy(), prob.numpy(), flipped.numpy(),
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
-        self._last = {"site": site, "accept_prob": prob, "accepted": flipped}
+        self._last = StepInfo(site=site, accept_prob=prob, accepted=flipped)
 
     # ----------------------------------------------------------------- the exact law
     def flip_log_probs(self) -> torch.Tensor:
