@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 
 import numpy as np
 from PIL import Image
@@ -25,9 +26,22 @@ from tests.browser_support import (  # noqa: F401  (fixtures, known to pytest by
 CHART = "[class*='st-key-prompt_figure'] .js-plotly-plot"
 
 
+def plot_area(page, timeout_s: float = 60.0) -> dict:
+    """The prompt figure's plot area once it is drawn: a rerun (a mode switch) replaces the
+    figure, and on a loaded machine the new one can take seconds to appear."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        area = page.locator(f"{CHART} .nsewdrag").first
+        box = area.bounding_box() if area.count() else None
+        if box is not None or time.monotonic() > deadline:
+            assert box is not None, "the prompt figure was not drawn"
+            return box
+        page.wait_for_timeout(250)
+
+
 def drag(page, start, end) -> None:
     """Drag on the prompt figure between two points given as fractions of its plot area."""
-    area = page.locator(f"{CHART} .nsewdrag").first.bounding_box()
+    area = plot_area(page)
     x0, y0 = area["x"] + start[0] * area["width"], area["y"] + start[1] * area["height"]
     x1, y1 = area["x"] + end[0] * area["width"], area["y"] + end[1] * area["height"]
     page.mouse.move(x0, y0)
@@ -76,7 +90,7 @@ def test_a_dragged_box_rebuilds_the_run_and_the_mask_stays_inside_it(page, serve
     # a click in "background points" mode marks a point where it lands
     page.get_by_text("click background points").click()
     page.wait_for_timeout(1500)
-    area = page.locator(f"{CHART} .nsewdrag").first.bounding_box()
+    area = plot_area(page)
     page.mouse.click(area["x"] + 0.5 * area["width"], area["y"] + 0.5 * area["height"])
     page.get_by_text(re.compile(r"Your prompt: a box .* and 1 background point")).first.wait_for()
     assert_healthy(page)

@@ -84,7 +84,7 @@ def test_results_json_schema(run1):
     assert config["samplers"] == NAMES
     assert config["max_lag"] == 100 and config["max_lag_requested"] == 500  # 200 // 2
     assert config["chains_share_posterior"] is False
-    assert "lsbcore.studies.experiment" in config["command"] and "--case 3" in config["command"]
+    assert "python -m lsbcore.experiment " in config["command"] and "--case 3" in config["command"]
     assert list(results["samplers"]) == NAMES
     for name, entry in results["samplers"].items():
         assert list(entry) == list(SAMPLER_FIELDS), name
