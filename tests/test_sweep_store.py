@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hostile_files import endless_view_file
 
 from lsbcore.studies.sweep.cell import RESULT_FIELDS
 from lsbcore.studies.sweep.grid import Cell, Protocol, SweepGrid
@@ -247,3 +248,35 @@ def test_results_are_read_while_a_sweep_holds_the_file_open_and_mid_transaction(
         assert len(read_results(path)) == 4
     finally:
         store.close()
+
+
+# ----------------------------------------------------------------------------- hostile files
+def test_a_results_file_whose_cells_is_an_endless_view_is_refused_at_once(tmp_path):
+    path = endless_view_file(tmp_path / "endless.sqlite")
+    with pytest.raises(StoreError, match="its cells is a view, not a plain table"):
+        read_results(path)
+    with pytest.raises(StoreError, match="its cells is a view, not a plain table"):
+        ResultStore(path, resume=True)  # --resume --out FILE hung on it
+
+
+def test_the_report_command_refuses_the_endless_view_in_a_sentence(tmp_path):
+    path = endless_view_file(tmp_path / "endless.sqlite")
+    done = subprocess.run(
+        [sys.executable, "-m", "lsbcore.studies.sweep.report", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "not a plain table" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_reading_is_bounded_in_rows_and_in_time(tmp_path):
+    path = tmp_path / "results.sqlite"
+    with ResultStore(path) as store:
+        store.start_run(grid(), "local", 1)
+        for i in range(30):
+            store.write(cell(i), result(i))
+    assert len(read_results(path)) == 30
+    with pytest.raises(StoreError, match="holds more than 10 cells"):
+        read_results(path, max_rows=10)
+    with pytest.raises(StoreError, match="took more than 0 s to read"):
+        read_results(path, seconds=0.0)

@@ -199,6 +199,19 @@ def test_an_sqlite_file_that_is_not_a_sweeps_results_says_so(tmp_path):
     assert message.startswith("“other") and tempfile.gettempdir() not in message
 
 
+def test_an_uploaded_results_file_with_an_endless_view_is_refused_in_a_sentence(tmp_path):
+    """The red team's 8 kB file (issue 47) grew the server by 2 GB in 12 s: now a sentence."""
+    from hostile_files import endless_view_file
+
+    data = endless_view_file(tmp_path / "endless.sqlite").read_bytes()
+    at = open_tab()
+    at.file_uploader(key="wg_upload").upload("endless.sqlite", data, "application/octet-stream")
+    at.run(timeout=30)
+    assert not at.exception
+    errors = texts(at.error)
+    assert "not a plain table" in errors and "Showing the shipped map" in errors, errors
+
+
 def test_an_oversized_upload_is_refused_before_it_is_read(monkeypatch):
     monkeypatch.setattr(wg, "MAX_UPLOAD_BYTES", 100)
     with pytest.raises(ValueError, match="is over"):

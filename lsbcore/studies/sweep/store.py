@@ -24,7 +24,15 @@ from pathlib import Path
 from lsbcore.studies.sweep.cell import RESULT_FIELDS
 from lsbcore.studies.sweep.grid import Cell, SweepGrid
 
-__all__ = ["CELL_COLUMNS", "MAX_STORE_BYTES", "ResultStore", "StoreError", "read_results"]
+__all__ = [
+    "CELL_COLUMNS",
+    "MAX_ROWS",
+    "MAX_STORE_BYTES",
+    "READ_SECONDS",
+    "ResultStore",
+    "StoreError",
+    "read_results",
+]
 
 SCHEMA_VERSION = 1
 CELL_COLUMNS = (
@@ -36,6 +44,12 @@ CELL_COLUMNS = (
 _TEXT = {"key", "target", "sampler", "notes", "worker", "finished"}
 _INTEGER = {"seed", "size", "chains", "burn_in", "steps", "max_lag", "run"}
 MAX_STORE_BYTES = 2_000_000_000  # what a results file may be when opened for reading
+# Reading a results file is bounded in rows and in time as well as in bytes: a file's ``cells``
+# must be a plain table (a view can compute rows without end from an 8 kB file), and a query
+# that still runs after READ_SECONDS, or a table of more than MAX_ROWS rows, is refused.
+MAX_ROWS = 2_000_000  # about 1.6 GB of stored rows (796 bytes each): the byte cap's order
+READ_SECONDS = 60.0
+_BATCH = 10_000
 
 
 class StoreError(ValueError):
@@ -179,6 +193,7 @@ def _check_own_tables(path: Path) -> None:
     try:
         with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            _check_cells_table(db, path)
     except sqlite3.DatabaseError as err:
         raise StoreError(f"{path} cannot be used as a results file: {err}.") from None
     if tables and "cells" not in tables:
@@ -199,11 +214,13 @@ def _check_columns(db: sqlite3.Connection, path: Path) -> None:
         )
 
 
-def read_results(path: Path) -> list[dict]:
+def read_results(path: Path, max_rows: int = MAX_ROWS, seconds: float = READ_SECONDS) -> list[dict]:
     """Every finished cell of a results file, read-only (a file still being written is fine).
 
     Checked before anything is read: a regular file of at most ``MAX_STORE_BYTES``, an SQLite
-    database with the ``cells`` table's columns. NULLs come back as NaN for numbers.
+    database whose ``cells`` is a table (not a view) with the sweep's columns. The rows are read
+    in batches: more than ``max_rows``, or a read still running after ``seconds``, is refused in
+    a sentence. NULLs come back as NaN for numbers.
     """
     path = Path(path)
     if not path.is_file():
@@ -211,10 +228,21 @@ def read_results(path: Path) -> list[dict]:
     if path.stat().st_size > MAX_STORE_BYTES:
         raise StoreError(f"{path} is over {MAX_STORE_BYTES // 1_000_000:,} MB.")
     _check_sqlite_header(path)
+    rows = []
     try:
         with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            _bound_time(db, seconds)
+            _check_cells_table(db, path)
             _check_columns(db, path)
-            rows = db.execute(f"SELECT {', '.join(CELL_COLUMNS)} FROM cells").fetchall()
+            cursor = db.execute(f"SELECT {', '.join(CELL_COLUMNS)} FROM cells")
+            while batch := cursor.fetchmany(_BATCH):
+                rows += batch
+                if len(rows) > max_rows:
+                    raise StoreError(f"{path} holds more than {max_rows:,} cells: not read.")
+    except sqlite3.OperationalError as err:
+        if "interrupt" in str(err):
+            raise StoreError(f"{path} took more than {seconds:g} s to read: not read.") from None
+        raise StoreError(f"{path} cannot be read as a results file: {err}.") from None
     except sqlite3.DatabaseError as err:
         raise StoreError(f"{path} cannot be read as a results file: {err}.") from None
     out = []
@@ -225,3 +253,22 @@ def read_results(path: Path) -> list[dict]:
                 record[name] = math.nan
         out.append(record)
     return out
+
+
+def _bound_time(db: sqlite3.Connection, seconds: float) -> None:
+    """Interrupt any statement of ``db`` still running ``seconds`` from now."""
+    deadline = time.monotonic() + seconds
+    db.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
+
+
+def _check_cells_table(db: sqlite3.Connection, path: Path) -> None:
+    """``cells`` must be a plain table: a view (or a virtual table) computes its rows when read,
+    so its size says nothing about the file's."""
+    row = db.execute("SELECT type, sql FROM sqlite_master WHERE name = 'cells'").fetchone()
+    if row is None:
+        return  # a new store creates it; a reader then finds no columns and says so
+    kind, sql = row
+    if kind != "table" or (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+        raise StoreError(
+            f"{path} is not a sweep's results file: its cells is a {kind}, not a plain table."
+        )
