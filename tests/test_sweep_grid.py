@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
+from pathlib import Path
 
 import pytest
 
@@ -295,3 +297,13 @@ def test_a_toml_file_over_one_megabyte_missing_or_not_text_is_refused(tmp_path):
     binary.write_bytes(b"lam = 1\n\xff\xfe")
     with pytest.raises(ValueError, match="not UTF-8 text"):
         SweepGrid.from_toml(binary)
+
+
+def test_a_device_or_a_pipe_as_the_grid_file_is_refused_without_reading_it(tmp_path):
+    """Issue 47: ``--config /dev/zero`` read until memory ran out; a FIFO hung for ever."""
+    with pytest.raises(ValueError, match="is not a regular file"):
+        SweepGrid.from_toml(Path("/dev/zero"))
+    fifo = tmp_path / "grid.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="is not a regular file"):
+        SweepGrid.from_toml(fifo)

@@ -35,7 +35,10 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from lsbcore.bounded_json import read_capped
 from lsbcore.samplers.registry import REGISTRY
+
+MAX_GRID_BYTES = 1_000_000  # a sweep's grid file is a few lines
 
 __all__ = [
     "ASSETS",
@@ -293,16 +296,25 @@ class SweepGrid:
 
     @classmethod
     def from_toml(cls, path: Path) -> SweepGrid:
-        """A grid from a TOML file (at most 1 MB); a sentence naming the file when it is bad."""
+        """A grid from a TOML file (at most ``MAX_GRID_BYTES``); a sentence naming the file when
+        it is bad."""
         path = Path(path)
+        if path.exists() and not path.is_file() and not path.is_dir():
+            # a device (/dev/zero) never ends, a FIFO waits for a writer: neither is read
+            raise ValueError(f"cannot read {path}: it is not a regular file.")
         try:
-            if path.stat().st_size > 1_000_000:
+            if path.stat().st_size > MAX_GRID_BYTES:
                 raise ValueError(f"{path} is over 1 MB; a sweep's grid file is a few lines.")
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = read_capped(path, MAX_GRID_BYTES)  # bounded even if the file grows meanwhile
         except OSError as err:
             raise ValueError(f"cannot read {path}: {err.strerror or err}.") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"{path} is not UTF-8 text.") from None
+        except ValueError as err:
+            message = str(err)
+            raise ValueError(
+                message if message.startswith(str(path)) else f"{path}: {err}."
+            ) from None
+        try:
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
             raise ValueError(f"{path} is not valid TOML: {err}.") from None
         try:
