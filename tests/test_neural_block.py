@@ -177,6 +177,17 @@ def test_weights_round_trip_and_a_broken_file_is_refused(tmp_path):
         load_proposal(tmp_path / "missing.pt")
 
 
+def test_a_weights_file_with_nan_weights_is_refused_in_a_sentence(tmp_path):
+    """Issue 47: a proposal whose weights were all NaN loaded, and would have proposed NaN."""
+    q = bad_proposal()
+    with torch.no_grad():
+        for w in q.parameters():
+            w.fill_(float("nan"))
+    q.save(tmp_path / "nan.pt")
+    with pytest.raises(ValueError, match="weights are not all finite"):
+        load_proposal(tmp_path / "nan.pt")
+
+
 # ----------------------------------------------------------------- exactness
 @pytest.mark.parametrize(
     ("network", "boundary"), [("untrained", "free"), ("trained", "periodic"), ("bad", "free")]

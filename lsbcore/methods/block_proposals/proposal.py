@@ -195,4 +195,7 @@ def load_proposal(source) -> BlockProposal:
         model.info = dict(saved.get("info", {}))
     except Exception as err:  # any malformed file: one sentence, never a traceback
         raise ValueError(f"not a block proposal's weights file ({type(err).__name__}).") from err
+    bad = [name for name, w in model.state_dict().items() if not torch.isfinite(w).all()]
+    if bad:  # a NaN weight would propose NaN probabilities: refused, not sampled from
+        raise ValueError(f"the block proposal's weights are not all finite ({', '.join(bad)}).")
     return model.eval().requires_grad_(False)
