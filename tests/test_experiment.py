@@ -276,6 +276,26 @@ def test_bad_image_and_output_exit_2(tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
 
 
+def test_a_huge_image_file_is_refused_before_it_is_read(tmp_path, capsys):
+    """Issue 47: --image read the whole file before the 25 MB cap (an 8 GB sparse file reached
+    1.5 GB resident in 10 s). A 4 GB sparse file is now refused from its size, nothing read."""
+    import tracemalloc
+
+    huge = tmp_path / "huge.png"
+    with open(huge, "wb") as f:
+        f.truncate(4 * 10**9)  # sparse: no disk used
+    tracemalloc.start()
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main(["--image", str(huge), "--lam", "1", "--mu", "1", "--sigma", "1", "--out", "o"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert exc.value.code == 2
+    assert "files up to 25 MB are accepted" in capsys.readouterr().err
+    assert peak < 50 * 2**20, peak
+
+
 def test_output_directory_is_created(tmp_path):
     out = tmp_path / "a" / "b"
     args = ["--case", "1", "--size", "4", "--chains", "2", "--burn-in", "0", "--steps", "5"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lsbcore.backends import BACKENDS, resolve_backend, resolve_device
 from lsbcore.cases import PAPER_CASES
+from lsbcore.image import MAX_BYTES as MAX_IMAGE_BYTES
 from lsbcore.image import ImageError, load_image
 from lsbcore.samplers.registry import HIDDEN, LEARN_OPTIONS, REGISTRY
 from lsbcore.studies.experiment import output
@@ -256,9 +257,10 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
             parser.error(f"--image {out_path.shown(path)}: cannot read it ({err.strerror or err})")
         if not found:
             parser.error(f"--image: no file at {out_path.shown(path)}")
-        try:
-            raw = path.read_bytes()
-            image = load_image(raw, max_side=args.size)
+        try:  # the path, not its bytes: load_image refuses a file over its cap before reading
+            image = load_image(path, max_side=args.size)
+            with open(path, "rb") as f:
+                raw = f.read(MAX_IMAGE_BYTES + 1)  # for its hash, capped as the decode was
         except ImageError as err:
             parser.error(f"--image {str(path)!r}: {err}")
         except OSError as err:
