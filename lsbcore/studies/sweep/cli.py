@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from lsbcore.studies.shared import out_path
 from lsbcore.studies.sweep.grid import PROTOCOL_BOUNDS, SAMPLERS, Protocol, SweepGrid, seeds_from
 from lsbcore.studies.sweep.store import ResultStore, StoreError, read_results
 
@@ -86,8 +87,9 @@ def build_grid(args: argparse.Namespace) -> SweepGrid:
 
 
 def _check_out(path: Path) -> None:
-    if path.exists() and path.is_dir():
-        raise ValueError(f"--out {path} is a folder; give a results file, e.g. {path}/map.sqlite.")
+    # the rule of every command's output path: a name the file system takes, no symbolic link
+    # followed, not a device or a pipe, in a place where a file can be created
+    out_path.check_file(path, "--out")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--out {path}: the folder {parent} does not exist.")
