@@ -6,6 +6,8 @@ transparent logos, or files that are not images at all. :func:`load_image` turns
 of these into one well-defined grayscale form, :func:`load_photo` into that form plus
 its colour (a :class:`Photo`); both share one decoder, and turn every failure into an
 :class:`ImageError` whose message can be shown to the user as it is.
+:func:`image_size` reads a file's size from its header alone, with the same checks, so that a
+caller can bound the pixels of many files together before decoding any.
 
 Resource limits are enforced *before* pixels are decoded: the input size in bytes
 is bounded, the header's pixel count is checked right after the lazy
@@ -27,6 +29,7 @@ import operator
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
@@ -38,6 +41,7 @@ __all__ = [
     "Photo",
     "load_image",
     "load_photo",
+    "image_size",
     "rgb_rows",
     "MAX_BYTES",
     "MAX_PIXELS",
@@ -227,8 +231,31 @@ def _load(
     raw = _read_bytes(data, caller)
     if not raw:
         raise ImageError("The file is empty.")
-    try:
+    with _image_errors(raw):
         return _decode(raw, max_side, colour=colour)
+
+
+def image_size(data: ImageInput) -> tuple[int, int]:
+    """``(width, height)`` from the header alone, nothing decoded, as :func:`load_image` sees it.
+
+    The size is the one decoding would fill: a GIF's logical screen when it is larger than
+    the frame, before EXIF rotation. The per-image limits of :func:`load_image` (bytes,
+    sides, megapixels) are applied, and a file that is not a supported image is refused, with
+    the same :class:`ImageError` sentences; callers sum sizes over many files before decoding
+    any of them.
+    """
+    raw = _read_bytes(data, "image_size")
+    if not raw:
+        raise ImageError("The file is empty.")
+    with _image_errors(raw), _open_checked(raw) as im:
+        return im.size
+
+
+@contextmanager
+def _image_errors(raw: bytes) -> Iterator[None]:
+    """Turn any failure while opening or decoding ``raw`` into an :class:`ImageError`."""
+    try:
+        yield
     except ImageError:
         raise
     except MemoryError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import time
 import zipfile
 from pathlib import Path
 
@@ -220,6 +221,53 @@ def test_too_many_images_are_refused_before_any_is_decoded(monkeypatch):
     archive = zipped({f"{i}.png": b"never decoded" for i in range(3)})
     with pytest.raises(ValueError, match="3 rows; at most 2"):
         load_binary_data(archive, "x.zip")
+
+
+def gif_claiming(side: int) -> bytes:
+    """A GIF of one pixel whose logical screen (bytes 6-9) claims ``side x side``: decoders fill
+    the whole screen, so 37 bytes cost what a ``side x side`` picture costs."""
+    buffer = io.BytesIO()
+    Image.new("P", (1, 1)).save(buffer, format="GIF")
+    gif = bytearray(buffer.getvalue())
+    gif[6:10] = side.to_bytes(2, "little") * 2
+    return bytes(gif)
+
+
+def test_a_zip_of_images_with_too_many_pixels_together_is_refused_before_decoding(monkeypatch):
+    """Issue 47: 100 GIFs of 37 bytes claiming 6,324 x 6,324 (40 megapixels each, under the
+    per-image cap) took 16-24 s and 150 MB to decode; their headers are summed first."""
+    gif = gif_claiming(6_324)
+    assert len(gif) < 64 and Image.open(io.BytesIO(gif)).size == (6_324, 6_324)
+    hostile = zipped({f"{i:03d}.gif": gif for i in range(100)})
+    assert len(hostile) < 20_000
+    decoded = []
+    original = data_module.load_image
+    monkeypatch.setattr(
+        data_module, "load_image", lambda *a, **k: decoded.append(a) or original(*a, **k)
+    )
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as refused:
+        load_binary_data(hostile, "hostile.zip")
+    elapsed = time.perf_counter() - start
+    assert elapsed < 2.0 and decoded == []
+    message = str(refused.value)
+    assert message.startswith("'010.gif' in the zip is 6,324 x 6,324 pixels")
+    assert f"at most {data_module.MAX_TOTAL_PIXELS // 10**6:,} megapixels in all" in message
+    # one image past the per-image caps is refused from its header too
+    with pytest.raises(ValueError, match="'big.gif' in the zip: .* 7000 x 7000 pixels .*up to 40"):
+        load_binary_data(zipped({"big.gif": gif_claiming(7_000)}), "x.zip")
+    assert decoded == []
+    # an ordinary zip of small digits still loads, under a cap it fits exactly
+    images, _ = digits(16)
+    pictures = {f"{i:02d}.png": png(images[i].reshape(16, 16)) for i in range(20)}
+    monkeypatch.setattr(data_module, "MAX_TOTAL_PIXELS", 20 * 16 * 16)
+    rows, shape = load_binary_data(zipped(pictures), "digits.zip")
+    assert shape == (16, 16) and np.array_equal(rows, images[:20]) and len(decoded) == 20
+    monkeypatch.setattr(data_module, "MAX_TOTAL_PIXELS", 20 * 16 * 16 - 1)
+    with pytest.raises(
+        ValueError, match="'19.png' in the zip is 16 x 16 pixels.* in all are accepted"
+    ):
+        load_binary_data(zipped(pictures), "digits.zip")
 
 
 def test_the_refusals_name_values_and_sizes_in_plain_words():

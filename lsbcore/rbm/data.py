@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from lsbcore.image import ImageError, load_image
+from lsbcore.image import ImageError, image_size, load_image
 from lsbcore.segmentation.mixture import otsu_threshold
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -29,6 +29,14 @@ MAX_VISIBLE = 4_096  # values per row: up to 64 x 64 images
 MAX_UNPACKED_BYTES = 100 * 1000 * 1000  # a zip's members together, by their headers
 MAX_IMAGE_BYTES = 5 * 1000 * 1000  # one image inside a zip
 MAX_COMPRESSION_RATIO = 200  # a member that unpacks to more than 200 x its size is a zip bomb
+# A zip's images together, in pixels by their headers (a GIF's screen when larger than its
+# frame), before any is decoded: decoding costs about 7 ns a pixel for 8-bit gray and up to
+# about 30 ns for RGBA or 16-bit PNGs, whatever the few bytes the file takes, so 100 GIFs of
+# 37 bytes claiming 6,324 x 6,324 took 16-24 s and 20,000 of them would take an hour. The page
+# keeps at most 64 x 64 = 4,096 pixels an image; 20,000 pixels an image (141 x 141, five
+# times that) at the 20,000-row cap is 400 megapixels: a few seconds for gray pictures, about
+# 12 s at worst, and still 400 pictures of 1 megapixel or 10 of the largest accepted alone.
+MAX_TOTAL_PIXELS = 400_000_000
 IMAGE_SIDE = 64  # images in a zip are scaled so their longer side is at most this
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".tif", ".tiff", ".bmp")
 
@@ -61,7 +69,8 @@ def load_binary_data(data: bytes, filename: str) -> tuple[np.ndarray, tuple[int,
     or 3-D images ``[N, H, W]``; ``.zip`` holds images (PNG, JPEG, GIF, WebP, TIFF, BMP) of one
     size, each read as the photo pipeline reads photos (luma, scaled so the longer side is at
     most ``IMAGE_SIDE``) and binarised there: Otsu's threshold splits dark from light, and
-    the class that touches the border less is on (ink on paper, whichever its shade). Every
+    the class that touches the border less is on (ink on paper, whichever its shade); the
+    images' pixels are summed from their headers, and capped, before any is decoded. Every
     refusal is a ValueError with one sentence for the user.
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -164,6 +173,18 @@ def _binarise(luma: np.ndarray) -> np.ndarray:
     return on.astype(np.uint8)
 
 
+def _unpack(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A member's bytes, never more than its header promised."""
+    try:
+        with archive.open(info) as member:
+            raw = member.read(info.file_size + 1)
+    except (zipfile.BadZipFile, OSError, RuntimeError, ValueError):
+        raise ValueError(f"{info.filename!r} in the zip cannot be unpacked.") from None
+    if len(raw) > info.file_size:
+        raise ValueError(f"{info.filename!r} in the zip is larger than its header says.")
+    return raw
+
+
 def _from_zip(data: bytes) -> tuple[np.ndarray, tuple[int, int]]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -199,17 +220,26 @@ def _from_zip(data: bytes) -> tuple[np.ndarray, tuple[int, int]]:
                 f"{MAX_IMAGE_BYTES // 10**6} MB, packed at most {MAX_COMPRESSION_RATIO} to 1, "
                 "are accepted."
             )
+    members.sort(key=lambda item: item.filename)
+    # pixels from the images' own headers, summed before any image is decoded
+    total = 0
+    for info in members:
+        try:
+            width, height = image_size(_unpack(archive, info))
+        except ImageError as error:
+            raise ValueError(f"{info.filename!r} in the zip: {error}") from None
+        total += width * height
+        if total > MAX_TOTAL_PIXELS:
+            raise ValueError(
+                f"{info.filename!r} in the zip is {width:,} x {height:,} pixels, which brings the "
+                f"images to {total / 1e6:,.0f} megapixels; at most "
+                f"{MAX_TOTAL_PIXELS // 10**6:,} megapixels in all are accepted (they are read at "
+                f"{IMAGE_SIDE} pixels a side at most: scale them down first)."
+            )
     pictures, shape = [], None
-    for info in sorted(members, key=lambda item: item.filename):
+    for info in members:
         try:
-            with archive.open(info) as member:
-                raw = member.read(info.file_size + 1)  # never more than the header promised
-        except (zipfile.BadZipFile, OSError, RuntimeError, ValueError):
-            raise ValueError(f"{info.filename!r} in the zip cannot be unpacked.") from None
-        if len(raw) > info.file_size:
-            raise ValueError(f"{info.filename!r} in the zip is larger than its header says.")
-        try:
-            luma = load_image(raw, max_side=IMAGE_SIDE)
+            luma = load_image(_unpack(archive, info), max_side=IMAGE_SIDE)
         except ImageError as error:
             raise ValueError(f"{info.filename!r} in the zip: {error}") from None
         if shape is None:
@@ -236,5 +266,6 @@ __all__ = [
     "MAX_UNPACKED_BYTES",
     "MAX_IMAGE_BYTES",
     "MAX_COMPRESSION_RATIO",
+    "MAX_TOTAL_PIXELS",
     "IMAGE_SIDE",
 ]
