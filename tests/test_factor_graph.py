@@ -341,3 +341,17 @@ def test_factor_graph_refuses_a_bad_layout_and_bad_states():
         graph.log_prob(torch.ones(3, 5))
     with pytest.raises(ValueError, match="n_chains must be an integer"):
         graph.start(0, torch.Generator())
+
+
+def test_the_start_searchs_budget_of_seconds_changes_no_state_it_finds():
+    """A search that ends within its budget finds the same states with a far larger one: the
+    budget only decides when to give up."""
+    grid = relabelled(grid_network(8, determinism=0.9, seed=1, epsilon=0.0), 3)
+    x = grid.start(50, torch.Generator().manual_seed(1))
+    assert torch.equal(x, grid.start(50, torch.Generator().manual_seed(1), seconds=1e6))
+    zero = torch.ones(20, 64, dtype=torch.float64)
+    assert torch.isneginf(grid.log_prob(zero)).all()
+    moved, moves = grid.into_support(zero, torch.Generator().manual_seed(2))
+    again, moves_again = grid.into_support(zero, torch.Generator().manual_seed(2), seconds=1e6)
+    assert torch.equal(moved, again) and moves == moves_again
+    assert torch.isfinite(grid.log_prob(moved)).all()

@@ -308,3 +308,51 @@ def test_the_upload_cap_fits_the_competitions_networks():
     assert len(text.encode()) < MAX_UPLOAD_BYTES / 100
     model = read_uai_upload(text.encode(), "mn1.uai")
     assert model.n_variables == 100 and model.n_factors == 100
+
+
+def contradicting_ring(n: int) -> str:
+    """A MARKOV text of ``n`` variables on a ring: ``x_i = x_{i+1}`` along the chain and
+    ``x_0 != x_{n-1}`` closing it. Each factor alone allows half its values, but no state has
+    positive probability, and a local search only moves the one broken factor around the ring."""
+    lines = ["MARKOV", str(n), " ".join(["2"] * n), str(n)]
+    lines += [f"2 {i} {i + 1}" for i in range(n - 1)] + [f"2 0 {n - 1}", ""]
+    lines += ["4", " 1 0 0 1"] * (n - 1) + ["4", " 0 1 1 0"]
+    return "\n".join(lines) + "\n"
+
+
+def test_hostile_a_network_with_no_state_of_mass_is_refused_within_the_search_budget():
+    """2,000 variables in a 48 kB file whose factors contradict each other only all together:
+    the start search ran 20 restarts of 8,010 flips (minutes of CPU) before refusing; its budget
+    of seconds now ends it, in a sentence that says how far it went and what that suggests."""
+    text = contradicting_ring(2_000)
+    assert len(text.encode()) < 50_000
+    graph = FactorGraph.from_uai(read_uai_upload(text.encode(), "ring.uai"))
+    begin = time.perf_counter()
+    with pytest.raises(ValueError) as refused:
+        graph.start(1, torch.Generator().manual_seed(0))
+    assert time.perf_counter() - begin < 2.0  # a budget of 1 s, and at most one restart's draws
+    assert str(refused.value).startswith(
+        "found no state of positive probability for a factor graph of 2,000 binary variables "
+        "and 2,000 factors within the search's 1 s: "
+    )
+    assert str(refused.value).endswith(
+        "each factor alone allows some values, so the network may have no state of positive "
+        "probability at all."
+    )
+    # a chain moved into the support from zero mass (an experiment's shared start) is too
+    x = torch.ones(2, 2_000, dtype=torch.float64)
+    begin = time.perf_counter()
+    with pytest.raises(ValueError, match=r"within the search's 0.25 s: \d+ of its 20 restarts"):
+        graph.into_support(x, torch.Generator().manual_seed(0), seconds=0.25)
+    assert time.perf_counter() - begin < 1.5
+
+
+def test_a_small_impossible_network_still_runs_every_restart_within_the_budget():
+    """The same ring on 5 variables: all 20 restarts end inside the budget, and the sentence
+    says so; a budget of seconds that is not a positive number is refused."""
+    graph = FactorGraph.from_uai(contradicting_ring(5))
+    with pytest.raises(ValueError, match=r"20 restarts of a search over 3 chains \(30 repairing"):
+        graph.start(3, torch.Generator().manual_seed(0), seconds=60)
+    for seconds in (0, -1.0, math.inf, math.nan, True, "1"):
+        with pytest.raises(ValueError, match="seconds must be a positive"):
+            graph.start(3, torch.Generator().manual_seed(0), seconds=seconds)

@@ -20,7 +20,8 @@ finite part of the sum:
   log-table over its scope (exact at the corners of ``[-1, 1]^k``), differentiated by autograd;
 - ``start()`` finds states of positive probability (draws in index order from the factors each
   variable completes, exact ancestral sampling for a Bayesian network numbered parents first,
-  then greedy repair with random restarts), or says in a sentence that it found none.
+  then greedy repair with random restarts, within a budget of seconds), or says in a sentence
+  that it found none.
 
 Factors are grouped by arity and scored for all chains and all factors of a group at once.
 ``from_uai`` reads the competition's ``MARKOV`` and ``BAYES`` files (``lsbcore.targets.uai``).
@@ -29,6 +30,7 @@ Factors are grouped by arity and scored for all chains and all factors of a grou
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +46,12 @@ from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, UAIModel, read_uai
 START_RESTARTS = 20
 START_FLIPS_PER_VARIABLE = 4
 START_NOISE = 0.2
+# ... and the wall-clock seconds that the whole search (start's, or into_support's) may take before
+# it gives up: a page waits on it when a visitor uploads a network, and a file whose factors each
+# allow some values but together forbid every state would otherwise keep the search going for
+# minutes (20 restarts of 4n + 10 flips: 146 s for 2,000 variables). The budget only decides when
+# the search gives up; a search that ends within it finds the same states with or without it.
+START_SECONDS = 1.0
 # into_support's repair from a chain's own state stops after this many flips without progress
 REPAIR_PATIENCE = 50
 
@@ -228,15 +236,19 @@ class FactorGraph(Target):
         return grad.view_as(x)
 
     # ----------------------------------------------------------------- starting states
-    def start(self, n_chains: int, generator: torch.Generator) -> torch.Tensor:
+    def start(
+        self, n_chains: int, generator: torch.Generator, seconds: float = START_SECONDS
+    ) -> torch.Tensor:
         """States ``[n_chains, n]`` of positive probability. Uniform draws first; a chain at zero
         mass then draws its variables in index order, each from the factors that it completes
         (ancestral sampling, for a Bayesian network numbered parents first), and a greedy repair
         follows (flip the variable that leaves the fewest zero-mass factors, ties broken at
         random; now and then a random variable of a violated factor), with random restarts.
         Chains still at zero mass at the end take a state another chain found; if no chain found
-        one, a ValueError says so."""
+        one, a ValueError says so. The search stops where it is after ``seconds`` of wall-clock
+        time (then as at the end: chains at zero mass take another's state, or a ValueError)."""
         n_chains = integer(n_chains, "n_chains", 1, 100_000)
+        deadline = _deadline(seconds)
         for f, table in enumerate(self.log_tables):
             if not bool(torch.isfinite(table).any()):
                 raise ValueError(
@@ -245,41 +257,59 @@ class FactorGraph(Target):
                 )
         x = _uniform(n_chains, self.n_sites, generator)
         flips = START_FLIPS_PER_VARIABLE * self.n_sites + 10
+        restarts = 0
         for _ in range(START_RESTARTS):
             stuck = (self._scores(x)[1] > 0).unsqueeze(1)
             if not bool(stuck.any()):
                 return x
+            if _past(deadline):
+                break
             fresh = self._sequential(_uniform(n_chains, self.n_sites, generator), generator)
-            x = self._repair(torch.where(stuck, fresh, x), generator, flips)[0]
-        return self._from_donors(x, flips)[0]
+            x = self._repair(torch.where(stuck, fresh, x), generator, flips, deadline=deadline)[0]
+            restarts += 1
+        return self._from_donors(x, flips, restarts, seconds if _past(deadline) else None)[0]
 
-    def _from_donors(self, x: torch.Tensor, flips: int):
+    def _from_donors(self, x: torch.Tensor, flips: int, restarts: int, timed_out=None):
         """``x`` with each chain still at zero mass given, in turn, a state that another chain
-        found, and which chains took one; a ValueError if no chain found one."""
+        found, and which chains took one; a ValueError if no chain found one, which says how
+        far the search went (``restarts`` of up to ``flips`` flips, cut short after
+        ``timed_out`` seconds where it ran out of time)."""
         n_chains = len(x)
         _, zeros = self._scores(x)
         found = (zeros == 0).nonzero().flatten()
         if len(found) == 0:
+            chains = f"{n_chains} chain{'' if n_chains == 1 else 's'}"
+            if timed_out is None:
+                raise ValueError(
+                    f"found no state of positive probability for {self.describe()}: "
+                    f"{restarts} restarts of a search over {chains} "
+                    f"({flips} repairing flips each) all ended where some factor gives "
+                    "probability zero."
+                )
             raise ValueError(
-                f"found no state of positive probability for {self.describe()}: "
-                f"{START_RESTARTS} restarts of a search over {n_chains} "
-                f"chain{'' if n_chains == 1 else 's'} "
-                f"({flips} repairing flips each) all ended where some factor gives probability "
-                "zero."
+                f"found no state of positive probability for {self.describe()} within the "
+                f"search's {timed_out:g} s: {restarts} of its {START_RESTARTS} restarts over "
+                f"{chains} (up to {flips} repairing flips each) ended where some factor gives "
+                "probability zero, and each factor alone allows some values, so the network "
+                "may have no state of positive probability at all."
             )
         # chains that found nothing start from the states others found, in turn
         donor = found[torch.arange(n_chains, device=x.device) % len(found)]
         return torch.where((zeros > 0).unsqueeze(1), x[donor], x), zeros > 0
 
-    def into_support(self, x: torch.Tensor, generator: torch.Generator):
+    def into_support(
+        self, x: torch.Tensor, generator: torch.Generator, seconds: float = START_SECONDS
+    ):
         """States ``x`` ``[B, *shape]`` with every chain at zero mass moved to positive mass.
 
         Chains where ``p~(x) > 0`` are kept as they are. Each chain at zero mass is repaired
         greedily from its own state (``start``'s min-conflict flips, counted, given up after
         ``REPAIR_PATIENCE`` flips without a new low in zero-mass factors); a chain the repair
         does not bring to positive mass restarts (``start``'s index-order draws and repair), and
-        one still at zero mass after every restart takes a state another chain found. Returns
-        the new states (shape of ``x``) and a ``SupportMoves`` saying what happened to each."""
+        one still at zero mass after every restart takes a state another chain found (as does
+        one still there when ``seconds`` of wall-clock time have run out). Returns the new
+        states (shape of ``x``) and a ``SupportMoves`` saying what happened to each."""
+        deadline = _deadline(seconds)
         flat = self._flat(x).clone()
         n_chains = len(flat)
         at_zero = self._scores(flat)[1] > 0
@@ -291,18 +321,21 @@ class FactorGraph(Target):
             # from its own state, a chain gives up after REPAIR_PATIENCE flips without a new
             # low in zero-mass factors (a ring of forbidden patterns only shifts them): the
             # restarts' ordered draws then start far closer to the support
-            flat, flips_used = self._repair(flat, generator, budget, REPAIR_PATIENCE)
+            flat, flips_used = self._repair(flat, generator, budget, REPAIR_PATIENCE, deadline)
+            restarts = 0
             for _ in range(START_RESTARTS):
                 stuck = self._scores(flat)[1] > 0
-                if not bool(stuck.any()):
+                if not bool(stuck.any()) or _past(deadline):
                     break
                 restarted |= stuck
                 fresh = self._sequential(_uniform(n_chains, self.n_sites, generator), generator)
                 flat = torch.where(stuck.unsqueeze(1), fresh, flat)
-                flat, more = self._repair(flat, generator, budget)
+                flat, more = self._repair(flat, generator, budget, deadline=deadline)
                 flips_used = flips_used + more
-            else:
-                flat, donated = self._from_donors(flat, budget)
+                restarts += 1
+            if bool((self._scores(flat)[1] > 0).any()):
+                timed_out = seconds if _past(deadline) else None
+                flat, donated = self._from_donors(flat, budget, restarts, timed_out)
         moves = SupportMoves(
             moved=tuple(int(c) for c in at_zero.nonzero().flatten()),
             flips=tuple(int(flips_used[c]) for c in at_zero.nonzero().flatten()),
@@ -351,16 +384,21 @@ class FactorGraph(Target):
             self._completion = sorted(by_last.items())
         return self._completion
 
-    def _repair(self, x: torch.Tensor, generator: torch.Generator, flips: int, patience=None):
+    def _repair(
+        self, x: torch.Tensor, generator: torch.Generator, flips: int, patience=None, deadline=None
+    ):
         """Up to ``flips`` min-conflict flips of every chain at zero mass (see ``start``): the
         states, and the flips each chain took ``[B]``. With ``patience``, a chain whose number
         of zero-mass factors has not reached a new low in that many flips stops (left at zero
-        mass, for the caller's fallbacks)."""
+        mass, for the caller's fallbacks); past the ``deadline`` (``time.perf_counter``), every
+        chain stops."""
         n_chains = len(x)
         chains = torch.arange(n_chains, device=x.device)
         taken = torch.zeros(n_chains, dtype=torch.long, device=x.device)
         lowest = since_low = None
         for _ in range(flips):
+            if _past(deadline):
+                break
             _, zeros, _, d_zeros = self._flip_scores(x)
             stuck = zeros > 0
             if patience is not None:
@@ -396,6 +434,20 @@ class FactorGraph(Target):
                 1, g.scopes.reshape(1, -1).expand(len(flat), -1), at_zero.reshape(len(flat), -1)
             )
         return counts
+
+
+def _deadline(seconds) -> float:
+    """The ``time.perf_counter`` reading ``seconds`` from now, after checking them."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ValueError(f"seconds must be a positive number, got {seconds!r}.")
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"seconds must be a positive, finite number, got {seconds!r}.")
+    return time.perf_counter() + float(seconds)
+
+
+def _past(deadline) -> bool:
+    """Whether the ``time.perf_counter`` reading ``deadline`` has passed (never, for None)."""
+    return deadline is not None and time.perf_counter() > deadline
 
 
 def _uniform(n_chains: int, n: int, generator: torch.Generator) -> torch.Tensor:
