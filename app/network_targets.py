@@ -45,6 +45,8 @@ DEFAULT_EPSILON = 1e-3  # the presets' near-deterministic entries (0: hard zeros
 
 #: Most variables of an uploaded network the app samples and draws.
 MAX_VARIABLES = 2_000
+# the start search on a visitor's upload: what the page waits before saying no state has mass
+UPLOAD_START_SECONDS = 1.0
 
 
 def is_network(target: str) -> bool:
@@ -119,7 +121,8 @@ def read_upload(data: bytes, name: str):
         model.n_variables, model.scopes, model.log_tables, shape=(1, model.n_variables)
     )
     try:
-        graph.start(1, torch.Generator().manual_seed(0))  # a sentence when no state has mass
+        # a sentence when no state has mass, within what the page can wait
+        graph.start(1, torch.Generator().manual_seed(0), seconds=UPLOAD_START_SECONDS)
     except ValueError as err:
         raise ValueError(f"{label}: {err}") from err
     return graph, f"Read {name[:80]!r}: {model.describe()}."

@@ -23,3 +23,13 @@ def endless_view_file(path: Path) -> Path:
         db.commit()
     assert path.stat().st_size < 16_000
     return path
+
+
+def contradicting_ring(n: int) -> str:
+    """A MARKOV text of ``n`` variables on a ring: ``x_i = x_{i+1}`` along the chain and
+    ``x_0 != x_{n-1}`` closing it. Each factor alone allows half its values, but no state has
+    positive probability, and a local search only moves the one broken factor around the ring."""
+    lines = ["MARKOV", str(n), " ".join(["2"] * n), str(n)]
+    lines += [f"2 {i} {i + 1}" for i in range(n - 1)] + [f"2 0 {n - 1}", ""]
+    lines += ["4", " 1 0 0 1"] * (n - 1) + ["4", " 0 1 1 0"]
+    return "\n".join(lines) + "\n"

@@ -98,6 +98,20 @@ def test_bad_network_link_values_are_refused_in_a_sentence():
     assert cfg.epsilon == network_targets.DEFAULT_EPSILON and len(warnings) == 1
 
 
+def test_an_upload_with_no_state_of_mass_is_refused_within_what_the_page_waits():
+    """Issue 47: 2,000 variables whose factors contradict each other only all together kept
+    the server busy for minutes; the upload's start search gives up after its 1 s."""
+    import time
+
+    from hostile_files import contradicting_ring
+
+    begin = time.perf_counter()
+    with pytest.raises(ValueError, match="the search's 1 s") as refused:
+        network_targets.read_upload(contradicting_ring(2_000).encode(), "ring.uai")
+    assert time.perf_counter() - begin < 3.0  # reading, building and 1 s of search
+    assert "'ring.uai'" in str(refused.value)
+
+
 def test_uploads_are_read_or_refused_in_a_sentence():
     graph, line = network_targets.read_upload(RING, "ring.uai")
     assert (graph.n_variables, graph.n_factors, graph.shape) == (6, 6, (1, 6))

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+from hostile_files import contradicting_ring
 
 from lsbcore.exact.states import all_states
 from lsbcore.targets.factor_graph import FactorGraph
@@ -310,16 +311,6 @@ def test_the_upload_cap_fits_the_competitions_networks():
     assert model.n_variables == 100 and model.n_factors == 100
 
 
-def contradicting_ring(n: int) -> str:
-    """A MARKOV text of ``n`` variables on a ring: ``x_i = x_{i+1}`` along the chain and
-    ``x_0 != x_{n-1}`` closing it. Each factor alone allows half its values, but no state has
-    positive probability, and a local search only moves the one broken factor around the ring."""
-    lines = ["MARKOV", str(n), " ".join(["2"] * n), str(n)]
-    lines += [f"2 {i} {i + 1}" for i in range(n - 1)] + [f"2 0 {n - 1}", ""]
-    lines += ["4", " 1 0 0 1"] * (n - 1) + ["4", " 0 1 1 0"]
-    return "\n".join(lines) + "\n"
-
-
 def test_hostile_a_network_with_no_state_of_mass_is_refused_within_the_search_budget():
     """2,000 variables in a 48 kB file whose factors contradict each other only all together:
     the start search ran 20 restarts of 8,010 flips (minutes of CPU) before refusing; its budget
@@ -329,7 +320,7 @@ def test_hostile_a_network_with_no_state_of_mass_is_refused_within_the_search_bu
     graph = FactorGraph.from_uai(read_uai_upload(text.encode(), "ring.uai"))
     begin = time.perf_counter()
     with pytest.raises(ValueError) as refused:
-        graph.start(1, torch.Generator().manual_seed(0))
+        graph.start(1, torch.Generator().manual_seed(0), seconds=1.0)  # the dashboard's budget
     assert time.perf_counter() - begin < 2.0  # a budget of 1 s, and at most one restart's draws
     assert str(refused.value).startswith(
         "found no state of positive probability for a factor graph of 2,000 binary variables "
