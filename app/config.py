@@ -29,7 +29,12 @@ MODELS = ("mixture", "threshold")
 # images: which class is the object; auto picks the one that touches the border less
 POLARITIES = ("auto", "dark", "bright")
 BOUNDARIES = ("free", "periodic")
-OPTIMIZERS = ("adam", "sgd")
+# the learned samplers' options as the registry declares them (lsb1's entry: the same for all)
+_LR = REGISTRY["lsb1"].option("lr")
+_HIDDEN = REGISTRY["lsb2"].option("hidden")
+OPTIMIZERS = tuple(REGISTRY["lsb1"].option("optimizer").choices)
+#: LSB 2's width on the page: the registry's bound, capped where the live views stay smooth
+MAX_PAGE_HIDDEN = 64
 DEVICES = ("auto", "cpu", "cuda")
 # steps per refresh: "auto" fills the refresh interval, a number caps it (slow motion for demos)
 SPEEDS = ("auto", "1", "2", "5", "10", "20", "50", "100", "200", "500", "1000")
@@ -134,8 +139,8 @@ BOUNDS: dict[str, tuple[type, float, float]] = {
     "burn_in": (int, 0, 50_000),
     "steps": (int, 0, 200_000),
     "thin": (int, 1, 1000),
-    "lr": (float, 1e-5, 1.0),
-    "hidden": (int, 1, 64),
+    "lr": (float, _LR.low, _LR.high),
+    "hidden": (int, int(_HIDDEN.low), min(int(_HIDDEN.high), MAX_PAGE_HIDDEN)),
     "epsilon": (float, 0.0, 0.5),
     "flow_steps": (int, 0, MAX_FLOW_STEPS),
 }
