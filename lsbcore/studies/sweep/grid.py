@@ -303,16 +303,14 @@ class SweepGrid:
             # a device (/dev/zero) never ends, a FIFO waits for a writer: neither is read
             raise ValueError(f"cannot read {path}: it is not a regular file.")
         try:
-            if path.stat().st_size > MAX_GRID_BYTES:
-                raise ValueError(f"{path} is over 1 MB; a sweep's grid file is a few lines.")
-            text = read_capped(path, MAX_GRID_BYTES)  # bounded even if the file grows meanwhile
+            size = path.stat().st_size
+            text = None if size > MAX_GRID_BYTES else read_capped(path, MAX_GRID_BYTES)
         except OSError as err:
             raise ValueError(f"cannot read {path}: {err.strerror or err}.") from None
-        except ValueError as err:
-            message = str(err)
-            raise ValueError(
-                message if message.startswith(str(path)) else f"{path}: {err}."
-            ) from None
+        except ValueError as err:  # grown past the cap since stat, or not UTF-8
+            raise ValueError(f"{path}: {err}.") from None
+        if text is None:
+            raise ValueError(f"{path} is over 1 MB; a sweep's grid file is a few lines.")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
