@@ -22,7 +22,15 @@ import torch
 
 import lsbcore
 from app import config as cfgmod
-from app import network_sidebar, network_targets, rbm_sidebar, rbm_targets, sources, view_links
+from app import (
+    large_builds,
+    network_sidebar,
+    network_targets,
+    rbm_sidebar,
+    rbm_targets,
+    sources,
+    view_links,
+)
 from app.config import BOUNDS, Config
 from app.page_state import ensure, ensure_in_range
 from app.target_kind import TargetKind, kind_of
@@ -325,7 +333,11 @@ def _decoded_upload(file, size: int) -> tuple[lsbcore.Photo | None, str | None]:
     if key not in cache:
         for old in [k for k in cache if k[0] != file.file_id or k[1] != 16]:
             del cache[old]  # keep the small decode that gives the original size
-        cache[key] = sources.read_upload(file.getvalue(), size)
+        try:
+            with large_builds.one_at_a_time():  # a large photo's decode peaks at hundreds of MB
+                cache[key] = sources.read_upload(file.getvalue(), size)
+        except large_builds.BuildBusy:  # not remembered: the next rerun tries again
+            return None, f"The photo was not read yet: {large_builds.BUSY}."
     return cache[key]
 
 

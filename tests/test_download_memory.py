@@ -25,6 +25,7 @@ import pytest
 from PIL import Image
 
 from app import large_builds, photo_downloads, state
+from app.text import plain
 from app.views import segmentation
 from tests.app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse fixture)
 from tests.lying_images import small_jpeg, with_jpeg_size
@@ -199,3 +200,25 @@ def test_a_running_page_offers_the_photo_downloads_only_once_it_is_paused():
         run.running = False
     at.run()
     assert len(at.get("download_button")) == 5
+
+
+def test_an_upload_waits_for_the_servers_turn_to_decode_and_is_read_once_it_is_free(
+    monkeypatch,
+):
+    """A large photo's decode peaks at hundreds of MB (a progressive 8,900 px JPEG: about 260
+    MB), so the decodes of several visitors take the one turn that the downloads take: eight
+    pages uploaded at once peak at one decode over what they hold (BENCHMARKS.md)."""
+    at = open_app()
+    at.radio(key="source").set_value("upload").run()
+    monkeypatch.setattr(large_builds, "WAIT_S", 0.05)
+    photo = with_jpeg_size(small_jpeg(64), 64, 64)
+    with large_builds.one_at_a_time():  # another visitor's photo is being decoded
+        at.file_uploader(key="upload").upload("photo.jpg", photo, "image/jpeg")
+        at.run()
+    assert [e.value for e in at.sidebar.error] == [
+        plain(f"The photo was not read yet: {large_builds.BUSY}.")
+    ]
+    assert "_run" not in at.session_state or at.session_state["_run"].image is None
+    at.run()  # the turn is free: the same upload is read, not the refusal remembered
+    assert not at.sidebar.error and not at.exception
+    assert at.session_state["_run"].problem.target.shape == (64, 64)
