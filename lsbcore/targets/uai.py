@@ -192,7 +192,14 @@ class _Reader:
             raise ValueError(
                 f"line {line} of the UAI file: {what} must be a whole number, got {token[:20]!r}."
             )
-        value = int(token)
+        # counted before int(), which refuses 4,300 digits (even zeros) in its own words
+        significant = token.lstrip("+-").lstrip("0")
+        if len(significant) > len(str(high)):
+            raise ValueError(
+                f"line {line} of the UAI file: {what} must be between {low:,} and {high:,}, "
+                f"got a number of {len(significant):,} digits."
+            )
+        value = int(significant or "0") * (-1 if token.startswith("-") else 1)
         if not low <= value <= high:
             raise ValueError(
                 f"line {line} of the UAI file: {what} must be between {low:,} and {high:,}, "
