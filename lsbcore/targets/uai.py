@@ -44,6 +44,9 @@ MAX_UAI_BYTES = 256 * 2**20
 #: reader keeps each whitespace-separated token with its line (about 60 bytes a token).
 MAX_UPLOAD_BYTES = 4 * 2**20
 
+#: Most digits of a count or an index (beyond every bound above; shown as its value up to here).
+MAX_DIGITS = 20
+
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -194,7 +197,7 @@ class _Reader:
             )
         # counted before int(), which refuses 4,300 digits (even zeros) in its own words
         significant = token.lstrip("+-").lstrip("0")
-        if len(significant) > len(str(high)):
+        if len(significant) > MAX_DIGITS:
             raise ValueError(
                 f"line {line} of the UAI file: {what} must be between {low:,} and {high:,}, "
                 f"got a number of {len(significant):,} digits."
