@@ -1,8 +1,9 @@
 """JSON from a user's file with its numbers bounded while they are parsed.
 
 Python's ``json`` turns a 5,000-digit integer into an ``int`` (slow, then an error further on),
-``1e400`` into ``inf`` and ``NaN``/``Infinity`` into floats; here each is refused with a
-sentence before any of that happens. Used by the learned-function and pinned-run files.
+``1e400`` into ``inf``, ``NaN``/``Infinity`` into floats, and a thousand nested brackets into
+a ``RecursionError``; here each is refused with a sentence before any of that happens. Used
+by the learned-function, pinned-run and map files.
 ``read_capped`` reads such a file with a size cap, so that a huge file or ``/dev/zero`` costs
 at most the cap in memory.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 MAX_DIGITS = 20  # an integer in a file has at most this many digits
 
@@ -33,9 +35,15 @@ def loads(text: str, holder: str, error: type[Exception] = ValueError):
     def parse_constant(name: str):
         raise error(f"{name} is not a number {holder} may hold.")
 
-    return json.loads(
-        text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
-    )
+    try:
+        return json.loads(
+            text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
+        )
+    except RecursionError:  # "[[[[..." deeper than Python's stack: the limit, in words
+        raise error(
+            f"the file nests its lists or objects more than about {sys.getrecursionlimit():,} "
+            "levels deep, too deep to read."
+        ) from None
 
 
 def read_capped(path, max_bytes: int) -> str:

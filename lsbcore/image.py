@@ -238,11 +238,11 @@ def _load(
 def image_size(data: ImageInput) -> tuple[int, int]:
     """``(width, height)`` from the header alone, nothing decoded, as :func:`load_image` sees it.
 
-    The size is the one decoding would fill: a GIF's logical screen when it is larger than
-    the frame, before EXIF rotation. The per-image limits of :func:`load_image` (bytes,
-    sides, megapixels) are applied, and a file that is not a supported image is refused, with
-    the same :class:`ImageError` sentences; callers sum sizes over many files before decoding
-    any of them.
+    The size is the one decoding fills, before EXIF rotation: a GIF's is its first frame's,
+    whatever its logical screen claims (``_gif_as_its_frame``). The per-image limits of
+    :func:`load_image` (bytes, sides, megapixels) are applied, and a file that is not a
+    supported image is refused, with the same :class:`ImageError` sentences; callers sum sizes
+    over many files before decoding any of them.
     """
     raw = _read_bytes(data, "image_size")
     if not raw:
@@ -373,6 +373,8 @@ def _open_checked(raw: bytes) -> Image.Image:
     """Open lazily (header only) and refuse images whose size is unusable."""
     try:
         im = Image.open(io.BytesIO(raw), formats=_FORMATS)
+        if im.format == "GIF" and im.tile and im.tile[0].extents != (0, 0, *im.size):
+            im = Image.open(io.BytesIO(_gif_as_its_frame(raw)), formats=("GIF",))
     except UnidentifiedImageError:
         raise ImageError(_describe_unreadable(raw)) from None
     width, height = im.size
@@ -390,6 +392,28 @@ def _open_checked(raw: bytes) -> Image.Image:
             f"images up to {limit // 1_000_000} megapixels are accepted."
         )
     return im
+
+
+def _gif_as_its_frame(raw: bytes) -> bytes:
+    """The GIF ``raw`` with its logical screen cut to its first frame.
+
+    A GIF's pixels are its frames; the logical screen only says where they are drawn, and
+    decoders fill the rest of it with the background. A 37-byte file whose one-pixel frame
+    sits on a 6,324 x 6,324 screen is therefore a one-pixel photo, not a 40-megapixel one:
+    its screen (bytes 6-9) is set to the frame's size and the frame moved to the corner, so
+    that the size checked, and the array decoded, are the frame's.
+    """
+    flags = raw[10]
+    pos = 13 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)  # after the global palette
+    while pos < len(raw) and raw[pos] == 0x21:  # extensions: label, sub-blocks, then a 0
+        pos += 2
+        while pos < len(raw) and raw[pos]:
+            pos += 1 + raw[pos]
+        pos += 1
+    if pos + 9 >= len(raw) or raw[pos] != 0x2C:
+        return raw  # no frame where one must be: the decoder will judge the file
+    size = raw[pos + 5 : pos + 9]  # the frame's width and height
+    return raw[:6] + size + raw[10 : pos + 1] + bytes(4) + raw[pos + 5 :]
 
 
 def _decode(raw: bytes, max_side: int, *, colour: bool) -> tuple[Image.Image, tuple[int, int]]:

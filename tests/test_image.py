@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from PIL import ExifTags, Image, ImageFile, features
 
-from lsbcore.image import MAX_BYTES, ImageError, load_image, load_photo, rgb_rows
+from lsbcore.image import MAX_BYTES, ImageError, image_size, load_image, load_photo, rgb_rows
+from tests.hostile_files import gif_on_screen
 from tests.lying_images import small_jpeg, small_png, with_jpeg_size, with_png_size
 
 needs_webp = pytest.mark.skipif(not features.check("webp"), reason="Pillow built without WebP")
@@ -531,6 +532,29 @@ def decoded(monkeypatch) -> list[tuple[int, int]]:
 
     monkeypatch.setattr(ImageFile.ImageFile, "load", spy)
     return sizes
+
+
+def test_a_gif_is_its_frame_whatever_screen_it_claims(decoded):
+    """Issue 47: a 37-byte GIF whose one-pixel frame sits on a 6,324 x 6,324 logical screen was
+    decoded into a 40-megapixel photo (the screen filled with background). A GIF's pixels are
+    its frame's: the photo, its size from the header and its decode are the frame's."""
+    gif = gif_on_screen(6_324)
+    assert Image.open(io.BytesIO(gif)).size == (6_324, 6_324)  # what Pillow alone would fill
+    photo = load_photo(gif)
+    assert photo.original_shape == (1, 1) and photo.luma.shape == (1, 1)
+    assert image_size(gif) == (1, 1)
+    assert decoded and set(decoded) == {(1, 1)}  # nothing of the screen's size
+    # a real frame drawn at (7, 5) of a larger screen is read as the frame alone, exactly
+    frame = gray_ramp(30, 20)
+    data = encode(Image.fromarray(frame), "GIF")
+    descriptor = b"\x2c" + struct.pack("<4H", 0, 0, 30, 20)
+    at = data.index(descriptor)
+    moved = data[:6] + struct.pack("<HH", 300, 200) + data[10:at]
+    moved += b"\x2c" + struct.pack("<4H", 7, 5, 30, 20) + data[at + 9 :]
+    assert Image.open(io.BytesIO(moved)).size == (300, 200)
+    assert image_size(moved) == (30, 20)
+    np.testing.assert_array_equal(load_image(moved, max_side=64), load_image(data, max_side=64))
+    np.testing.assert_array_equal(load_image(moved, max_side=64), frame / 255)
 
 
 def test_header_bomb_refused_without_decoding(decoded):

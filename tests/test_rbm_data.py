@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib.util
 import io
 import time
+import tracemalloc
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile_files import gif_claiming, gif_on_screen, npy_header
 from PIL import Image
 
 from lsbcore.rbm import data as data_module
@@ -120,6 +122,46 @@ def test_damaged_empty_and_unknown_files_are_refused(monkeypatch):
         load_binary_data(whole, "rows.npy")
 
 
+@pytest.mark.parametrize("shape", [(2, 2**32, 2**32), (3, 2**62, 4), (2**64, 1)])
+def test_an_npy_whose_shape_overflows_is_refused_for_its_size(shape):
+    """Issue 47: numpy's product of a shape wraps around in 64 bits (2^32 x 2^32 is 0), so such
+    a file was refused as holding no data; the shape is multiplied exactly, and the refusal
+    names the true count and the cap."""
+    with pytest.raises(ValueError) as refused:
+        load_binary_data(npy_header(shape), "overflow.npy")
+    message = str(refused.value)
+    if shape[0] > MAX_ROWS:
+        assert message == f"The file holds {shape[0]:,} rows; at most {MAX_ROWS:,} are accepted."
+    else:
+        n = int(np.prod(np.array(shape[1:], dtype=object)))  # exact, in Python's integers
+        assert message == (
+            f"The rows have {n:,} values; at most {MAX_VISIBLE:,} (a 64 x 64 image) are accepted."
+        )
+
+
+def test_an_npy_whose_header_claims_more_than_the_file_holds_is_refused_before_allocating():
+    """Issue 47: numpy allocates the array its header describes before reading a value, so 8
+    bytes behind a header claiming 20,000 x 4,096 float64 cost 655 MB; the header is checked
+    against the bytes that follow it first."""
+    lying = npy_header((MAX_ROWS, MAX_VISIBLE)) + bytes(8)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as refused:
+            load_binary_data(lying, "lying.npy")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(refused.value) == (
+        "The file's header says it holds 20,000 x 4,096 values of 8 bytes (655.4 MB), but only "
+        "8 bytes follow it: the file is cut short or its header was altered."
+    )
+    assert peak < 10 * 2**20
+    # the same header over all its values is read
+    whole = npy_header((3, 2), descr="|u1") + bytes([0, 1, 1, 0, 1, 1])
+    rows, _ = load_binary_data(whole, "honest.npy")
+    assert rows.tolist() == [[0, 1], [1, 0], [1, 1]]
+
+
 # ----------------------------------------------------------------------------- zips of images
 CROSS = np.zeros((8, 8), dtype=np.uint8)
 CROSS[3:5, 1:7] = CROSS[1:7, 3:5] = 1
@@ -223,19 +265,11 @@ def test_too_many_images_are_refused_before_any_is_decoded(monkeypatch):
         load_binary_data(archive, "x.zip")
 
 
-def gif_claiming(side: int) -> bytes:
-    """A GIF of one pixel whose logical screen (bytes 6-9) claims ``side x side``: decoders fill
-    the whole screen, so 37 bytes cost what a ``side x side`` picture costs."""
-    buffer = io.BytesIO()
-    Image.new("P", (1, 1)).save(buffer, format="GIF")
-    gif = bytearray(buffer.getvalue())
-    gif[6:10] = side.to_bytes(2, "little") * 2
-    return bytes(gif)
-
-
 def test_a_zip_of_images_with_too_many_pixels_together_is_refused_before_decoding(monkeypatch):
     """Issue 47: 100 GIFs of 37 bytes claiming 6,324 x 6,324 (40 megapixels each, under the
-    per-image cap) took 16-24 s and 150 MB to decode; their headers are summed first."""
+    per-image cap) took 16-24 s and 150 MB to decode; their headers are summed first. (The red
+    team's claimed it with their screens, which no longer counts: see the next test; these
+    claim it with their frames.)"""
     gif = gif_claiming(6_324)
     assert len(gif) < 64 and Image.open(io.BytesIO(gif)).size == (6_324, 6_324)
     hostile = zipped({f"{i:03d}.gif": gif for i in range(100)})
@@ -268,6 +302,24 @@ def test_a_zip_of_images_with_too_many_pixels_together_is_refused_before_decodin
         ValueError, match="'19.png' in the zip is 16 x 16 pixels.* in all are accepted"
     ):
         load_binary_data(zipped(pictures), "digits.zip")
+
+
+def test_gifs_whose_one_pixel_frame_sits_on_a_40_megapixel_screen_are_one_pixel_pictures(
+    monkeypatch,
+):
+    """Issue 47: the red team's 100 GIFs of 37 bytes on 6,324 x 6,324 screens. A GIF's pixels are
+    its frame's; the screen around it is background, so each is a one-pixel picture: summed as
+    one pixel and decoded as one, not as 40 megapixels."""
+    gif = gif_on_screen(6_324)
+    assert Image.open(io.BytesIO(gif)).size == (6_324, 6_324)  # as Pillow would decode it
+    sizes = []
+    original = data_module.image_size
+    monkeypatch.setattr(
+        data_module, "image_size", lambda raw: sizes.append(original(raw)) or sizes[-1]
+    )
+    rows, shape = load_binary_data(zipped({f"{i:03d}.gif": gif for i in range(100)}), "red.zip")
+    assert shape == (1, 1) and rows.shape == (100, 1)
+    assert sizes == [(1, 1)] * 100
 
 
 def test_the_refusals_name_values_and_sizes_in_plain_words():

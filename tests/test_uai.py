@@ -248,6 +248,25 @@ def test_hostile_a_billion_variables_declared_is_refused_at_once():
         read_uai("MARKOV\n1\n2\n1000000000\n")
 
 
+@pytest.mark.parametrize(
+    ("count", "digits"), [("9" * 5_000, 5_000), ("-" + "1" * 4_400, 4_400), ("0" * 5_000 + "2", 1)]
+)
+def test_hostile_a_5000_digit_count_is_refused_in_the_readers_words(count, digits):
+    """Issue 47: Python's int() refuses 4,300 digits with "Exceeds the limit (4300 digits)";
+    the reader counts the digits first and names the line and the range. Leading zeros count
+    for nothing (5,000 of them before a 2 are the number 2)."""
+    text = f"MARKOV\n{count}\n2 2\n0\n"
+    if digits == 1:
+        assert read_uai(text).n_variables == 2
+        return
+    with pytest.raises(ValueError) as refused:
+        read_uai_upload(text.encode(), "digits.uai")
+    assert str(refused.value) == (
+        "line 2 of the UAI file: the number of variables must be between 1 and 4,200,000, got "
+        f"a number of {digits:,} digits."
+    )
+
+
 @pytest.mark.parametrize("entry", ["-0.5", "-1e-300", "-inf"])
 def test_hostile_tables_with_negative_entries_are_refused_in_a_sentence(entry):
     text = with_line(MARKOV, 12, f" 1.0 {entry}")

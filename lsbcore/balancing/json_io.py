@@ -136,7 +136,7 @@ def _read(source) -> dict:
         raise ValueError("this is not UTF-8 text, so not a learned-function JSON.") from err
     try:
         data = bounded_json.loads(text, "a learned function")
-    except (json.JSONDecodeError, RecursionError) as err:
+    except json.JSONDecodeError as err:
         raise ValueError(f"this is not valid JSON ({err.__class__.__name__}).") from err
     if not isinstance(data, dict):
         raise ValueError(

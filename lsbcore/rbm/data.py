@@ -141,8 +141,17 @@ def _from_npy(data: bytes) -> tuple[np.ndarray, tuple[int, int] | None]:
             f"The array has {len(shape)} dimensions; 2 (rows of values) or 3 (images "
             "[N, height, width]) are accepted."
         )
-    n_rows, n = shape[0], int(np.prod(shape[1:]))
+    n_rows, n = shape[0], math.prod(shape[1:])  # Python's integers: no int64 overflow
     _check_size(n_rows, n)
+    # numpy allocates the array the header describes before it reads a value: a header that
+    # claims more values than the file holds is refused first, not after a 655 MB allocation
+    needed, held = n_rows * n * dtype.itemsize, len(data) - buffer.tell()
+    if held < needed:
+        raise ValueError(
+            f"The file's header says it holds {n_rows:,} x {n:,} values of {dtype.itemsize} "
+            f"bytes ({_size(needed)}), but only {_size(held)} follow it: the file is cut short or "
+            "its header was altered."
+        )
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except Exception:

@@ -67,6 +67,8 @@ STUDIES = tuple(
         ("bench-block-proposals", "neural-block against exact tiles",
          "lsbcore.studies.block_proposals.benchmark"),
         ("bench-sweep", "the sweep's cells per second", "lsbcore.studies.sweep.benchmark"),
+        ("bench-hostile", "the hostile-file corpus: each reader's seconds and memory to refuse",
+         "lsbcore.studies.benchmarks.hostile"),
     )
 )  # fmt: skip
 BY_NAME = {study.name: study for study in STUDIES}

@@ -44,6 +44,9 @@ MAX_UAI_BYTES = 256 * 2**20
 #: reader keeps each whitespace-separated token with its line (about 60 bytes a token).
 MAX_UPLOAD_BYTES = 4 * 2**20
 
+#: Most digits of a count or an index (beyond every bound above; shown as its value up to here).
+MAX_DIGITS = 20
+
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -192,7 +195,14 @@ class _Reader:
             raise ValueError(
                 f"line {line} of the UAI file: {what} must be a whole number, got {token[:20]!r}."
             )
-        value = int(token)
+        # counted before int(), which refuses 4,300 digits (even zeros) in its own words
+        significant = token.lstrip("+-").lstrip("0")
+        if len(significant) > MAX_DIGITS:
+            raise ValueError(
+                f"line {line} of the UAI file: {what} must be between {low:,} and {high:,}, "
+                f"got a number of {len(significant):,} digits."
+            )
+        value = int(significant or "0") * (-1 if token.startswith("-") else 1)
         if not low <= value <= high:
             raise ValueError(
                 f"line {line} of the UAI file: {what} must be between {low:,} and {high:,}, "

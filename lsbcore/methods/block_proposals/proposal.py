@@ -25,7 +25,6 @@ Metropolis-Hastings test reads one ``q`` forwards and backwards.
 
 from __future__ import annotations
 
-import io
 import math
 
 import torch
@@ -34,7 +33,7 @@ from torch.nn import functional as F
 
 from lsbcore.checks import integer
 from lsbcore.methods.block_proposals.motif import GridMotif
-from lsbcore.weights_file import read_weights
+from lsbcore.weights_file import load_model
 
 #: Largest weights file read (the shipped ones are tens of kB).
 MAX_WEIGHTS_BYTES = 8 << 20
@@ -183,19 +182,30 @@ class BlockProposal(nn.Module):
         torch.save({"shape": shape, "info": self.info, "state": self.state_dict()}, path)
 
 
+def parameter_count(k: int, hidden: int = 64, depth: int = 2, seed: int = 0) -> int:
+    """The weights of ``BlockProposal(k, hidden, depth)``, counted without building it: the
+    masked layers ``k^2 -> hidden -> ... -> k^2`` and the context's ``T -> hidden`` per layer and
+    ``T -> k^2`` (``T`` the motif's terms), each with its bias."""
+    motif = GridMotif(k)
+    n, t = motif.n, motif.n_terms
+    h = integer(hidden, "hidden", 1, MAX_HIDDEN)
+    d = integer(depth, "depth", 1, MAX_DEPTH)
+    integer(seed, "seed", 0, 2**63 - 1)
+    masked = (n + 1) * h + (d - 1) * (h + 1) * h + (h + 1) * n
+    return masked + d * (t + 1) * h + (t + 1) * n
+
+
 def load_proposal(source) -> BlockProposal:
-    """A ``BlockProposal`` from a file written by ``save`` (a path or bytes). Only tensors and
-    plain values are read (``weights_only``); anything else is refused in a sentence."""
-    data = read_weights(source, MAX_WEIGHTS_BYTES, "proposal weights")
-    try:
-        saved = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-        shape = saved["shape"]
-        model = BlockProposal(shape["k"], shape["hidden"], shape["depth"])
-        model.load_state_dict(saved["state"])
-        model.info = dict(saved.get("info", {}))
-    except Exception as err:  # any malformed file: one sentence, never a traceback
-        raise ValueError(f"not a block proposal's weights file ({type(err).__name__}).") from err
-    bad = [name for name, w in model.state_dict().items() if not torch.isfinite(w).all()]
-    if bad:  # a NaN weight would propose NaN probabilities: refused, not sampled from
-        raise ValueError(f"the block proposal's weights are not all finite ({', '.join(bad)}).")
+    """A ``BlockProposal`` from a file written by ``save`` (a path or bytes): only tensors and
+    plain values are read (``weights_only``), the shape is checked against the file's size
+    before the network is built, and every weight must be finite; anything else is refused in
+    a sentence (``lsbcore.weights_file.load_model``)."""
+    model = load_model(
+        source,
+        max_bytes=MAX_WEIGHTS_BYTES,
+        what="proposal weights",
+        kind="a block proposal's weights file",
+        build=BlockProposal,
+        parameter_count=parameter_count,
+    )
     return model.eval().requires_grad_(False)

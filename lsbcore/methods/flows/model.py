@@ -41,7 +41,7 @@ import zuko
 from torch import nn
 
 from lsbcore.checks import integer
-from lsbcore.weights_file import read_weights
+from lsbcore.weights_file import load_model
 
 LOG_2PI = math.log(2.0 * math.pi)
 #: Coupling layers and hidden width bounds of either flow.
@@ -195,15 +195,35 @@ class FlowModel(nn.Module):
         return data
 
 
+def parameter_count(n_sites: int, transforms: int = 4, hidden: int = 64, seed: int = 0) -> int:
+    """The weights of ``FlowModel(n_sites, transforms, hidden)``, counted without building it.
+
+    Each flow is ``transforms`` couplings whose masks alternate: coupling ``i`` reads ``a``
+    sites (every other one, from site ``i % 2``) plus the context (the dequantiser's ``n``) and
+    outputs a shift and a scale for the ``n - a`` others, through two hidden layers.
+    """
+    n = integer(n_sites, "n_sites", 2, 1 << 16)
+    integer(transforms, "transforms", 1, MAX_TRANSFORMS)
+    h = integer(hidden, "hidden", 2, MAX_HIDDEN)
+    integer(seed, "seed", 0, 2**63 - 1)
+    total = 0
+    for context in (n, 0):  # the dequantiser, then the latent flow
+        for i in range(transforms):
+            read = (n - i % 2 + 1) // 2  # sites j < n with j % 2 == i % 2
+            total += (read + context + 1) * h + (h + 1) * h + (h + 1) * 2 * (n - read)
+    return total
+
+
 def load_flow(source) -> FlowModel:
-    """A ``FlowModel`` from bytes or a file written by ``FlowModel.save``; only tensors and
-    plain values are read (``weights_only``), anything else is refused in a sentence."""
-    data = read_weights(source, MAX_WEIGHTS_BYTES, "flow weights")
-    try:
-        saved = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-        model = FlowModel(**saved["shape"])
-        model.load_state_dict(saved["state"])
-        model.info = dict(saved.get("info", {}))
-    except Exception as err:  # any malformed file: one sentence, never a traceback
-        raise ValueError(f"not a flow's weights file ({type(err).__name__}).") from err
-    return model
+    """A ``FlowModel`` from bytes or a file written by ``FlowModel.save``: only tensors and
+    plain values are read (``weights_only``), the shape is checked against the file's size
+    before the model is built, and every weight must be finite; anything else is refused in a
+    sentence (``lsbcore.weights_file.load_model``)."""
+    return load_model(
+        source,
+        max_bytes=MAX_WEIGHTS_BYTES,
+        what="flow weights",
+        kind="a flow's weights file",
+        build=FlowModel,
+        parameter_count=parameter_count,
+    )

@@ -140,8 +140,6 @@ def map_from_json(raw: bytes | str) -> dict:
         doc = loads(raw.decode("utf-8"), "a map")
     except UnicodeDecodeError:
         raise ValueError("the file is not a map: it is not UTF-8 text.") from None
-    except RecursionError:
-        raise ValueError("the file is not a map: it nests too deeply.") from None
     except ValueError as err:
         raise ValueError(f"the file is not a map (not JSON: {err}).") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
