@@ -5,15 +5,22 @@ The pin set is created on the first pin, and its token then goes into the link a
 (``pin_store.query_params``), so a reload finds it. Pin names are user text: they appear only as
 plain text (``app.text``), never as Markdown. A pin the store cannot keep (full, or switched off)
 is offered as a JSON download beside the sentence that says why, so that nothing is lost.
+
+Every write names its visitor (``visitor``): this session's own random id and the address
+Streamlit saw (``st.context.ip_address``), for the store's per-visitor limits
+(``app.pin_allowance``). Every full run of the page marks the session's set as in use
+(``link_params``), so the store never removes it while the page is open and running.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 
 import streamlit as st
 
 from app import pin_store, pins, rbm_targets
+from app.pin_allowance import Visitor
 from app.pin_store import PinStore
 from app.pins import PinError
 from app.text import plain, quote
@@ -25,14 +32,25 @@ OPENED_KEY = "_pins_opened"  # the link's pin set was looked up in this session
 NOTICE_KEY = "_pin_notice"  # why the link's pins could not be loaded, until the next pin
 PINNED_KEY = "_pinned"  # (ok, sentence): what the Pin button did, said once
 REFUSED_KEY = "_pin_refused"  # the JSON of a pin the store could not keep, offered once
+VISITOR_KEY = "_pin_visitor"  # this session's id for the store's per-visitor limits
 
 
 def link_params() -> dict[str, str]:
     """The link parameter of this session's pin set, for the page to merge into the URL it
     writes. Call it before the page rewrites st.query_params (``streamlit_app.main``): on a
-    session's first run it opens the pin set the link names."""
-    session_store()
+    session's first run it opens the pin set the link names; on every run it marks the set as
+    in use."""
+    store = session_store()
+    if store is not None:
+        store.touch()
     return pin_store.query_params(st.session_state)
+
+
+def visitor() -> Visitor:
+    """Who writes: this session (an id of its own) at the address Streamlit saw, which is
+    the TCP peer's unless a proxy in uvicorn's FORWARDED_ALLOW_IPS sent X-Forwarded-For."""
+    tab = st.session_state.setdefault(VISITOR_KEY, secrets.token_hex(8))
+    return Visitor(tab, st.context.ip_address)
 
 
 def session_store() -> PinStore | None:
@@ -54,7 +72,7 @@ def _keep(pin: pins.Pin) -> None:
     """Save ``pin`` in this session's set; a new set joins the session (and so the link) once
     it holds a pin, so that a link never names a set that was refused."""
     store = session_store() or PinStore(pin_store.new_token())
-    store.save(pin)
+    store.save(pin, visitor=visitor())
     st.session_state[pin_store.STATE_KEY] = store
     st.session_state.pop(NOTICE_KEY, None)
 
@@ -183,7 +201,7 @@ def upload() -> None:
 def _rename(store: PinStore, pin_id: str) -> None:
     key = f"pin_rename_{pin_id}"
     try:
-        store.rename(pin_id, st.session_state.get(key, ""))
+        store.rename(pin_id, st.session_state.get(key, ""), visitor())
         st.session_state[key] = ""
     except PinError as err:
         st.session_state[ERROR_KEY] = f"This pin cannot be renamed: {plain(err)}"

@@ -13,11 +13,19 @@ Quotas, checked on every write, and why these numbers:
   after validation, and at most ``MAX_SET_BYTES`` (3 MB) together: a pin of the Ising page with
   every sampler and a 500-lag autocorrelation is about 80 kB (150 kB at most with numbers of
   full precision), so eight real pins fit several times over, eight of 1 MB do not;
-- the store holds at most ``MAX_STORE_BYTES`` (64 MB) and ``MAX_SETS`` (256) sets. When either
-  is reached a new pin is refused with a sentence (``FULL``); no set ever loses a pin to make
-  room for another's. Each new browser session gets a fresh token, so one visitor with many
-  sessions can fill the store, but not past these caps (disk, folders, the sweep's work), and
-  cannot erase anyone's pins; theirs expire like everyone's.
+- each visitor (a browser tab, and its network address) may write so many pins a minute and
+  keep so many sets (``app.pin_allowance``): one visitor opening fresh sessions by the hundred
+  gets a sentence saying when it may pin again, not the whole store;
+- the store holds at most ``MAX_STORE_BYTES`` (64 MB) and ``MAX_SETS`` (256) sets. When a write
+  would pass either, the sets unused for longer than ``IDLE_S`` (1 h) are removed, the longest
+  unused first, until it fits; only when every other set was used within the hour is the pin
+  refused (``StoreFull``), with a sentence saying when the first of them falls idle.
+
+A set is *used* when a page opens its link, draws with it (every full run of a page that holds
+it: ``touch``), lists its pins, or writes or deletes one; its directory's mtime is the time of
+its last use (the sweep, which also changes the directory, puts that time back). So a set that
+someone has open on a page that runs is never removed under them; a set nobody used for an hour
+may be, but only to make room for a pin the store could not keep otherwise.
 
 Expiry is by age only: a pin not written (pinned, renamed or uploaded) for ``MAX_AGE_S``
 (24 h) is deleted and counted in the set's ``expired`` file, so that its page says why its pins
@@ -49,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app import pins as pinmod
+from app.pin_allowance import Allowance, SetInfo, Visitor, wait_text
 from app.pins import Pin, PinError
 
 # one root per user of the machine, so that two users' servers never meet in one folder
@@ -60,23 +69,34 @@ MAX_SET_BYTES = 3_000_000
 MAX_STORE_BYTES = 64_000_000
 MAX_SETS = 256
 MAX_AGE_S = 24 * 3600.0
+IDLE_S = 3600.0  # a set unused this long may be removed to make room for a newcomer's pin
 TMP_AGE_S = 60.0  # a write takes milliseconds: a .tmp this old was left by a crash
 SWEEP_EVERY_S = 60.0  # the whole store is swept at most this often (a set's own dir: always)
 EXPIRED = "expired"  # a set's count of pins removed by age
-FULL = (
-    "the server's pin store is full (it holds every visitor's pins); pins expire 24 hours "
-    "after they were last written, so try again later, or keep this pin as JSON and add it "
-    "from the file then."
-)
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 _PIN_ID = re.compile(r"[0-9a-f]{16}")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _lock = threading.Lock()  # sessions are threads of one server: one writer at a time
 _last_sweep = {"at": float("-inf")}  # when this server last swept the whole store
+_allowances: dict[Path, Allowance] = {}  # each store's visitors (tests use stores of their own)
 
 
 class StoreFull(PinError):
-    """The store-wide caps are reached: the pin is fine, the server has no room for it."""
+    """The store-wide caps are reached and every other set is in use: the pin is fine, the
+    server has no room for it yet."""
+
+
+def full_message(wait_s: float) -> str:
+    return (
+        "the server's pin store is full and every pin set in it was used within the last "
+        f"hour, so you can pin again in {wait_text(wait_s)}; keep this pin as JSON meanwhile "
+        "and add it from the file then."
+    )
+
+
+def allowance(root: Path | None = None) -> Allowance:
+    """What the visitors of the store at ``root`` did lately (kept by this server process)."""
+    return _allowances.setdefault(Path(root or ROOT), Allowance())
 
 
 def valid_token(text) -> bool:
@@ -159,6 +179,7 @@ class PinStore:
             return []
         with _lock:
             _expire(self.dir, now)
+            self._touch(now)
         out = []
         for name, info in _files(self.dir):
             if not _is_pin(name) or info.st_size > pinmod.MAX_BYTES:
@@ -184,9 +205,27 @@ class PinStore:
                 return entry.pin
         raise KeyError(pin_id)
 
-    def save(self, pin: Pin, pin_id: str | None = None, now: float | None = None) -> str:
-        """Write ``pin`` (a new one, or over ``pin_id``); PinError says why it cannot be kept
-        (``StoreFull`` when only the store-wide caps stand in the way)."""
+    def touch(self, now: float | None = None) -> None:
+        """This set is in use now (a page that holds it ran): not removed for ``IDLE_S``."""
+        now = time.time() if now is None else now
+        with _lock:
+            self._touch(now)
+
+    def _touch(self, now: float) -> None:
+        if self.exists():
+            os.utime(self.dir, (now, now), follow_symlinks=False)
+
+    def save(
+        self,
+        pin: Pin,
+        pin_id: str | None = None,
+        now: float | None = None,
+        visitor: Visitor | None = None,
+    ) -> str:
+        """Write ``pin`` (a new one, or over ``pin_id``) for ``visitor``; PinError says why it
+        cannot be kept (``StoreFull`` when only the store-wide caps stand in the way). Without
+        a visitor (tools and tests of the store's own caps) no visitor's allowance applies."""
+        now = time.time() if now is None else now
         problem = root_problem(self.root)
         if problem:
             raise PinError(problem)
@@ -210,20 +249,25 @@ class PinStore:
                     f"a pin set keeps at most {MAX_SET_BYTES // 1000:,} kB of pins, and this "
                     "one would exceed it: delete one first."
                 )
-            usage = _usage(self.root)
-            new_set = self.token not in usage
-            if (new_set and len(usage) >= MAX_SETS) or sum(
-                usage.values()
-            ) + growth > MAX_STORE_BYTES:
-                raise StoreFull(FULL)
+            stored = _stored(self.root)
+            new_set = self.token not in stored
+            if visitor is not None:
+                why = allowance(self.root).refusal(visitor, self.token, growth, stored, now)
+                if why:
+                    raise PinError(why)
+            _make_room(self.root, stored, self.token, growth, now)
             try:
                 self._make_dir()
                 _write(self.dir, path.name, data)
+                self._cache.pop(pin_id, None)  # a rewrite may keep its size and mtime
+                self._touch(now)
             except OSError as err:
                 raise PinError(
                     f"the server could not write the pin ({err.strerror or 'error'}), so it was "
                     "not kept; keep it as JSON and add it from the file later."
                 ) from err
+            if visitor is not None:
+                allowance(self.root).record(visitor, self.token, new_set, now)
         return pin_id
 
     def _make_dir(self) -> None:
@@ -234,16 +278,19 @@ class PinStore:
         if not self.exists():
             raise PinError("this pin set's folder on the server is not one the server made.")
 
-    def rename(self, pin_id: str, name: str) -> None:
-        self.save(self.get(pin_id).renamed(name), pin_id)
+    def rename(
+        self, pin_id: str, name: str, visitor: Visitor | None = None, now: float | None = None
+    ) -> None:
+        self.save(self.get(pin_id).renamed(name), pin_id, now, visitor)
 
-    def delete(self, pin_id: str) -> None:
+    def delete(self, pin_id: str, now: float | None = None) -> None:
         path = self._path(pin_id)
         if not self.exists():
             return
         with _lock:
             path.unlink(missing_ok=True)
             _remove_if_empty(self.dir)  # the set's last pin: no folder left to count
+            self._touch(time.time() if now is None else now)
         self._cache.pop(pin_id, None)
 
 
@@ -296,9 +343,53 @@ def _sets(root: Path) -> list[Path]:
         return []
 
 
-def _usage(root: Path) -> dict[str, int]:
-    """Token -> bytes of every file in that set's directory (partial writes included)."""
-    return {d.name: sum(info.st_size for _, info in _files(d)) for d in _sets(root)}
+def _stored(root: Path) -> dict[str, SetInfo]:
+    """Token -> the set's bytes (every file in its directory, partial writes included), its
+    last use (the directory's mtime) and when its newest file expires."""
+    out = {}
+    for directory in _sets(root):
+        try:
+            used = os.lstat(directory).st_mtime
+        except OSError:  # removed meanwhile
+            continue
+        files = [info for _, info in _files(directory)]
+        newest = max((info.st_mtime for info in files), default=used)
+        out[directory.name] = SetInfo(
+            bytes=sum(info.st_size for info in files), used=used, expires=newest + MAX_AGE_S
+        )
+    return out
+
+
+def _make_room(root: Path, stored: dict[str, SetInfo], token: str, growth: int, now: float) -> None:
+    """Room for ``growth`` bytes in set ``token`` (a new set when not in ``stored``): the sets
+    unused for longer than IDLE_S are removed, the longest unused first, until it fits;
+    StoreFull, saying when the first set falls idle, when it still does not. Under ``_lock``."""
+    new_set = token not in stored
+
+    def fits() -> bool:
+        total = sum(s.bytes for s in stored.values()) + growth
+        return not (new_set and len(stored) >= MAX_SETS) and total <= MAX_STORE_BYTES
+
+    idle = sorted((s.used, t) for t, s in stored.items() if t != token and now - s.used > IDLE_S)
+    for _, other in idle:
+        if fits():
+            return
+        if _remove_set(root / other):
+            del stored[other]
+    if not fits():
+        soonest = min((s.used for t, s in stored.items() if t != token), default=now)
+        raise StoreFull(full_message(soonest + IDLE_S - now))
+
+
+def _remove_set(directory: Path) -> bool:
+    """Delete an unused set's files and directory; True when it is gone."""
+    for name, _ in _files(directory):
+        try:
+            os.unlink(directory / name)
+        except FileNotFoundError:
+            continue
+    _remove_if_empty(directory)
+    return not os.path.lexists(directory)
 
 
 def _read(path: Path, limit: int) -> bytes:
@@ -340,7 +431,12 @@ def _remove_if_empty(directory: Path) -> None:
 def _expire(directory: Path, now: float) -> None:
     """Delete the set's pins older than MAX_AGE_S (counted in its EXPIRED file), a count older
     than that, and partial writes older than TMP_AGE_S; the directory goes once empty.
-    Called under ``_lock``."""
+    The directory's mtime (its last use) is put back: expiring is not using. Called under
+    ``_lock``."""
+    try:
+        last_use = os.lstat(directory)
+    except OSError:
+        return
     expired = 0
     for name, info in _files(directory):
         idle = now - info.st_mtime
@@ -363,6 +459,10 @@ def _expire(directory: Path, now: float) -> None:
         except OSError:  # a full disk: the page says less, nothing else is lost
             pass
     _remove_if_empty(directory)
+    try:
+        os.utime(directory, ns=(last_use.st_atime_ns, last_use.st_mtime_ns), follow_symlinks=False)
+    except OSError:  # removed: it was empty
+        pass
 
 
 def sweep(root: Path | None = None, now: float | None = None, force: bool = False) -> None:
@@ -380,7 +480,9 @@ def sweep(root: Path | None = None, now: float | None = None, force: bool = Fals
 
 
 # ----------------------------------------------------------------------------- the link
-def open_link(value, root: Path | None = None) -> tuple[PinStore | None, str | None]:
+def open_link(
+    value, root: Path | None = None, now: float | None = None
+) -> tuple[PinStore | None, str | None]:
     """The store a link's ``pins`` value names, and a plain sentence when it names none.
 
     Missing: (None, None), a fresh session. Not a token, a token whose pins are gone, or pins
@@ -393,7 +495,7 @@ def open_link(value, root: Path | None = None) -> tuple[PinStore | None, str | N
     problem = root_problem(root)
     if problem:
         return None, f"No pinned runs were loaded: {problem}"
-    sweep(root)
+    sweep(root, now)
     if not valid_token(value):
         return None, (
             "The link's pins parameter is not a pin-set token (32 hex digits), so no pinned "
@@ -403,8 +505,10 @@ def open_link(value, root: Path | None = None) -> tuple[PinStore | None, str | N
     if not store.exists():
         return None, (
             "No pinned runs are stored under this link (pins are deleted 24 hours after they "
-            "were last written); pins made now start an empty set."
+            "were last written, or after an hour unused when the store is full); pins made now "
+            "start an empty set."
         )
+    store.touch(now)
     return store, None
 
 

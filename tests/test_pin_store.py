@@ -1,7 +1,9 @@
 """The on-disk pin store without a browser: tokens, links, saving, renaming and deleting, each pin
-set's quota, the store's own bounds (a full store refuses; no pin set ever loses a pin to
-another), expiry by age and the sentence that says so, owner-only permissions, a root that is
-not the server's own refused, and writes that fail leaving nothing behind."""
+set's quota, each visitor's share (a rate and a quota per tab and per address), the store's own
+bounds (the longest-unused sets make room for a newcomer; a set in use is never removed; a store
+whose sets are all in use refuses, saying when), expiry by age and the sentence that says so,
+owner-only permissions, a root that is not the server's own refused, and writes that fail leaving
+nothing behind. The clock is passed in (``now``): no test sleeps."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import torch
 
 import lsbcore
 from app import config as cfgmod
-from app import pin_store, pins
+from app import pin_allowance, pin_store, pins
+from app.pin_allowance import Visitor
 from app.pin_store import PinStore
 from app.pins import PinError
 from lsbcore.balancing.functions import MixtureBalancing
@@ -156,11 +159,10 @@ def test_a_set_has_a_byte_budget_that_only_its_own_pins_spend(root, pin, monkeyp
     assert len([other.save(pin), other.save(pin)]) == 2  # another set has a budget of its own
 
 
-def test_fresh_pin_sets_cannot_remove_another_sets_pins_and_a_full_store_refuses(
-    root, pin, monkeypatch
-):
-    """The red team's attack: sessions with fresh tokens pin until the store is full. The
-    victim's pins, older than all of theirs, stay; the newcomers are refused in a sentence."""
+def test_fresh_pin_sets_cannot_remove_a_set_in_use_and_a_full_store_refuses(root, pin, monkeypatch):
+    """Sessions with fresh tokens (no visitor's limits: the store's own caps alone) pin until
+    the store is full. The victim's pins, older than all of theirs, stay while its set is in
+    use; the newcomers are refused in a sentence that says when to try again."""
     size = size_of(pin)
     monkeypatch.setattr(pin_store, "MAX_STORE_BYTES", 20 * size)
     victim = PinStore(TOKEN, root)
@@ -177,11 +179,11 @@ def test_fresh_pin_sets_cannot_remove_another_sets_pins_and_a_full_store_refuses
                 refusals.append(str(err))
     assert [e.pin_id for e in victim.entries()] == kept
     assert refusals and all(r == refusals[0] for r in refusals)
-    assert "full" in refusals[0] and "24 hours" in refusals[0] and "JSON" in refusals[0]
+    assert "full" in refusals[0] and "pin again in" in refusals[0] and "JSON" in refusals[0]
     assert sum(p.stat().st_size for p in files_under(root)) <= 20 * size
 
 
-def test_the_number_of_pin_sets_is_bounded_and_a_new_set_is_refused_not_made_room_for(
+def test_the_number_of_pin_sets_is_bounded_and_a_new_set_is_refused_while_all_are_in_use(
     root, pin, monkeypatch
 ):
     monkeypatch.setattr(pin_store, "MAX_SETS", 3)
@@ -195,6 +197,190 @@ def test_the_number_of_pin_sets_is_bounded_and_a_new_set_is_refused_not_made_roo
     assert all(len(s.entries()) == 1 for s in stores)
     stores[0].save(pin)  # a set that exists may still grow within its own quota
     assert len(stores[0].entries()) == 2
+
+
+# ----------------------------------------------------------------------------- fair shares
+T0 = time.time()  # the tests' clock starts now, so that no pin is a day old by accident
+HOUR = 3600.0
+
+
+def sentence(err) -> str:
+    text = str(err.value)
+    assert text.endswith(".") and text.count(". ") == 0 and "Traceback" not in text
+    return text
+
+
+def test_one_visitor_opening_fresh_sessions_gets_a_share_and_a_newcomer_still_pins(root, pin):
+    """The red team's attack: 255 fresh sessions (a token each) from one address in 0.7 s,
+    one pin each. The address keeps its quota of sets, each refusal says why and when, and a
+    visitor from elsewhere still pins; the store holds the attacker's share, not everything."""
+    limit = pin_allowance.LIMITS["network address"]
+    refusals = []
+    for k in range(255):
+        attacker = Visitor(f"tab {k}", "203.0.113.7")
+        try:
+            PinStore(pin_store.new_token(), root).save(
+                pin, now=T0 + k * 0.7 / 255, visitor=attacker
+            )
+        except PinError as err:
+            refusals.append(str(err))
+    assert len(refusals) == 255 - limit.sets
+    assert len(list(root.iterdir())) == limit.sets < pin_store.MAX_SETS // 8
+    assert refusals[0].startswith(f"this network address already keeps {limit.sets} pin sets")
+    assert "start another in 24 hours, when the first of them expires." in refusals[0]
+    newcomer = PinStore(pin_store.new_token(), root)
+    newcomer.save(pin, now=T0 + 1, visitor=Visitor("a newcomer", "198.51.100.2"))
+    assert len(newcomer.entries()) == 1
+
+
+def writes(store: PinStore, pin, visitor: Visitor, count: int, now: float) -> str:
+    """``count`` writes by ``visitor`` at ``now``: a pin into ``store``, then renames of it."""
+    pin_id = store.save(pin, now=now, visitor=visitor)
+    for k in range(1, count):
+        store.rename(pin_id, f"name {k}", visitor, now=now)
+    return pin_id
+
+
+def test_writes_are_rate_limited_per_tab_and_per_address(root, pin):
+    """A tab writes at most 10 pins a minute (pinned, renamed or uploaded), an address 30;
+    another tab or address is not slowed by them, and the tab may write again once the
+    minute has passed."""
+    tab_rate = pin_allowance.LIMITS["browser tab"].writes
+    address_rate = pin_allowance.LIMITS["network address"].writes
+    busy = Visitor("busy tab", "203.0.113.7")
+    store = PinStore(TOKEN, root)
+    pin_id = writes(store, pin, busy, tab_rate, T0)
+    with pytest.raises(PinError) as err:
+        store.rename(pin_id, "one too many", busy, now=T0 + 30)
+    assert sentence(err) == (
+        f"this browser tab has pinned, renamed or uploaded {tab_rate} pins in the last minute, "
+        "the most one browser tab may, so you can pin again in 30 seconds."
+    )
+    assert store.get(pin_id).name == f"name {tab_rate - 1}"  # the refused write left nothing
+    store.save(pin, now=T0 + 30, visitor=Visitor("another tab", "203.0.113.7"))
+    store.rename(pin_id, "a minute later", busy, now=T0 + 60.5)
+    # three tabs of one address, ten minutes on: thirty writes a minute between them
+    later = T0 + 600
+    for k in range(address_rate // tab_rate):
+        writes(PinStore(f"{k + 1:032x}", root), pin, Visitor(f"tab {k}", "2001:db8::1"), 10, later)
+    with pytest.raises(PinError) as err:  # the same /64: the same address
+        PinStore("e" * 32, root).save(pin, now=later + 1, visitor=Visitor("4", "2001:db8::2"))
+    assert sentence(err).startswith(
+        f"this network address has pinned, renamed or uploaded {address_rate} pins in the last "
+        "minute, the most one network address may, so you can pin again in 59 seconds"
+    )
+    PinStore("f" * 32, root).save(pin, now=later + 1, visitor=Visitor("4", "2001:db8:1::2"))
+
+
+def test_pin_sets_are_a_quota_per_tab_and_per_address_freed_as_sets_go(root, pin, monkeypatch):
+    """A tab starts one set (pinning into a set opened from a link starts none); an address
+    keeps at most 16 sets and 16 MB in them; deleting a set's pins frees its place."""
+    tab = Visitor("tab", "203.0.113.7")
+    PinStore(TOKEN, root).save(pin, now=T0, visitor=tab)
+    with pytest.raises(PinError) as err:
+        PinStore("a" * 32, root).save(pin, now=T0 + 1, visitor=tab)
+    assert sentence(err) == (
+        "this browser tab already keeps a pin set on the server, the most one browser tab may, "
+        "so pin into one from its link, or start another in 24 hours, when the first of them "
+        "expires."
+    )
+    PinStore("b" * 32, root).save(pin, now=T0 + 2, visitor=Visitor("other", "198.51.100.2"))
+    PinStore("b" * 32, root).save(pin, now=T0 + 3, visitor=tab)  # someone's link: allowed
+    # an address: sixteen sets from sixteen tabs, then none until one of them is gone
+    sets = pin_allowance.LIMITS["network address"].sets
+    stores = [PinStore(f"{k + 1:032x}", root) for k in range(sets)]
+    for k, store in enumerate(stores):
+        store.save(pin, now=T0 + 10 * k, visitor=Visitor(f"tab {k}", "192.0.2.1"))
+    newcomer = PinStore("c" * 32, root)
+    with pytest.raises(PinError) as err:
+        newcomer.save(pin, now=T0 + 2 * HOUR, visitor=Visitor("one more", "192.0.2.1"))
+    assert sentence(err).startswith(f"this network address already keeps {sets} pin sets")
+    assert "start another in 22 hours" in str(err.value)  # the first was written at T0
+    (pin_id,) = [e.pin_id for e in stores[3].entries()]
+    stores[3].delete(pin_id)
+    newcomer.save(pin, now=T0 + 2 * HOUR, visitor=Visitor("one more", "192.0.2.1"))
+    # bytes: an address's sets hold at most its share together
+    size = size_of(pin)
+    monkeypatch.setitem(
+        pin_allowance.LIMITS, "network address", pin_allowance.Limit(30, 16, 2 * size + size // 2)
+    )
+    mine = PinStore("d" * 32, root)
+    mine.save(pin, now=T0 + 3 * HOUR, visitor=Visitor("x", "192.0.2.9"))
+    mine.save(pin, now=T0 + 3 * HOUR, visitor=Visitor("x", "192.0.2.9"))
+    with pytest.raises(PinError) as err:
+        PinStore("e" * 32, root).save(pin, now=T0 + 3 * HOUR, visitor=Visitor("y", "192.0.2.9"))
+    assert sentence(err).startswith("the pin sets this network address started hold")
+
+
+def open_sets(root, count: int, pin, start: float) -> list[PinStore]:
+    """``count`` sets of one pin each, the k-th written (and so used) at ``start + k``."""
+    stores = [PinStore(f"{k + 1:032x}", root) for k in range(count)]
+    for k, store in enumerate(stores):
+        store.save(pin, now=start + k)
+    return stores
+
+
+@pytest.mark.parametrize("cap", ["sets", "bytes"])
+def test_the_longest_unused_sets_make_room_before_a_newcomer_is_refused(
+    root, pin, monkeypatch, cap
+):
+    """A full store removes the sets unused for over an hour, the longest unused first, and
+    only as many as the newcomer needs; a set used within the hour stays, and once every set
+    is in use the newcomer is refused in a sentence that says when one falls idle."""
+    if cap == "sets":
+        monkeypatch.setattr(pin_store, "MAX_SETS", 3)
+    else:
+        monkeypatch.setattr(pin_store, "MAX_STORE_BYTES", 3 * size_of(pin) + 10)
+    oldest, in_use, older = open_sets(root, 3, pin, T0)
+    in_use.entries(now=T0 + 1.5 * HOUR)  # its page listed its pins half an hour ago
+    now = T0 + 2 * HOUR
+    first = PinStore("a" * 32, root)
+    first.save(pin, now=now)
+    assert not oldest.exists() and in_use.exists() and older.exists()
+    PinStore("b" * 32, root).save(pin, now=now + 1)
+    assert not older.exists() and len(in_use.entries(now=now + 1)) == 1
+    with pytest.raises(pin_store.StoreFull) as err:
+        PinStore("c" * 32, root).save(pin, now=now + 1)
+    assert sentence(err).startswith(
+        "the server's pin store is full and every pin set in it was used within the last hour, "
+        "so you can pin again in 60 minutes;"  # the first newcomer's set, used at now, idles first
+    )
+    assert not (root / ("c" * 32)).exists() and first.exists()
+    assert len(list(root.iterdir())) == 3
+
+
+USES = {
+    "a page run": lambda store, pin, now: store.touch(now),
+    "its link opened": lambda store, pin, now: pin_store.open_link(store.token, store.root, now),
+    "its pins listed": lambda store, pin, now: store.entries(now),
+    "a pin renamed": lambda store, pin, now: store.rename(
+        store.entries(now)[0].pin_id, "x", now=now
+    ),
+    "a pin added": lambda store, pin, now: store.save(pin, now=now),
+    "the sweep": lambda store, pin, now: pin_store.sweep(store.root, now, force=True),
+}
+
+
+@pytest.mark.parametrize("use", USES)
+def test_a_set_used_within_the_hour_is_never_removed_and_a_sweep_is_not_a_use(
+    root, pin, monkeypatch, use
+):
+    """Opening a set's link, a page run that holds it, listing, renaming or adding a pin are
+    uses: the set stays for the hour after, however old its pins. The sweep that expires a day
+    old pin is not a use: it leaves the set as unused as it was."""
+    monkeypatch.setattr(pin_store, "MAX_SETS", 2)
+    used, other = open_sets(root, 2, pin, T0)
+    stale = used.dir / "0123456789abcdef.json"  # a pin written a day ago: the sweep takes it
+    stale.write_text(pin.to_json(), encoding="utf-8")
+    age(stale, T0 - pin_store.MAX_AGE_S - 60)
+    os.utime(used.dir, (T0, T0))
+    USES[use](used, pin, T0 + 0.9 * HOUR)
+    PinStore("a" * 32, root).save(pin, now=T0 + 1.5 * HOUR)  # room for one: the longest unused
+    if use == "the sweep":
+        assert not stale.exists() and not used.exists() and other.exists()
+    else:
+        assert used.exists() and not other.exists()
+        assert used.entries(now=T0 + 1.5 * HOUR)
 
 
 # ----------------------------------------------------------------------------- expiry

@@ -14,7 +14,7 @@ import torch
 from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
-from app import pin_store, pins, sources, state
+from app import pin_allowance, pin_store, pins, sources, state
 from app.pin_store import PinStore
 from app.pins import PinError
 from app.views import compare
@@ -258,3 +258,34 @@ def test_pins_switched_off_say_why_and_a_refused_pin_is_offered_as_json(pin, tmp
         d for d in at.get("download_button") if d.proto.label.startswith("Download this")
     ]
     assert "pins" not in at.query_params and not any(real.iterdir())
+
+
+def test_a_tab_past_its_rate_is_told_when_it_may_pin_again_and_a_page_run_marks_its_set_used(
+    tmp_path, monkeypatch
+):
+    """The Pin button names its visitor: a tab past its rate (one write a minute here) gets
+    the allowance's sentence and the pin as JSON; each run of the page keeps its set in use."""
+    monkeypatch.setattr(pin_store, "ROOT", tmp_path)
+    monkeypatch.setitem(pin_allowance.LIMITS, "browser tab", pin_allowance.Limit(1, 1, 3_000_000))
+    at = open_app(case="2", burn_in="10", steps="40", chains="2")
+    at.text_input(key="pin_name").input("first")
+    at.button(key="pin_save").click().run()
+    assert not at.exception and [str(e.value) for e in at.success] == [
+        "Pinned “first”: see the Compare tab."
+    ]
+    at.text_input(key="pin_name").input("second")
+    at.button(key="pin_save").click().run()
+    assert not at.exception
+    (error,) = [str(e.value).replace("\\", "") for e in at.error]  # as Markdown escapes it
+    assert error.startswith(
+        "This run cannot be pinned: this browser tab has pinned, renamed or uploaded 1 pin in "
+        "the last minute, the most one browser tab may, so you can pin again in "
+    )
+    assert error.endswith(" seconds.")
+    assert [d for d in at.get("download_button") if d.proto.label.startswith("Download this")]
+    store = at.session_state[pin_store.STATE_KEY]
+    assert [e.pin.name for e in store.entries()] == ["first"]
+    two_hours_ago = time.time() - 2 * 3600
+    os.utime(store.dir, (two_hours_ago, two_hours_ago))
+    at.run()
+    assert time.time() - os.stat(store.dir).st_mtime < 60
