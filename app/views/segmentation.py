@@ -25,7 +25,7 @@ import streamlit as st
 
 import lsbcore
 from app import large_builds, photo_downloads, state
-from app.file_names import file_stem
+from app.file_names import export_stem
 from app.page_state import SEG_THRESHOLD, ensure
 from app.views import pixels
 from lsbcore.diagnostics.settled import STUCK_GAP, TOLERANCE, UNSETTLED_LIMIT
@@ -169,10 +169,15 @@ def settled_text(run) -> tuple[str, bool | None]:
     return f"{head}. " + "; ".join(parts) + ".", all(verdicts)
 
 
-def _file_stem(run) -> str:
-    """A download name that says which image and settings it came from."""
-    name = file_stem(run.problem.name, 40) or "image"  # cut between words
-    return f"lsb-{name}-lam{run.config.lam:g}-seed{run.config.seed}"
+def threshold_word(threshold: float) -> str:
+    """The threshold in a mask's file name (``t0.5``): a mask at another threshold is
+    another file."""
+    return f"t{float(threshold):g}"
+
+
+def mask_file_name(run, threshold: float) -> str:
+    """A paper case's mask: the run's name (``export_stem``) and the threshold."""
+    return f"{export_stem(run)}-mask-{threshold_word(threshold)}.png"
 
 
 @dataclass(frozen=True)
@@ -220,7 +225,7 @@ def download_files(run, marginal: np.ndarray, threshold: float) -> list[Download
     shape = photo_downloads.download_shape(photo.original_shape)
     height, width = shape
     big = f"{width}x{height}"
-    stem = _file_stem(run)
+    stem = export_stem(run)  # the problem, its settings, a digest of them, the date
 
     def overlay() -> bytes:
         if source is None:  # no file to decode again: the working photo underlies the mask
@@ -236,8 +241,13 @@ def download_files(run, marginal: np.ndarray, threshold: float) -> list[Download
         "entropy": (f"Uncertainty ({big})", lambda: photo_downloads.entropy_png(marginal, shape)),
         "overlay": (f"Overlay ({big})", overlay),
     }
+
+    def png_name(key: str) -> str:  # the threshold changes the mask and the overlay only
+        word = f"-{threshold_word(threshold)}" if key in ("mask", "overlay") else ""
+        return f"{stem}-{key}{word}-{big}.png"
+
     files = [
-        Download(key, label, f"{stem}-{key}-{big}.png", _guarded(run, label, build), "image/png")
+        Download(key, label, png_name(key), _guarded(run, label, build), "image/png")
         for key, (label, build) in pngs.items()
     ]
     files.append(
@@ -370,7 +380,7 @@ def render(run) -> None:
         st.download_button(
             "Download mask (PNG)",
             data=mask_png(view.mask),
-            file_name=f"{_file_stem(run)}-mask.png",
+            file_name=mask_file_name(run, threshold),
             mime="image/png",
             on_click="ignore",
             key="download_mask",
