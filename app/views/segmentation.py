@@ -27,6 +27,7 @@ import lsbcore
 from app import large_builds, photo_downloads, state
 from app.file_names import export_stem
 from app.page_state import SEG_THRESHOLD, ensure
+from app.text import grid_size
 from app.views import pixels
 from lsbcore.diagnostics.settled import STUCK_GAP, TOLERANCE, UNSETTLED_LIMIT
 from lsbcore.segmentation import outputs
@@ -169,6 +170,20 @@ def settled_text(run) -> tuple[str, bool | None]:
     return f"{head}. " + "; ".join(parts) + ".", all(verdicts)
 
 
+def agreement_text(mask: np.ndarray, map_mask: np.ndarray) -> str:
+    """How much of the mask the exact MAP agrees with: "every pixel", or a percentage with as
+    many decimals as it takes not to read 100% (or 0%) while some pixels differ (or agree)."""
+    differ = int((mask != map_mask).sum())
+    if differ in (0, mask.size):
+        return "on every pixel" if differ == 0 else "on no pixel"
+    agree = 1.0 - differ / mask.size
+    for digits in range(1, 10):  # 9 decimals tell one pixel in 10^11 from all of them
+        share = f"{agree:.{digits}%}"
+        if agree == 0.0 or float(share[:-1]) not in (0.0, 100.0):
+            break
+    return f"on {share} of the pixels ({differ:,} differ{'s' if differ == 1 else ''})"
+
+
 def threshold_word(threshold: float) -> str:
     """The threshold in a mask's file name (``t0.5``): a mask at another threshold is
     another file."""
@@ -273,8 +288,8 @@ def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
     height, width = photo_downloads.download_shape(run.photo.original_shape)
     note = photo_downloads.cap_note(run.photo.original_shape)
     st.caption(
-        f"Downloads: the PNGs are {width} × {height}, upsampled (bilinear) from the "
-        f"{marginal.shape[1]} × {marginal.shape[0]} lattice; the mask thresholds the upsampled "
+        f"Downloads: the PNGs are {grid_size(height, width)} px, upsampled (bilinear) from the "
+        f"{grid_size(*marginal.shape)} lattice (width × height); the mask thresholds the upsampled "
         "probability, so its edge runs between lattice sites. The .npy array is P(x = +1) on "
         "the lattice itself." + (f" {note}" if note else "")
     )
@@ -357,11 +372,10 @@ def render(run) -> None:
     if view.accuracy is not None:
         summary += f" Accuracy against the ground truth: {view.accuracy:.1%}."
     if map_mask is not None:
-        agree = float(np.mean(view.mask == map_mask))
         summary += (
-            f" The mask agrees with the exact MAP on {agree:.1%} of the pixels "
-            f"({int((view.mask != map_mask).sum()):,} differ). The MAP is the single likeliest "
-            "segmentation; the mask is each pixel's likelier class under the marginal."
+            f" The mask agrees with the exact MAP {agreement_text(view.mask, map_mask)}. The MAP "
+            "is the single likeliest segmentation; the mask is each pixel's likelier class under "
+            "the marginal."
         )
     st.caption(summary)
     st.caption(
