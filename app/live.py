@@ -107,6 +107,16 @@ def sweeps_text(samplers: dict[str, ChainSampler]) -> str:
     return "sweeps " + ", ".join(f"**{v}** ({', '.join(names)})" for v, names in groups.items())
 
 
+def evaluations_text(n_steps: int, evals: list[int]) -> str:
+    """The status line's target evaluations per chain (one figure, or the samplers' range).
+    Before the first step the count is only what setting up the start cost (an exact resync
+    of every site's log-ratio), and says so rather than pass for sampling work."""
+    spread = f"{min(evals):,}" if min(evals) == max(evals) else f"{min(evals):,}–{max(evals):,}"
+    if n_steps == 0:
+        return f"no steps yet (the start took **{spread}** target evaluations per chain)"
+    return f"target evaluations per chain **{spread}**"
+
+
 def _status(run: state.Run) -> None:
     cfg, comparison = run.config, run.comparison
     with run.lock:  # the worker steps sampler after sampler: read between its chunks
@@ -122,7 +132,6 @@ def _status(run: state.Run) -> None:
         fraction = done / cfg.steps if cfg.steps else 1.0
         text = f"Mixing: {done:,} / {cfg.steps:,}"
     st.progress(min(1.0, max(0.0, fraction)), text=text)
-    spread = f"{min(evals):,}" if min(evals) == max(evals) else f"{min(evals):,}–{max(evals):,}"
     speed = speed_text(
         run.pace,
         n,
@@ -140,8 +149,8 @@ def _status(run: state.Run) -> None:
         if every > scheduler.REFRESH_S:
             shared += f", redrawn every {every:.1f} s"
     st.caption(
-        f"Step **{n:,}** · {sweeps} · target evaluations per chain "
-        f"**{spread}** · **{speed}** · {run.device_label}{shared}"
+        f"Step **{n:,}** · {sweeps} · {evaluations_text(n, evals)} · **{speed}** · "
+        f"{run.device_label}{shared}"
     )
     if run.settled_at is not None and not run.running and not run.finished:
         st.success(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from app.page_state import ensure_in_range
-from app.text import plain
+from app.text import grid_size, plain
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def sidebar(sb) -> tuple[object, str] | None:
             if error:
                 st.error(f"This file cannot be trained on: {plain(error)}")
             else:
-                layout = f", images {shape[0]} × {shape[1]}" if shape else ""
+                layout = f", images {grid_size(*shape)}" if shape else ""
                 st.caption(f"{rows.shape[0]:,} rows of {rows.shape[1]:,} values{layout}.")
         ensure_in_range("rbm_hidden", 64, 1, MAX_HIDDEN)
         ensure_in_range("rbm_epochs", 50, 1, MAX_EPOCHS)

@@ -43,6 +43,13 @@ def plain(message, limit: int = 300) -> str:
     return escape(shorten(message, limit))
 
 
+def grid_size(height: int, width: int) -> str:
+    """A lattice's or a picture's size as the page writes it everywhere: width × height
+    (``48 × 32`` for 32 rows of 48 sites), the order of a photo's size in pixels, so that a
+    lattice and the photo it came from read alike."""
+    return f"{width:,} × {height:,}"
+
+
 def counted(n: int, noun: str) -> str:
     """``n`` and its noun in the right number: "1 chain", "4 chains"."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

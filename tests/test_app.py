@@ -801,7 +801,7 @@ def test_exact_chain_tab_enumerates_a_window_of_the_run_with_its_learned_functio
     assert view.rows[0]["invariance_error"] < 1e-12
     # the coupling sweep: the run's lambda among the points, every sampler slower at the top
     lams, curves, used = run.cache["exact_chain"][3]
-    assert used.shape == (2, 3) and used.lam in lams and lams[0] == 0.0
+    assert used.shape == (3, 2) and used.lam in lams and lams[0] == 0.0  # 2 wide, 3 tall
     for name in ("barker", "max", "lsb1"):
         assert curves[name][-1] > 20 * curves[name][np.searchsorted(lams, 0.5)]
     assert "Relaxation time against the coupling λ" in [s.value for s in at.subheader]
@@ -890,11 +890,11 @@ def test_importance_tab_estimates_a_window_and_shows_the_collapse_from_its_link(
     metrics = {m.label: m.value for m in at.metric}
     assert set(metrics) >= {"log Ẑ ± se", "exact log Z", "Kish ESS", "sd of log w"}
     assert abs(view.estimate.log_z - view.exact_log_z) < 4 * view.estimate.log_z_se
-    assert "centre 3 x 3 window" in texts(at.caption) and "Why the ESS collapses" in texts(
+    assert "centre 3 × 3 window" in texts(at.caption) and "Why the ESS collapses" in texts(
         at.caption
     )
     table = at.dataframe[0].value
-    assert list(table["window"]) == [f"{s} x {s}" for s in (2, 3, 4, 6, 8, 12) for _ in "ab"]
+    assert list(table["window"]) == [f"{s} × {s}" for s in (2, 3, 4, 6, 8, 12) for _ in "ab"]
     # the table prints numbers as text (three significant digits): compare their values
     field = table[table["proposal"] == "field"]["ESS / N"].map(_shown_number).to_numpy()
     assert field[0] > field[-1]
@@ -1058,7 +1058,7 @@ def test_annealing_tab_anneals_the_run_posterior_to_its_exact_map_from_a_link():
     assert view.results["checkerboard"].schedule.beta_max == 200.0
     assert view.results["barker"].schedule.steps_per_stage == 8 * 256  # sweeps in site steps
     caption = texts(at.caption)
-    assert "the whole 16×16 lattice" in caption
+    assert "the whole 16 × 16 lattice" in caption
     assert "LSB 1 anneals with the function learned by step 12, frozen" in caption
     images = annealing.map_images(view)
     assert [c for _, c in images][0] == "Exact MAP (minimum cut)" and len(images) == 4

@@ -191,7 +191,7 @@ def test_bad_choices_give_sentences(k, weights, words):
 def test_bad_tiles_states_and_targets_give_sentences():
     target, x = _ising()
     lay = bp.layout(target, x, 2)
-    with pytest.raises(ValueError, match=r"Tile row 4 is outside 1–3: the 6 x 7 lattice"):
+    with pytest.raises(ValueError, match=r"Tile row 4 is outside 1–3: the 7 × 6 lattice"):
         lay.tile(4, 1)
     with pytest.raises(ValueError, match="Tile column 0 is outside 1–3"):
         lay.tile(1, 0)
@@ -199,7 +199,7 @@ def test_bad_tiles_states_and_targets_give_sentences():
         lay.tile(1.5, 1)
     with pytest.raises(ValueError, match="only \\+1 and −1"):
         bp.layout(target, x * 0.5, 2)
-    with pytest.raises(ValueError, match="has 41 sites; the 6 x 7 lattice has 42"):
+    with pytest.raises(ValueError, match="has 41 sites; the 7 × 6 lattice has 42"):
         bp.layout(target, x.reshape(-1)[:41], 2)
     small, y = _ising(h=3, w=5)
     with pytest.raises(ValueError, match="at least 4 sites on each side"):
@@ -315,7 +315,7 @@ def test_the_tab_draws_on_a_markov_networks_page():
     _healthy(at)
     metrics = {m.label: m.value for m in at.metric}
     assert set(metrics) >= {"KL(p ‖ q)", "Expected acceptance"}
-    assert "3 x 3 tiles of 3 x 3" in " ".join(str(c.value) for c in at.caption)
+    assert "3 × 3 tiles of 3 × 3" in " ".join(str(c.value) for c in at.caption)
     at.number_input(key=BP_COL.key).set_value(3).run()
     _healthy(at)
     assert {m.label: m.value for m in at.metric} != metrics

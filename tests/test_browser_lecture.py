@@ -269,7 +269,10 @@ def test_exports_report_traces_and_a_chart(browser, server, tmp_path):
         open_app(page, app_url(server.url, config.to_query_params(LONG)))
         run_a_little(page)
         open_tab(page, "Export")
-        stem = re.compile(r"^lsb-case-3-[a-z-]+-seed0-\d{4}-\d{2}-\d{2}-")
+        stem = re.compile(  # problem, settings, seed, digest, date
+            r"^lsb-case-3-[a-z-]+-n\d+-lam[\d.]+-mu[\d.]+-sigma[\d.]+-seed0-[0-9a-f]{6}-"
+            r"\d{4}-\d{2}-\d{2}-"
+        )
 
         with page.expect_download() as report:
             button(page, "download_report").click()

@@ -366,7 +366,7 @@ def test_the_view_estimates_the_centre_window_of_chain_one_and_studies_growing_w
     target = IsingPosterior(alpha, 0.3, "periodic")
     shown = view.compute(target, "field", 800, side=3, max_side=6, seed=0)
     assert view.site_values(target, "field", 800, 3, 6) == 800 * (9 + 2 * (4 + 9 + 16 + 36))
-    assert "centre 3 x 3 window" in shown.where
+    assert "centre 3 × 3 window" in shown.where
     window = IsingPosterior(alpha[0, 3:6, 3:6], 0.3, "free")
     assert shown.exact_log_z == pytest.approx(enumerated_log_partition(window))
     torch.testing.assert_close(shown.exact_p_plus, enumerated_p_plus(window))
@@ -375,7 +375,7 @@ def test_the_view_estimates_the_centre_window_of_chain_one_and_studies_growing_w
         ((s, s), name) for s in (2, 3, 4, 6) for name in ("field", "mean field")
     ]
     table = view.collapse_table(shown.rows)
-    assert table[0]["window"] == "2 x 2" and table[0]["log Ẑ − log Z"] is not None
+    assert table[0]["window"] == "2 × 2" and table[0]["log Ẑ − log Z"] is not None
     curves = view.collapse_curves(shown.rows)
     assert list(curves) == ["field", "mean field"] and curves["field"][0] == [4, 9, 16, 36]
 
@@ -386,7 +386,7 @@ def test_a_window_as_large_as_the_lattice_is_the_whole_posterior_with_its_bounda
     target = IsingPosterior(torch.zeros(2, 5, 5), 0.2, "periodic")
     whole, where = view.centre_window(target, 64)
     assert whole.shape == (5, 5) and whole.boundary == "periodic" and whole.batch == 1
-    assert "whole 5 x 5 posterior" in where and "periodic" in where
+    assert "whole 5 × 5 posterior" in where and "periodic" in where
     shown = view.compute(target, "mean field", 200, side=64, max_side=64)
     assert shown.exact_log_z is None and shown.exact_p_plus is None  # 25 sites, periodic
     assert [r.shape for r in shown.rows][-1] == (4, 4)  # the study's sides that fit in 5 x 5

@@ -442,27 +442,33 @@ def test_export_names_carry_problem_seed_and_date_and_nothing_odd():
     from dataclasses import replace as dc_replace
     from types import SimpleNamespace
 
+    from app.file_names import result_settings, settings_digest
+
     day = datetime.date(2026, 11, 24)
     cfg = cfgmod.Config(case=4, seed=7)
     run = SimpleNamespace(problem=SimpleNamespace(name="case 4 (dependent, clean)"), config=cfg)
-    assert export.export_stem(run, day) == "lsb-case-4-dependent-clean-seed7-2026-11-24"
+    digest = settings_digest(result_settings(run))
+    assert export.export_stem(run, day) == (
+        f"lsb-case-4-dependent-clean-n30-lam1-mu1-sigma3-seed7-{digest}-2026-11-24"
+    )
     odd = SimpleNamespace(
         problem=SimpleNamespace(name="../../etc/<script>ÿ photo (1).PNG" + "x" * 200),
         config=dc_replace(cfg, seed=0),
     )
     stem = export.export_stem(odd, day)
-    assert stem == "lsb-etc-script-photo-1-seed0-2026-11-24"  # the 203-letter last word dropped
-    assert all(c.isalnum() or c == "-" for c in stem) and len(stem) < 80
+    # the 203-letter last word dropped
+    assert stem.startswith("lsb-etc-script-photo-1-n30-lam1-mu1-sigma3-seed0-")
+    assert all(c.isalnum() or c in "-." for c in stem) and len(stem) < 90
     blank = SimpleNamespace(problem=SimpleNamespace(name="!!!"), config=cfg)
-    assert export.export_stem(blank, day).startswith("lsb-run-seed7")
+    assert export.export_stem(blank, day).startswith("lsb-run-n30-")
     long = SimpleNamespace(
         problem=SimpleNamespace(
             name="case 3 geometry (dependent, noisy) with your parameters, one α for all chains"
         ),
         config=cfg,
     )  # cut at 48 characters this was "...-with-your-parame"
-    assert export.export_stem(long, day) == (
-        "lsb-case-3-geometry-dependent-noisy-with-your-seed7-2026-11-24"
+    assert export.export_stem(long, day).startswith(
+        "lsb-case-3-geometry-dependent-noisy-with-your-n30-"
     )
 
 
@@ -496,7 +502,7 @@ def test_a_photo_is_named_after_its_file():
     problem = sources.build_problem(cfg, photo, file_name="coffee beans.png")
     assert problem.name == "coffee-beans, uploaded image"
     run = SimpleNamespace(problem=problem, config=cfg)
-    assert export.export_stem(run).startswith("lsb-coffee-beans-uploaded-image-seed0-")
+    assert export.export_stem(run).startswith("lsb-coffee-beans-uploaded-image-mixture-")
 
 
 def test_the_report_command_is_the_experiment_command_of_the_run():

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import page_state
+from app.text import grid_size
 from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore import REGISTRY
@@ -302,7 +303,7 @@ def render_run(run) -> None:
         where = (
             "the whole lattice"
             if (rows, cols) == target.shape
-            else f"its centre {rows}×{cols} window (to bound the work)"
+            else f"its centre {grid_size(rows, cols)} window (to bound the work)"
         )
         st.caption(
             f"Press Compute: {len(names)} sampler(s) × {CHAINS} chains on {where}, "
@@ -315,10 +316,10 @@ def render_run(run) -> None:
         return
     height, width = target.shape
     where = (
-        f"the whole {height}×{width} lattice"
+        f"the whole {grid_size(height, width)} lattice"
         if (rows, cols) == (height, width)
-        else f"the centre {rows}×{cols} window of the {height}×{width} lattice (free boundary; "
-        "the work is bounded)"
+        else f"the centre {grid_size(rows, cols)} window of the {grid_size(height, width)} "
+        "lattice (free boundary; the work is bounded)"
     )
     per_chain = " (chain 1's α)" if target.batch > 1 else ""
     verb = "anneals" if len(learned) == 1 else "anneal"

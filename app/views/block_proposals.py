@@ -35,7 +35,7 @@ from app.page_state import (
     ensure,
     ensure_in_range,
 )
-from app.text import plain
+from app.text import grid_size, plain
 from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore.methods.block_proposals.motif import BLOCK_SIDES, GridMotif
@@ -153,9 +153,9 @@ class Layout:
                 raise ValueError(f"The tile {name} must be a whole number, not {value!r}.")
             if not 1 <= value <= count:
                 raise ValueError(
-                    f"Tile {name} {value} is outside 1–{count}: the {self.shape[0]} x "
-                    f"{self.shape[1]} lattice has {self.rows} rows and {self.cols} columns of "
-                    f"{self.k} x {self.k} tiles."
+                    f"Tile {name} {value} is outside 1–{count}: the {grid_size(*self.shape)} "
+                    f"lattice has {self.rows} rows and {self.cols} columns of "
+                    f"{grid_size(self.k, self.k)} tiles."
                 )
         return (int(row) - 1) * self.cols + int(col) - 1
 
@@ -172,7 +172,7 @@ def layout(target, x, k: int) -> Layout:
     x = torch.as_tensor(np.asarray(x), dtype=torch.float64).reshape(-1)
     if x.numel() != shape[0] * shape[1]:
         raise ValueError(
-            f"The state has {x.numel():,} sites; the {shape[0]} x {shape[1]} lattice has "
+            f"The state has {x.numel():,} sites; the {grid_size(*shape)} lattice has "
             f"{shape[0] * shape[1]:,}."
         )
     if not bool(((x == 1) | (x == -1)).all()):
@@ -601,9 +601,10 @@ def render_run(run) -> None:
     page_state.remember_links(KEYS)
     row, col = int(BP_ROW.get()), int(BP_COL.get())
     st.caption(
-        f"Chain 1 of {sampler_label(sampler)} at step {step:,}: {lay.rows} x {lay.cols} tiles of "
-        f"{k} x {k} (tiles from the top-left corner; a lattice side that is not a multiple of "
-        f"{k} leaves its last rows or columns out). Click a tile, or give its row and column."
+        f"Chain 1 of {sampler_label(sampler)} at step {step:,}: {grid_size(lay.rows, lay.cols)} "
+        f"tiles of {grid_size(k, k)} (tiles from the top-left corner; a lattice side that is not a "
+        f"multiple of {k} leaves its last rows or columns out). Click a tile, or give its row "
+        "and column."
     )
     left, right = st.columns([1, 1], gap="large")
     with left:

@@ -11,7 +11,7 @@ import numpy as np
 import streamlit as st
 
 from app import rbm_targets
-from app.text import counted
+from app.text import counted, grid_size
 
 TILE_PX = 72  # on-screen side of one state at most
 GAP_PX = 6  # white pixels between two states of a row
@@ -25,7 +25,7 @@ def digit_strip(states: np.ndarray, shape: tuple[int, int], tile_px: int = TILE_
     height, width = shape
     if states.ndim != 2 or states.shape[1] != height * width:
         raise ValueError(
-            f"states must be [k, {height * width}] for a {height} x {width} layout, got "
+            f"states must be [k, {height * width}] for a {grid_size(height, width)} layout, got "
             f"{list(states.shape)}."
         )
     scale = max(1, tile_px // max(height, width))

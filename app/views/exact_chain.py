@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import page_state
+from app.text import grid_size
 from app.view_links import ViewParam
 from lsbcore import REGISTRY, exact
 from lsbcore.number_text import number_text
@@ -109,7 +110,8 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
 
 
 # ----------------------------------------------------------------------------- in the app
-WINDOWS = {"2 x 2": (2, 2), "2 x 3": (2, 3), "3 x 3": (3, 3), "3 x 4": (3, 4)}
+# label (width x height, as the page writes every size) -> (rows, columns)
+WINDOWS = {"2 x 2": (2, 2), "2 x 3": (3, 2), "3 x 3": (3, 3), "3 x 4": (4, 3)}
 CACHE_KEY = "exact_chain"
 # the tab's link parameter: the window of the posterior that is enumerated
 PARAMS = (ViewParam("exact_window", "3 x 3", "exact chain window", choices=tuple(WINDOWS)),)
@@ -270,6 +272,6 @@ def render_run(run) -> None:
         )
         rows_used, cols_used = used.shape
         st.caption(
-            f"The {rows_used} x {cols_used} window's field under λ from 0 to {lams[-1]:g}; "
+            f"The {grid_size(rows_used, cols_used)} window's field under λ from 0 to {lams[-1]:g}; "
             "relaxation time in site updates (a block Gibbs sweep counts one per site)."
         )

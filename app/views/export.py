@@ -2,8 +2,9 @@
 traces (gzip-compressed CSV), learned balancing functions (JSON, importable again as the
 "learned" sampler), the figures' format, and a link that reopens this configuration.
 
-File names carry the problem, the seed and the date (``file_names.export_stem``), so two runs'
-files do not overwrite each other. Files are built when a button is clicked (Streamlit runs the
+File names carry the problem, its key settings, the seed, a digest of every setting that changes
+the result and the date (``file_names.export_stem``), so two runs' files do not overwrite each
+other. Files are built when a button is clicked (Streamlit runs the
 callable on another thread), under the run's lock, so a live run is not slowed by exports nobody
 asked for. Traces are gzip CSV rather than Parquet: the standard library writes it, every tool
 reads it, and it needs no columnar-format dependency; the CSV of a default run (46-50 MB)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from app.text import grid_size
 from app.view_links import ViewParam
 from lsbcore.exact import MAX_SITES
 from lsbcore.importance import (
@@ -92,10 +93,11 @@ def centre_window(target, side: int):
     height, width = single.shape if len(single.shape) == 2 else (1, single.n_sites)
     if (side >= height and side >= width) or not hasattr(single, "alpha"):
         boundary = getattr(single, "boundary", "")
-        return single, f"the whole {height} x {width} posterior of chain 1 ({boundary} boundary)"
+        whole = f"the whole {grid_size(height, width)} posterior of chain 1 ({boundary} boundary)"
+        return single, whole
     rows, cols = min(side, height), min(side, width)
     return window_target(single, rows, cols), (
-        f"the centre {rows} x {cols} window of chain 1's α (free boundary)"
+        f"the centre {grid_size(rows, cols)} window of chain 1's α (free boundary)"
     )
 
 
@@ -143,7 +145,7 @@ def collapse_table(rows: list[CollapseRow]) -> list[dict]:
     0.0001000000; an error that cannot be computed reads as a dash)."""
     return [
         {
-            "window": " x ".join(str(v) for v in r.shape),
+            "window": grid_size(*r.shape) if len(r.shape) == 2 else f"{r.sites} sites",
             "sites": r.sites,
             "proposal": r.proposal,
             "ESS / N": number_text(r.ess_fraction),

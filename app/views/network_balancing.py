@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts, network_targets
+from app.file_names import export_stem
 from app.views.balancing import ETA_MEANING, loss_figure, overlay_choice, t_grid
 from app.views.export import learned_functions
 from lsbcore import REGISTRY
@@ -80,7 +81,7 @@ def _downloads(run) -> None:
         row.download_button(
             f"{figures.sampler_label(name)} (JSON)",
             data=files[name],
-            file_name=f"network-{name}.json",
+            file_name=f"{export_stem(run)}-{name}.json",
             mime="application/json",
             on_click="ignore",
             key=f"network_download_{name}",

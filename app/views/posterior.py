@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.text import counted
+from app.text import counted, grid_size
 from app.views import pixels
 
 SIDE = 140
@@ -69,8 +69,9 @@ def render(run) -> None:
     bound = float(target.alpha.abs().max())
     own = " (each chain has its own noisy α)" if target.batch > 1 else ""
     st.caption(
-        f"**{run.problem.name}** · {h}×{w} sites · λ = {target.lam:g} · |α| ≤ {bound:.2g}{own} · "
-        f"{target.boundary} boundary · {counted(run.config.chains, 'chain')} per sampler"
+        f"**{run.problem.name}** · {grid_size(h, w)} sites (width × height) · "
+        f"λ = {target.lam:g} · |α| ≤ {bound:.2g}{own} · {target.boundary} boundary · "
+        f"{counted(run.config.chains, 'chain')} per sampler"
     )
     problem = run.problem
     if problem.polarity is not None:

@@ -25,8 +25,9 @@ import streamlit as st
 
 import lsbcore
 from app import large_builds, photo_downloads, state
-from app.file_names import file_stem
+from app.file_names import export_stem
 from app.page_state import SEG_THRESHOLD, ensure
+from app.text import grid_size
 from app.views import pixels
 from lsbcore.diagnostics.settled import STUCK_GAP, TOLERANCE, UNSETTLED_LIMIT
 from lsbcore.segmentation import outputs
@@ -169,10 +170,29 @@ def settled_text(run) -> tuple[str, bool | None]:
     return f"{head}. " + "; ".join(parts) + ".", all(verdicts)
 
 
-def _file_stem(run) -> str:
-    """A download name that says which image and settings it came from."""
-    name = file_stem(run.problem.name, 40) or "image"  # cut between words
-    return f"lsb-{name}-lam{run.config.lam:g}-seed{run.config.seed}"
+def agreement_text(mask: np.ndarray, map_mask: np.ndarray) -> str:
+    """How much of the mask the exact MAP agrees with: "every pixel", or a percentage with as
+    many decimals as it takes not to read 100% (or 0%) while some pixels differ (or agree)."""
+    differ = int((mask != map_mask).sum())
+    if differ in (0, mask.size):
+        return "on every pixel" if differ == 0 else "on no pixel"
+    agree = 1.0 - differ / mask.size
+    for digits in range(1, 10):  # 9 decimals tell one pixel in 10^11 from all of them
+        share = f"{agree:.{digits}%}"
+        if agree == 0.0 or float(share[:-1]) not in (0.0, 100.0):
+            break
+    return f"on {share} of the pixels ({differ:,} differ{'s' if differ == 1 else ''})"
+
+
+def threshold_word(threshold: float) -> str:
+    """The threshold in a mask's file name (``t0.5``): a mask at another threshold is
+    another file."""
+    return f"t{float(threshold):g}"
+
+
+def mask_file_name(run, threshold: float) -> str:
+    """A paper case's mask: the run's name (``export_stem``) and the threshold."""
+    return f"{export_stem(run)}-mask-{threshold_word(threshold)}.png"
 
 
 @dataclass(frozen=True)
@@ -220,7 +240,7 @@ def download_files(run, marginal: np.ndarray, threshold: float) -> list[Download
     shape = photo_downloads.download_shape(photo.original_shape)
     height, width = shape
     big = f"{width}x{height}"
-    stem = _file_stem(run)
+    stem = export_stem(run)  # the problem, its settings, a digest of them, the date
 
     def overlay() -> bytes:
         if source is None:  # no file to decode again: the working photo underlies the mask
@@ -236,8 +256,13 @@ def download_files(run, marginal: np.ndarray, threshold: float) -> list[Download
         "entropy": (f"Uncertainty ({big})", lambda: photo_downloads.entropy_png(marginal, shape)),
         "overlay": (f"Overlay ({big})", overlay),
     }
+
+    def png_name(key: str) -> str:  # the threshold changes the mask and the overlay only
+        word = f"-{threshold_word(threshold)}" if key in ("mask", "overlay") else ""
+        return f"{stem}-{key}{word}-{big}.png"
+
     files = [
-        Download(key, label, f"{stem}-{key}-{big}.png", _guarded(run, label, build), "image/png")
+        Download(key, label, png_name(key), _guarded(run, label, build), "image/png")
         for key, (label, build) in pngs.items()
     ]
     files.append(
@@ -263,8 +288,8 @@ def _downloads(run, marginal: np.ndarray, threshold: float) -> None:
     height, width = photo_downloads.download_shape(run.photo.original_shape)
     note = photo_downloads.cap_note(run.photo.original_shape)
     st.caption(
-        f"Downloads: the PNGs are {width} × {height}, upsampled (bilinear) from the "
-        f"{marginal.shape[1]} × {marginal.shape[0]} lattice; the mask thresholds the upsampled "
+        f"Downloads: the PNGs are {grid_size(height, width)} px, upsampled (bilinear) from the "
+        f"{grid_size(*marginal.shape)} lattice (width × height); the mask thresholds the upsampled "
         "probability, so its edge runs between lattice sites. The .npy array is P(x = +1) on "
         "the lattice itself." + (f" {note}" if note else "")
     )
@@ -347,11 +372,10 @@ def render(run) -> None:
     if view.accuracy is not None:
         summary += f" Accuracy against the ground truth: {view.accuracy:.1%}."
     if map_mask is not None:
-        agree = float(np.mean(view.mask == map_mask))
         summary += (
-            f" The mask agrees with the exact MAP on {agree:.1%} of the pixels "
-            f"({int((view.mask != map_mask).sum()):,} differ). The MAP is the single likeliest "
-            "segmentation; the mask is each pixel's likelier class under the marginal."
+            f" The mask agrees with the exact MAP {agreement_text(view.mask, map_mask)}. The MAP "
+            "is the single likeliest segmentation; the mask is each pixel's likelier class under "
+            "the marginal."
         )
     st.caption(summary)
     st.caption(
@@ -370,7 +394,7 @@ def render(run) -> None:
         st.download_button(
             "Download mask (PNG)",
             data=mask_png(view.mask),
-            file_name=f"{_file_stem(run)}-mask.png",
+            file_name=mask_file_name(run, threshold),
             mime="image/png",
             on_click="ignore",
             key="download_mask",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app import page_state
+from app.text import grid_size
 from app.view_links import ViewParam
 from lsbcore import REGISTRY
 from lsbcore.number_text import number_text
@@ -151,7 +152,8 @@ def tempering_view(choice, run_target, sampler, replicas, beta_min, adapt, sweep
             "equally likely by symmetry."
         )
     else:
-        shape = " × ".join(str(v) for v in target.shape)
+        dims = tuple(target.shape)
+        shape = grid_size(*dims) if len(dims) == 2 else " × ".join(str(v) for v in dims)
         described = f"This run's posterior, chain 1's field ({shape} sites)."
     return TemperingView(result, described)
 
