@@ -137,6 +137,8 @@ def _status(run: state.Run) -> None:
         finished=run.finished,
         stops_when_settled=cfg.until_settled and state.judges_settling(run),
     )
+    if run.running and state.waits_for_flow(run):
+        speed = "waiting for the flow's training"  # nothing samples meanwhile: no rate
     others = state.running_runs() - 1 if run.running else 0
     shared = ""
     if others > 0:
