@@ -25,6 +25,7 @@ from app import (
     panel_tabs,
     pin_controls,
     presentation,
+    run_length,
     scheduler,
     session,
     state,
@@ -88,7 +89,10 @@ def controls(run: state.Run) -> None:
         st.caption(_page(run).no_pins)
     pin_controls.notices()
     if run.finished:
-        st.success(f"Run complete: {run.n_steps:,} steps. Raise the mixing steps to go on.")
+        st.success(
+            f"Run complete: every sampler took its {run.config.total_steps:,} steps. Raise the "
+            "mixing steps to go on."
+        )
 
 
 def _sweeps(value: float) -> str:
@@ -120,27 +124,30 @@ def evaluations_text(n_steps: int, evals: list[int]) -> str:
 def _status(run: state.Run) -> None:
     cfg, comparison = run.config, run.comparison
     with run.lock:  # the worker steps sampler after sampler: read between its chunks
-        n = run.n_steps
+        n, progress = run.n_steps, run.steps_done  # the front; the sampler furthest behind
         evals = [s.n_target_evals for s in comparison.samplers.values()]
         sweeps = sweeps_text(comparison.samplers)
+        each = None if run_length.side_by_side(run) else run_length.progress_text(run)
     learners = any(s.learnable for s in comparison.samplers.values())
-    if comparison.phase == "burnin" and cfg.burn_in:
-        fraction = n / cfg.burn_in
-        text = f"Burn-in{' (learning)' if learners else ''}: {n:,} / {cfg.burn_in:,}"
+    if progress < cfg.burn_in:  # the bar follows the sampler furthest behind: the run's end
+        fraction = progress / cfg.burn_in
+        text = f"Burn-in{' (learning)' if learners else ''}: {progress:,} / {cfg.burn_in:,}"
     else:
-        done = max(0, n - cfg.burn_in)
+        done = max(0, progress - cfg.burn_in)
         fraction = done / cfg.steps if cfg.steps else 1.0
         text = f"Mixing: {done:,} / {cfg.steps:,}"
     st.progress(min(1.0, max(0.0, fraction)), text=text)
     speed = speed_text(
         run.pace,
-        n,
+        progress,
         cfg.burn_in,
         cfg.total_steps,
         running=run.running,
         finished=run.finished,
         stops_when_settled=cfg.until_settled and state.judges_settling(run),
     )
+    if run.running and state.waits_for_flow(run):
+        speed = "waiting for the flow's training"  # nothing samples meanwhile: no rate
     others = state.running_runs() - 1 if run.running else 0
     shared = ""
     if others > 0:
@@ -152,6 +159,11 @@ def _status(run: state.Run) -> None:
         f"Step **{n:,}** · {sweeps} · {evaluations_text(n, evals)} · **{speed}** · "
         f"{run.device_label}{shared}"
     )
+    if each:  # a sampler that joined late, or one still waiting: how far each is
+        st.caption(f"Each sampler's own steps toward the run's length: {each}.")
+    waiting = run_length.waiting_text(run)
+    if waiting:
+        st.info(waiting)
     if run.settled_at is not None and not run.running and not run.finished:
         st.success(
             f"Settled at step {run.settled_at:,} ({sweeps}): paused, as "

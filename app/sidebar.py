@@ -652,8 +652,8 @@ def _flow_settings(sb) -> None:
         "of 128, seeded by the seed below); 0: the untrained flow. Training runs in the "
         "background and can be stopped and resumed; the other samplers run meanwhile. On the "
         "CPU a flow sampler's step costs about a hundred of Barker's (a 30 x 30 lattice, 4 "
-        "chains: 22 steps/s for Flow (exact), 165 for Flow latent), and the run moves all its "
-        "samplers together.",
+        "chains: 22 steps/s for Flow (exact), 165 for Flow latent). A flow sampler that joins "
+        "late takes the run's steps of its own, and the run waits for it.",
         100,
     )
     if not st.session_state.get("shared_alpha") and st.session_state.get("source") == "paper":

@@ -4,6 +4,9 @@
 
 - ``build_run`` creates a run (falling back from CUDA to CPU and saying so);
 - ``advance`` steps it: learning during burn-in, then ``start_mixing()``, then mixing;
+  every sampler takes the run's length of steps of its own (``burn_in + steps``), so one that
+  joined late (a flow sampler after its training) catches up first, and the run is complete
+  only when every sampler asked for has taken them (``Run.finished``);
 - ``start`` / ``pause`` run ``advance`` on a worker thread, so sampling goes on between redraws
   whatever the browser's refresh cadence; the page's fragment only draws;
 - ``slow_step`` takes one step in slow motion for the Proposal view (a single-site sampler shows
@@ -100,7 +103,7 @@ class Run:
     photo: lsbcore.Photo | None = None  # image sources: the photo, in colour, with its size
     source: object = None  # image sources: the file again (path or bytes), for full-size output
     running: bool = False
-    burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at burn-in's end
+    burnin_wall: dict[str, float] | None = None  # each sampler's wall_seconds at its burn-in's end
     pace: Pace = field(default_factory=Pace)  # steps per wall-clock second, the time left
     chunk_rate: dict = field(default_factory=dict)  # (phase, clock) -> steps/s, last chunk
     last_seen: float = 0.0  # when the page last drew this run
@@ -126,11 +129,28 @@ class Run:
 
     @property
     def n_steps(self) -> int:
+        """The run's step: the furthest any of its samplers has gone."""
         return self.comparison.n_steps
 
     @property
+    def steps_done(self) -> int:
+        """The run's progress toward its length: the steps of the sampler furthest behind
+        (of those in the comparison; one waiting for its flow has none yet)."""
+        return min(self.comparison.sampler_steps.values())
+
+    @property
     def finished(self) -> bool:
-        return self.comparison.n_steps >= self.config.total_steps
+        """Every sampler asked for has taken the run's length of steps of its own: none still
+        waits for its flow, and none that joined late is short of it."""
+        return not self.flow_waiting and self.steps_done >= self.config.total_steps
+
+    def sampler_steps(self) -> dict[str, int | None]:
+        """Each sampler of the run, in the order asked for, with its own steps so far (None:
+        waiting for its flow's training)."""
+        own = dict(self.comparison.sampler_steps)
+        names = [n for n in self.config.samplers if n in own or n in self.flow_waiting]
+        names += [n for n in own if n not in names]  # keyed otherwise (an RBM's variants)
+        return {n: own.get(n) for n in names}
 
     @property
     def phase(self) -> str:
@@ -149,11 +169,13 @@ class Run:
         return value
 
     def phase_seconds(self) -> tuple[dict[str, float], dict[str, float]]:
-        """Sampling seconds per sampler in burn-in and in mixing (for the results JSON)."""
+        """Sampling seconds per sampler in burn-in and in mixing (for the results JSON); a
+        sampler still in its burn-in has no mixing seconds yet."""
         wall = {n: s.wall_seconds for n, s in self.comparison.samplers.items()}
-        burnin = self.burnin_wall if self.burnin_wall is not None else wall
-        mixing = {n: wall[n] - burnin.get(n, 0.0) for n in wall}
-        return dict(burnin), mixing
+        ended = self.burnin_wall or {}
+        burnin = {n: ended.get(n, wall[n]) for n in wall}
+        mixing = {n: wall[n] - burnin[n] for n in wall}
+        return burnin, mixing
 
 
 def device_label(device: torch.device) -> str:
@@ -283,8 +305,8 @@ def join_flow(run: Run) -> list[str]:
 
     They start from the flow's own draws (an independence proposal never leaves a random start
     to which the flow gives no mass), with a frozen copy of the flow, and count their own steps
-    (their traces begin at their step 0), so after joining late they are behind the others by
-    ``flow_joined_at`` steps; a joiner in the mixing phase records mixing at once.
+    (their traces begin at their step 0): a burn-in of their own, then mixing, to the run's
+    length, the run waiting for them (``advance`` steps the samplers furthest behind first).
     """
     if not run.flow_waiting or run.flow is None or not run.flow.ready:
         return []
@@ -298,7 +320,7 @@ def join_flow(run: Run) -> list[str]:
             sampler = lsbcore.make_sampler(
                 name, target, cfg.chains, seed=cfg.seed, device=comparison.device, flow=model
             )
-            comparison.add(name, sampler)
+            comparison.add(name, sampler, phase="burnin")
         run.flow_waiting = ()
         run.flow_joined_at = comparison.n_steps
     return joined
@@ -380,6 +402,7 @@ def leave_flow(run: Run) -> tuple[str, ...]:
         for name in names:
             comparison.remove(name)
             run.settledness.pop(name, None)
+            (run.burnin_wall or {}).pop(name, None)
         run.flow_waiting = names
         run.flow_joined_at = None
         run.cache.clear()
@@ -387,10 +410,29 @@ def leave_flow(run: Run) -> tuple[str, ...]:
 
 
 def _maybe_start_mixing(run: Run) -> None:
+    """End the burn-in of every sampler that has taken the run's burn-in steps of its own."""
     comparison = run.comparison
-    if comparison.phase == "burnin" and comparison.n_steps >= run.config.burn_in:
-        run.burnin_wall = {n: s.wall_seconds for n, s in comparison.samplers.items()}
-        comparison.start_mixing()
+    due = [
+        n for n, phase in comparison.sampler_phases.items()
+        if phase == "burnin" and comparison.sampler_steps[n] >= run.config.burn_in
+    ]  # fmt: skip
+    if due:
+        run.burnin_wall = run.burnin_wall or {}
+        run.burnin_wall.update({n: comparison[n].wall_seconds for n in due})
+        comparison.start_mixing(due)
+
+
+def _next_group(run: Run) -> tuple[list[str], int]:
+    """The samplers to step next and how many steps they may take: those furthest behind (all
+    of them, side by side), up to where they meet the next ones, the end of their burn-in, or
+    the run's length. No sampler when every one has its steps."""
+    cfg, own = run.config, run.comparison.sampler_steps
+    low = min(own.values())
+    if low >= cfg.total_steps:
+        return [], 0
+    end = cfg.burn_in if low < cfg.burn_in else cfg.total_steps
+    end = min([end] + [s for s in own.values() if s > low])
+    return [n for n, s in own.items() if s == low], end - low
 
 
 def _note_failed_learning(run: Run) -> None:
@@ -425,13 +467,15 @@ def advance(
 ) -> int:
     """Step ``run`` for about ``budget_s`` seconds (and at most ``max_steps``); return the steps.
 
-    Burn-in steps learn (learnable samplers only); at ``burn_in`` the balancing functions are
-    frozen with ``start_mixing()``; the run stops at ``burn_in + steps``. Steps go in chunks
-    sized from the measured rate, so the budget holds without a clock check after every step;
-    at least one step is taken when any is left. The seconds are ``clock``'s (see
-    ``turn_clock``).
+    Burn-in steps learn (learnable samplers only); at ``burn_in`` steps of its own a
+    sampler's balancing function is frozen with ``start_mixing``; a sampler stops at
+    ``burn_in + steps`` of its own. The samplers furthest behind step first (``_next_group``:
+    one that joined late catches up, then all go on side by side); the steps counted are the
+    group's. Steps go in chunks sized from the measured rate, so the budget holds without a
+    clock check after every step; at least one step is taken when any is left. The seconds
+    are ``clock``'s (see ``turn_clock``).
     """
-    cfg, comparison = run.config, run.comparison
+    comparison = run.comparison
     start = clock()
     done = 0
     limit = max_steps if max_steps is not None else 10**9
@@ -442,25 +486,28 @@ def advance(
         # the torch steps run: every backend gives the same chains, so the switch is invisible
         if not rbm:
             comparison.set_backend("auto" if warmup.ready() else "torch")
-        while done < limit and not run.finished:
+        while done < limit:
             _maybe_start_mixing(run)
-            burnin = comparison.phase == "burnin"
-            end = cfg.burn_in if burnin else cfg.total_steps
+            group, room = _next_group(run)
+            if not group:
+                break  # every sampler in the run has its steps (a flow may still be training)
+            phase = comparison.sampler_phases[group[0]]
             left = budget_s - (clock() - start)
             if done and left < 0.5 * budget_s:
                 break  # a short tail chunk would cost a whole call for a few steps
-            # the rate carries over between calls (per phase), so a call fills its budget with
-            # one chunk. Measured over whole chunks it includes the per-call cost, so from a
-            # single step it grows chunk by chunk until a chunk fills the budget (as long as
-            # the budget exceeds one call's cost; else every chunk stays one step long)
-            key = (comparison.phase, clock)  # steps per second of that clock
+            # the rate carries over between calls (per phase and group of samplers), so a
+            # call fills its budget with one chunk. Measured over whole chunks it includes the
+            # per-call cost, so from a single step it grows chunk by chunk until a chunk fills
+            # the budget (as long as the budget exceeds one call's cost; else every chunk
+            # stays one step long)
+            key = (phase, clock, tuple(group))  # steps per second of that clock
             rate = run.chunk_rate.get(key, math.nan)
             chunk = 1 if math.isnan(rate) else max(1, int(rate * left))
-            chunk = min(chunk, end - comparison.n_steps, limit - done)
+            chunk = min(chunk, room, limit - done)
             if rbm:  # end the chunk at the next MMD checkpoint
                 chunk = min(chunk, rbm_run.steps_to_checkpoint(run))
             t0 = clock()
-            comparison.step(chunk, learn=burnin)
+            comparison.step(chunk, learn=phase == "burnin", names=group)
             run.chunk_rate[key] = chunk / max(clock() - t0, 1e-9)
             done += chunk
             if rbm:
@@ -503,7 +550,7 @@ def _work(run: Run) -> None:
     and (images) pausing once the marginals have settled when asked to."""
     window_start, window_steps = time.perf_counter(), 0
     run.pace.restart()
-    run.pace.add(window_start, run.n_steps, run.phase)
+    run.pace.add(window_start, run.steps_done, _progress_phase(run))
     judged = time.perf_counter()
     gone_since = None
     while run.running and not run.finished:
@@ -520,6 +567,10 @@ def _work(run: Run) -> None:
             run.running = False
             release(run)
             return
+        if waits_for_flow(run):  # every other sampler has its steps: wait for the flow samplers
+            join_flow(run)
+            time.sleep(REFRESH_S)
+            continue
         cap = steps_per_refresh(run.config)
         max_steps = None
         if cap is not None:  # at most `cap` steps per refresh interval: slow motion
@@ -547,9 +598,21 @@ def _work(run: Run) -> None:
                 if run.settled_at is None:
                     run.settled_at = run.n_steps
                     break
-        run.pace.add(now, run.n_steps, run.phase)
+        run.pace.add(now, run.steps_done, _progress_phase(run))
         time.sleep(0)  # let a waiting reader take the lock
     run.running = False
+
+
+def waits_for_flow(run: Run) -> bool:
+    """Whether the run has nothing left to sample until its flow samplers join: every sampler
+    in it has the run's length of steps, and flow samplers wait for their training."""
+    return bool(run.flow_waiting) and run.steps_done >= run.config.total_steps
+
+
+def _progress_phase(run: Run) -> str:
+    """The phase of the run's progress (``steps_done``): burn-in until the sampler furthest
+    behind has taken the run's burn-in steps."""
+    return "burnin" if run.steps_done < run.config.burn_in else "mixing"
 
 
 def release(run: Run) -> None:
@@ -616,27 +679,31 @@ def slow_step(run: Run, chain: int = 0) -> StepReport | None:
     For chain ``chain`` of each sampler: ``Q(i | x)`` and ``T(x -> x_i) = Q A`` for every site
     ``i`` just before the step, then the proposed site, its acceptance probability and whether
     it was accepted. A block sampler proposes no site: its state before the step and the number
-    of sites its sweep changed. None when the run is complete.
+    of sites its sweep changed. Only the samplers furthest behind step (``_next_group``): a
+    sampler that joined late catches up first. None when no sampler has a step left.
     """
     comparison = run.comparison
     chain = min(max(chain, 0), run.config.chains - 1)
     with run.lock:
-        if run.finished:
-            return None
         _maybe_start_mixing(run)
+        group, _ = _next_group(run)
+        if not group:
+            return None
         before = {}
-        for name, sampler in comparison.samplers.items():
+        for name in group:
+            sampler = comparison[name]
             q = t = None
             if proposes_one_site(name):
                 q = torch.exp(sampler.proposal_log_probs()[chain]).cpu().numpy()
                 t = sampler.flip_probabilities()[chain].cpu().numpy()
             before[name] = (sampler.x[chain].cpu().numpy().copy(), q, t)
-        phase = comparison.phase
-        comparison.step(1, learn=phase == "burnin")
+        phase = comparison.sampler_phases[group[0]]
+        comparison.step(1, learn=phase == "burnin", names=group)
         _maybe_start_mixing(run)
         _note_failed_learning(run)
         sites = {}
-        for name, sampler in comparison.samplers.items():
+        for name in group:
+            sampler = comparison[name]
             state, q, t = before[name]
             if q is None:  # a sweep: no proposed site, only what changed
                 flipped = int((sampler.x[chain].cpu().numpy() != state).sum())

@@ -5,6 +5,11 @@ The app and the experiment command drive a ``Comparison`` rather than individual
 on, records each sampler's statistics every ``thin`` steps; after ``start_mixing()`` it also
 accumulates posterior marginals.
 
+Each sampler counts its own steps (``sampler_steps``) and has its own phase
+(``sampler_phases``): a sampler brought in late (``add``) starts at its step 0, and
+``step(n, names=...)`` advances only the samplers named, so that it can take the steps it
+missed. ``n_steps`` is the furthest any sampler has gone; side by side they are equal.
+
 Each sampler takes up to ``TRACE_CHUNK`` steps per call (on the CPU a compiled loop) and writes
 its running statistics and its proposals after every step into a buffer; the records and the
 marginals come from that buffer, so recording costs no per-step Python. Within a chunk the
@@ -100,7 +105,11 @@ class Comparison:
             self.samplers[name] = config.build(
                 target, n_chains, seed=seed, device=self.device, x0=start, backend=backend, **opts
             )
+        #: the comparison's phase: "mixing" once ``start_mixing`` has been called for any sampler
         self.phase = "burnin"
+        #: each sampler's own phase and steps (a late one burns in and counts from its start)
+        self.sampler_phases: dict[str, str] = dict.fromkeys(names, "burnin")
+        self.sampler_steps: dict[str, int] = dict.fromkeys(names, 0)
         self.traces = (
             {name: Trace(n_chains, thin=thin, truth=truth) for name in names} if thin else {}
         )
@@ -112,10 +121,14 @@ class Comparison:
                 sampler.track_statistics(truth)
             self.record(force=True)
 
-    def add(self, name: str, sampler: ChainSampler) -> None:
+    def add(self, name: str, sampler: ChainSampler, phase: str | None = None) -> None:
         """Bring in ``sampler`` as ``name`` now (a flow sampler whose flow became ready): it
-        must run on this comparison's target with its number of chains. Its marginal starts
-        empty and its trace, when traced, at its own step 0, recorded in the current phase."""
+        must run on this comparison's target with its number of chains. It counts its own
+        steps from 0; its marginal starts empty and its trace, when traced, at its own step 0,
+        in ``phase`` (default the comparison's: "burnin" gives it a burn-in of its own)."""
+        phase = self.phase if phase is None else phase
+        if phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES}, got {phase!r}.")
         if name in self.samplers:
             raise ValueError(f"{name!r} is in the comparison already.")
         if name not in REGISTRY:
@@ -128,11 +141,12 @@ class Comparison:
         self.samplers[name] = sampler
         self.configs[name] = SamplerConfig(name)
         self.marginals[name] = MarginalEstimate()
+        self.sampler_phases[name], self.sampler_steps[name] = phase, 0
         if self.thin:
             sampler.track_statistics(self.truth)
             trace = Trace(self.n_chains, thin=self.thin, truth=self.truth)
             trace.record(0, sampler.x, sampler.log_p, sampler.n_target_evals, math.nan,
-                         sampler.wall_seconds, self.phase, force=True)  # fmt: skip
+                         sampler.wall_seconds, phase, force=True)  # fmt: skip
             self.traces[name] = trace
 
     def remove(self, name: str) -> None:
@@ -145,6 +159,8 @@ class Comparison:
         self.configs.pop(name, None)
         self.traces.pop(name, None)
         self.marginals.pop(name, None)
+        self.sampler_phases.pop(name, None)
+        self.sampler_steps.pop(name, None)
 
     def set_backend(self, backend: str) -> None:
         """Every sampler's next steps on ``backend`` (see ``Sampler.set_backend``)."""
@@ -158,31 +174,48 @@ class Comparison:
     def __getitem__(self, name: str):
         return self.samplers[name]
 
-    def start_mixing(self) -> None:
-        """End burn-in: later records are "mixing" and feed the posterior marginals."""
-        self.phase = "mixing"
-        for sampler in self.samplers.values():
+    def start_mixing(self, names=None) -> None:
+        """End burn-in for ``names`` (default every sampler): their later records are "mixing"
+        and feed the posterior marginals, and their balancing functions are frozen."""
+        for name in self._known(names):
+            self.sampler_phases[name] = "mixing"
+            sampler = self.samplers[name]
             if sampler.learnable:
                 sampler.balancing.frozen()
+        self.phase = "mixing"
 
-    def step(self, n: int = 1, learn: bool = False) -> None:
-        """Advance every sampler ``n`` steps; ``learn`` adapts the learnable ones only."""
+    def step(self, n: int = 1, learn: bool = False, names=None) -> None:
+        """Advance the samplers ``names`` (default every one) ``n`` steps each; ``learn`` adapts
+        the learnable ones only."""
         n = integer(n, "n", 0)
-        if learn and self.phase == "mixing":
+        names = self._known(names)
+        if learn and any(self.sampler_phases[name] == "mixing" for name in names):
             raise ValueError("learning is for burn-in; the balancing functions are frozen now.")
-        for name, sampler in self.samplers.items():
+        for name in names:
+            sampler = self.samplers[name]
             if self.thin:
                 self._advance_recording(name, sampler, n, learn and sampler.learnable)
             else:
                 sampler.step(n, learn=learn and sampler.learnable)
-        self.n_steps += n
+            self.sampler_steps[name] += n
+            self.n_steps = max(self.n_steps, self.sampler_steps[name])
+
+    def _known(self, names) -> list[str]:
+        """``names`` (None: every sampler), each in the comparison."""
+        if names is None:
+            return list(self.samplers)
+        names = list(names)
+        unknown = [name for name in names if name not in self.samplers]
+        if unknown:
+            raise ValueError(f"{unknown} not in the comparison; it has: {list(self.samplers)}.")
+        return names
 
     def _advance_recording(self, name: str, sampler: ChainSampler, n: int, learn: bool) -> None:
         """``n`` steps of one sampler in chunks; every ``thin``-th step becomes a record."""
         trace = self.traces.get(name)
         chains, sites = sampler.n_chains, sampler.n_sites
-        phase = PHASES.index(self.phase)
-        marginals = self.phase == "mixing" and self._accumulate_marginals
+        phase = PHASES.index(self.sampler_phases[name])
+        marginals = self.sampler_phases[name] == "mixing" and self._accumulate_marginals
         done = 0
         while done < n:
             # chunks end where a resync may happen, so target evaluations grow evenly inside
@@ -268,21 +301,23 @@ class Comparison:
 
     @torch.no_grad()
     def record(self, force: bool = False) -> None:
-        """Record every sampler's trace now (and its marginal, during mixing)."""
+        """Record every sampler's trace now, at its own step (and its marginal, during its
+        mixing)."""
         for name, sampler in self.samplers.items():
             x = sampler.x
+            phase = self.sampler_phases[name]
             if name in self.traces:
                 self.traces[name].record(
-                    self.n_steps,
+                    self.sampler_steps[name],
                     x,
                     sampler.log_p,
                     sampler.n_target_evals,
                     sampler.accept_rate if sampler.n_steps else math.nan,  # none before a step
                     sampler.wall_seconds,
-                    self.phase,
+                    phase,
                     force=force,
                 )
-            if self.phase == "mixing":
+            if phase == "mixing":
                 self.marginals[name].update(x)
 
 

@@ -142,6 +142,7 @@ SERIAL_FILES = {
     "test_browser_network.py",
     "test_browser_prompt.py",
     "test_browser_rbm.py",
+    "test_browser_run_length.py",
     "test_browser_which_g_where.py",
     "test_experiment.py",
     "test_load.py",

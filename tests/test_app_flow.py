@@ -14,7 +14,7 @@ import torch
 from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
-from app import flow_training, network_targets, sources, state, view_links
+from app import flow_training, network_targets, run_length, sources, state, view_links
 from app.views import annealing, exact_chain
 from app.views import flow as flow_view
 from lsbcore.methods.flows.train import FlowTraining, TrainingSettings
@@ -228,9 +228,10 @@ def test_the_flow_samplers_wait_while_the_others_sample_then_join_from_the_share
     assert run.n_steps == 5 and run.flow_waiting
     job.start()
     job.wait(60)
-    state.advance(run, 1.0, max_steps=3)
+    state.advance(run, 1.0, max_steps=3)  # the joiners, furthest behind, catch up first
     assert run.comparison.names == ["barker", "flow-exact", "flow-latent"]
-    assert run.flow_joined_at == 5 and run.n_steps == 8
+    assert run.flow_joined_at == 5 and run.n_steps == 5
+    assert run.sampler_steps() == {"barker": 5, "flow-exact": 3, "flow-latent": 3}
     for name in ("flow-exact", "flow-latent"):
         sampler = run.comparison[name]
         assert sampler.n_steps == 3 and sampler.flow is not job.training.model  # a copy
@@ -240,6 +241,59 @@ def test_the_flow_samplers_wait_while_the_others_sample_then_join_from_the_share
     left = state.leave_flow(run)  # Resume: they leave and wait for the newer flow
     assert left == ("flow-exact", "flow-latent") and run.comparison.names == ["barker"]
     assert run.flow_waiting == left and "wait" in flow_view.joined_text(run)
+
+
+FLOWS = ("flow-exact", "flow-latent")
+
+
+def late_flow_run() -> tuple[state.Run, flow_training.FlowJob]:
+    """A run whose other samplers take all their steps before the flow's training starts."""
+    cfg = small_config(samplers=("barker", *FLOWS), flow_steps=3, size=8, burn_in=4, steps=12)
+    problem = sources.build_problem(cfg)
+    job = flow_training.FlowJob(problem.target, cfg.flow_steps, cfg.seed)
+    run, _ = state.build_run(cfg, problem, flow=job)
+    state.advance(run, 5.0)  # training has not started: barker takes all its steps
+    assert run.comparison["barker"].n_steps == cfg.total_steps == 16
+    return run, job
+
+
+def test_flow_samplers_that_join_after_the_others_finished_take_the_whole_run_before_it_ends():
+    run, job = late_flow_run()
+    total, burn_in = run.config.total_steps, run.config.burn_in
+    assert not run.finished and state.waits_for_flow(run)  # not complete without them
+    assert "Flow (exact): waiting for its flow's training" in run_length.progress_text(run)
+    assert state.advance(run, 1.0) == 0  # nothing to sample until their flow is ready
+    job.start()
+    job.wait(60)
+    state.advance(run, 5.0, max_steps=8)
+    assert run.flow_joined_at == total and not run.finished
+    assert run.sampler_steps() == {"barker": total, "flow-exact": 8, "flow-latent": 8}
+    assert "Flow (exact): 8 of 16 steps" in flow_view.joined_text(run)
+    for _ in range(100):  # a few seconds at most
+        if run.finished:
+            break
+        state.advance(run, 5.0)
+    assert run.finished and run.sampler_steps() == dict.fromkeys(("barker", *FLOWS), total)
+    assert run.comparison["barker"].n_steps == total  # the others waited, at the run's length
+    for name in FLOWS:
+        arrays = run.comparison.traces[name].arrays()
+        assert arrays["step"].tolist() == list(range(total + 1))  # their own steps, from 0
+        assert arrays["phase"].tolist() == [0] * (burn_in + 1) + [1] * (total - burn_in)
+        assert run.comparison.marginals[name].count == run.config.steps  # a burn-in first
+    assert "Flow latent (approx.): 16 of 16 steps" in flow_view.joined_text(run)
+    assert state.slow_step(run) is None  # no step left for anyone
+
+
+def test_the_worker_waits_for_the_flow_samplers_and_stops_once_they_have_their_steps():
+    run, job = late_flow_run()
+    state.start(run)
+    time.sleep(0.5)
+    assert run.running and run.worker.is_alive()  # waiting, not done
+    job.start()
+    job.wait(60)
+    wait_until(lambda: not run.running)
+    assert run.finished and run.error is None
+    assert set(run.sampler_steps().values()) == {run.config.total_steps}
 
 
 def test_a_failed_training_lets_the_flow_samplers_join_on_its_last_finite_weights():
@@ -331,6 +385,34 @@ def test_the_page_trains_stops_resumes_and_draws_the_flow_tab_without_an_error()
     assert not at.exception and not at.error
     assert any("approximate" in c.value for c in at.caption)
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_the_page_says_how_far_each_sampler_is_and_completes_only_with_the_flow_samplers():
+    at = open_app(
+        samplers="barker,flow-exact,flow-latent", shared_alpha="1", size="8", burn_in="4",
+        steps="12", flow_steps="20000", view="Flow",
+    )  # fmt: skip
+    run = at.session_state["_run"]
+    state.advance(run, 5.0)  # the others take all 16 steps while the flow trains
+    at.run()
+    assert not at.exception and "Run complete" not in " ".join(s.value for s in at.success)
+    captions = " ".join(c.value for c in at.caption)
+    assert "t/(1+t): 16 of 16 steps" in captions
+    assert "Flow (exact): waiting for its flow's training (0 of 16 steps)" in captions
+    assert any("the run waits for the flow samplers" in i.value for i in at.info)
+    assert not at.button(key="run").disabled
+    run.flow.stop()
+    at.run()  # they join on the flow as it is
+    for _ in range(100):
+        if run.finished:
+            break
+        state.advance(run, 5.0)
+    at.run()
+    assert not at.exception and not at.error
+    assert any("every sampler took its 16 steps" in s.value for s in at.success)
+    captions = " ".join(c.value for c in at.caption)
+    assert "Flow (exact): 16 of 16 steps · Flow latent (approx.): 16 of 16 steps" in captions
+    assert at.button(key="run").disabled
 
 
 def test_a_new_training_length_rebuilds_the_run_on_a_new_flow():

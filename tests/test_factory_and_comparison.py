@@ -590,3 +590,32 @@ def test_a_sampler_added_later_is_stepped_traced_and_can_leave_again():
     assert comparison.names == ["barker"] and "gibbs" not in comparison.traces
     with pytest.raises(ValueError, match="at least one"):
         comparison.remove("barker")
+
+
+def test_a_late_sampler_takes_the_steps_it_missed_alone_with_a_burn_in_of_its_own():
+    """Each sampler counts its own steps and phase: one added late is stepped alone (the others
+    wait), burns in on its own first steps, and its trace and marginal follow its own count."""
+    target = IsingPosterior(torch.linspace(-1, 1, 36).reshape(6, 6), 0.4)
+    comparison = Comparison(["barker"], target, 3, seed=1, thin=1)
+    comparison.step(6, learn=True)
+    comparison.start_mixing()
+    comparison.step(4)
+    comparison.add("gibbs", make_sampler("gibbs", target, 3, seed=2), phase="burnin")
+    assert comparison.sampler_steps == {"barker": 10, "gibbs": 0}
+    assert comparison.sampler_phases == {"barker": "mixing", "gibbs": "burnin"}
+    comparison.step(6, learn=True, names=["gibbs"])  # learning: its burn-in, not barker's
+    assert comparison.sampler_steps == {"barker": 10, "gibbs": 6} and comparison.n_steps == 10
+    assert comparison["barker"].n_steps == 10  # the others waited
+    assert comparison.marginals["gibbs"].count == 0  # a burn-in feeds no marginal
+    comparison.start_mixing(["gibbs"])
+    comparison.step(4, names=["gibbs"])
+    arrays = comparison.traces["gibbs"].arrays()
+    assert arrays["step"].tolist() == list(range(11))  # its own steps, from its start
+    assert arrays["phase"].tolist() == [0] * 7 + [1] * 4
+    assert comparison.marginals["gibbs"].count == comparison.marginals["barker"].count > 0
+    comparison.step(1)  # level again: side by side
+    assert comparison.sampler_steps == {"barker": 11, "gibbs": 11} and comparison.n_steps == 11
+    with pytest.raises(ValueError, match="learning is for burn-in"):
+        comparison.step(1, learn=True, names=["gibbs"])
+    with pytest.raises(ValueError, match="not in the comparison"):
+        comparison.step(1, names=["metropolis"])

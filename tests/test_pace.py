@@ -121,14 +121,16 @@ class _TimedComparison:
     def __init__(self, clock: _Clock, per_call: float, per_step: float):
         self.clock, self.per_call, self.per_step = clock, per_call, per_step
         self.n_steps, self.phase, self.samplers, self.calls = 0, "mixing", {}, []
+        self.sampler_steps, self.sampler_phases = {"one": 0}, {"one": "mixing"}
 
     def set_backend(self, backend: str) -> None:
         pass
 
-    def step(self, n: int, learn: bool = False) -> None:
+    def step(self, n: int, learn: bool = False, names=None) -> None:
         self.calls.append(n)
         self.clock.now += self.per_call + n * self.per_step
         self.n_steps += n
+        self.sampler_steps["one"] += n
 
 
 def test_chunks_grow_from_one_step_until_one_call_fills_the_budget():
@@ -162,10 +164,10 @@ def test_a_live_run_takes_few_long_chunks(monkeypatch):
     calls, lock = [], threading.Lock()
     step = run.comparison.step
 
-    def counted(n, learn=False):
+    def counted(n, learn=False, names=None):
         with lock:
             calls.append(n)
-        step(n, learn=learn)
+        step(n, learn=learn, names=names)
 
     monkeypatch.setattr(run.comparison, "step", counted)
     start = time.perf_counter()

@@ -20,7 +20,8 @@ import time
 import streamlit as st
 import torch
 
-from app import flow_training, state
+from app import flow_training, run_length, state
+from app.config import FLOW_SAMPLERS
 from app.page_state import FLOW_WAS_TRAINING
 from app.text import plain
 from lsbcore.exact.states import MAX_SITES, all_states
@@ -44,8 +45,8 @@ APPROXIMATE = (
 WAITING = (
     "The flow samplers wait for their flow: they join the run when training is done or "
     "stopped, starting from the flow's own draws (not the shared start: an independence proposal "
-    "almost never leaves a random state to which the flow gives no mass), and count their own "
-    "steps from there."
+    "almost never leaves a random state to which the flow gives no mass), and take the run's "
+    "steps of their own from there; the run is complete when they have."
 )
 
 
@@ -60,17 +61,21 @@ def exact_log_z(target) -> float | None:
 
 
 def joined_text(run: state.Run) -> str | None:
-    """Where the flow samplers are in the run, in a sentence (None without them)."""
+    """Where the flow samplers are in the run, and how far each is toward its length (None
+    without them)."""
     if run.flow is None:
         return None
+    own = run_length.progress_text(run, FLOW_SAMPLERS)
     if run.flow_waiting:
-        return WAITING
+        return f"{WAITING} {own}."
     at = run.flow_joined_at or 0
     if at == 0:
-        return "The flow samplers started with the run."
+        return f"The flow samplers started with the run. {own}."
     return (
-        f"The flow samplers joined at step {at:,} of the run and count their own steps from "
-        "there, on the flow as it was then (Resume training: they join again on a newer one)."
+        f"The flow samplers joined at step {at:,} of the run and take the run's "
+        f"{run.config.total_steps:,} steps of their own from there (the others wait while they "
+        "catch up), on the flow as it was then (Resume training: they join again on a newer "
+        f"one). {own}."
     )
 
 

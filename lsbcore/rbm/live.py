@@ -92,8 +92,9 @@ class RBMComparison(Comparison):
         return self.names
 
     # ----------------------------------------------------------------- running
-    def start_mixing(self) -> None:
-        """End burn-in: freeze every learned balancing function."""
+    def start_mixing(self, names=None) -> None:
+        """End burn-in: freeze every learned balancing function (the variants burn in
+        together, so the first call ends it for all of them)."""
         if self.phase == "mixing":
             return
         self._burnin_end = self.n_steps
