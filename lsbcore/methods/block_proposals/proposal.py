@@ -34,6 +34,7 @@ from torch.nn import functional as F
 
 from lsbcore.checks import integer
 from lsbcore.methods.block_proposals.motif import GridMotif
+from lsbcore.out_path import write_bytes
 from lsbcore.weights_file import read_weights
 
 #: Largest weights file read (the shipped ones are tens of kB).
@@ -180,7 +181,9 @@ class BlockProposal(nn.Module):
     def save(self, path) -> None:
         """Write the weights, shape and ``info`` to ``path`` (a torch file of tensors only)."""
         shape = {"k": self.k, "hidden": self.hidden, "depth": self.depth}
-        torch.save({"shape": shape, "info": self.info, "state": self.state_dict()}, path)
+        buffer = io.BytesIO()
+        torch.save({"shape": shape, "info": self.info, "state": self.state_dict()}, buffer)
+        write_bytes(path, buffer.getvalue())  # whole or not at all
 
 
 def load_proposal(source) -> BlockProposal:
