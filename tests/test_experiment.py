@@ -296,8 +296,8 @@ def test_a_huge_image_file_is_refused_before_it_is_read(tmp_path, capsys):
     assert peak < 50 * 2**20, peak
 
 
-def test_output_directory_is_created(tmp_path):
-    out = tmp_path / "a" / "b"
+def test_a_new_output_folder_is_created(tmp_path):
+    out = tmp_path / "new"  # in an existing folder: a missing one is refused (test_output_paths)
     args = ["--case", "1", "--size", "4", "--chains", "2", "--burn-in", "0", "--steps", "5"]
     assert main([*args, "--samplers", "min", "--quiet", "--out", str(out)]) == 0
     assert (out / "results.json").exists() and (out / "report.html").exists()

@@ -113,7 +113,7 @@ def refusal(argv: list[str], capsys) -> str:
     "where, says",
     [
         ("long name", "is 300 bytes long; a file or folder name holds at most 255"),
-        ("proc", "--out '/proc/x': '/proc' is not writable"),
+        ("proc", "--out: '/proc/x': '/proc' is not writable"),
         ("link to an empty folder", "is a symbolic link to"),
         ("dangling link", "is a symbolic link to"),
     ],

@@ -144,9 +144,9 @@ def test_the_section_is_rewritten_from_json_in_place(tiny_run, tmp_path):
         (["--seeds", "two"], "--seeds: expected an integer, got 'two'"),
         (["--networks", "mn3"], "choose networks from mn1, mn2"),
         (["--docs", "notes.txt"], "--docs must name a Markdown file (.md)"),
-        (["--docs", "no/such/folder/r.md"], "its folder does not exist"),
+        (["--docs", "no/such/folder/r.md"], "the folder 'no/such/folder' does not exist"),
         (["--from-json", "no-such.json"], "could not be read as JSON"),
-        (["--json", "no/such/folder/r.json"], "must name a file in an existing folder"),
+        (["--json", "no/such/folder/r.json"], "the folder 'no/such/folder' does not exist"),
         (["--bogus"], "Unrecognized arguments: --bogus"),
     ],
 )

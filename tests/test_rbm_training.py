@@ -328,7 +328,10 @@ def test_rows_without_a_shape_train_a_model_laid_out_on_a_square_grid():
     assert tuple(train(rows, 4, epochs=1, seed=0, shape=(3, 12)).model.shape) == (3, 12)
 
 
-def test_the_command_says_when_it_cannot_write_its_model(tmp_path, capsys):
+def test_the_command_refuses_a_model_it_could_not_write_before_training(tmp_path, capsys):
     out = tmp_path / "missing" / "model.npz"  # a folder that does not exist
-    assert main(["--data", "digits-8x8", "--hidden", "2", "--epochs", "1", "--out", str(out)]) == 2
-    assert "error:" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["--data", "digits-8x8", "--hidden", "2", "--epochs", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--out" in err and "does not exist" in err
+    assert "training [" not in err and not out.exists()

@@ -15,14 +15,17 @@ the same procedure (another seed): what a perfect sampler with ``n`` chains scor
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from lsbcore import interrupt
 from lsbcore.checks import integer
 from lsbcore.diagnostics.mmd import log_mmd
+from lsbcore.out_path import output_file, write_bytes
 from lsbcore.targets.rbm import RBM
 
 __all__ = [
@@ -139,8 +142,9 @@ def write_truth(rbm: RBM, path, n_samples=TRUTH_SAMPLES, steps=TRUTH_STEPS, seed
     hash and the arguments, so that a changed model never reads a stale truth)."""
     truth = ground_truth(rbm, n_samples, steps, seed)
     path = Path(path)
+    buffer = io.BytesIO()
     np.savez_compressed(
-        path,
+        buffer,
         bits=np.packbits(truth.numpy() > 0, axis=1),
         n_visible=truth.shape[1],
         n_samples=n_samples,
@@ -148,6 +152,7 @@ def write_truth(rbm: RBM, path, n_samples=TRUTH_SAMPLES, steps=TRUTH_STEPS, seed
         seed=seed,
         model_hash=model_hash(rbm),
     )
+    write_bytes(path, buffer.getvalue())  # whole or not at all
     return path
 
 
@@ -190,7 +195,7 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m lsbcore.rbm.ground_truth")
     parser.add_argument("--model", required=True, help="a shipped model's name or an .npz")
-    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=output_file, help="the .npz to write")
     parser.add_argument("--samples", type=int, default=TRUTH_SAMPLES)
     parser.add_argument("--steps", type=int, default=TRUTH_STEPS)
     parser.add_argument("--seed", type=int, default=0)
@@ -205,4 +210,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.rbm.ground_truth"))

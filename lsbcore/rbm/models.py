@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lsbcore.out_path import write_bytes
 from lsbcore.rbm.data import ASSETS
 from lsbcore.targets.rbm import RBM
 
@@ -38,8 +39,20 @@ ARRAYS = ("W", "b_visible", "b_hidden", "shape", "meta")
 
 
 def save_model(rbm: RBM, path, **meta) -> None:
-    """Write ``rbm`` (weights, biases, shape) and the JSON-serialisable ``meta`` to ``path``
-    (an ``.npz``; ``numpy`` adds the suffix when it is missing)."""
+    """Write ``rbm`` (weights, biases, shape) and the JSON-serialisable ``meta`` to ``path`` (an
+    ``.npz`` by its content, under the name given), whole or not at all."""
+    write_bytes(path, npz_bytes(model_arrays(rbm, meta)))
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """``arrays`` as the bytes of an uncompressed ``.npz``."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def model_arrays(rbm: RBM, meta: dict) -> dict[str, np.ndarray]:
+    """The arrays of a model file (``ARRAYS``): ``rbm`` and its ``meta`` as JSON text."""
     if not isinstance(rbm, RBM):
         raise ValueError(f"save_model needs an RBM, got {type(rbm).__name__}.")
     try:
@@ -48,14 +61,13 @@ def save_model(rbm: RBM, path, **meta) -> None:
         raise ValueError(
             "the model's meta must hold JSON values only (numbers, strings, lists, dicts)."
         ) from None
-    np.savez(
-        path,
-        W=rbm.W.numpy(),
-        b_visible=rbm.b_visible.numpy(),
-        b_hidden=rbm.b_hidden.numpy(),
-        shape=np.asarray(rbm.shape, dtype=np.int64),
-        meta=np.asarray(text),
-    )
+    return {
+        "W": rbm.W.numpy(),
+        "b_visible": rbm.b_visible.numpy(),
+        "b_hidden": rbm.b_hidden.numpy(),
+        "shape": np.asarray(rbm.shape, dtype=np.int64),
+        "meta": np.asarray(text),
+    }
 
 
 def _read(name_or_path) -> tuple[dict[str, np.ndarray], str]:

@@ -9,21 +9,33 @@ The learning rate falls linearly to zero over the epochs, which lets the chains 
 the final weights. Everything is seeded by one ``torch.Generator``: same seed, same model.
 
     python -m lsbcore.rbm.train --data digits-8x8 --hidden 50 --epochs 300 --out model.npz
+
+Ctrl-C (or SIGTERM) stops the command at the end of the current epoch: it writes the model so
+far to ``--out`` with the whole training state (weights, momentum, persistent chains, the
+generator's state), and the same command with ``--resume`` continues from there to the model
+an uninterrupted run gives, bit for bit. A second Ctrl-C stops at once, writing nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
+import shlex
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from lsbcore import interrupt
 from lsbcore.checks import integer, real
+from lsbcore.out_path import output_file, write_bytes
 from lsbcore.rbm.data import MAX_FILE_BYTES, MAX_ROWS, MAX_VISIBLE, default_layout
 from lsbcore.rbm.likelihood import (
     MAX_EXACT_UNITS,
@@ -31,6 +43,7 @@ from lsbcore.rbm.likelihood import (
     exact_log_likelihood,
     pseudo_log_likelihood,
 )
+from lsbcore.rbm.models import MAX_MODEL_BYTES, model_arrays, npz_bytes
 from lsbcore.targets.base import MAX_LOCAL_FIELD, check_layout
 from lsbcore.targets.rbm import RBM
 
@@ -44,6 +57,8 @@ MONITOR_ROWS = 500
 MONITOR_EXACT_UNITS = 12
 INITIAL_WEIGHT_STD = 0.01
 MOMENTUM = 0.5
+# the tensors of the training state that a resumed run continues from (``Training.resume``)
+STATE = ("W", "b", "c", "velocity_W", "velocity_b", "velocity_c", "chains", "monitor")
 
 Progress = Callable[[float, str], "bool | None"]
 
@@ -57,6 +72,27 @@ class Training:
     model: RBM
     history: list[dict] = field(default_factory=list)
     stopped: str | None = None
+    #: after a ``stop`` between epochs: what ``train(..., resume=)`` continues from
+    resume: dict | None = None
+
+
+def _settings(rows: torch.Tensor, **settings) -> str:
+    """What a resumed run must share with the run it continues, as JSON: the arguments that
+    decide the numbers and a hash of the data."""
+    digest = hashlib.sha256(rows.numpy().tobytes()).hexdigest()[:16]
+    return json.dumps({**settings, "rows": list(rows.shape), "data_sha256": digest}, sort_keys=True)
+
+
+def _state(tensors: dict, generator: torch.Generator, epoch: int, history, settings: str) -> dict:
+    """The training state after ``epoch`` whole epochs, as arrays (an ``.npz`` holds them)."""
+    state = {name: tensor.numpy().copy() for name, tensor in tensors.items()}
+    state.update(
+        generator=generator.get_state().numpy(),
+        epoch=np.asarray(epoch),
+        history=np.asarray(json.dumps(history)),
+        settings=np.asarray(settings),
+    )
+    return state
 
 
 def _check_data(data) -> torch.Tensor:
@@ -88,6 +124,8 @@ def train(
     max_seconds: float | None = None,
     progress: Progress | None = None,
     shape=None,
+    stop: Callable[[], bool] | None = None,
+    resume: dict | None = None,
 ) -> Training:
     """An RBM with ``n_hidden`` hidden units fitted to the rows of ``data`` (``[N, n]`` of 0/1,
     or +-1) by PCD: ``epochs`` passes over the shuffled rows in minibatches of ``batch_size``,
@@ -95,7 +133,10 @@ def train(
     ``W``, ``k`` block Gibbs steps per update on ``n_persistent`` chains (default: the batch
     size). ``progress(done_fraction, message)`` is called after every update; returning False
     stops training (``Training.stopped`` says so), as does ``max_seconds``. ``shape`` lays the
-    visible units out for drawing (default: ``data.default_layout``, the most square grid)."""
+    visible units out for drawing (default: ``data.default_layout``, the most square grid).
+    ``stop()`` is asked at the end of every epoch; when it says True training stops there and
+    ``Training.resume`` holds the state that ``resume=`` continues from, with the same data and
+    arguments, to the same model as a run never stopped."""
     visible = _check_data(data)
     n_rows, n = visible.shape
     n_hidden = integer(n_hidden, "n_hidden", 1, MAX_HIDDEN)
@@ -116,22 +157,43 @@ def train(
         raise ValueError("progress must be a function (done_fraction, message) or None.")
     shape = check_layout(default_layout(n) if shape is None else shape, n, "visible units")
 
+    settings = _settings(
+        visible, n_hidden=n_hidden, epochs=epochs, batch_size=batch_size, lr=lr, k=k,
+        n_persistent=n_persistent, weight_decay=weight_decay, seed=seed,
+    )  # fmt: skip
     generator = torch.Generator().manual_seed(seed)
-    W = torch.randn(n_hidden, n, generator=generator, dtype=torch.float64) * INITIAL_WEIGHT_STD
-    mean = visible.mean(0).clamp(1e-3, 1 - 1e-3)
-    b = torch.log(mean / (1 - mean))  # the factorised model's biases: a good start
-    c = torch.zeros(n_hidden, dtype=torch.float64)
-    velocity = [torch.zeros_like(t) for t in (W, b, c)]
-    # persistent chains start from the factorised model
-    chains = torch.bernoulli(mean.expand(n_persistent, n).contiguous(), generator=generator)
-    monitor = visible[torch.randperm(n_rows, generator=generator)[:MONITOR_ROWS]]
+    result = Training(model=None)
+    if resume is None:
+        W = torch.randn(n_hidden, n, generator=generator, dtype=torch.float64)
+        W *= INITIAL_WEIGHT_STD
+        mean = visible.mean(0).clamp(1e-3, 1 - 1e-3)
+        b = torch.log(mean / (1 - mean))  # the factorised model's biases: a good start
+        c = torch.zeros(n_hidden, dtype=torch.float64)
+        velocity = [torch.zeros_like(t) for t in (W, b, c)]
+        # persistent chains start from the factorised model
+        chains = torch.bernoulli(mean.expand(n_persistent, n).contiguous(), generator=generator)
+        monitor = visible[torch.randperm(n_rows, generator=generator)[:MONITOR_ROWS]]
+        first = 0
+    else:
+        if str(resume.get("settings")) != settings:
+            raise ValueError(
+                "the saved training was run on other data or with other arguments; resume it "
+                "with the same ones"
+            )
+        W, b, c, *velocity, chains, monitor = (
+            torch.from_numpy(np.array(resume[name], dtype=np.float64)) for name in STATE
+        )
+        generator.set_state(torch.from_numpy(np.array(resume["generator"], dtype=np.uint8)))
+        first = int(resume["epoch"])
+        result.history = json.loads(str(resume["history"]))
 
     batches = math.ceil(n_rows / batch_size)
     total = epochs * batches
-    result = Training(model=RBM(W, b, c, shape=shape))
-    started = time.perf_counter()
-    done = 0
-    for epoch in range(1, epochs + 1):
+    result.model = RBM(W, b, c, shape=shape)
+    # the seconds of a resumed run count on from those of the run it continues
+    started = time.perf_counter() - (result.history[-1]["seconds"] if result.history else 0.0)
+    done = first * batches
+    for epoch in range(first + 1, epochs + 1):
         order = torch.randperm(n_rows, generator=generator)
         for first in range(0, n_rows, batch_size):
             batch = visible[order[first : first + batch_size]]
@@ -190,6 +252,11 @@ def train(
             )
         if result.stopped:
             break
+        if stop is not None and epoch < epochs and stop():
+            result.stopped = f"interrupted after epoch {epoch} of {epochs}"
+            tensors = dict(zip(STATE, (W, b, c, *velocity, chains, monitor), strict=True))
+            result.resume = _state(tensors, generator, epoch, result.history, settings)
+            break
     return result
 
 
@@ -214,13 +281,51 @@ def progress_bar(label: str = "training", width: int = 30, stream=None) -> Progr
     return show
 
 
+RESUME_PREFIX = "resume_"  # the training state's arrays in a model file, beside the model's
+
+
+def save_training(result: Training, path, **meta) -> None:
+    """``result.model`` and ``meta`` as a model file (``save_model``), with the training state
+    when training was interrupted (``result.resume``), whole or not at all."""
+    arrays = model_arrays(result.model, {**meta, "stopped": result.stopped})
+    for name, value in (result.resume or {}).items():
+        arrays[RESUME_PREFIX + name] = value
+    write_bytes(path, npz_bytes(arrays))
+
+
+def read_resume(path) -> dict:
+    """The training state saved by an interrupted run in ``path`` (a ``ValueError`` sentence
+    when it holds none)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--resume: there is no file {str(path)!r} to resume")
+    if path.stat().st_size > MAX_MODEL_BYTES:
+        raise ValueError(f"--resume: {str(path)!r} is larger than a model file can be")
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            state = {
+                name[len(RESUME_PREFIX) :]: stored[name]
+                for name in stored.files
+                if name.startswith(RESUME_PREFIX)
+            }
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        raise ValueError(f"--resume: {str(path)!r} is not a readable model file ({err})") from None
+    if not state:
+        raise ValueError(
+            f"--resume: {str(path)!r} holds no interrupted training (a finished model, or "
+            "another file)"
+        )
+    return state
+
+
 def main(argv: list[str] | None = None) -> int:
     from lsbcore.rbm.data import digits, load_binary_data
-    from lsbcore.rbm.models import save_model
 
     parser = argparse.ArgumentParser(
         prog="python -m lsbcore.rbm.train",
-        description="Train an RBM on binary data by persistent contrastive divergence.",
+        description="Train an RBM on binary data by persistent contrastive divergence. Ctrl-C "
+        "stops at the end of the current epoch and saves the training in --out; --resume "
+        "continues it.",
     )
     parser.add_argument(
         "--data", required=True, help="digits-8x8, digits-16x16, or a .npy / .zip file"
@@ -235,7 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-seconds", type=float, default=None)
-    parser.add_argument("--out", required=True, help="the .npz to write")
+    parser.add_argument("--out", required=True, type=output_file, help="the .npz to write")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue the interrupted training saved in --out (same data and arguments)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     # the matrices are small: one thread is as fast, far faster on a busy machine, and gives
     # the shipped models bit for bit (assets/make_digits.py trains on one thread too)
@@ -244,26 +353,38 @@ def main(argv: list[str] | None = None) -> int:
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, k=args.k,
         n_persistent=args.persistent, seed=args.seed,
     )  # fmt: skip
+    stop = interrupt.StopRequest()
     try:
+        resume = read_resume(args.out) if args.resume else None
         if args.data in ("digits-8x8", "digits-16x16"):
             size = 8 if args.data == "digits-8x8" else 16
             rows, shape = digits(size)[0], (size, size)
         else:
             with open(args.data, "rb") as handle:  # one byte past the cap: refused, not read
                 rows, shape = load_binary_data(handle.read(MAX_FILE_BYTES + 1), args.data)
-        result = train(
-            rows, args.hidden, max_seconds=args.max_seconds, progress=progress_bar(),
-            shape=shape, **settings,
-        )  # fmt: skip
-        if result.stopped:
-            print(f"\n{result.stopped}", file=sys.stderr)
-        save_model(
-            result.model, args.out, data=args.data, hidden=args.hidden, stopped=result.stopped,
-            **settings,
-        )  # fmt: skip
+        # the first Ctrl-C (or SIGTERM) asks for a stop at the epoch's end, a second stops now
+        with interrupt.handled(stop, patient=True):
+            result = train(
+                rows, args.hidden, max_seconds=args.max_seconds, progress=progress_bar(),
+                shape=shape, stop=stop.is_set, resume=resume, **settings,
+            )  # fmt: skip
+            if result.stopped and result.resume is None:  # else the sentence below says it
+                print(f"\n{result.stopped}", file=sys.stderr)
+            save_training(result, args.out, data=args.data, hidden=args.hidden, **settings)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if result.resume is not None:
+        given = sys.argv[1:] if argv is None else list(argv)
+        again = shlex.join(["python", "-m", "lsbcore.rbm.train", *given])
+        again += "" if args.resume else " --resume"
+        print(
+            f"stopped by {interrupt.said(stop.signum)} after epoch {int(result.resume['epoch'])}"
+            f" of {args.epochs}; the training so far is saved in {args.out}, and {again} "
+            "continues it.",
+            file=sys.stderr,
+        )
+        return interrupt.exit_status(stop.signum)
     if result.history:
         last = result.history[-1]
         print(
@@ -275,4 +396,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.rbm.train"))

@@ -5,7 +5,8 @@ nothing below imports a study.
 Every study is a command (``python -m <module> --help``); ``STUDIES`` names them, and
 ``python -m lsbcore.studies`` lists them or runs one by name
 (``python -m lsbcore.studies sweep --help``). The pieces they share, written once, are in
-``lsbcore.studies.shared``: argument types, the commit, output paths, generated doc sections.
+``lsbcore.studies.shared``: argument types, the commit, generated doc sections (output paths and
+Ctrl-C, which ``lsbcore.rbm.train`` shares too, are ``lsbcore.out_path`` and ``lsbcore.interrupt``).
 """
 
 from __future__ import annotations

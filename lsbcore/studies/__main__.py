@@ -3,6 +3,7 @@ run one (``ARGS`` go to its command)."""
 
 import sys
 
+from lsbcore import interrupt
 from lsbcore.studies import BY_NAME, STUDIES
 
 
@@ -25,4 +26,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies"))

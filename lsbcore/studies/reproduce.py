@@ -21,6 +21,7 @@ std of our per-seed means over ``S`` seeds, and ``|z|`` within the 95% predictio
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lsbcore import interrupt, out_path
 from lsbcore.balancing.functions import make_balancing
 from lsbcore.balancing.json_io import load_balancing
 from lsbcore.bounded_json import read_capped
@@ -40,7 +42,6 @@ from lsbcore.cases import PAPER_CASES
 from lsbcore.studies.experiment.cli import main as experiment
 from lsbcore.studies.experiment.report import PAPER_TABLE2
 from lsbcore.studies.experiment.runs_file import MAX_BYTES, load_runs
-from lsbcore.studies.shared import out_path
 from lsbcore.studies.shared.commit import commit
 
 __all__ = ["VARIANTS", "collapse_spread", "main", "reproduce", "z_limit", "z_score"]
@@ -74,6 +75,7 @@ def z_limit(seeds: int) -> float:
 # LSB 2 has collapsed to a constant h when log g(t) - log(1 + t) varies by less than this
 # over log t in [-10, 10] (g = c (1 + t) / 2 exactly gives 0; sqrt(t) gives 10)
 COLLAPSE_SPREAD = 0.05
+DEFAULT_WORK = Path("out/reproduction")  # under the scratch folder out/ (git ignores it)
 
 
 # ----------------------------------------------------------------------------- measures
@@ -137,6 +139,7 @@ def run_one(case: int, variant: str, seed: int, work: Path, settings: list[str])
     out = work / f"case{case}" / variant / f"seed{seed}"
     if out.exists():
         shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)  # the run's --out goes in an existing folder
     argv = ["--case", str(case), "--seed", str(seed), "--samplers", ",".join(samplers)]
     argv += [*extra, *settings, "--csv-thin", "1000", "--quiet", "--out", str(out)]
     code = experiment(argv)
@@ -163,7 +166,7 @@ def run_one(case: int, variant: str, seed: int, work: Path, settings: list[str])
 def reproduce(
     cases=(1, 2, 3, 4),
     seeds: int = 5,
-    work: Path = Path("out/reproduction"),
+    work: Path = DEFAULT_WORK,
     settings: list[str] | None = None,
     variants=tuple(VARIANTS),
     log=print,
@@ -589,8 +592,11 @@ def main(argv=None) -> int:
         prog="python -m lsbcore.studies.reproduce",
         description="Run the paper's cases under both protocols and write docs/reproduction.md.",
     )
-    parser.add_argument("--out", type=Path, default=Path("docs/reproduction.md"))
-    parser.add_argument("--work", type=Path, default=Path("out/reproduction"))
+    parser.add_argument("--out", type=out_path.output_file, default="docs/reproduction.md")
+    parser.add_argument(
+        "--work", type=out_path.output_folder,
+        help=f"where the runs are kept (default {DEFAULT_WORK}, its folder created)",
+    )  # fmt: skip
     parser.add_argument("--seeds", type=int, default=5, choices=range(2, 21), metavar="2..20")
     parser.add_argument("--cases", default="1,2,3,4", help="comma-separated case numbers")
     parser.add_argument(
@@ -609,12 +615,16 @@ def main(argv=None) -> int:
     cases = _cases(parser, args.cases)
     given = sys.argv[1:] if argv is None else list(argv)
     command = " ".join(["python -m lsbcore.studies.reproduce", *given])
-    # every path is checked before the runs, which take hours at the paper's settings
+    # every path is checked before the runs, which take hours at the paper's settings (argparse
+    # checked --out and a --work given; the default --work's folder is the scratch folder out/)
+    if args.from_runs is None and args.work is None:
+        with contextlib.suppress(OSError):  # the check below says why, if it must
+            DEFAULT_WORK.parent.mkdir(exist_ok=True)
+        args.work = DEFAULT_WORK
     try:
-        out_path.check_file(args.out, "--out")
-        _kept_sections(args.out)
         if args.from_runs is None:
             out_path.check_folder(args.work, "--work")
+        _kept_sections(args.out)
     except out_path.OutPathError as err:
         parser.error(str(err))
     except (OSError, ValueError) as err:
@@ -679,4 +689,4 @@ def _failed(path: Path, err: Exception, after: str) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.reproduce"))

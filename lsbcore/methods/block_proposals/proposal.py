@@ -25,6 +25,7 @@ Metropolis-Hastings test reads one ``q`` forwards and backwards.
 
 from __future__ import annotations
 
+import io
 import math
 
 import torch
@@ -33,6 +34,7 @@ from torch.nn import functional as F
 
 from lsbcore.checks import integer
 from lsbcore.methods.block_proposals.motif import GridMotif
+from lsbcore.out_path import write_bytes
 from lsbcore.weights_file import load_model
 
 #: Largest weights file read (the shipped ones are tens of kB).
@@ -179,7 +181,9 @@ class BlockProposal(nn.Module):
     def save(self, path) -> None:
         """Write the weights, shape and ``info`` to ``path`` (a torch file of tensors only)."""
         shape = {"k": self.k, "hidden": self.hidden, "depth": self.depth}
-        torch.save({"shape": shape, "info": self.info, "state": self.state_dict()}, path)
+        buffer = io.BytesIO()
+        torch.save({"shape": shape, "info": self.info, "state": self.state_dict()}, buffer)
+        write_bytes(path, buffer.getvalue())  # whole or not at all
 
 
 def parameter_count(k: int, hidden: int = 64, depth: int = 2, seed: int = 0) -> int:

@@ -27,11 +27,11 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import time
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.annealing.anneal import anneal, energy
 from lsbcore.annealing.map_gap import compare_with_map, map_states, time_to_gap
 from lsbcore.annealing.schedule import Schedule
@@ -213,4 +213,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.annealing"))

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import time
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.importance.collapse import MAX_SIDE, SIDES, collapse_study, synthetic_posterior
 from lsbcore.importance.estimate import MAX_SAMPLES, PROPOSALS
 
@@ -104,4 +104,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.importance"))

@@ -25,11 +25,11 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 from pathlib import Path
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.samplers import warmup
 from lsbcore.segmentation.segment import segment
 
@@ -187,4 +187,4 @@ def _box_line(f: dict) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.photos"))

@@ -30,6 +30,7 @@ import sys
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.backends import resolve_device
 from lsbcore.cases import paper_case
 from lsbcore.comparison import Comparison
@@ -201,4 +202,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.samplers"))

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.base import Target
@@ -267,4 +268,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.targets"))

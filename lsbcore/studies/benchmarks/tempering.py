@@ -7,7 +7,7 @@ cold chain of parallel tempering in ``--sweeps`` sweeps per replica (after ``--b
 that adapt the ladder), against a single chain of the same sampler over the same sweeps, with
 the wall time of each. Target (issue 15): tempering at least 20 switches in 10^4 sweeps, the
 single chain fewer than 2. Every system (``--chains``) is counted separately; the figures are
-the smallest and the mean over them. Writes the figures as JSON to ``--out`` as well.
+the smallest and the mean over them. ``--out FILE`` also writes the figures as JSON.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from lsbcore import interrupt, out_path
 from lsbcore.samplers import warmup
 from lsbcore.tempering.bimodal import BIMODAL_LAMBDA, bimodal_ising
 from lsbcore.tempering.comparison import compare_with_single_chain
@@ -56,7 +55,10 @@ def figures(sampler: str, args) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lsbcore.studies.benchmarks.tempering",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("--sweeps", type=int, default=10_000, help="sampled sweeps per replica")
     parser.add_argument("--burn-in", type=int, default=500, help="sweeps adapting the ladder")
     parser.add_argument("--chains", type=int, default=4, help="independent tempering systems")
@@ -65,7 +67,7 @@ def main(argv=None) -> int:
     parser.add_argument("--lam", type=float, default=BIMODAL_LAMBDA)
     parser.add_argument("--samplers", default=",".join(SAMPLERS), help="comma-separated names")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="out/tempering-benchmark.json", help="JSON written")
+    parser.add_argument("--out", type=out_path.output_file, help="write the figures as JSON here")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -91,13 +93,12 @@ def main(argv=None) -> int:
         "numpy": np.__version__,
         "rows": rows,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w") as handle:
-        json.dump(out, handle, indent=1)
+    if args.out is not None:
+        out_path.write_json(args.out, out)
     if args.json:
         print(json.dumps(out, indent=1))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.tempering"))

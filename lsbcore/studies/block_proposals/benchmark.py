@@ -25,10 +25,10 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 import torch
 
+from lsbcore import interrupt, out_path
 from lsbcore.cases import paper_case
 from lsbcore.image import load_photo
 from lsbcore.samplers.block.block_gibbs import MAX_BLOCK
@@ -190,9 +190,14 @@ def _row(row: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lsbcore.studies.block_proposals.benchmark",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("--quick", action="store_true", help="small targets, short runs")
-    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument(
+        "--json", type=out_path.output_file, help="also write the figures to this file"
+    )
     parser.add_argument("--photos", default=",".join(PHOTOS))
     parser.add_argument("--max-sweeps", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0, help="convergence budget each")
@@ -218,10 +223,12 @@ def main(argv=None) -> int:
         figures["settle"] = settle_figures(photos, (2, 4), 200 if quick else args.max_sweeps)
     text = json.dumps(figures, indent=1)
     if args.json:
-        Path(args.json).write_text(text + "\n")
+        out_path.write_text(args.json, text + "\n")
     print(text)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(
+        interrupt.run_command(main, "python -m lsbcore.studies.block_proposals.benchmark")
+    )

@@ -28,6 +28,7 @@ from dataclasses import replace
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.checks import integer
 from lsbcore.methods.block_proposals.instances import (
     OUT_OF_RANGE,
@@ -37,7 +38,7 @@ from lsbcore.methods.block_proposals.instances import (
 )
 from lsbcore.methods.block_proposals.motif import BLOCK_SIDES
 from lsbcore.methods.block_proposals.proposal import BlockProposal, load_proposal
-from lsbcore.studies.shared.out_path import OutPathError, check_file, write_text
+from lsbcore.out_path import output_file, write_text
 
 #: Held-out instances come from this seed (training seeds its own generator apart from it).
 HELD_OUT_SEED = 271_828
@@ -208,16 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--instances", type=int, default=None, help="instances per setting")
     parser.add_argument("--no-sweeps", action="store_true", help="skip the parameter sweeps")
-    parser.add_argument("--json", default=None, help="also write the numbers to this file")
-    parser.add_argument("--html", default=None, help="write the KL histograms to this page")
+    parser.add_argument("--json", type=output_file, help="also write the numbers to this file")
+    parser.add_argument("--html", type=output_file, help="write the KL histograms to this page")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small matrices: one thread is as fast, and the machine is shared
     try:
         if args.block_size not in BLOCK_SIDES:
             raise ValueError(f"--block-size must be one of {BLOCK_SIDES}, got {args.block_size}.")
-        for flag, path in (("--json", args.json), ("--html", args.html)):
-            if path is not None:
-                check_file(path, flag)
         if args.instances is not None and not 1 <= args.instances <= 100_000:
             raise ValueError(f"--instances must be between 1 and 100000, got {args.instances}.")
         if args.weights is None:
@@ -238,11 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.html:
             page = kl_histograms(report, proposal.k).to_html(include_plotlyjs=True)
             write_text(args.html, page)
-    except (OSError, ValueError, OutPathError) as error:
+    except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(
+        interrupt.run_command(main, "python -m lsbcore.studies.block_proposals.held_out")
+    )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from lsbcore import interrupt, out_path
 from lsbcore.methods.block_proposals.instances import TRAINING
 from lsbcore.methods.block_proposals.motif import BLOCK_SIDES
 from lsbcore.methods.block_proposals.proposal import MAX_HIDDEN
@@ -59,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden", type=int, default=None, help="hidden units per layer")
     parser.add_argument(
-        "--out", default=None, help="the weights file (default: assets/neural_block_k{K}.pt)"
-    )
+        "--out", type=out_path.output_file,
+        help="the weights file (default: assets/neural_block_k{K}.pt)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small matrices: one thread is as fast, and the machine is shared
     try:
@@ -76,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         for flag, value, low, high in checks:
             if value is not None and not low <= value <= high:
                 raise ValueError(f"{flag} must be between {low} and {high}, got {value}.")
-        out = Path(args.out) if args.out else default_out(k)
-        if not out.parent.is_dir():
-            raise ValueError(f"--out: the folder {out.parent} does not exist.")
+        out = args.out or default_out(k)
+        if args.out is None:  # the shipped file: the same rule as a named one
+            out_path.check_file(out, "--out")
         started = time.perf_counter()
         proposal, losses = train(
             k, args.steps, args.batch, args.seed, args.hidden, progress=progress_bar()
@@ -119,4 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.block_proposals.train"))

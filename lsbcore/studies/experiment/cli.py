@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from lsbcore import interrupt, out_path
 from lsbcore.backends import BACKENDS, resolve_backend, resolve_device
 from lsbcore.cases import PAPER_CASES
 from lsbcore.image import MAX_BYTES as MAX_IMAGE_BYTES
@@ -21,7 +22,6 @@ from lsbcore.studies.experiment import output
 from lsbcore.studies.experiment.paper_protocol import PROTOCOLS, resolve_protocol
 from lsbcore.studies.experiment.report import PAPER_TABLE2, fmt
 from lsbcore.studies.experiment.run import build_problem, log_message, run_experiment
-from lsbcore.studies.shared import out_path
 from lsbcore.studies.shared.arguments import add_option_arguments, float_in, int_in
 
 __all__ = ["CHOICES", "DEFAULT_SAMPLERS", "build_parser", "main"]
@@ -163,9 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("--boundary", choices=("free", "periodic"), default=None)
     parser.add_argument(
         "--out",
-        type=Path,
+        type=out_path.output_folder,
         required=True,
-        help="output folder: created, or an empty one; written whole when the run completes",
+        help="output folder: new (in an existing folder) or empty; written whole at the end",
     )
     parser.add_argument(
         "--force",
@@ -322,10 +322,6 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
     memory, disk = output.estimate_bytes(
         sites, args.chains, len(args.samplers), records, csv_rows * len(args.samplers), args.workers
     )
-    try:  # before the room: a place that cannot be written has no free space to weigh
-        out_path.check_folder(args.out, "--out")
-    except out_path.OutPathError as err:
-        parser.error(str(err))
     where = next((p for p in (args.out, *args.out.parents) if p.exists()), Path("."))
     problem = output.room_problem(memory, disk, where, output.available_memory())
     if problem:
@@ -447,14 +443,14 @@ def main(argv=None) -> int:
         args.quiet,
     )
     try:
-        with output.signals_as_interrupts():
+        with interrupt.handled():
             results = _run(spec, args, config, label, learning, staging)
             output.publish(staging, args.out)
     except KeyboardInterrupt as stop:
         output.discard(staging)
-        name = "SIGTERM" if isinstance(stop, output.Stopped) else "interrupt"
+        name = "SIGTERM" if isinstance(stop, interrupt.Stopped) else "interrupt"
         log_message(f"{name}: stopped; nothing written, {str(args.out)!r} is as it was", False)
-        return INTERRUPTED[1] if isinstance(stop, output.Stopped) else INTERRUPTED[0]
+        return INTERRUPTED[1] if isinstance(stop, interrupt.Stopped) else INTERRUPTED[0]
     except OSError as err:
         output.discard(staging)
         log_message(

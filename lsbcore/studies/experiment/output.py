@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from contextlib import contextmanager
 from pathlib import Path
 
-from lsbcore.studies.shared import out_path
+from lsbcore import out_path
 
 __all__ = [
     "OutputError",
@@ -28,7 +27,6 @@ __all__ = [
     "prepare",
     "publish",
     "room_problem",
-    "signals_as_interrupts",
 ]
 
 # Measured on the 2-core machine (a 256x256 lattice, 16 chains): a sampler's state costs
@@ -145,22 +143,3 @@ def room_problem(memory: int, disk: int, where: Path, available: int | None) -> 
             f"{free / 2**30:.1f} GiB free; use --csv-thin, fewer steps or chains"
         )
     return None
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so the same clean-up runs."""
-
-
-@contextmanager
-def signals_as_interrupts():
-    """Turn SIGTERM into ``Stopped`` for the duration (SIGINT already raises
-    KeyboardInterrupt), restoring the previous handler after."""
-
-    def stop(signum, frame):
-        raise Stopped(signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -15,14 +15,13 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 import torch
 
+from lsbcore import interrupt, out_path
 from lsbcore.studies.flows.comparison import Protocol, measure, train, warm_up
 from lsbcore.studies.flows.denoising import denoising_problem
 from lsbcore.studies.flows.experiment import QUICK
-from lsbcore.studies.shared import out_path
 from lsbcore.studies.shared.commit import commit
 
 SAMPLERS = ("flow-exact", "flow-latent", "gibbs", "checkerboard")
@@ -43,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a seconds-long check")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON to this file")
+    parser.add_argument(
+        "--out", type=out_path.output_file, help="write the figures as JSON to this file"
+    )
     return parser
 
 
@@ -63,11 +64,6 @@ def main(argv=None) -> int:
     ):
         if getattr(args, key) < low:
             parser.error(f"--{key.replace('_', '-')} must be at least {low}")
-    if args.out is not None:
-        try:
-            out_path.check_file(args.out, "--out")
-        except out_path.OutPathError as err:
-            parser.error(str(err))
     torch.set_num_threads(args.threads)
     if args.quick:
         protocol = QUICK  # the comparison's own seconds-long check
@@ -139,4 +135,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.flows.benchmark"))

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
 import sys
 import time
@@ -40,6 +39,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from lsbcore import interrupt, out_path
 from lsbcore.checks import integer
 from lsbcore.exact.states import exact_distribution, state_codes
 from lsbcore.methods.flows.model import FlowModel, split
@@ -191,7 +191,10 @@ def main(argv=None) -> int:
         "--step-scale", type=float, default=1.0,
         help="flow-latent's random-walk step in units of 2.38 / sqrt(n)",
     )  # fmt: skip
-    parser.add_argument("--json", metavar="OUT", help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--json", type=out_path.output_file, metavar="OUT",
+        help="also write the rows to this JSON file",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(format_header(), flush=True)
@@ -209,10 +212,10 @@ def main(argv=None) -> int:
           "exact draws; noise: half the TV between the two halves of the chains, the scatter of "
           "that sampler's own TV, correlation included)")  # fmt: skip
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "rows": [asdict(r) for r in rows]}, f, indent=1)
+        settings = {k: str(v) if k == "json" else v for k, v in vars(args).items()}
+        out_path.write_json(args.json, {"args": settings, "rows": [asdict(r) for r in rows]})
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.flows.bias"))

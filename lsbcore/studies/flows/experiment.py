@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
+from lsbcore import interrupt, out_path
 from lsbcore.studies.flows.comparison import SAMPLERS, Protocol, compare, seed_stats
 from lsbcore.studies.flows.denoising import denoising_problem
 from lsbcore.studies.flows.report import section, write_section
-from lsbcore.studies.shared import out_path
 from lsbcore.studies.shared.arguments import int_in
 from lsbcore.studies.shared.commit import commit
 from lsbcore.studies.shared.results_out import write_results
@@ -109,9 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chains", type=int_in(2, 4096))
     parser.add_argument("--threads", type=int_in(1, 256), default=1, help="torch threads (1)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (flow training and flows)")
-    parser.add_argument("--out", type=Path, help="write results.json into this folder")
     parser.add_argument(
-        "--docs", type=Path, help="write the generated section into this Markdown file"
+        "--out", type=out_path.output_folder, help="write results.json into this folder"
+    )
+    parser.add_argument(
+        "--docs", type=out_path.output_file, help="write the generated section into this file"
     )
     parser.add_argument(
         "--from-results",
@@ -204,13 +206,6 @@ def main(argv=None) -> int:
         parser.error(f"--device must be cpu or cuda, got {args.device[:40]!r}")
     if args.device != "cpu" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is available here")
-    try:  # before the runs: a path that cannot be written would lose them
-        if args.out is not None:
-            out_path.check_folder(args.out, "--out")
-        if args.docs is not None:
-            out_path.check_file(args.docs, "--docs")
-    except out_path.OutPathError as err:
-        parser.error(str(err))
     if args.from_results is not None:
         return _from_results(parser, args)
     protocol = QUICK if args.quick else SCALED
@@ -256,4 +251,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.flows.experiment"))

@@ -23,19 +23,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lsbcore import out_path
 from lsbcore.balancing.functions import make_balancing
 from lsbcore.bounded_json import read_capped
 from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, ess_paper
 from lsbcore.networks.presets import PRESETS, preset
+from lsbcore.out_path import write_text
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.studies.networks import protocol
 from lsbcore.studies.networks.escape import escape_times, g_at_zero
 from lsbcore.studies.networks.report import section, write_section
-from lsbcore.studies.shared import out_path
 from lsbcore.studies.shared.arguments import int_in
 from lsbcore.studies.shared.commit import commit
-from lsbcore.studies.shared.out_path import write_text
 from lsbcore.studies.shared.shown_command import shown_command
 
 #: Points of the monotone network's fit to max(1, t) shown in the report.
@@ -175,10 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated, from: mn1, mn2 (default both)",
     )  # fmt: skip
     parser.add_argument(
-        "--docs", type=Path, default=Path("docs/reproduction.md"),
+        "--docs", type=out_path.output_file, default="docs/reproduction.md",
         help="the Markdown file whose generated section is written (docs/reproduction.md)",
     )  # fmt: skip
-    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--json", type=out_path.output_file, help="also write the results as JSON here"
+    )
     parser.add_argument(
         "--from-json", type=Path,
         help="write the section from a --json file of an earlier run (no sampling)",
@@ -194,16 +196,6 @@ def main(argv=None) -> int:
     docs = args.docs
     if docs.suffix.lower() != ".md":
         parser.error(f"--docs must name a Markdown file (.md), got {str(docs)!r}")
-    try:  # before the sampling: a path that cannot be written would lose the run
-        out_path.check_file(docs, "--docs")
-        if args.json is not None:
-            out_path.check_file(args.json, "--json")
-    except out_path.OutPathError as err:
-        parser.error(str(err))
-    if not docs.parent.is_dir():
-        parser.error(f"--docs {str(docs)!r}: its folder does not exist")
-    if args.json is not None and not args.json.parent.is_dir():
-        parser.error(f"--json {str(args.json)!r} must name a file in an existing folder")
     if args.from_json is not None:
         return _from_json(parser, args, docs)
     length = protocol.QUICK if args.quick else protocol.PAPER

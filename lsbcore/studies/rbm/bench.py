@@ -18,11 +18,11 @@ import json
 import math
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from lsbcore import interrupt, out_path
 from lsbcore.rbm.ground_truth import floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
 from lsbcore.rbm.variants import display_name
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
                         help="stepping budget per run (30)")  # fmt: skip
     parser.add_argument("--max-steps", type=int_in(1, 10**7), default=200_000)
     parser.add_argument("--threads", type=int_in(1, 256), default=1)
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--out", type=out_path.output_file, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     from lsbcore.rbm.models import load_model
 
@@ -110,16 +110,16 @@ def main(argv=None) -> int:
     ]  # fmt: skip
     print("\n".join(lines))
     if args.out is not None:
-        args.out.write_text(json.dumps({
+        out_path.write_text(args.out, json.dumps({
             "model": args.model, "chains": args.chains, "floor_mean": mean, "floor_std": std,
             "level": level, "threads": torch.get_num_threads(), "runs": figures,
             "command": " ".join(
                 ["python", "-m", "lsbcore.studies.rbm.bench", *(argv or sys.argv[1:])]
             ),
             "date": time.strftime("%Y-%m-%d"),
-        }, indent=1), encoding="utf-8")  # fmt: skip
+        }, indent=1))  # fmt: skip
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.rbm.bench"))

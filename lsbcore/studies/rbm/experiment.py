@@ -24,11 +24,11 @@ import argparse
 import math
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from lsbcore import out_path
 from lsbcore.diagnostics.mixing import ess_bulk_per_site
 from lsbcore.rbm.ground_truth import TRUTH_SAMPLES, TRUTH_STEPS, floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
@@ -36,7 +36,6 @@ from lsbcore.rbm.variants import LABELS
 from lsbcore.samplers.registry import LEARN_OPTIONS
 from lsbcore.studies.rbm.protocol import PAPER, PAPER_LABELS, QUICK
 from lsbcore.studies.rbm.report import section, summary, write_section
-from lsbcore.studies.shared import out_path
 from lsbcore.studies.shared.arguments import add_option_arguments, int_in
 from lsbcore.studies.shared.results_out import write_results
 from lsbcore.studies.shared.shown_command import shown_command
@@ -266,9 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_option_arguments(parser, (lr, optimizer))  # the learned samplers' (FLSB, LSB)
     parser.add_argument("--threads", type=int_in(1, 256), default=1,
                         help="torch threads (1: the fastest for 16 chains)")  # fmt: skip
-    parser.add_argument("--out", type=Path, help="write results.json into this folder")
     parser.add_argument(
-        "--docs", type=Path,
+        "--out", type=out_path.output_folder, help="write results.json into this folder"
+    )
+    parser.add_argument(
+        "--docs", type=out_path.output_file,
         help="write the generated RBM section into this Markdown file (docs/reproduction.md)",
     )  # fmt: skip
     parser.add_argument("--quiet", action="store_true")
@@ -288,13 +289,6 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:  # before the sampling: a path that cannot be written would lose the run
-        if args.out is not None:
-            out_path.check_folder(args.out, "--out")
-        if args.docs is not None:
-            out_path.check_file(args.docs, "--docs")
-    except out_path.OutPathError as err:
-        parser.error(str(err))
     protocol = dict(QUICK if args.quick else PAPER)
     name = "quick" if args.quick else "paper"
     if args.scale is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lsbcore.studies.shared.out_path import write_text
+from lsbcore.out_path import write_text
 
 
 def replace_section(path, text: str, begin: str, end: str) -> None:

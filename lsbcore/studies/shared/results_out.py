@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from lsbcore.studies.shared import out_path
+from lsbcore import out_path
 
 
 def write_results(

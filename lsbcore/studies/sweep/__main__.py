@@ -1,8 +1,7 @@
 """``python -m lsbcore.studies.sweep``: see ``lsbcore.studies.sweep.cli``."""
 
-import sys
-
+from lsbcore import interrupt
 from lsbcore.studies.sweep.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.sweep"))

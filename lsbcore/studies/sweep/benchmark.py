@@ -24,11 +24,11 @@ import json
 import math
 import os
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from lsbcore import interrupt
 from lsbcore.studies.sweep.driver import code_hash, run_sweep
 from lsbcore.studies.sweep.grid import DEFAULT_SAMPLERS, Cell, Protocol, SweepGrid
 from lsbcore.studies.sweep.store import ResultStore, read_results
@@ -212,4 +212,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.sweep.benchmark"))

@@ -6,7 +6,8 @@ file.
     python -m lsbcore.studies.sweep --config sweep.toml --out map.sqlite --scheduler tcp://head:8786
 
 Flags override the TOML file's keys. Exit status: 0 every cell stored, 1 some cells failed or
-the cluster could not be used, 2 bad input, 130 interrupted (finished cells stay stored).
+the cluster could not be used, 2 bad input, 130 interrupted by Ctrl-C, 143 by SIGTERM (finished
+cells stay stored).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from lsbcore.studies.shared import out_path
+from lsbcore import interrupt, out_path
 from lsbcore.studies.sweep.grid import PROTOCOL_BOUNDS, SAMPLERS, Protocol, SweepGrid, seeds_from
 from lsbcore.studies.sweep.store import ResultStore, StoreError, read_results
 
@@ -46,7 +47,9 @@ def parser() -> argparse.ArgumentParser:
     for name in PROTOCOL_BOUNDS:
         flag = "--" + name.replace("_", "-")
         p.add_argument(flag, type=int, dest=name, help=f"protocol: {name.replace('_', ' ')}")
-    p.add_argument("--out", type=Path, required=True, help="the results file (SQLite)")
+    p.add_argument(
+        "--out", type=out_path.output_file, required=True, help="the results file (SQLite)"
+    )
     p.add_argument("--resume", action="store_true", help="run only cells the file lacks")
     p.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
     p.add_argument("--scheduler", help="an existing Dask cluster: tcp://HOST:PORT")
@@ -87,14 +90,7 @@ def build_grid(args: argparse.Namespace) -> SweepGrid:
 
 
 def _check_out(path: Path) -> None:
-    # the rule of every command's output path: a name the file system takes, no symbolic link
-    # followed, not a device or a pipe, in a place where a file can be created
-    out_path.check_file(path, "--out")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"--out {path}: the folder {parent} does not exist.")
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"--out {path}: the folder {parent} is not writable.")
+    # argparse checked the path (out_path.output_file); SQLite also reads the file it extends
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         raise ValueError(f"--out {path} cannot be read and written.")
 
@@ -216,7 +212,7 @@ def _run(grid: SweepGrid, args, argv: list[str], p: argparse.ArgumentParser) -> 
             f"{_resume_command(argv)}",
             file=sys.stderr,
         )
-        return 130
+        return interrupt.exit_status()
     finally:
         store.close()
     if summary.status == "interrupted":
@@ -226,7 +222,7 @@ def _run(grid: SweepGrid, args, argv: list[str], p: argparse.ArgumentParser) -> 
             f"{_resume_command(argv)}",
             file=sys.stderr,
         )
-        return 130
+        return interrupt.exit_status()
     print(
         f"{summary.done:,} cells run and stored in {args.out}"
         + (f" ({summary.skipped:,} were already there)" if summary.skipped else "")

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsbcore import interrupt
 from lsbcore.studies.sweep.cell import run_cell
 from lsbcore.studies.sweep.grid import Cell, SweepGrid
 from lsbcore.studies.sweep.store import ResultStore
@@ -140,23 +141,6 @@ def _workers_ignore_ctrl_c():
         signal.signal(signal.SIGINT, previous)
 
 
-def _remember_ctrl_c(stop: threading.Event):
-    """Make SIGINT (Ctrl-C, ``kill -INT``) raise ``KeyboardInterrupt`` and also set ``stop``,
-    which the loop checks after every cell. A process started in the background by a
-    non-interactive shell inherits SIGINT ignored, and Python then installs no handler of its
-    own: such a sweep ran to its end and exited 0 when signalled (seen in CI). The flag also
-    keeps an interrupt that code between the signal and the loop swallows (tested). Returns the
-    handler to restore (None off the main thread, where nothing is set)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum, frame):
-        stop.set()
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGINT, interrupt)
-
-
 def _connect(scheduler: str | None, workers: int, timeout: float):
     """A client and, for a local sweep, the cluster it owns (closed by the caller)."""
     from distributed import Client, LocalCluster
@@ -256,8 +240,11 @@ def run_sweep(
     in_flight: dict = {}
     store.start_run(grid, label, workers if scheduler is None else 0)  # 0: the cluster's
     started = time.monotonic()
-    stop = threading.Event()
-    previous_handler = _remember_ctrl_c(stop)
+    # Ctrl-C or SIGTERM raises KeyboardInterrupt and sets ``stop``, which the loop checks after
+    # every cell: it keeps an interrupt that code between the signal and the loop swallows
+    # (Dask's; tested), and works where SIGINT was inherited ignored (a script's background job)
+    stop = interrupt.StopRequest()
+    previous_handlers = interrupt.install(stop)
     try:
         if not todo:  # every cell stored already: no cluster to start
             status = "finished"
@@ -320,8 +307,7 @@ def run_sweep(
         state.queued = state.pending
         if progress is not None:
             progress.close(state)
-        if previous_handler is not None:
-            signal.signal(signal.SIGINT, previous_handler)
+        interrupt.restore(previous_handlers)
     return _summary(status, state, started, store)
 
 

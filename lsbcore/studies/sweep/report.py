@@ -20,8 +20,9 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from lsbcore import interrupt
+from lsbcore.out_path import output_file, write_text
 from lsbcore.studies import figures
-from lsbcore.studies.shared.out_path import OutPathError, check_file, write_text
 from lsbcore.studies.sweep.store import StoreError, read_results
 from lsbcore.studies.sweep.which_g_where import build_map, read_map, write_map
 from lsbcore.studies.sweep.winner import TIE_Z
@@ -338,15 +339,14 @@ def main(argv: list[str] | None = None) -> int:
         description="Which g where: the map of a sweep (winner per point, ties, margins).",
     )
     parser.add_argument("results", help="a sweep's .sqlite results file, or a map .json")
-    parser.add_argument("--html", help="write the self-contained HTML report here")
-    parser.add_argument("--json", help="write the map document here")
+    parser.add_argument(
+        "--html", type=output_file, help="write the self-contained HTML report here"
+    )
+    parser.add_argument("--json", type=output_file, help="write the map document here")
     args = parser.parse_args(argv)
     try:
-        for flag, out in (("--html", args.html), ("--json", args.json)):
-            if out is not None:
-                check_file(out, flag)
         doc = load_map(Path(args.results))
-    except (OutPathError, StoreError, ValueError) as err:
+    except (StoreError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(map_text(doc))
@@ -364,4 +364,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.sweep.report"))

@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from lsbcore.bounded_json import loads, read_capped
+from lsbcore.out_path import write_text
 from lsbcore.studies.sweep.grid import PROTOCOL_BOUNDS, SAMPLERS
 from lsbcore.studies.sweep.winner import rank_point
 
@@ -103,9 +104,7 @@ def write_map(document: dict, path: Path) -> None:
     """Write the map as strict JSON (non-finite numbers as null), whole or not at all."""
     path = Path(path)
     text = json.dumps(_finite_or_none(document), indent=1, allow_nan=False)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text + "\n", encoding="utf-8")
-    partial.replace(path)
+    write_text(path, text + "\n")
 
 
 def read_map(path: Path) -> dict:
