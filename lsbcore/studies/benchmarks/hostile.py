@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lsbcore import interrupt
 from lsbcore.studies.benchmarks.hostile_files import BY_NAME, CORPUS, outcome
 
 TARGET_SECONDS, TARGET_MB = 2.0, 100.0
@@ -137,4 +138,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.hostile"))
