@@ -9,7 +9,7 @@ import lsbcore
 from lsbcore.exact.states import all_states, exact_distribution
 from lsbcore.segmentation.class_mixture import fit_class_mixture
 from lsbcore.segmentation.prompt import MAX_POINTS, make_prompt
-from lsbcore.segmentation.prompted import PIN, fit_prompted_data_term
+from lsbcore.segmentation.prompted import FIT_ITERATIONS, PIN, fit_prompted_data_term
 from lsbcore.segmentation.segment import REFIT_STABLE, REFIT_SWEEPS, refit_settled
 
 
@@ -177,7 +177,7 @@ def test_refitting_from_the_marginal_takes_the_boxs_background_out_of_the_object
     assert np.all(after < before - 5)  # the stripes are no longer object colours
     assert refitted.refits == 1
     # with a hard marginal the refit is the fit to those labels
-    direct = fit_class_mixture(image[square][:, None])
+    direct = fit_class_mixture(image[square][:, None], max_iter=FIT_ITERATIONS)
     np.testing.assert_allclose(
         np.sort(refitted.object_model.means[:, 0]), np.sort(direct.means[:, 0]), atol=1e-9
     )

@@ -51,6 +51,9 @@ PIN = ALPHA_BOUND
 #: Pixels each class mixture is fitted to at most (a fixed-seed subset): 16k pixels pin down
 #: five Gaussians in 3-D, and a refit while the run goes on costs a quarter of a full one.
 FIT_PIXELS = 2**14
+#: EM iterations per class fit at most: a refit comes every few dozen sweeps and the next one
+#: goes on from the sampled marginal, so a fit need not converge to the last digit.
+FIT_ITERATIONS = 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,7 +144,9 @@ def _fit(features, regions, object_weight, background_weight, mu, sigma, compone
     height, width, d = features.shape
     flat = features.reshape(-1, d)
     models = [
-        fit_class_mixture(*_sample(flat, weight.ravel()), components=components)
+        fit_class_mixture(
+            *_sample(flat, weight.ravel()), components=components, max_iter=FIT_ITERATIONS
+        )
         for weight in (object_weight, background_weight)
     ]
     half_ratio = 0.5 * (models[0].log_density(flat, sigma) - models[1].log_density(flat, sigma))
