@@ -245,6 +245,7 @@ def _refit(run: state.Run, cfg: Config, inputs: Inputs) -> state.Run:
         marginal,
         "marginal before the refit, until this run has draws of its own",
     )
+    new.steps_before = run.shown_step  # the step counter goes on, it does not restart at 0
     context = get_script_run_ctx()
     new.session_id = context.session_id if context is not None else None
     page_state.RUN.set(new)

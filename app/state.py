@@ -113,6 +113,9 @@ class Run:
     error: str | None = None  # why sampling stopped, if it failed
     settledness: dict = field(default_factory=dict)  # sampler -> Settledness, refreshed
     settled_at: int | None = None  # the step at which every sampler had settled
+    # a prompted run's steps on its fields before the last colour refit: the page's step
+    # counter goes on from them rather than back to 0 (the samplers count their own)
+    steps_before: int = 0
     notices: list[str] = field(default_factory=list)  # learning divergence and the like
     cache: dict = field(default_factory=dict)  # views' derived results, keyed by view
     next_record: int = 0  # an RBM run: the step of its next MMD checkpoint (rbm_run.py)
@@ -131,6 +134,11 @@ class Run:
     def n_steps(self) -> int:
         """The run's step: the furthest any of its samplers has gone."""
         return self.comparison.n_steps
+
+    @property
+    def shown_step(self) -> int:
+        """The step the page shows: ``n_steps`` plus the steps before the last refit."""
+        return self.steps_before + self.comparison.n_steps
 
     @property
     def steps_done(self) -> int:

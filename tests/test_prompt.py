@@ -9,7 +9,8 @@ import lsbcore
 from lsbcore.exact.states import all_states, exact_distribution
 from lsbcore.segmentation.class_mixture import fit_class_mixture
 from lsbcore.segmentation.prompt import MAX_POINTS, make_prompt
-from lsbcore.segmentation.prompted import PIN, fit_prompted_data_term
+from lsbcore.segmentation.prompted import FIT_ITERATIONS, PIN, fit_prompted_data_term
+from lsbcore.segmentation.segment import REFIT_STABLE, REFIT_SWEEPS, refit_settled
 
 
 def stripes_scene(height=60, width=80, seed=0):
@@ -176,7 +177,7 @@ def test_refitting_from_the_marginal_takes_the_boxs_background_out_of_the_object
     assert np.all(after < before - 5)  # the stripes are no longer object colours
     assert refitted.refits == 1
     # with a hard marginal the refit is the fit to those labels
-    direct = fit_class_mixture(image[square][:, None])
+    direct = fit_class_mixture(image[square][:, None], max_iter=FIT_ITERATIONS)
     np.testing.assert_allclose(
         np.sort(refitted.object_model.means[:, 0]), np.sort(direct.means[:, 0]), atol=1e-9
     )
@@ -184,14 +185,42 @@ def test_refitting_from_the_marginal_takes_the_boxs_background_out_of_the_object
         data.refit(np.zeros((3, 3)))
 
 
-def test_segment_with_a_prompt_refits_and_counts_every_round():
+def test_segment_with_a_prompt_refits_while_running_and_counts_every_round():
     image, square = stripes_scene(30, 40)
     box = (12 / 40, 7 / 30, 28 / 40, 23 / 30)
     out = lsbcore.segment(image, max_side=40, sweeps=30, seed=0, box=box, refits=2)
-    assert out.rounds == (30, 30, 30) and out.sweeps == 90
-    assert out.data.refits == 2
+    # refits come every REFIT_SWEEPS sweeps while the run goes on; the last field gets `sweeps`
+    refits = out.data.refits
+    assert 1 <= refits <= 2 and out.rounds == (REFIT_SWEEPS,) * refits + (30,)
+    assert out.sweeps == sum(out.rounds)
     assert np.all(out.working_probability[~out.data.regions.inside_box] == 0.0)
     with pytest.raises(ValueError, match="polarity does not apply"):
         lsbcore.segment(image, max_side=40, sweeps=30, box=box, polarity="dark")
     with pytest.raises(ValueError, match="refits"):
         lsbcore.segment(image, max_side=40, sweeps=30, box=box, refits=-1)
+
+
+def test_refits_stop_once_a_refit_leaves_the_mask_as_it_was():
+    free = np.ones((10, 10), dtype=bool)
+    before = np.full((10, 10), -1.0)
+    after = before.copy()
+    assert refit_settled(before, after, free)
+    after.flat[0] = 1.0  # one site of 100 flipped: more than REFIT_STABLE (0.5%)
+    assert REFIT_STABLE < 0.01 and not refit_settled(before, after, free)
+    assert refit_settled(before, after, free & (np.arange(100) > 0).reshape(10, 10))  # pinned
+
+
+def test_a_box_run_refits_early_then_settles_once_on_the_last_field():
+    # until settled: the colour models are refitted after REFIT_SWEEPS sweeps, not only once
+    # the first (unrefitted) field has settled, and they stop as soon as the mask stands
+    image, square = stripes_scene()
+    box = (25 / 80, 15 / 60, 55 / 80, 45 / 60)
+    out = lsbcore.segment(image, max_side=80, seed=0, box=box, refits=8)
+    refits = out.data.refits
+    assert 1 <= refits < 8  # stopped by the stable mask, not the cap
+    assert out.rounds[:-1] == (REFIT_SWEEPS,) * refits and out.rounds[-1] >= 100
+    assert out.settled and out.sweeps == sum(out.rounds)
+    # outside the box is background at every refit: the marginal there is exactly 0
+    assert np.all(out.working_probability[~out.data.regions.inside_box] == 0.0)
+    assert np.all(out.data.alpha[~out.data.regions.inside_box] == -PIN)
+    assert np.mean(out.working_mask == square) > 0.97

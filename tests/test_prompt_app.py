@@ -7,6 +7,7 @@ the prompt as the chart's callback does.
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -93,10 +94,16 @@ def test_a_settled_prompted_run_refits_its_colours_and_goes_on():
     run = at.session_state["_run"]
     assert run.problem.data.refits == 0
     run_until(run, lambda: run.settled_at is not None, timeout=120)
+    settled_step = run.n_steps
     at.run()  # the page sees the settled run: refit 1 of 2, sampling goes on from its states
     healthy(at)
     refitted = at.session_state["_run"]
     assert refitted is not run and refitted.problem.data.refits == 1
+    # the step counter goes on from the settled step: it never jumps back to 0 (finding 8)
+    shown = [
+        int(m.replace(",", "")) for m in re.findall(r"Step \*\*([\d,]+)\*\*", texts(at.caption))
+    ]
+    assert shown and shown[0] >= settled_step > 0
     assert "refitted from its marginal (refit 1 of 2)" in texts(at.info)
     assert refitted.running
     state.pause(refitted)

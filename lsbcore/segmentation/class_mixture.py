@@ -170,12 +170,13 @@ def _m_step(y: np.ndarray, w: np.ndarray, resp: np.ndarray, floor: float):
     mass = weighted.sum(axis=0)
     alive = mass > 1e-9 * w.sum()
     weighted, mass = weighted[:, alive], mass[alive]
-    means = (weighted.T @ y) / mass[:, None]  # [K, d]
+    # einsum rather than matmul: these thin products are slower through a threaded BLAS
+    means = np.einsum("nk,nd->kd", weighted, y) / mass[:, None]  # [K, d]
     d = y.shape[1]
     covariances = np.empty((len(mass), d, d))
     for c in range(len(mass)):
         diff = y - means[c]
-        scatter = (diff * weighted[:, c : c + 1]).T @ diff / mass[c]
+        scatter = np.einsum("n,ni,nj->ij", weighted[:, c], diff, diff) / mass[c]
         values, vectors = np.linalg.eigh(scatter)
         covariances[c] = (vectors * np.maximum(values, floor)) @ vectors.T  # constrained M-step
     return means, covariances, mass / mass.sum()

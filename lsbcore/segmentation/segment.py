@@ -9,9 +9,13 @@ settled by split R-hat (``diagnostics.settled``), or for exactly ``sweeps`` swee
 the exact MAP (a minimum cut) comes with it for comparison.
 
 With a prompt (``box``, ``points``: ``segmentation.prompt``) the field comes from colour models
-of the object and the background fitted to the regions the prompt marks (``prompted``); once
-the marginal has settled, the models are refitted from it and the run goes on from where the
-chains are, ``refits`` times (soft GrabCut iterations), each round until it settles again.
+of the object and the background fitted to the regions the prompt marks (``prompted``). While
+the run goes on, every ``REFIT_SWEEPS`` sweeps the models are refitted from the marginal of the
+sweeps since the last refit (soft GrabCut iterations, ``refit_schedule``), up to ``refits``
+times and until a refit moves the mask by less than ``REFIT_STABLE`` of the free sites; then the
+last field is sampled until it settles. A refit changes the target, so the settled verdict
+starts again after it (only draws of the final target make the result) while the chains go
+on from where they are and the sweep count keeps counting.
 """
 
 from __future__ import annotations
@@ -41,12 +45,14 @@ from lsbcore.segmentation.prompted import PromptedDataTerm, fit_prompted_data_te
 from lsbcore.segmentation.starts import STARTS, photo_starts
 from lsbcore.targets.ising import BOUNDARIES, IsingPosterior
 
-__all__ = ["MAX_SWEEPS", "SegmentationResult", "segment"]
+__all__ = ["MAX_SWEEPS", "REFIT_SWEEPS", "REFIT_STABLE", "SegmentationResult", "segment"]
 
 MAX_SWEEPS = 5000  # sweeps=None stops here if the marginal has not settled by then
 MIN_SWEEPS = 100  # ... and never before this
 MAX_SIDE = (8, 1024)  # working lattice: longer side
 MAX_CHAINS = 64
+REFIT_SWEEPS = 20  # sweeps between refits while a prompted run goes on
+REFIT_STABLE = 0.005  # refits stop once one moves the mask by less than this share of sites
 _LUMA = np.array([0.299, 0.587, 0.114])  # BT.601, as load_image
 
 
@@ -261,7 +267,7 @@ def segment(
     max_sweeps: int = MAX_SWEEPS,
     box=None,
     points=None,
-    refits: int = 2,
+    refits: int = 8,
     sampler_options: dict | None = None,
 ) -> SegmentationResult:
     """Segment ``image`` into object (+1) and background (-1) under an Ising prior.
@@ -283,10 +289,10 @@ def segment(
         box: the object's box ``(left, top, right, bottom)`` as fractions of the photo's
             width and height; outside it is background (``segmentation.prompt``).
         points: ``(x, y, label)`` fractions with label +1 (object) or -1 (background).
-        refits: with a prompt, how many times the colour models are refitted from the settled
-            marginal, each followed by a new round of sampling from the chains' states.
-            ``sweeps`` and ``max_sweeps`` apply to each round; the result's ``sweeps`` counts
-            all rounds and ``rounds`` each.
+        refits: with a prompt, at most how many times the colour models are refitted from
+            the marginal while the run goes on (every ``REFIT_SWEEPS`` sweeps, until a refit
+            leaves the mask as it was); the last field is then sampled for ``sweeps`` sweeps,
+            or until settled. The result's ``sweeps`` counts all rounds and ``rounds`` each.
         sampler_options: the sampler's registry options (``neural-block``'s ``block_size`` and
             ``weights``, for example), checked by ``make_sampler``.
     """
@@ -309,7 +315,7 @@ def segment(
     if boundary not in BOUNDARIES:
         raise ValueError(f"boundary must be one of {', '.join(BOUNDARIES)}, got {boundary!r}.")
     prompt = make_prompt(box, points)
-    refits = _integer(refits, "refits", 0, 10)
+    refits = _integer(refits, "refits", 0, 50)
     if prompt is not None and polarity != "auto":
         raise ValueError(
             "polarity does not apply with a box or points: the prompt says what the object is."
@@ -324,21 +330,27 @@ def segment(
         data = fit_prompted_data_term(photo, prompt, mu=mu, sigma=sigma)
     timings = {"fit": time.perf_counter() - t0, "sampling": 0.0}
     x0 = photo_starts(data.alpha, n_chains, start, seed)
-    rounds, blocks = [], None
+    options = sampler_options or {}
+    rounds = []
     for round_ in range(1 + (refits if prompt is not None else 0)):
-        if round_:  # soft GrabCut: refit the colour models from the settled marginal
-            t0 = time.perf_counter()
-            data = data.refit(blocks.window_mean())
-            timings["fit"] += time.perf_counter() - t0
         target = IsingPosterior(data.alpha, lam, boundary=boundary)
+        last = prompt is None or round_ == refits
         t0 = time.perf_counter()
         chain, blocks, verdict, done = _sample_until_settled(
-            target, sampler, n_chains, (seed + round_) % 2**63, x0, sweeps, max_sweeps,
-            sampler_options or {},
+            target, sampler, n_chains, (seed + round_) % 2**63, x0,
+            sweeps if last else REFIT_SWEEPS, max_sweeps, options,
         )  # fmt: skip
         timings["sampling"] += time.perf_counter() - t0
         rounds.append(done)
         x0 = chain.x.detach().clone()  # the next round goes on from where the chains are
+        if last:
+            break
+        # soft GrabCut: refit the colour models from this round's marginal (a new target)
+        t0 = time.perf_counter()
+        data, moved = data.refit(blocks.window_mean()), data
+        timings["fit"] += time.perf_counter() - t0
+        if refit_settled(moved.alpha, data.alpha, data.regions.free):
+            refits = round_ + 1  # the mask stands: sample the last field until settled
     t0 = time.perf_counter()
     map_mask = exact_map(target)[0].numpy() > 0
     timings["map"] = time.perf_counter() - t0
@@ -356,6 +368,13 @@ def segment(
         source=image,
         rounds=tuple(rounds),
     )
+
+
+def refit_settled(before: np.ndarray, after: np.ndarray, free: np.ndarray) -> bool:
+    """Whether a refit moved the field's sign at fewer than ``REFIT_STABLE`` of the free
+    sites: the colour models have stopped changing the segmentation."""
+    changed = np.count_nonzero(((before >= 0) != (after >= 0)) & free)
+    return changed < REFIT_STABLE * max(np.count_nonzero(free), 1)
 
 
 def _sample_until_settled(target, sampler, n_chains, seed, x0, sweeps, max_sweeps, options):
