@@ -24,6 +24,7 @@ from app import pin_store, sidebar, sources, state
 from app.text import counted
 from app.view_catalogue import ISING
 from app.views import annealing, export, why
+from lsbcore.samplers import warmup
 from lsbcore.segmentation.segment import overlay_at_size
 
 TABS = (
@@ -237,7 +238,14 @@ def test_live_settings_do_not_reset_the_run():
 
 
 # ----------------------------------------------------------------------------- images
-def test_choosing_your_image_shows_the_upload_box_and_an_upload_is_segmented():
+def fast_machine(monkeypatch):
+    """The automatic resolution follows the machine's measured speed; a busy test machine
+    would pick a smaller one than these tests' photos, so the speed is set, not measured."""
+    monkeypatch.setattr(warmup, "site_update_rate", lambda: 1e9)
+
+
+def test_choosing_your_image_shows_the_upload_box_and_an_upload_is_segmented(monkeypatch):
+    fast_machine(monkeypatch)
     at = open_app()
     at.radio(key="source").set_value("upload").run()
     assert_healthy(at)
@@ -282,7 +290,8 @@ def test_a_junk_upload_shows_why_and_the_app_keeps_running():
 SOURCE_WALK = ("upload", "sample", "paper", "sample", "upload", "paper", "upload", "sample")
 
 
-def test_every_change_of_source_case_sample_and_upload_keeps_the_page():
+def test_every_change_of_source_case_sample_and_upload_keeps_the_page(monkeypatch):
+    fast_machine(monkeypatch)
     at = open_app(size="24")
     for source in SOURCE_WALK:  # one change right after another: a key hidden in the last run
         at.radio(key="source").set_value(source).run()

@@ -17,12 +17,12 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 
 import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from lsbcore import interrupt
 from lsbcore.samplers import warmup
 from lsbcore.segmentation.segment import segment
 from lsbcore.studies.benchmarks.photos import skimage_data
@@ -159,4 +159,6 @@ def _line(f: dict) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(
+        interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.box_prompts")
+    )
