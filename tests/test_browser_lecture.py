@@ -307,3 +307,41 @@ def test_exports_report_traces_and_a_chart(browser, server, tmp_path):
     finally:
         context.close()
         server.check()
+
+
+def test_every_view_shows_its_main_figure_whole_on_a_lecture_screen(browser, server, tmp_path):
+    """Presentation mode at 1280 x 720 and 1600 x 1000: in every view of the Ising page the main
+    figure (the first chart or image) lies whole on the screen below the page's header, without
+    scrolling. One page walks every view at both sizes; its screenshots land in a temporary
+    folder (``python -m tools.screenshots --only views`` keeps them in docs/screenshots/)."""
+    from tools.screenshots import FIGURELESS, LECTURE, LECTURE_WIDE, walk_views
+
+    context = browser.new_context(viewport=LECTURE)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        open_app(page, app_url(server.url, {**config.to_query_params(LONG), "present": "1"}))
+        run_a_little(page)
+        labels = [view.label for view in ISING.views]
+        found = walk_views(page, (LECTURE, LECTURE_WIDE), labels, tmp_path, FIGURELESS)
+        off, figureless = [], set()
+        for (size, label), where in found.items():
+            f = where["figure"]
+            if f is None:  # those listed draw none; any they draw must fit too
+                figureless.add(label)
+                continue
+            inside = (
+                f["top"] >= where["header"] - 1
+                and f["bottom"] <= where["height"] + 1
+                and f["left"] >= -1
+                and f["right"] <= where["width"] + 1
+            )
+            if not inside or where["scrolled"]:
+                off.append(f"{label} at {size}: {f['top']:.0f}-{f['bottom']:.0f} px")
+        assert off == [], off
+        assert figureless <= FIGURELESS, figureless - FIGURELESS
+        assert len(list(tmp_path.glob("presentation-*.png"))) == 2 * len(labels)
+        assert_healthy(page)
+    finally:
+        context.close()
+        server.check()
