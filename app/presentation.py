@@ -57,6 +57,8 @@ html { font-size: 19px; }
   .lsb-seeing { font-size: 1.05rem !important; line-height: 1.3 !important;
     padding: 0.15rem 0 0.15rem 0.7rem !important; margin: 0 !important; }
 }
+/* the switch's column keeps its label whole (the sidebar opened by hand narrows the page) */
+[data-testid="stColumn"]:has(.st-key-present) { min-width: max-content; }
 /* Space runs and pauses: its key shown once, on Run, leaves the header's row room for Speed */
 .st-key-pause kbd { display: none; }
 [data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 3rem; }

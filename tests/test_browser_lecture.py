@@ -112,6 +112,12 @@ _CUT_TABS = """cutTabs = () => [...document.querySelectorAll('[role="tablist"]')
   return [...list.querySelectorAll('[role="tab"]')].filter(t => t.scrollWidth > t.clientWidth
       || t.getBoundingClientRect().right > right).map(t => `tab ${t.innerText} cut`)
     .concat(list.scrollWidth > list.clientWidth ? ["tab strip scrolls"] : []); })"""
+# the switch's label cut short: any part of it narrower than its text, or past its column
+_CUT_SWITCH = """() => { const box = document.querySelector('.st-key-present');
+  const right = box.closest('[data-testid="stColumn"]').getBoundingClientRect().right + 0.5;
+  return [...box.querySelectorAll('label, label *')].filter(e => (e.textContent || '').trim())
+    .filter(e => e.scrollWidth > e.clientWidth || e.getBoundingClientRect().right > right)
+    .map(e => e.tagName + ' ' + e.textContent); }"""
 _SIDEBAR_RIGHT = """() => { const s = document.querySelector('[data-testid="stSidebar"]');
   return s ? s.getBoundingClientRect().right : 0; }"""
 
@@ -148,6 +154,11 @@ def test_presentation_mode_fits_the_screen(browser, server, screen):
         page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() > 200", timeout=10_000)
         switch.click()
         page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() <= 1", timeout=10_000)
+        # the sidebar opened by hand in the lecture: the switch's label stays whole
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
+        page.wait_for_function(f"() => ({_SIDEBAR_RIGHT})() > 200", timeout=10_000)
+        page.wait_for_timeout(300)  # the columns' new widths
+        assert page.evaluate(_CUT_SWITCH) == [], page.evaluate(_CUT_SWITCH)
         assert_healthy(page)
     finally:
         context.close()
