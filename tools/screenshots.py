@@ -162,6 +162,8 @@ def lecture_shots(page, url: str, out: Path, log) -> list[Path]:
     ).wait_for(timeout=TIMEOUT_MS)
     page.locator(f"{PANEL} .js-plotly-plot .main-svg").first.wait_for(timeout=TIMEOUT_MS)
     shots.append(save(page, out / "presentation-1600x1000.png", _screen(page)))
+    for path in shots:
+        shrink(path)
     return shots
 
 
