@@ -63,10 +63,11 @@ def config(stem: str, name: str) -> dict:
     }
 
 
-def show(fig, run, name: str, where=None, width="stretch") -> None:
+def show(fig, run, name: str, where=None, width="stretch", max_height=None) -> None:
     """Draw ``fig`` in ``where`` (the page by default) with its download button; ``width``
-    "content" keeps the figure's own width."""
-    fig = presentation.figure(fig)
+    "content" keeps the figure's own width; ``max_height``: its height at most in presentation
+    mode (``presentation.MAX_HEIGHT`` by default)."""
+    fig = presentation.figure(fig, max_height or presentation.MAX_HEIGHT)
     (where or st).plotly_chart(fig, width=width, config=config(export_stem(run), name))
 
 

@@ -45,8 +45,9 @@ RUN_PAUSE_KEY = "Space"
 STEP_KEY = "S"
 
 
-def controls(run: state.Run) -> None:
-    """Run / Pause / Step / Reset."""
+def controls(run: state.Run, speed: bool = False) -> None:
+    """Run / Pause / Step / Reset, and with ``speed`` the speed cap (presentation mode's
+    header: the sidebar is collapsed)."""
     with st.container(horizontal=True):
         st.button(
             "Run",
@@ -83,12 +84,14 @@ def controls(run: state.Run) -> None:
         )
         if not _page(run).no_pins:
             pin_controls.pin_button(run)
+        if speed:
+            presentation.speed_control()
     if run.flow is not None:  # the flow samplers' training: progress, Stop, Resume
         flow.controls(run.flow, run)
     if _page(run).no_pins:
         st.caption(_page(run).no_pins)
     pin_controls.notices()
-    if run.finished:
+    if run.finished and not presentation.is_on():  # a lecture's status line says "finished"
         st.success(
             f"Run complete: every sampler took its {run.config.total_steps:,} steps. Raise the "
             "mixing steps to go on."

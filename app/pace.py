@@ -1,11 +1,13 @@
 """The live run's pace: a steady rate in steps per second, and the time left.
 
-The worker records ``(time, step)`` after every turn. The rate is the slope over the last
-``WINDOW_S`` seconds of the current phase (burn-in learns and is slower than mixing, so a phase
-change starts a new window), shown rounded to two significant figures: turns, redraws and other
-sessions make half-second rates jump by a third, while a few seconds' slope holds still. The
-time left divides the steps left in the phase by that rate, and adds the mixing steps at the
-last measured mixing rate once there is one.
+The worker records ``(time, step)`` after every turn (under a speed cap, at every refresh
+interval's start, where its steps are due). The rate is the slope over the last ``WINDOW_S``
+seconds, shown rounded to two significant figures: turns, redraws and other sessions make
+half-second rates jump by a third, while a few seconds' slope holds still. It is measured from
+the first turn on: a lecture's room sees the real rate within the first second. Burn-in learns and
+is slower than mixing, so a phase change starts a new window, from the turn that crossed it (the
+rate goes on, never back to "starting"). The time left divides the steps left in the phase by
+that rate, and adds the mixing steps at the last measured mixing rate once there is one.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import math
 import threading
 from collections import deque
 
-WINDOW_S = 3.0  # the rate is the slope over this many seconds...
-MIN_SPAN_S = 0.5  # ...once at least this many are seen (before: "starting")
+WINDOW_S = 3.0  # the rate is the slope over this many seconds
 
 
 class Pace:
@@ -24,11 +25,12 @@ class Pace:
     Written by the worker thread, read by the page's: a lock keeps the samples consistent.
     """
 
-    def __init__(self, window_s: float = WINDOW_S, min_span_s: float = MIN_SPAN_S):
-        self.window_s, self.min_span_s = window_s, min_span_s
+    def __init__(self, window_s: float = WINDOW_S):
+        self.window_s = window_s
         self._samples: deque[tuple[float, int]] = deque()
         self._phase: str | None = None
         self._last_rate: dict[str, float] = {}  # phase -> the rate it last had
+        self._last = math.nan  # the rate last measured, in any phase
         self._lock = threading.Lock()
 
     def restart(self) -> None:
@@ -36,29 +38,40 @@ class Pace:
         with self._lock:
             self._samples.clear()
 
+    def measured(self) -> bool:
+        """Whether a rate has been measured yet (after the first turn that took steps)."""
+        with self._lock:
+            return not math.isnan(self._last)
+
     def add(self, now: float, steps: int, phase: str) -> None:
         """Record that the run stood at ``steps`` at time ``now`` (seconds) in ``phase``."""
         with self._lock:
             if phase != self._phase:
+                # the turn that crossed into ``phase`` starts its window: a rate at once
+                crossing = self._samples[-1] if self._samples else None
                 self._samples.clear()
+                if crossing is not None and crossing[1] < steps:
+                    self._samples.append(crossing)
                 self._phase = phase
             self._samples.append((now, steps))
             while len(self._samples) > 2 and now - self._samples[1][0] >= self.window_s:
                 self._samples.popleft()  # keep the window covered: its first sample is older
             rate = self._slope()
             if not math.isnan(rate):
-                self._last_rate[phase] = rate
+                self._last_rate[phase] = self._last = rate
 
     def _slope(self) -> float:
         if len(self._samples) < 2:
             return math.nan
         (t0, n0), (t1, n1) = self._samples[0], self._samples[-1]
-        return (n1 - n0) / (t1 - t0) if t1 - t0 >= self.min_span_s else math.nan
+        return (n1 - n0) / (t1 - t0) if t1 > t0 and n1 > n0 else math.nan
 
     def rate(self) -> float:
-        """Steps per second now (NaN until ``min_span_s`` of this phase has been seen)."""
+        """Steps per second now: the window's slope, or, until the window has one (just
+        resumed, or no step yet in it), the rate last measured; NaN before any."""
         with self._lock:
-            return self._slope()
+            rate = self._slope()
+            return self._last if math.isnan(rate) else rate
 
     def last_rate(self, phase: str) -> float:
         """The rate ``phase`` had when last measured (NaN if never)."""
@@ -123,7 +136,7 @@ def speed_text(
     if not running:
         return "paused"
     rate = pace.rate()
-    if math.isnan(rate):
+    if step == 0 or math.isnan(rate):  # before the first step only: then a measured rate
         return "starting"
     phase_left, run_left = seconds_left(step, burn_in, total, rate, pace.last_rate("mixing"))
     text = f"{steady(rate)} steps/s · "

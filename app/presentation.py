@@ -13,12 +13,20 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import page_state
+from app.config import SPEEDS
 from app.view_links import ViewParam
 
 KEY = page_state.PRESENT.key  # the switch
 PARAM = ViewParam(KEY, False, "presentation mode")  # a link parameter: ``present=1``
 FONT = 18  # figure text in presentation mode (the page's default is 13)
 HEIGHT_SCALE = 1.25
+# A figure's height on the projector at most: under the header, the tabs, the status line and
+# the view's sentence, it stays whole on a 720-line screen (taller ones shrink to this).
+MAX_HEIGHT = 300
+# The lecture's speed cap (steps per refresh): the default run's 32,000 steps at five refreshes a
+# second take about a minute, the chains visibly changing; "auto" took under two seconds.
+PACE = "100"
+SPEED_KEY = "speed"  # the speed cap's widget (app/sidebar.py)
 
 # Always: a tab keeps the focus after a click, and a later key press (Space runs, S steps and
 # opens Proposal) turns on its focus ring, which then stayed on a tab no longer open. Arrow keys
@@ -42,9 +50,17 @@ _STYLE = """
 html { font-size: 19px; }
 @media (max-height: 820px) {
   html { font-size: 17px; }
-  [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.5rem !important; }
+  [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.4rem !important; }
   [class*="st-key-chainrow_"] [data-testid="stImageContainer"] { max-width: 21vh !important; }
+  [data-testid="stMainBlockContainer"] { padding-top: 3.7rem !important; }
+  [data-testid="stHeading"] h1 { font-size: 1.45rem !important; }
+  .lsb-seeing { font-size: 1.05rem !important; line-height: 1.3 !important;
+    padding: 0.15rem 0 0.15rem 0.7rem !important; margin: 0 !important; }
 }
+/* the switch's column keeps its label whole (the sidebar opened by hand narrows the page) */
+[data-testid="stColumn"]:has(.st-key-present) { min-width: max-content; }
+/* Space runs and pauses: its key shown once, on Run, leaves the header's row room for Speed */
+.st-key-pause kbd { display: none; }
 [data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 3rem; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
 [data-testid="stHeading"] h1 { font-size: 1.7rem; padding: 0; }
@@ -97,6 +113,31 @@ def is_on() -> bool:
     return bool(page_state.link_value(KEY))
 
 
+def follow_pace() -> None:
+    """The speed as the mode turns: "auto" becomes the lecture's pace when it turns on (or a
+    link opens it), and that pace, left as it was, "auto" again when it turns off. Called before
+    the speed's widget is drawn."""
+    on, was_on = is_on(), bool(page_state.PRESENT_WAS_ON.get())
+    speed = st.session_state.get(SPEED_KEY, "auto")
+    if on and not was_on and speed == "auto":
+        st.session_state[SPEED_KEY] = PACE
+    elif was_on and not on and speed == PACE:
+        st.session_state[SPEED_KEY] = "auto"
+
+
+def speed_control() -> None:
+    """The speed cap in the lecture's header (the sidebar is collapsed): one compact menu."""
+    st.selectbox(
+        "Speed (steps per refresh)",
+        SPEEDS,
+        key=SPEED_KEY,
+        width=150,
+        format_func=lambda v: f"Speed: {v}",
+        label_visibility="collapsed",
+        help="Steps per refresh (five refreshes a second); auto: as many as fit.",
+    )
+
+
 def switch() -> bool:
     """The toggle, on the page itself (the sidebar is collapsed in presentation mode)."""
     page_state.restore_links((KEY,))
@@ -138,16 +179,17 @@ def seeing(sentence: str) -> None:
         st.html(f'<div class="lsb-seeing"><b>What you are seeing.</b> {text}</div>')
 
 
-def figure(fig: go.Figure) -> go.Figure:
-    """``fig`` for the projector: larger text and a taller frame (a copy; cached figures stay
-    as they are)."""
+def figure(fig: go.Figure, max_height: int = MAX_HEIGHT) -> go.Figure:
+    """``fig`` for the projector: larger text and a taller frame, at most ``max_height`` pixels
+    tall (a copy; cached figures stay as they are)."""
     if not is_on():
         return fig
     big = go.Figure(fig)
     height = big.layout.height or 450
-    big.update_layout(font={"size": FONT}, height=int(height * HEIGHT_SCALE))
-    if big.layout.width:  # a figure of fixed width (a cell of a wrapping row) grows alike
-        big.update_layout(width=int(big.layout.width * HEIGHT_SCALE))
+    scale = min(HEIGHT_SCALE, max_height / height)
+    big.update_layout(font={"size": FONT}, height=int(height * scale))
+    if big.layout.width:  # a figure of fixed width (a cell of a wrapping row) scales alike
+        big.update_layout(width=int(big.layout.width * scale))
     if big.layout.title.text:
         big.update_layout(title_font_size=FONT + 4)
     big.update_annotations(font_size=FONT)  # panel titles and notes drawn as annotations

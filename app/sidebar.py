@@ -700,7 +700,7 @@ def _learning() -> None:
         )
 
 
-def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
+def _run_settings(sb, source: str, notes: dict[str, str], speed_here: bool) -> None:
     sb.header("Run")
     state = st.session_state
     kind = kind_of(state["target"])
@@ -796,8 +796,14 @@ def _run_settings(sb, source: str, notes: dict[str, str]) -> None:
         sb.caption(f"GPU: {torch.cuda.get_device_name(0)}. {device_note()}")
     else:
         sb.caption("No CUDA GPU here: runs on the CPU.")
+    if speed_here:
+        speed_control(sb)
+
+
+def speed_control(where) -> None:
+    """The speed cap, in ``where``: the sidebar, or presentation mode's header."""
     ensure("speed", "auto", lambda v: v in cfgmod.SPEEDS)
-    sb.select_slider(
+    where.select_slider(
         "Speed (steps per refresh)",
         cfgmod.SPEEDS,
         key="speed",
@@ -812,8 +818,9 @@ def device_note() -> str:
     return AUTO_NOTE if not AUTO_PICKS_CUDA else "auto samples on the GPU."
 
 
-def render(samples: tuple[str, ...]) -> Inputs:
-    """Draw the sidebar and return the configuration and data it describes."""
+def render(samples: tuple[str, ...], speed_here: bool = True) -> Inputs:
+    """Draw the sidebar and return the configuration and data it describes (the speed cap
+    elsewhere when not ``speed_here``: presentation mode draws it in its header)."""
     _complete()
     ensure("target", "ising", lambda v: v in rbm_targets.TARGETS)
     kind = kind_of(st.session_state["target"])
@@ -833,7 +840,7 @@ def render(samples: tuple[str, ...]) -> Inputs:
     else:
         inputs = _posterior(sb, samples, notes)
     inputs.learned_json, inputs.learned_id = _samplers(sb, inputs.network)
-    _run_settings(sb, st.session_state["source"], notes)
+    _run_settings(sb, st.session_state["source"], notes, speed_here)
     state = st.session_state
     values = {f.name: state[f.name] for f in fields(Config) if f.name != "samplers"}
     cfg, problems = cfgmod.validate(values, samples)

@@ -584,6 +584,8 @@ def _work(run: Run) -> None:
         if cap is not None:  # at most `cap` steps per refresh interval: slow motion
             if now - window_start >= REFRESH_S:
                 window_start, window_steps = now, 0
+                # the pace is taken where each interval's steps are due: the interval's start
+                run.pace.add(now, run.steps_done, _progress_phase(run))
             max_steps = cap - window_steps
             if max_steps <= 0:
                 time.sleep(max(0.0, REFRESH_S - (now - window_start)))
@@ -593,7 +595,10 @@ def _work(run: Run) -> None:
             running = running_runs()
             with scheduler.TURNS.turn(scheduler.idle_share(running)):
                 budget, clock = scheduler.turn_seconds(running), turn_clock(run, running)
-                window_steps += advance(run, budget, max_steps, clock)
+                with run.lock:  # the steps with their pace: a page reading one finds the other
+                    window_steps += advance(run, budget, max_steps, clock)
+                    if cap is None or not run.pace.measured():  # capped: the first turn only
+                        run.pace.add(time.perf_counter(), run.steps_done, _progress_phase(run))
         except Exception as err:  # the page shows why; the run stays inspectable
             log.exception("sampling failed")
             hint = " Switch the device to cpu to go on." if run.device_label != "CPU" else ""
@@ -606,7 +611,6 @@ def _work(run: Run) -> None:
                 if run.settled_at is None:
                     run.settled_at = run.n_steps
                     break
-        run.pace.add(now, run.steps_done, _progress_phase(run))
         time.sleep(0)  # let a waiting reader take the lock
     run.running = False
 

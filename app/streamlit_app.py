@@ -57,12 +57,13 @@ compiled_kernels()
 def main() -> None:
     samples = sources.sample_names()
     link_warnings = sidebar.init_from_link(samples)
-    inputs = sidebar.render(samples)
+    presentation.follow_pace()  # a lecture runs at a pace a room can watch
+    present = presentation.is_on()
+    inputs = sidebar.render(samples, speed_here=not present)
     presentation.apply()
 
-    present = presentation.is_on()
-    if present:  # a lecture: one compact row of title, run controls and switch
-        title, controls, switch = st.columns([2, 6, 2], vertical_alignment="center")
+    if present:  # a lecture: one compact row of title, run controls and speed, and switch
+        title, controls, switch = st.columns([1.8, 7, 2.6], vertical_alignment="center")
     else:
         (title, switch), controls = st.columns([3, 2], vertical_alignment="bottom"), None
     title.title("LSB Explorer")
@@ -128,12 +129,12 @@ def main() -> None:
                 if cfg.target == "uai":
                     label = f"Markov network {quote(run.problem.name)}"
                 st.caption(f"{label}: {run.problem.target.describe()}")
-            live.controls(run)
+            live.controls(run, speed=present)
         live.panel(run)
         return
     if controls is not None:  # presentation mode: the views first, the posterior folded below
         with controls:
-            live.controls(run)
+            live.controls(run, speed=True)
     else:
         left, right = st.columns([3, 2], vertical_alignment="center")
         with left:

@@ -34,7 +34,7 @@ def test_durations_read_as_a_person_says_them():
 
 
 def test_the_rate_is_the_slope_over_the_last_seconds_and_holds_still_under_jitter():
-    pace = Pace(window_s=3.0, min_span_s=0.5)
+    pace = Pace(window_s=3.0)
     pace.add(0.0, 0, "mixing")
     assert math.isnan(pace.rate())  # one sample: no slope yet
     steps = 0
@@ -49,20 +49,50 @@ def test_the_rate_is_the_slope_over_the_last_seconds_and_holds_still_under_jitte
     assert pace.rate() == pytest.approx(5_000)
 
 
-def test_a_phase_change_or_a_pause_starts_a_new_window():
-    pace = Pace(window_s=3.0, min_span_s=0.5)
+def test_a_phase_change_or_a_pause_starts_a_new_window_and_the_rate_goes_on():
+    pace = Pace(window_s=3.0)
     for i in range(11):
         pace.add(i / 10, 100 * i, "burnin")  # 1,000 steps/s learning
     assert pace.rate() == pytest.approx(1_000)
-    pace.add(1.1, 1_200, "mixing")
-    assert math.isnan(pace.rate())  # mixing's own speed is not known yet
+    pace.add(1.1, 1_200, "mixing")  # the turn that crossed into mixing starts its window
+    assert pace.rate() == pytest.approx(2_000)
     pace.add(1.7, 7_200, "mixing")
-    assert pace.rate() == pytest.approx(10_000)
+    assert pace.rate() == pytest.approx(6_200 / 0.7)  # from the crossing turn's start on
     pace.restart()  # paused: the time paused is not sampling time
     pace.add(100.0, 7_200, "mixing")
-    assert math.isnan(pace.rate())
+    assert pace.rate() == pytest.approx(6_200 / 0.7)  # resumed: the last rate until a new one
+    pace.add(100.5, 12_200, "mixing")
+    assert pace.rate() == pytest.approx(10_000)
     assert pace.last_rate("mixing") == pytest.approx(10_000)
     assert pace.last_rate("burnin") == pytest.approx(1_000)
+
+
+def test_the_status_line_shows_the_measured_rate_from_the_first_second_and_never_starting_again():
+    """A real capped run (20 steps per refresh: 100 steps/s) crossing from burn-in to mixing at
+    0.3 s: "starting" only before the first step, then a rate, within a tenth of the true one
+    from the first second on (the old status line said "starting" for half a second, and again
+    at the phase change)."""
+    torch.set_num_threads(1)
+    cfg = replace(Config(), size=12, samplers=("barker",), chains=2, burn_in=30, speed="20")
+    cfg = replace(cfg, steps=10**6)
+    run, _ = state.build_run(cfg, sources.build_problem(cfg))
+    assert speed_text(run.pace, 0, cfg.burn_in, 10**6) == "starting"  # before the first step
+    shown = []  # (seconds since Run, steps done, the status line's speed)
+    start = time.perf_counter()
+    state.start(run)
+    try:
+        while (now := time.perf_counter() - start) < 2.2:
+            with run.lock:  # as the status line reads it
+                progress = run.steps_done
+            shown.append((now, progress, speed_text(run.pace, progress, cfg.burn_in, 10**6)))
+            run.last_seen = time.perf_counter()
+            time.sleep(0.02)
+    finally:
+        state.pause(run)
+    assert shown[-1][1] > 2 * cfg.burn_in  # it crossed into mixing
+    assert [s for s in shown if s[1] > 0 and s[2] == "starting"] == []
+    rates = [float(s[2].split(" steps/s")[0].replace(",", "")) for s in shown if s[0] >= 1.0]
+    assert all(90 <= r <= 110 for r in rates), rates  # 100 steps/s, as two figures show it
 
 
 def test_time_left_for_the_phase_and_the_run():

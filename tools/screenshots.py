@@ -16,9 +16,11 @@ saves six PNGs, each cropped to the part of the page worth looking at:
 - ``narrow-800.png``: the page at 800 px with the sidebar open, the Mixing tab's charts
   stacked;
 - ``rbm-digits.png``: the RBM target, digits 16 x 16, after burn-in and some mixing: each of the
-  six default samplers' eight chains drawn as digits.
+  six default samplers' eight chains drawn as digits;
+- ``presentation-<W>x<H>-<view>.png``: every view of the Ising page in presentation mode at
+  1280 x 720 and 1600 x 1000, the whole screen (in 128 colours, to keep each small).
 
-``--only rbm`` (or chains, segmentation, lecture, narrow) takes one group of them.
+``--only rbm`` (or chains, segmentation, lecture, narrow, views) takes one group of them.
 
 Every wait is on something the page shows (a progress text, a caption); nothing is taken of a
 spinner. The run takes about two minutes on two cores.
@@ -160,7 +162,101 @@ def lecture_shots(page, url: str, out: Path, log) -> list[Path]:
     ).wait_for(timeout=TIMEOUT_MS)
     page.locator(f"{PANEL} .js-plotly-plot .main-svg").first.wait_for(timeout=TIMEOUT_MS)
     shots.append(save(page, out / "presentation-1600x1000.png", _screen(page)))
+    for path in shots:
+        shrink(path)
     return shots
+
+
+# The open view's main figure (its first chart or image) and the page's fixed header: where they
+# lie on the screen, in CSS pixels, without scrolling
+_MAIN_FIGURE = """() => {
+  const panel = [...document.querySelectorAll('[role="tabpanel"]')].find(p => p.offsetParent);
+  const figure = [...panel.querySelectorAll('.js-plotly-plot, [data-testid="stImage"] img')]
+    .find(e => e.offsetParent);
+  const header = document.querySelector('[data-testid="stHeader"]');
+  const box = e => { const b = e.getBoundingClientRect();
+    return {top: b.top, bottom: b.bottom, left: b.left, right: b.right}; };
+  return {figure: figure ? box(figure) : null, header: header ? box(header).bottom : 0,
+          width: innerWidth, height: innerHeight,
+          scrolled: document.querySelector('[data-testid="stMain"]').scrollTop};
+}"""
+# Views whose figure is not drawn when they open: a study's (computed on a press of its button),
+# the flow's (only with a flow sampler in the run), pins' (none pinned) and the exports (none).
+FIGURELESS = {
+    "Exact chain",
+    "Tempering",
+    "MAP (annealing)",
+    "Importance sampling",
+    "Flow",
+    "Export",
+    "Compare",
+}
+FIGURE_WAIT_MS = 15_000  # a view draws its figures a moment after its tab opens
+_FIGURES = '.js-plotly-plot .main-svg, [data-testid="stImage"] img'
+
+
+def view_stem(screen: dict, label: str) -> str:
+    """A view's screenshot name: ``presentation-1280x720-balancing-functions``."""
+    slug = "".join(c if c.isalnum() else "-" for c in label.lower()).strip("-")
+    while "--" in slug:
+        slug = slug.replace("--", "-")
+    return f"presentation-{screen['width']}x{screen['height']}-{slug}"
+
+
+def walk_views(
+    page, screens, labels, out: Path | None = None, figureless=()
+) -> dict[tuple[str, str], dict]:
+    """Open every view in ``labels`` at every screen size in ``screens`` (presentation mode is
+    on), and say where its main figure lies: ``(size, label) -> _MAIN_FIGURE``'s answer, its
+    figure None when the view draws none once opened (those in ``figureless`` are not waited
+    for). With ``out``, a screenshot of the whole screen per view (``view_stem``)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    found = {}
+    for screen in screens:
+        page.set_viewport_size(screen)
+        for label in labels:
+            open_tab(page, label)
+            panel = page.locator(f"{PANEL}:visible")
+            panel.locator(".lsb-seeing").first.wait_for(timeout=TIMEOUT_MS)  # the view is drawn
+            if label not in figureless:
+                try:  # the figure, then its last redraw (Plotly animates its first drawing)
+                    panel.locator(_FIGURES).first.wait_for(timeout=FIGURE_WAIT_MS)
+                except PlaywrightTimeout:
+                    pass  # drawn off screen, or too slowly: the caller sees no figure
+            page.wait_for_timeout(500)
+            found[f"{screen['width']}x{screen['height']}", label] = page.evaluate(_MAIN_FIGURE)
+            if out is not None:
+                save(page, out / f"{view_stem(screen, label)}.png", _screen(page))
+    return found
+
+
+def views_shots(page, url: str, out: Path, log) -> list[Path]:
+    """Every view of the Ising page in presentation mode, at 1280 x 720 and 1600 x 1000, after a
+    short run: the whole screen as the room sees it."""
+    from app.view_catalogue import ISING  # imports torch: only here
+
+    open_app(page, app_url(url, {"present": "1", "speed": "1000"}))
+    button(page, "run").click()
+    log("presentation mode: every view at two screen sizes…")
+    wait_for_mixing(page, 2000)
+    button(page, "pause").click()
+    page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
+    screens = (LECTURE, LECTURE_WIDE)
+    walk_views(page, screens, [view.label for view in ISING.views], out, FIGURELESS)
+    paths = [out / f"{view_stem(s, v.label)}.png" for s in screens for v in ISING.views]
+    for path in paths:
+        shrink(path)
+    return paths
+
+
+def shrink(path: Path) -> None:
+    """The PNG in 128 colours: a screen of text and charts stays sharp at a third of the size."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(128, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
 
 
 def _screen(page) -> dict:
@@ -204,6 +300,7 @@ SHOTS = {
     "lecture": (lecture_shots, LECTURE),
     "narrow": (narrow_shot, NARROW),
     "rbm": (rbm_shot, VIEWPORT),
+    "views": (views_shots, LECTURE),
 }
 
 

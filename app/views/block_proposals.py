@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app import charts, page_state
+from app import charts, page_state, presentation
 from app.page_state import (
     BP_COL,
     BP_K,
@@ -553,7 +553,8 @@ def render_run(run) -> None:
     from app import charts
     from lsbcore.studies.figures import sampler_label
 
-    st.caption(INTRO)
+    if not presentation.is_on():  # a lecture's screen has the view's sentence instead
+        st.caption(INTRO)
     page_state.restore_links(KEYS)
     names = list(run.comparison.names)
     ensure(BP_SAMPLER.key, names[0], lambda v: v in names)
@@ -609,7 +610,7 @@ def render_run(run) -> None:
     left, right = st.columns([1, 1], gap="large")
     with left:
         st.plotly_chart(
-            state_figure(x, lay, (row, col)),
+            presentation.figure(state_figure(x, lay, (row, col))),
             key=BP_PICK.key,
             on_select=lambda: _on_pick(k),
             selection_mode="points",

@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts
+from app import charts, presentation
 from app.page_state import ensure
 from lsbcore.studies import figures
 
@@ -90,7 +90,13 @@ def render(run) -> None:
         st.info("Traces are off for this run.")
         return
     ensure("x_axis", "iterations", lambda v: v in X_AXES)
-    x_axis = st.radio("x-axis", list(X_AXES), horizontal=True, key="x_axis")
+    x_axis = st.radio(
+        "x-axis",
+        list(X_AXES),
+        horizontal=True,
+        key="x_axis",
+        label_visibility="collapsed" if presentation.is_on() else "visible",  # room for the chart
+    )
     points = LIVE_POINTS if run.running else MAX_POINTS
     figs = run.throttled(
         "convergence",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts
+from app import charts, presentation
 from app.mixing_diagnostics import RHAT_WARN, mixing_view, rhat_warnings, snapshot
 
 
@@ -37,23 +37,14 @@ def render(run) -> None:
             f"of L = {view.max_lag} lags until there are {2 * max_lag:,} (then L = {max_lag}, "
             "as in the paper), so early values are on a smaller scale."
         )
-    if not shared:
-        st.info(
-            "Every chain here samples its own posterior (each has its own noisy α, as in the "
-            "paper), so the chains are not meant to agree: R-hat is left out and the bulk ESS is "
-            'each chain\'s own. Tick "one α for all chains" in the sidebar to compare chains of '
-            "one posterior."
-        )
-    unsettled = rhat_warnings(view.summaries) if shared else []
-    if unsettled:
-        st.warning(
-            f"R-hat above {RHAT_WARN} for {', '.join(unsettled)}: the chains do not agree yet "
-            "(not mixed, or not run long enough); ESS figures are not reliable until it drops."
-        )
-    st.dataframe(view.rows, hide_index=True)
+    # a lecture's screen shows the charts first; the table and its notes follow below
+    if not presentation.is_on():
+        _table(view, shared)
     left, right = charts.row("mixing")
     charts.show(view.acf, run, "autocorrelation", left)
     charts.show(view.ess, run, "ess", right)
+    if presentation.is_on():
+        _table(view, shared)
     pooled = (
         "Bulk ESS (pooled): effective independent draws of m(x) over all chains together "
         "(rank-normalised, Vehtari et al. 2021). R-hat: whether the chains agree; above "
@@ -69,3 +60,21 @@ def render(run) -> None:
         "Autocorrelation ρⱼ: the correlation of m(x) with itself j recorded draws later. "
         f"Recorded every {run.config.thin} step(s)."
     )
+
+
+def _table(view, shared: bool) -> None:
+    """The ESS table, with the notes on what its figures mean for this run."""
+    if not shared:
+        st.info(
+            "Every chain here samples its own posterior (each has its own noisy α, as in the "
+            "paper), so the chains are not meant to agree: R-hat is left out and the bulk ESS is "
+            'each chain\'s own. Tick "one α for all chains" in the sidebar to compare chains of '
+            "one posterior."
+        )
+    unsettled = rhat_warnings(view.summaries) if shared else []
+    if unsettled:
+        st.warning(
+            f"R-hat above {RHAT_WARN} for {', '.join(unsettled)}: the chains do not agree yet "
+            "(not mixed, or not run long enough); ESS figures are not reliable until it drops."
+        )
+    st.dataframe(view.rows, hide_index=True)

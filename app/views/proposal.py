@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts
+from app import charts, presentation
 from app.page_state import ensure, ensure_in_range
 from app.state import SiteStep, proposes_one_site
 from lsbcore import REGISTRY
@@ -29,6 +29,7 @@ QUANTITIES = {
 }
 MAX_SIDE = 96  # larger lattices are shown in blocks (probabilities summed per block)
 CELL_PX = 160  # on-screen width of one sampler's pair of maps: 5 fit at 1600 px, 2 at 800
+LECTURE_PX = 230  # a pair's height in presentation mode: whole on a 720-line screen
 LOG_RANGE = 8.0  # decades shown below the largest value
 LIVE_S = 0.5  # while running, the maps are recomputed at most this often
 
@@ -290,12 +291,18 @@ def intro(names) -> str:
 
 
 def render(run) -> None:
-    st.markdown(intro(run.comparison.names))
+    if not presentation.is_on():  # a lecture's screen: the maps first, the intro under them
+        st.markdown(intro(run.comparison.names))
     chains = run.config.chains
+    lecture = presentation.is_on()
+    shown = "collapsed" if lecture else "visible"  # a lecture's screen: room for the maps
     left, right = st.columns([1, 3])
     with left:
         ensure_in_range("proposal_chain", 1, 1, chains)
-        chain = st.number_input("Chain", 1, chains, step=1, key="proposal_chain") - 1
+        number = st.number_input(
+            "Chain", 1, chains, step=1, key="proposal_chain", label_visibility=shown
+        )
+        chain = number - 1
     with right:
         ensure("proposal_quantity", "Q", lambda v: v in QUANTITIES)
         quantity = st.radio(
@@ -304,6 +311,7 @@ def render(run) -> None:
             format_func=QUANTITIES.get,
             horizontal=True,
             key="proposal_quantity",
+            label_visibility=shown,
         )
     report = run.last_step
     after_step = report is not None and report.step == run.n_steps and report.chain == chain
@@ -311,7 +319,7 @@ def render(run) -> None:
     if after_step:
         maps = {n: m for n, m in report.sites.items() if m.q is not None}
         moved = sum(bool(m.accepted) for m in maps.values())
-        st.caption(
+        note = (
             f"Step {report.step:,} ({'burn-in' if report.phase == 'burnin' else 'mixing'}), "
             f"chain {chain + 1}: maps just before the step. The marker is the proposed site: a "
             f"red square if the proposal was accepted, a grey cross if it was rejected "
@@ -319,18 +327,27 @@ def render(run) -> None:
         )
     else:  # while running, the maps follow twice a second: Q over all sites costs O(B D)
         maps = run.throttled("proposal", lambda: current_maps(run, chain), (chain,), LIVE_S)
-        st.caption(f"Chain {chain + 1} at step {run.n_steps:,}.")
-    if blocks:
-        st.caption(block_note(blocks, report.sites if after_step else None))
+        note = f"Chain {chain + 1} at step {run.n_steps:,}."
+    notes = [note] + ([block_note(blocks, report.sites if after_step else None)] if blocks else [])
+    for text in notes if not lecture else []:
+        st.caption(text)
     if not maps:
+        for text in notes if lecture else []:
+            st.caption(text)
         return
     with st.container(horizontal=True, gap="small"):  # the maps wrap on a narrow page
         for name, fig in proposal_figures(maps, quantity):
-            charts.show(fig, run, f"proposal-{quantity}-{name}", width="content")
+            charts.show(
+                fig, run, f"proposal-{quantity}-{name}", width="content", max_height=LECTURE_PX
+            )
         z_range = shared_range(maps, quantity)
         if z_range is not None:
             charts.show(scale_figure(quantity, z_range), run, "proposal-scale", width="content")
     st.dataframe(step_rows(maps, after_step), hide_index=True)
+    if lecture:  # under the maps
+        for text in notes:
+            st.caption(text)
+        st.markdown(intro(run.comparison.names))
 
 
 def block_note(names: list[str], sites: dict[str, SiteStep] | None = None) -> str:
