@@ -15,6 +15,7 @@ be taken back the page says so, and a new run starts.
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -49,7 +50,9 @@ def _xsrf_token(cookie: str) -> bytes:
             mask, masked = bytes.fromhex(parts[1]), bytes.fromhex(parts[2])
         except ValueError:
             return cookie.encode()
-        return bytes(a ^ b for a, b in zip(mask * (len(masked) // max(len(mask), 1) + 1), masked))
+        if not mask:
+            return cookie.encode()
+        return bytes(a ^ b for a, b in zip(itertools.cycle(mask), masked, strict=False))
     return cookie.encode()
 
 
