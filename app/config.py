@@ -388,7 +388,8 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
     upload); each repair adds a sentence to the returned warnings.
     """
     warnings: list[str] = []
-    known = {f.name for f in fields(Config)} | {LEGACY_INVERT, "pins"}  # pins: app.pin_store
+    # pins: app.pin_store; run: the page's run, taken back after a reload (app.reload)
+    known = {f.name for f in fields(Config)} | {LEGACY_INVERT, "pins", "run"}
     for key in values:
         if key not in known and not view_links.is_view_key(key):
             warnings.append(f"Unknown link parameter {quote(key)} ignored.")

@@ -114,6 +114,8 @@ TARGET = Slot("target", "ising")  # the sidebar's target picker (app/target_kind
 RUN: Slot[Run | None] = Slot("_run", None)  # the session's ``app.state.Run`` (app/session.py)
 # what the run was built from, beside its Config (image, imported function, prompt)
 RUN_INPUTS: Slot[tuple | None] = Slot("_run_inputs", None)
+# the runs of the sources and targets left, paused: {(target, source): (Run, its inputs)}
+PARKED: Slot[dict | None] = Slot("_parked_runs", None)
 PENDING_STEP = Slot("_pending_step", False)  # Step was pressed: take it in the next page run
 PENDING_RESET = Slot("_pending_reset", False)  # Reset was pressed
 VIEW = Slot(view_links.VIEW, "Chains")  # the Ising page's open view (a link parameter)

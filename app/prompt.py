@@ -5,7 +5,8 @@ The photo is drawn as a Plotly image with box and point selection (Streamlit's
 ``st.plotly_chart(..., on_select=...)``). A faint grid of invisible markers covers it so that a
 click selects the nearest grid point (Plotly selects markers, not image pixels). The prompt is
 kept in Session State per image (``STATE``) in fractions of the width and height, so it
-survives reruns and a change of working resolution, and is dropped when the image changes. It
+survives reruns and a change of working resolution; another image's prompt is kept aside
+(``KEPT``), so choosing an image again brings its prompt back. It
 is validated by ``lsbcore.make_prompt`` and on the working lattice before it is kept; a refusal
 is one sentence under the figure, and the previous prompt stays.
 
@@ -28,6 +29,8 @@ from app.text import plain
 from app.views import pixels
 
 STATE = "_prompt"  # {"image": id, "shape": (H, W), "box", "points", "error", "version"}
+KEPT = "_prompts_kept"  # {image id: entry}: the prompts of images not shown now
+KEPT_IMAGES = 8  # prompts kept at most (the oldest goes first)
 FIGURE = "prompt_figure"  # the chart's key (with the version: a new key clears its selection)
 MODE = "prompt_mode"  # what the pointer does on the figure
 MODES = ("box", "object", "background")
@@ -43,11 +46,20 @@ COLOURS = {1: "rgb(230,60,40)", -1: "rgb(40,120,230)"}  # object: the mask's tin
 
 
 def _entry(image_id: str | None, shape: tuple[int, int] | None = None) -> dict:
-    """The stored prompt of ``image_id``; a new, empty one when the image changed."""
+    """The stored prompt of ``image_id``: the one it had when last shown (kept in ``KEPT``
+    while another image is shown), else a new, empty one."""
     entry = st.session_state.get(STATE)
     if entry is None or entry.get("image") != image_id:
+        kept = st.session_state.setdefault(KEPT, {})
         version = 0 if entry is None else entry.get("version", 0) + 1
-        entry = {"image": image_id, "box": None, "points": [], "error": None, "version": version}
+        if entry is not None and (entry["box"] is not None or entry["points"]):
+            kept[entry["image"]] = entry
+            while len(kept) > KEPT_IMAGES:
+                kept.pop(next(iter(kept)))  # the oldest
+        entry = kept.pop(image_id, None) or {
+            "image": image_id, "box": None, "points": [], "error": None
+        }  # fmt: skip
+        entry["version"] = version  # a new chart key: the figure draws the prompt afresh
         st.session_state[STATE] = entry
     if shape is not None:
         entry["shape"] = tuple(shape)

@@ -6,6 +6,12 @@ The data are an ``.npy`` of 0/1 rows (or images) or a ``.zip`` of images, read b
 the page stays live: a progress bar redraws twice a second, a Stop button ends it after the
 current update, and ``MAX_SECONDS`` bounds it. The trained model lives in this session only;
 it then runs like the shipped ones.
+
+Streamlit drops a widget's value when a rerun does not draw it (another target is shown), and a
+file box cannot be given a file back. So the settings are kept in keys of their own and given
+back to their boxes (``HIDDEN_KEPT``, ``EPOCHS_KEPT``), and the data last read are kept decoded
+(``DATA_KEPT``): they stay in use, and say so, until another file replaces them or the file is
+removed from the box.
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from app.page_state import ensure_in_range
-from app.text import grid_size, plain
+from app.page_state import Slot, ensure_in_range
+from app.text import grid_size, plain, quote
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +33,22 @@ MAX_SECONDS = 120.0  # a session's training is stopped after this long
 MAX_HIDDEN = 200
 MAX_EPOCHS = 500
 DATA_TYPES = ["npy", "zip"]
+
+
+@dataclass(frozen=True)
+class Data:
+    """Binary data read from an upload: the file's name, an id of its bytes, its rows."""
+
+    name: str
+    data_id: str
+    rows: object  # [N, n] uint8 of 0/1
+    shape: tuple[int, int] | None
+
+
+HIDDEN_KEPT = Slot("_rbm_hidden_kept", 64)  # the boxes' values, kept while they are not drawn
+EPOCHS_KEPT = Slot("_rbm_epochs_kept", 50)
+# the data last read: Data, kept while the file box is not drawn
+DATA_KEPT: Slot[Data | None] = Slot("_rbm_data", None)
 
 
 @dataclass
@@ -99,19 +121,36 @@ def _read(data: bytes, name: str):
     return rows, shape, None
 
 
+def _data(upload) -> tuple[Data | None, str | None]:
+    """The upload read (kept for later reruns), or why it cannot be trained on."""
+    rows, shape, error = _read(upload.getvalue(), upload.name)
+    if error:
+        return None, error
+    data_id = hashlib.sha1(upload.getvalue()).hexdigest()[:12]
+    kept = DATA_KEPT.get()
+    if kept is None or kept.data_id != data_id:
+        kept = DATA_KEPT.set(Data(upload.name, data_id, rows, shape))
+    return kept, None
+
+
+def _on_upload() -> None:
+    """A file removed from the box: its data are no longer in use."""
+    if st.session_state.get("rbm_upload") is None:
+        DATA_KEPT.pop()
+
+
 def _on_train() -> None:
     state = st.session_state
     upload = state.get("rbm_upload")
-    if upload is None:
-        return
-    rows, shape, error = _read(upload.getvalue(), upload.name)
-    if error:
+    data, error = _data(upload) if upload is not None else (DATA_KEPT.get(), None)
+    if data is None or error:
         return
     old = state.get(KEY)
     if old is not None and old.running:
         return
-    data_id = hashlib.sha1(upload.getvalue()).hexdigest()[:12]
-    state[KEY] = start(rows, shape, data_id, int(state["rbm_hidden"]), int(state["rbm_epochs"]))
+    state[KEY] = start(
+        data.rows, data.shape, data.data_id, int(state["rbm_hidden"]), int(state["rbm_epochs"])
+    )
 
 
 def _on_stop() -> None:
@@ -122,15 +161,14 @@ def _on_stop() -> None:
 
 @st.fragment(run_every=0.5)
 def _progress() -> None:
+    """The bar and Stop, redrawn twice a second; drawn only while training (a fragment that
+    draws nothing would leave its last bar greyed on the page), so its end reruns the page."""
     job = st.session_state.get(KEY)
-    if job is None:
-        return
-    if job.running:
+    if job is not None and job.running:
         st.progress(min(1.0, job.fraction), text=f"Training: {plain(job.message)}")
         st.button("Stop training", key="rbm_stop", on_click=_on_stop)
-        st.session_state["_rbm_training_live"] = True
-    elif st.session_state.pop("_rbm_training_live", False):
-        st.rerun(scope="app")  # done: the page takes the model
+    else:
+        st.rerun(scope="app")  # done: the page takes the model, and the bar goes
 
 
 def sidebar(sb) -> tuple[object, str] | None:
@@ -143,6 +181,7 @@ def sidebar(sb) -> tuple[object, str] | None:
             "Your binary data (.npy or .zip)",
             type=DATA_TYPES,
             key="rbm_upload",
+            on_change=_on_upload,
             help="An .npy array of 0/1 rows (2-D) or images (3-D), or a .zip of images of one "
             "size (binarised as the photo pipeline does: ink against paper). Up to "
             f"{MAX_FILE_BYTES // 10**6} MB, {MAX_ROWS:,} rows and {MAX_VISIBLE:,} values a "
@@ -151,26 +190,37 @@ def sidebar(sb) -> tuple[object, str] | None:
         upload = state.get("rbm_upload")
         job = state.get(KEY)
         error = None
+        data = DATA_KEPT.get()
         if upload is not None:
-            rows, shape, error = _read(upload.getvalue(), upload.name)
+            data, error = _data(upload)
             if error:
                 st.error(f"This file cannot be trained on: {plain(error)}")
-            else:
-                layout = f", images {grid_size(*shape)}" if shape else ""
-                st.caption(f"{rows.shape[0]:,} rows of {rows.shape[1]:,} values{layout}.")
-        ensure_in_range("rbm_hidden", 64, 1, MAX_HIDDEN)
-        ensure_in_range("rbm_epochs", 50, 1, MAX_EPOCHS)
-        st.number_input("Hidden units", 1, MAX_HIDDEN, step=8, key="rbm_hidden")
-        st.number_input("Training epochs", 1, MAX_EPOCHS, step=10, key="rbm_epochs")
+        elif data is not None:  # the box was not drawn a while (another target): its data stay
+            st.caption(
+                f"Using {quote(data.name)}, read earlier in this session; upload another file "
+                "to replace it."
+            )
+        if data is not None and error is None:
+            rows, shape = data.rows, data.shape
+            layout = f", images {grid_size(*shape)}" if shape else ""
+            st.caption(f"{rows.shape[0]:,} rows of {rows.shape[1]:,} values{layout}.")
+        # the boxes' values come back from their kept copies when another target hid them
+        HIDDEN_KEPT.set(ensure_in_range("rbm_hidden", HIDDEN_KEPT.get(), 1, MAX_HIDDEN))
+        EPOCHS_KEPT.set(ensure_in_range("rbm_epochs", EPOCHS_KEPT.get(), 1, MAX_EPOCHS))
+        hidden = st.number_input("Hidden units", 1, MAX_HIDDEN, step=8, key="rbm_hidden")
+        epochs = st.number_input("Training epochs", 1, MAX_EPOCHS, step=10, key="rbm_epochs")
+        HIDDEN_KEPT.set(hidden)
+        EPOCHS_KEPT.set(epochs)
         st.button(
             "Train",
             key="rbm_train",
             on_click=_on_train,
-            disabled=upload is None or error is not None or (job is not None and job.running),
+            disabled=data is None or error is not None or (job is not None and job.running),
             help=f"Persistent contrastive divergence, seeded; stopped after {MAX_SECONDS:.0f} s "
             "at most. The model stays in this session.",
         )
-        _progress()
+        if job is not None and job.running:
+            _progress()
         if job is None:
             st.info("Upload data and press Train: the model then runs like the shipped ones.")
             return None

@@ -31,6 +31,8 @@ from app.views import flow as flow_view
 from app.views.segmentation import CARRIED, recorded_marginal
 from lsbcore.samplers.registry import refusal
 
+PARKED_RUNS = 2  # runs kept paused for the sources and targets left (each holds its traces)
+
 
 def _build(cfg: Config, inputs: Inputs, prompt=None, problem=None) -> state.Run | None:
     """A new run for ``cfg`` (with the user's ``prompt``), or of ``problem`` when given."""
@@ -111,9 +113,10 @@ def _build_network(cfg: Config, inputs: Inputs) -> state.Run | None:
     return run
 
 
-def _why_rebuild(run: state.Run, cfg: Config, key: tuple) -> str | None:
-    """None when ``run`` can carry on under ``cfg``, else a sentence saying what changed."""
-    old, old_key = run.config, page_state.RUN_INPUTS.get() or key
+def _why_rebuild(run: state.Run, cfg: Config, key: tuple, old_key=None) -> str | None:
+    """None when ``run`` (built from ``old_key``: the session's run's inputs when not given)
+    can carry on under ``cfg``, else a sentence saying what changed."""
+    old, old_key = run.config, old_key or page_state.RUN_INPUTS.get() or key
     target = cfgmod.changed(old, cfg, cfgmod.TARGET_FIELDS)
     kind = kind_of(cfg.target)
     if old_key[0] != key[0]:
@@ -152,6 +155,9 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
             st.info("That object class is the one already in use: the posterior and the run stay.")
             run.config = cfg
             return run
+        back = _take_parked(run, cfg, key)
+        if back is not None:
+            return back
         if run.n_steps:
             st.info(f"{reason}: the run was reset.")
     keep_running = bool(run and run.running and not reset)
@@ -168,6 +174,38 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     if new is not None and keep_running:
         state.start(new)
     return new
+
+
+def _park_key(cfg: Config) -> tuple[str, str]:
+    """What a parked run is kept under: its target, and for the Ising posterior its source."""
+    return cfg.target, cfg.source if kind_of(cfg.target) is TargetKind.ISING else ""
+
+
+def _take_parked(run: state.Run, cfg: Config, key: tuple) -> state.Run | None:
+    """Leaving ``run`` for another source or target: park it (paused) so that coming back
+    finds it as it was; return the run parked for ``cfg`` when it still fits (None: build)."""
+    parked = page_state.PARKED.get() or {}
+    back = parked.pop(_park_key(cfg), None)
+    if run.n_steps and _park_key(run.config) != _park_key(cfg):
+        state.pause(run)
+        parked[_park_key(run.config)] = (run, page_state.RUN_INPUTS.get() or key)
+        while len(parked) > PARKED_RUNS:  # the oldest goes, and its memory with it
+            state.release(parked.pop(next(iter(parked)))[0])
+    page_state.PARKED.set(parked)
+    if back is None:
+        return None
+    old, old_key = back
+    if old.released or _why_rebuild(old, cfg, key, old_key) is not None:
+        state.release(old)  # its settings changed since: not the run it was
+        return None
+    page_state.RUN.set(old)
+    page_state.RUN_INPUTS.set(old_key)
+    old.config = cfg
+    st.info(
+        f"Back to the run kept for this {'source' if _park_key(cfg)[1] else 'target'}: "
+        f"{old.n_steps:,} steps, paused while you were away; press Run to go on."
+    )
+    return old
 
 
 def _same_object(run: state.Run, cfg: Config, inputs: Inputs, prompt, key: tuple) -> bool:

@@ -70,6 +70,9 @@ SAMPLE_NOTES = {
     "cell": "A bright cell on a gray background: the object is bright.",
 }
 IMAGE_TYPES = ["png", "jpg", "jpeg", "gif", "webp", "tif", "tiff", "bmp"]
+# each source's settings as it was left, {source: (configuration dict, size note)}: a source
+# chosen again comes back as it was (its resolution, its model's parameters)
+KEPT_SOURCES = "_kept_sources"
 
 
 @dataclass
@@ -155,8 +158,19 @@ def _on_target() -> None:
 
 
 def _on_source() -> None:
+    """A new source: the settings it had when it was left (its resolution, its model's
+    parameters), else its defaults; the settings of the source left are kept for its return."""
     state = st.session_state
     source = state["source"]
+    saved = state.get("_saved") or Config().as_dict()
+    kept = state.setdefault(KEPT_SOURCES, {})
+    if saved.get("target") == "ising" and saved.get("source") != source:
+        kept[saved["source"]] = (dict(saved), state.get("_size_note"))
+    if source in kept:
+        values, note = kept.pop(source)
+        _apply_defaults({k: v for k, v in values.items() if k not in ("target", "source")})
+        state["_size_note"] = note
+        return
     _apply_defaults(cfgmod.source_defaults(source, state["case"], state["sample"]))
     if source != "paper":
         _pick_size()

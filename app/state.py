@@ -26,8 +26,10 @@ from __future__ import annotations
 import atexit
 import ctypes
 import gc
+import hmac
 import logging
 import math
+import secrets
 import threading
 import time
 import weakref
@@ -59,6 +61,8 @@ STALE_S = 90.0  # a running run nobody has drawn for this long pauses (hidden br
 # a run whose page has been closed or reloaded (its session no longer connected) for this long
 # stops: long enough to ride out a brief network drop, short enough that no orphan samples
 ORPHAN_S = 3.0
+# a run held for a reload (hold) waits this long, paused, for its page to come back
+RESUME_S = 30.0
 SETTLE_CHECK_S = 0.5  # how often the worker judges whether the marginals have settled
 
 
@@ -122,6 +126,11 @@ class Run:
     flow: flow_training.FlowJob | None = None  # the flow samplers' training (shared per target)
     flow_waiting: tuple[str, ...] = ()  # flow samplers not yet in the comparison (join_flow)
     flow_joined_at: int | None = None  # the run's step at which they joined
+    # held for a reload of its page (hold): the URL's token, the browser that may take it
+    # back (a digest), and the session keys its page needs again (the upload, the prompt)
+    resume_token: str | None = None
+    resume_browser: str = ""
+    resume_keep: dict = field(default_factory=dict, repr=False)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     worker: threading.Thread | None = field(default=None, repr=False)
 
@@ -570,6 +579,9 @@ def _work(run: Run) -> None:
             gone_since = None
         elif gone_since is None:
             gone_since = now
+        elif now - gone_since > ORPHAN_S and run.resume_token and now - gone_since < RESUME_S:
+            time.sleep(REFRESH_S)  # held for a reload of its page: wait, without sampling
+            continue
         elif now - gone_since > ORPHAN_S:
             log.info("run of session %s stopped: its page was closed or reloaded", run.session_id)
             run.running = False
@@ -648,6 +660,31 @@ def give_memory_back() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to trim
         pass
+
+
+# Runs a page may take back after a reload, by the token its URL carries: weakly held, so a
+# run goes with the last session that holds it (Streamlit keeps a closed page's session a while)
+_HELD: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # token -> Run
+
+
+def hold(run: Run, browser: str, keep: dict) -> str:
+    """Let a reload of ``run``'s page in the browser ``browser`` (a digest of what it keeps)
+    take it back, with the session values ``keep``; return the run's token (unguessable)."""
+    if run.resume_token is None:
+        run.resume_token = secrets.token_urlsafe(18)
+        _HELD[run.resume_token] = run
+    run.resume_browser, run.resume_keep = browser, keep
+    return run.resume_token
+
+
+def reclaim(token: str, browser: str, session_id: str | None) -> Run | None:
+    """The run held under ``token`` for the browser ``browser``, now the session
+    ``session_id``'s; None when none is (never held, released, or another browser's)."""
+    run = _HELD.get(token)
+    if run is None or run.released or not hmac.compare_digest(run.resume_browser, browser):
+        return None
+    run.session_id, run.last_seen = session_id, time.perf_counter()
+    return run
 
 
 def session_connected(session_id: str | None) -> bool:

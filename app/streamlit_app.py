@@ -25,6 +25,7 @@ from app import (  # noqa: E402
     presentation,
     prompt,
     rbm_targets,
+    reload,
     session,
     sidebar,
     sources,
@@ -57,6 +58,7 @@ compiled_kernels()
 def main() -> None:
     samples = sources.sample_names()
     link_warnings = sidebar.init_from_link(samples)
+    resumed = reload.resume()  # a reloaded page: its run, where the server still holds it
     presentation.follow_pace()  # a lecture runs at a pace a room can watch
     present = presentation.is_on()
     inputs = sidebar.render(samples, speed_here=not present)
@@ -85,6 +87,8 @@ def main() -> None:
         about.render()
     for warning in link_warnings:
         st.warning(f"Link: {warning}")
+    for sentence in resumed:
+        st.info(sentence)
 
     cfg, notes = config.cap_workload(inputs.config)
     for note in notes:
@@ -118,6 +122,7 @@ def main() -> None:
             **config.to_query_params(cfg),
             **page_state.link_query_params(),
             **pin_controls.link_params(),
+            **reload.hold(run),
         }
     )
 

@@ -139,6 +139,7 @@ SERIAL_FILES = {
     "test_browser.py",
     "test_browser_block_proposals.py",
     "test_browser_lecture.py",
+    "test_browser_navigation.py",
     "test_browser_network.py",
     "test_browser_prompt.py",
     "test_browser_rbm.py",

@@ -142,7 +142,9 @@ def test_walking_the_targets_never_fails():
     at = open_app()
     healthy(at)
     assert not rbm_run.is_rbm_run(at.session_state["_run"])
+    visited = set()
     for target in ("digits-8x8", "ising", "digits-16x16", "ising", "own", "digits-8x8"):
+        again, _ = target in visited, visited.add(target)
         at.sidebar.selectbox(key="target").set_value(target).run()
         healthy(at)
         run = at.session_state["_run"]
@@ -155,7 +157,8 @@ def test_walking_the_targets_never_fails():
             assert run.comparison.labels == SIX and run.config.target == target
             at.button(key="step").click().run()  # Step: one plain step of every sampler
             healthy(at)
-            assert at.session_state["_run"].n_steps == 1
+            # a target chosen again comes back with its run (paused), its step kept
+            assert at.session_state["_run"].n_steps == (2 if again else 1)
 
 
 def test_a_bad_target_link_gets_the_link_warning():
@@ -303,3 +306,54 @@ def test_a_link_opens_an_rbm_view_and_a_bad_one_says_so():
     at = open_app(target="digits-8x8", chains="2", rbm_view="Segmentation")
     healthy(at)
     assert any("RBM view" in str(w.value) for w in at.warning) and len(at.image) == len(SIX)
+
+
+def test_your_own_model_keeps_its_data_settings_and_training_across_a_target_switch():
+    """Issue 46, item 7: the upload, the boxes and the training outlive a visit to another
+    target, and the bar goes once the training is done."""
+    import io
+
+    at = open_app(target="own", chains="2", burn_in="5")
+    rows = (np.random.default_rng(2).random((400, 8, 8)) < 0.4).astype(np.uint8)
+    buffer = io.BytesIO()
+    np.save(buffer, rows)
+    at.sidebar.file_uploader(key="rbm_upload").upload("mine.npy", buffer.getvalue(), "x/y")
+    at.run()
+    at.number_input(key="rbm_hidden").set_value(200)
+    at.number_input(key="rbm_epochs").set_value(500)
+    at.run()
+    at.sidebar.selectbox(key="target").set_value("ising").run()
+    at.sidebar.selectbox(key="target").set_value("own").run()
+    healthy(at)
+    # Streamlit cannot put a file back in its box: the data read stay in use, and say so
+    captions = [str(c.value) for c in at.sidebar.caption]
+    assert (
+        f"Using {quote('mine.npy')}, read earlier in this session; upload another file "
+        "to replace it." in captions
+    )
+    assert "400 rows of 64 values, images 8 × 8." in captions
+    assert (at.number_input(key="rbm_hidden").value, at.number_input(key="rbm_epochs").value) == (
+        200,
+        500,
+    )
+    assert not at.button(key="rbm_train").disabled  # the kept data can be trained on
+    at.button(key="rbm_train").click().run()
+    job = at.session_state[rbm_training.KEY]
+    assert (job.hidden, job.epochs, job.rows.shape) == (200, 500, (400, 64))
+    at.sidebar.selectbox(key="target").set_value("ising").run()
+    at.sidebar.selectbox(key="target").set_value("own").run()
+    assert (at.number_input(key="rbm_hidden").value, at.number_input(key="rbm_epochs").value) == (
+        200,
+        500,
+    )
+    if job.running:  # mid-training: the bar and Stop are drawn, Train waits
+        assert at.button(key="rbm_train").disabled and len(at.button(key="rbm_stop").proto.label)
+        job.stop = True
+    job.thread.join(60)
+    at.run()
+    healthy(at)
+    assert not [b for b in at.button if b.key == "rbm_stop"]  # done: no bar, no Stop
+    assert not at.sidebar.get("progress")
+    trained = [str(c.value) for c in at.sidebar.caption if str(c.value).startswith("Trained")]
+    assert trained and trained[0].startswith("Trained: 64 visible, 200 hidden units")
+    assert at.session_state["_run"].problem.target is job.model

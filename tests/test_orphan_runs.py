@@ -40,3 +40,27 @@ def test_a_brief_disconnection_is_ridden_out(monkeypatch):
     time.sleep(1.5)
     assert run.running and not run.released  # away for 0.4 s, less than ORPHAN_S
     state.pause(run)
+
+
+def test_a_run_held_for_a_reload_waits_for_its_page_then_goes_on(monkeypatch):
+    monkeypatch.setattr(state, "ORPHAN_S", 0.2)
+    monkeypatch.setattr(state, "RESUME_S", 1.5)
+    monkeypatch.setattr(state, "session_connected", lambda sid: sid not in ("gone", "gone too"))
+    back, lost = small_run(), small_run()
+    back.session_id, lost.session_id = "gone", "gone too"
+    token = state.hold(back, "browser A", {"_kept_upload": "photo"})
+    state.hold(lost, "browser A", {})
+    state.start(back)
+    state.start(lost)
+    time.sleep(0.8)  # past ORPHAN_S: both wait, paused, for their pages
+    assert back.running and not back.released and lost.running and not lost.released
+    assert state.reclaim(token, "browser B", "new page") is None  # another browser: not its run
+    steps = back.n_steps
+    assert state.reclaim(token, "browser A", "new page") is back  # the reloaded page
+    assert back.session_id == "new page" and back.resume_keep == {"_kept_upload": "photo"}
+    time.sleep(0.5)
+    assert back.n_steps > steps  # its page is back: it samples on
+    lost.worker.join(timeout=10.0)  # nobody came back within RESUME_S: released
+    assert lost.released and lost.comparison is None
+    assert state.reclaim(lost.resume_token, "browser A", "late page") is None
+    state.pause(back)
