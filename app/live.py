@@ -265,7 +265,6 @@ def _live_view(view: View) -> None:
         return
     _status(run)
     try:
-        presentation.seeing(view.seeing)
         view.draw(run)
     except Exception as err:  # one failing view must not take the page down
         log.exception("view %s failed", view.label)
@@ -285,6 +284,9 @@ def panel(run: state.Run) -> None:
         if tab.open is False:
             continue
         with tab:
+            # the sentence heads the tab, above the view's own controls (a sweep's map is
+            # taller than a screen: below it, nobody would read it)
+            presentation.seeing(view.seeing)
             if view.controls is not None:
                 view.controls(run)
             st.fragment(_live_view, run_every=every)(view)

@@ -357,3 +357,36 @@ def test_your_own_model_keeps_its_data_settings_and_training_across_a_target_swi
     trained = [str(c.value) for c in at.sidebar.caption if str(c.value).startswith("Trained")]
     assert trained and trained[0].startswith("Trained: 64 visible, 200 hidden units")
     assert at.session_state["_run"].problem.target is job.model
+
+
+def test_the_mmd_tab_draws_its_curves_and_says_what_it_computes_before_the_floor(monkeypatch):
+    # the floor stops half-way: what the page shows by then is what a visitor sees meanwhile
+    def unfinished(*args, **kwargs):
+        raise RuntimeError("the floor is still being computed")
+
+    monkeypatch.setattr(rbm_live, "noise_floor", unfinished)
+    at = open_app(target="digits-8x8", chains="2", rbm_view="MMD")
+    assert at.get("plotly_chart"), "no chart while the floor is computed"
+    notes = " ".join(str(i.value) for i in at.info)
+    assert "Computing the noise floor: 8 draws of 2 exact samples" in notes, notes
+
+
+def test_the_mmd_chart_is_built_again_only_when_a_checkpoint_was_added(monkeypatch):
+    from app.views import rbm_mmd
+
+    at = open_app(target="digits-8x8", chains="2", rbm_view="MMD", burn_in="0")
+    healthy(at)
+    run = at.session_state["_run"]
+    built = []
+    real = rbm_mmd.mmd_figure
+    monkeypatch.setattr(rbm_mmd, "mmd_figure", lambda *a, **k: built.append(1) or real(*a, **k))
+    with run.lock:
+        run.comparison.step(1)  # the run moves on, but no checkpoint is due yet
+    assert run.n_steps > 0 and len(run.comparison.curve(run.comparison.labels[0])["step"]) == 1
+    at.run()
+    healthy(at)
+    assert built == [], "the same curves were drawn into a new figure"
+    with run.lock:
+        rbm_run.checkpoint(run, force=True)
+    at.run()
+    assert len(built) == 1 and at.get("plotly_chart")

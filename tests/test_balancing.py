@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from lsbcore import FIXED, make_balancing
+from lsbcore.balancing.base import Balancing
 from lsbcore.balancing.functions import MixtureBalancing, NetworkBalancing
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -209,3 +210,30 @@ def test_frozen_stops_gradients():
         assert all(p.requires_grad for p in balancing.parameters())
         assert balancing.frozen() is balancing
         assert not any(p.requires_grad for p in balancing.parameters())
+
+
+@pytest.mark.parametrize("name", ["lsb2", "lsb2-monotone"])
+def test_the_sqrt_fit_is_made_once_per_shape_and_seed_and_handed_out_as_a_copy(name, monkeypatch):
+    from lsbcore.balancing import functions
+
+    fits = []
+    real = Balancing.regress
+
+    def counted(self, *args, **kwargs):
+        fits.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Balancing, "regress", counted)
+    monkeypatch.setattr(functions, "_SQRT_FITS", {}, raising=False)
+    first = functions.make_balancing(name, seed=11)
+    with torch.no_grad():  # a sampler learns in place: the next one must not start from it
+        for p in first.parameters():
+            p.add_(1.0)
+    second = functions.make_balancing(name, seed=11)
+    assert len(fits) == 1
+    monkeypatch.setattr(functions, "_SQRT_FITS", {}, raising=False)
+    fresh = functions.make_balancing(name, seed=11)  # fitted again from the seed
+    assert len(fits) == 2
+    for a, b in zip(second.state_dict().values(), fresh.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert all(p.requires_grad for p in second.parameters())

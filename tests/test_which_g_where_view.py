@@ -310,3 +310,20 @@ def test_link_parameters_choose_the_point_and_bad_ones_warn():
     assert float(box(at, "λ").value) == first["lam"][0]  # the default, 0
     assert float(box(at, "σ").value) == min(first["sigma"])  # nearest 1e-3
     assert math.isfinite(float(box(at, "σ").value))
+
+
+def _in_order(node) -> list:
+    """The elements under ``node`` in page order."""
+    out = []
+    for child in getattr(node, "children", {}).values():
+        out.append(child)
+        out.extend(_in_order(child))
+    return out
+
+
+def test_presentation_mode_heads_the_tab_with_its_sentence():
+    at = open_app(present="1", view=TAB)
+    tab = next(t for t in at.tabs if t.label == TAB)
+    shown = [e for e in _in_order(tab) if type(e).__name__ in ("Html", "Caption", "Markdown")]
+    seeing = [k for k, e in enumerate(shown) if "What you are seeing." in str(e.proto.body)]
+    assert seeing == [0], [str(getattr(e, "value", e.proto))[:60] for e in shown[:3]]

@@ -9,6 +9,7 @@ cannot be told from exact sampling at this chain count.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import plotly.graph_objects as go
@@ -18,6 +19,7 @@ from app import charts
 from lsbcore.studies import figures
 
 FLOOR_COLOUR = "#555555"
+MAX_AGE_S = 1.0  # while running, the chart is built again at most this often
 AXES = {"evals": "target evaluations per chain", "seconds": "sampling seconds"}
 
 
@@ -72,16 +74,43 @@ def curves_now(run) -> dict[str, dict]:
         return {label: comparison.curve(label) for label in comparison.labels}
 
 
-def floor_of(run) -> float:
-    """The noise floor for this run's chain count (a Gibbs run of its own: computed once)."""
+def figure_now(run, floor: float | None, x: str) -> go.Figure:
+    """The chart of the curves so far, built again only when a checkpoint was added (and, while
+    running, at most every ``MAX_AGE_S``): between checkpoints the page resends the same
+    figure, which neither the server nor the browser redraws, so an open tab leaves the
+    sampler its pace."""
+    shown = (x, floor, run.comparison.n_records)
+    entry = run.cache.get("rbm_mmd")
+    if entry is not None and entry[0][:2] == shown[:2]:
+        young = time.perf_counter() - entry[1] < MAX_AGE_S
+        if entry[0] == shown or (run.running and young):
+            return entry[2]
+    fig = mmd_figure(curves_now(run), floor, x)
+    run.cache["rbm_mmd"] = (shown, time.perf_counter(), fig)
+    return fig
+
+
+def floor_note(run) -> str:
+    """What the first open of the tab computes, said while it does."""
+    return (
+        f"Computing the noise floor: 8 draws of {run.config.chains} exact samples, "
+        f"{run.comparison.truth_steps:,} sweeps of block Gibbs each, against the ground truth "
+        "(once per run; the dashed line follows)."
+    )
+
+
+def floor_of(run, note=None) -> float:
+    """The noise floor for this run's chain count (a Gibbs run of its own: computed once);
+    ``note`` (a placeholder of the page by default) says so meanwhile."""
     if "rbm_floor" not in run.cache:
-        with st.spinner("Drawing exact samples for the noise floor…"):
-            run.cache["rbm_floor"] = run.comparison.noise_floor
+        note = note if note is not None else st.empty()
+        note.info(floor_note(run))
+        run.cache["rbm_floor"] = run.comparison.noise_floor
+        note.empty()
     return run.cache["rbm_floor"]
 
 
 def render(run) -> None:
-    floor = floor_of(run)
     x = st.radio(
         "Against",
         list(AXES),
@@ -90,8 +119,11 @@ def render(run) -> None:
         horizontal=True,
         label_visibility="collapsed",
     )
-    fig = run.throttled("rbm_mmd", lambda: mmd_figure(curves_now(run), floor, x), (x,))
-    charts.show(fig, run, "rbm-mmd")
+    chart, note = st.empty(), st.empty()
+    if "rbm_floor" not in run.cache:  # first open: the curves at once, the floor after
+        charts.show(figure_now(run, None, x), run, "rbm-mmd", where=chart)
+    floor = floor_of(run, note)
+    charts.show(figure_now(run, floor, x), run, "rbm-mmd", where=chart)
     from lsbcore.rbm.ground_truth import TRUTH_STEPS
 
     sweeps = run.comparison.truth_steps

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import streamlit as st
 
 
-def move_table(run) -> pd.DataFrame:
+def move_table(run):
     from lsbcore.rbm.variants import display_name
 
     comparison = run.comparison
@@ -30,6 +29,8 @@ def move_table(run) -> pd.DataFrame:
                     "sampling seconds": float(sampler.wall_seconds),
                 }
             )
+    import pandas as pd  # imported when the table is drawn, not with the page
+
     return pd.DataFrame(rows)
 
 

@@ -216,6 +216,25 @@ class NetworkBalancing(Balancing):
         return self.regress(s, target, steps, lr)
 
 
+# The fit to sqrt is deterministic given the shape and the seed: each (shape, seed) is fitted
+# once per process and every later sampler starts from a copy (a new dashboard session builds
+# its samplers without a second of regression first).
+_SQRT_FITS: dict[tuple, dict[str, torch.Tensor]] = {}
+MAX_SQRT_FITS = 256  # a few kB each
+
+
+def _fitted_sqrt(function: Balancing, key: tuple) -> Balancing:
+    """``function`` fitted to sqrt (``fit_sqrt``), from the memo when this ``key`` was fitted."""
+    if key not in _SQRT_FITS:
+        function.fit_sqrt()
+        if len(_SQRT_FITS) >= MAX_SQRT_FITS:  # a visitor trying many seeds: forget the oldest
+            del _SQRT_FITS[next(iter(_SQRT_FITS))]
+        _SQRT_FITS[key] = {k: v.detach().clone() for k, v in function.state_dict().items()}
+    else:
+        function.load_state_dict(_SQRT_FITS[key])
+    return function
+
+
 def make_balancing(
     name: str, hidden: int = 10, seed: int = 0, groups: int = 20, units: int = 20
 ) -> Balancing:
@@ -228,13 +247,11 @@ def make_balancing(
     if name == "lsb2":
         generator = torch.Generator().manual_seed(int(seed))
         net = NetworkBalancing(hidden=hidden, generator=generator)
-        net.fit_sqrt()
-        return net
+        return _fitted_sqrt(net, (name, hidden, int(seed)))
     if name == "lsb2-monotone":
         generator = torch.Generator().manual_seed(int(seed))
         monotone = MonotoneBalancing(groups=groups, units=units, generator=generator)
-        monotone.fit_sqrt()
-        return monotone
+        return _fitted_sqrt(monotone, (name, groups, units, int(seed)))
     raise ValueError(
         f"unknown balancing function {name!r}; choose one of "
         f"{FIXED + ('lsb1', 'lsb2', 'lsb2-monotone')}."

@@ -50,7 +50,6 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from arviz_stats.base import array_stats
 from scipy import fft as sp_fft
 
 __all__ = [
@@ -187,6 +186,14 @@ def ess_paper(
     return ess_from_autocorrelation(autocorrelation(series, max_lag), threshold)
 
 
+def _array_stats():
+    """arviz-stats' array functions, imported on first use: the import pulls in scipy.signal and
+    scipy.stats (seconds), which the dashboard's first page does not need."""
+    from arviz_stats.base import array_stats
+
+    return array_stats
+
+
 def _check_arviz_draws(arr: np.ndarray) -> None:
     if arr.shape[1] < MIN_DRAWS_ARVIZ:
         raise ValueError(
@@ -204,7 +211,7 @@ def ess_bulk(series) -> float:
     _check_arviz_draws(arr)
     if np.max(arr) == np.min(arr):
         return math.nan
-    return float(array_stats.ess(arr, chain_axis=0, draw_axis=1, method="bulk"))
+    return float(_array_stats().ess(arr, chain_axis=0, draw_axis=1, method="bulk"))
 
 
 def ess_bulk_per_chain(series) -> np.ndarray:
@@ -217,7 +224,7 @@ def ess_bulk_per_chain(series) -> np.ndarray:
     arr = _as_series(series)
     _check_arviz_draws(arr)
     out = np.asarray(
-        array_stats.ess(arr[:, None, :], chain_axis=1, draw_axis=2, method="bulk"), dtype=float
+        _array_stats().ess(arr[:, None, :], chain_axis=1, draw_axis=2, method="bulk"), dtype=float
     ).reshape(-1)
     out[_constant_rows(arr)] = math.nan
     return out
@@ -240,7 +247,7 @@ def rhat(series) -> float:
     if np.all(_constant_rows(halves)):
         # Zero within-chain variance, non-zero between: chains stuck in different states.
         return math.inf
-    return float(array_stats.rhat(arr, chain_axis=0, draw_axis=1, method="rank"))
+    return float(_array_stats().rhat(arr, chain_axis=0, draw_axis=1, method="rank"))
 
 
 @dataclass(frozen=True)
@@ -330,7 +337,7 @@ def ess_bulk_per_site(states: np.ndarray) -> np.ndarray:
     """Rank-normalised bulk ESS over all chains of every visible unit, ``states [T, B, n]``;
     NaN for a unit that never changed in any chain."""
     x = np.moveaxis(np.asarray(states, dtype=np.float64), 0, 1)  # [B, T, n]
-    ess = np.asarray(array_stats.ess(x, chain_axis=0, draw_axis=1, method="bulk"), dtype=float)
+    ess = np.asarray(_array_stats().ess(x, chain_axis=0, draw_axis=1, method="bulk"), dtype=float)
     constant = (x == x[:1, :1]).all(axis=(0, 1))
     ess[constant] = math.nan
     return ess

@@ -50,7 +50,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.stats import t as student_t
 
 __all__ = [
     "MIN_DRAWS",
@@ -250,6 +249,8 @@ class BlockSums:
         lengths = np.repeat(counts, chains)
         draws = int(counts.min())
         # a 95% interval from M batches: Student's t with M - 1 degrees of freedom
+        from scipy.stats import t as student_t  # a second to import: not on the page's first run
+
         error = float(student_t.ppf(0.975, len(means) - 1)) * batch_means_error(means, lengths)
         rhat = binary_split_rhat(means, lengths) if draws >= 2 else np.full(means.shape[1], np.inf)
         per_chain = (sums.sum(0) / counts.sum()).numpy()  # [chains, D]

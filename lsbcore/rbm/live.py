@@ -124,6 +124,11 @@ class RBMComparison(Comparison):
             curve["seconds"].append(float(sampler.wall_seconds))
             curve["log_mmd"].append(self.log_mmd(label))
 
+    @property
+    def n_records(self) -> int:
+        """Checkpoints recorded so far (the curves change only when this does)."""
+        return len(self._curves[self.labels[0]]["step"])
+
     def curve(self, label: str) -> dict[str, list]:
         """The checkpoints of ``label`` so far: lists ``step``, ``evals`` (per chain),
         ``seconds`` (the sampler's own wall time), ``log_mmd`` (log10)."""

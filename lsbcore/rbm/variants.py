@@ -14,7 +14,7 @@ from __future__ import annotations
 from lsbcore.samplers.config import SamplerConfig
 from lsbcore.samplers.registry import REGISTRY
 
-__all__ = ["LABELS", "VARIANTS", "config", "describe", "display_name", "evals_per_step"]
+__all__ = ["COLOURS", "LABELS", "VARIANTS", "config", "describe", "display_name", "evals_per_step"]
 
 _SHUFFLED = {"blocks": "shuffled"}
 _PLAIN = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "flsb1", "flsb2", "gwg")
@@ -30,6 +30,17 @@ _CONFIGS = (
 VARIANTS: dict[str, SamplerConfig] = {c.label: c for c in _CONFIGS}
 #: The variants in the order the views and tables list them.
 LABELS = tuple(VARIANTS)
+#: The colours of the configured variants, which share a registry sampler but are drawn side by
+#: side on the MMD chart (the plain variants keep their sampler's colour). Chosen with the
+#: registry's so that any two differ by at least CIEDE2000 15 (tests/test_palette.py).
+COLOURS = {
+    "gibbs-2": "#00E1A5",
+    "gibbs-4": "#A5965A",
+    "gibbs-10": "#00690F",
+    "hb-10-1": "#788778",
+    "hb-10-2": "#FFA5FF",
+    "hb-10-3": "#F00F87",
+}
 
 _NAMES = {
     "gibbs": "Gibbs (single site)",

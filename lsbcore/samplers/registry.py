@@ -280,7 +280,7 @@ register(
         "block-gibbs", "Block Gibbs",
         "Block Gibbs: a block of k sites resampled exactly from its conditional, all 2^k of its "
         "states scored (the paper's Gibbs-2/4/10)",
-        "#8CD17D", BlockGibbsSampler,
+        "#007869", BlockGibbsSampler,
         (Option("block_size", 2, 1, MAX_BLOCK, help="k, sites per block: a step scores 2^k states"),
          BLOCKS),
         move="block", family="block", build_any=BlockGibbsSampler, app=False,
@@ -291,7 +291,7 @@ register(
         "hamming-ball", "Hamming ball",
         "Titsias and Yau's Hamming ball sampler: an auxiliary state within radius r of x on a "
         "block of k sites, then x drawn from p within radius r of it (the paper's HB-k-r)",
-        "#499894", HammingBallSampler,
+        "#B4B4FF", HammingBallSampler,
         (Option("block_size", 10, 1, MAX_BLOCK, help="k, sites per block"),
          Option("radius", 1, 1, MAX_BLOCK, help="r <= k: the ball holds sum_{j<=r} C(k, j) states"),
          BLOCKS),
@@ -307,7 +307,7 @@ register(
         "flsb1", "FLSB 1",
         "Fast LSB 1: the learned mixture on gradient-approximated flip log-ratios, "
         "MH-corrected with the reverse proposal (one evaluation per step)",
-        "#FABFD2", _FLSB1, LEARN_OPTIONS, learnable=True, family="learned", needs=GRADIENT,
+        "#A5004B", _FLSB1, LEARN_OPTIONS, learnable=True, family="learned", needs=GRADIENT,
         build_any=_FLSB1, app=False,
     )
 )  # fmt: skip
@@ -316,7 +316,7 @@ register(
         "flsb2", "FLSB 2",
         "Fast LSB 2: the learned network function on gradient-approximated flip log-ratios, "
         "MH-corrected with the reverse proposal (one evaluation per step)",
-        "#A0CBE8", _FLSB2, (*LEARN_OPTIONS, HIDDEN), learnable=True, family="learned",
+        "#A51E00", _FLSB2, (*LEARN_OPTIONS, HIDDEN), learnable=True, family="learned",
         needs=GRADIENT, build_any=_FLSB2, app=False,
     )
 )  # fmt: skip
@@ -325,7 +325,7 @@ register(
         "gwg", "GWG",
         "Gibbs-with-Gradients: one flip drawn from softmax(s~/2), s~ the gradient's first-order "
         "flip log-ratios, Metropolis-Hastings corrected (Grathwohl et al. 2021)",
-        "#D37295", GibbsWithGradients, family="gradient", needs=GRADIENT,
+        "#00B4FF", GibbsWithGradients, family="gradient", needs=GRADIENT,
         build_any=GibbsWithGradients, app=False,
     )
 )  # fmt: skip
@@ -334,7 +334,7 @@ register(
         "pas", "PAS",
         "Path auxiliary proposals: a path of 1 to 2R - 1 gradient-informed flips, one "
         "Metropolis-Hastings test for the whole path (Sun et al. 2022)",
-        "#79706E", PathAuxiliarySampler,
+        "#F000FF", PathAuxiliarySampler,
         (Option("path_length", 3, 1, MAX_PATH_LENGTH,
                 help="R: each path has 1 to 2R - 1 flips, R on average"),),
         move="block", family="gradient", needs=GRADIENT, build_any=PathAuxiliarySampler,
@@ -346,7 +346,7 @@ register(
         "dmala", "DMALA",
         "Discrete Langevin: every site flips independently with sigmoid(s~/2 - 1/(2 alpha)), "
         "one Metropolis-Hastings test (Zhang et al. 2022)",
-        "#B6992D", DiscreteLangevin,
+        "#87E100", DiscreteLangevin,
         (Option("step_size", 0.2, MIN_STEP_SIZE, MAX_STEP_SIZE,
                 help="alpha, the Langevin step size (the paper's, on {0, 1} coordinates)"),),
         move="sweep", family="gradient", needs=GRADIENT, build_any=DiscreteLangevin,
@@ -362,7 +362,7 @@ register(
         "lsb2-monotone", "LSB 2'",
         "LSB 2': learned function g(t) = min{h(t), t h(1/t)}, h a monotone min-max network "
         "(slopes of log h in [0, 1]: g is balanced and increasing by construction; torch steps)",
-        "#17BECF", _balanced("lsb2-monotone"), (*LEARN_OPTIONS, *MONOTONE_SHAPE),
+        "#695A87", _balanced("lsb2-monotone"), (*LEARN_OPTIONS, *MONOTONE_SHAPE),
         learnable=True, family="learned", build_any=balanced_builder("lsb2-monotone"),
         app=False,
     )

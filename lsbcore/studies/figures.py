@@ -8,8 +8,9 @@ report commands (``lsbcore.studies.experiment.report``, ``lsbcore.studies.sweep.
 plotly.
 
 Colours and labels are fixed per sampler name (``SAMPLER_COLOURS``, ``SAMPLER_LABELS``, read from
-the sampler registry) so that a sampler looks the same in every figure; unknown names get a
-stable colour from the same palette and their own name as label.
+the sampler registry; the RBM study's block variants from ``lsbcore.rbm.variants.COLOURS``) so that
+a sampler looks the same in every figure and any two are told apart at a glance; unknown names
+get a stable colour from the same palette and their own name as label.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from lsbcore.rbm.variants import COLOURS as VARIANT_COLOURS
 from lsbcore.samplers.registry import REGISTRY
 
 __all__ = [
@@ -79,6 +81,8 @@ def sampler_colour(name: str) -> str:
     """The colour of sampler ``name`` (a stable palette colour for unknown names)."""
     if name in SAMPLER_COLOURS:
         return SAMPLER_COLOURS[name]
+    if name in VARIANT_COLOURS:  # the RBM study's block variants (Gibbs-2, HB-10-1, ...)
+        return VARIANT_COLOURS[name]
     return _PALETTE[zlib.crc32(str(name).encode("utf-8")) % len(_PALETTE)]
 
 

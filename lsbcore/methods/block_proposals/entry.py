@@ -13,7 +13,7 @@ NEURAL_BLOCK = (
         "neural-block", "Neural block",
         "Learned block proposals: a network trained once on random k x k blocks proposes whole "
         "tiles given their boundary, accepted by Metropolis-Hastings (exact whatever the network)",
-        "#F1CE63", NeuralBlockSampler,
+        "#784B0F", NeuralBlockSampler,
         (Option("block_size", 2, 2, 4, help="k: tiles of k x k sites (2^(k^2) states each)"),
          Option("weights", "trained", choices=WEIGHTS,
                 help="the shipped meta-trained network, or the untrained one (exact either way)")),

@@ -25,7 +25,7 @@ FLOW_EXACT = (
         "The trained flow as an independence proposal on the target itself, its proposal mass "
         "estimated without bias by importance sampling over the dequantiser (pseudo-marginal "
         "Metropolis-Hastings): exact whatever the flow",
-        "#86BCB6", FlowExactSampler,
+        "#8700C3", FlowExactSampler,
         (TRAIN_STEPS,
          Option("importance", 4, 1, MAX_DRAWS,
                 help="K, importance draws per estimate of the flow's mass of a state")),
@@ -39,7 +39,7 @@ FLOW_LATENT = (
         "Approximate: the paper's sampler, a random-walk Metropolis-Hastings chain in the "
         "flow's latent space mapped back by x = sign(T(z)); exact only in the limit of long "
         "runs, its bias measured against enumeration",
-        "#D4A6C8", FlowLatentSampler,
+        "#696900", FlowLatentSampler,
         (TRAIN_STEPS,
          Option("step_scale", 1.0, 0.01, 10.0,
                 help="the random walk's step in units of 2.38 / sqrt(n)")),
