@@ -21,6 +21,7 @@ import time
 import streamlit as st
 
 from app import (
+    colour_refits,
     page_state,
     panel_tabs,
     pin_controls,
@@ -128,7 +129,7 @@ def _status(run: state.Run) -> None:
     cfg, comparison = run.config, run.comparison
     with run.lock:  # the worker steps sampler after sampler: read between its chunks
         n, progress = run.n_steps, run.steps_done  # the front; the sampler furthest behind
-        shown = run.shown_step  # goes on across a prompt's refits
+        refit = colour_refits.text(run)  # a prompt's colours refitted as the run goes on
         evals = [s.n_target_evals for s in comparison.samplers.values()]
         sweeps = sweeps_text(comparison.samplers)
         each = None if run_length.side_by_side(run) else run_length.progress_text(run)
@@ -160,7 +161,7 @@ def _status(run: state.Run) -> None:
         if every > scheduler.REFRESH_S:
             shared += f", redrawn every {every:.1f} s"
     st.caption(
-        f"Step **{shown:,}** · {sweeps} · {evaluations_text(n, evals)} · **{speed}** · "
+        f"Step **{n:,}** · {sweeps} · {evaluations_text(n, evals)} · **{speed}** · "
         f"{run.device_label}{shared}"
     )
     if each:  # a sampler that joined late, or one still waiting: how far each is
@@ -168,9 +169,11 @@ def _status(run: state.Run) -> None:
     waiting = run_length.waiting_text(run)
     if waiting:
         st.info(waiting)
+    if refit:
+        st.info(refit)
     if run.settled_at is not None and not run.running and not run.finished:
         st.success(
-            f"Settled at step {run.steps_before + run.settled_at:,} ({sweeps}): paused, as "
+            f"Settled at step {run.settled_at:,} ({sweeps}): paused, as "
             '"Stop when settled" asks. The Segmentation tab has the result; press Run to keep '
             "refining it."
         )

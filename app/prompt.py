@@ -12,8 +12,8 @@ is one sentence under the figure, and the previous prompt stays.
 
 The prompt is part of the posterior: ``session.ensure_run`` reads ``current`` and rebuilds the
 run when it changes, saying so; the segmentation then fits colour mixtures to the regions it
-marks (``lsbcore.segmentation.prompted``) and, each time the run settles, refits them from the
-marginal up to ``REFITS`` times (``session``).
+marks (``lsbcore.segmentation.prompted``) and refits them from the marginal while the run goes
+on, on the library's schedule (``colour_refits``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import lsbcore
+from app.colour_refits import REFIT_SWEEPS, REFITS
 from app.text import plain
 from app.views import pixels
 
@@ -39,7 +40,6 @@ MODE_LABELS = {
     "object": "click object points",
     "background": "click background points",
 }
-REFITS = 2  # colour refits from the settled marginal (soft GrabCut iterations)
 GRID = 48  # click targets per side at most
 HEIGHT = 320
 COLOURS = {1: "rgb(230,60,40)", -1: "rgb(40,120,230)"}  # object: the mask's tint
@@ -234,26 +234,21 @@ def describe(run, entry: dict | None = None) -> str:
             "No prompt: the automatic model (two colour classes fitted to the whole photo) is "
             "used. Drag a box around the object, or click object and background points."
         )
-    refits = data.refits
     text = (
         f"Your prompt: {prompt.describe()}. The object's and the background's colours are "
         "fitted from it (a mixture of up to 5 Gaussians each); outside the box is background. "
         "The sidebar's data model and object choices do not apply while a prompt is in use."
     )
-    if refits:
+    if data.refits:
         text += (
-            f" Refitted {refits} of {REFITS} times from the settled marginal (soft GrabCut), "
-            "each time continuing from the chains' states."
-        )
-    elif not run.config.until_settled:
-        text += (
-            " The colours are refitted from the marginal when a run with 'Stop when settled' "
-            "settles; it is off, so they stay as fitted from the prompt."
+            f" Refitted {data.refits} time{'s' if data.refits > 1 else ''} from the marginal "
+            "(soft GrabCut), each time continuing from the chains' states."
         )
     else:
         text += (
-            f" Once the run settles the colours are refitted from the marginal ({REFITS} "
-            "times), and sampling goes on."
+            f" While the run goes on the colours are refitted from its marginal every "
+            f"{REFIT_SWEEPS} sweeps (at most {REFITS} times, until a refit leaves the mask as "
+            "it was); then the run settles on the last field."
         )
     return text
 

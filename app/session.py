@@ -5,14 +5,12 @@ the run has not yet passed), and otherwise builds a new one and says why (the po
 object prompt or the samplers changed). A new run whose posterior is the old one's, or its
 mirror image (the object class flipped: alpha negated, so P(x_i = +1) becomes
 1 - P(x_i = +1) exactly), carries the old run's sampled marginal until it has draws of its
-own, so the page never shows an unsampled mask as a result. With a prompt, each time the run
-settles the colour models are refitted from its marginal and sampling goes on (``_refit``).
+own, so the page never shows an unsampled mask as a result. A prompted run refits its colour
+models while it goes on, in its worker (``colour_refits``).
 The Run / Pause / Step / Reset buttons act through the callbacks here.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import streamlit as st
 import torch
@@ -150,7 +148,7 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
         reason = _why_rebuild(run, cfg, key)
         if reason is None:
             run.config = cfg  # live settings: mixing steps, speed, an unpassed burn-in
-            return _refit(run, cfg, inputs) if _refit_due(run) else run
+            return run
         if _same_object(run, cfg, inputs, prompt, key):
             st.info("That object class is the one already in use: the posterior and the run stay.")
             run.config = cfg
@@ -252,48 +250,6 @@ def _carry_marginal(old: state.Run, new: state.Run) -> None:
             "per chain): flipping the object negates α, so P(x = +1) is 1 − the old one "
             "exactly; shown until this run has draws of its own",
         )
-
-
-def _refit_due(run: state.Run) -> bool:
-    """A prompted run that has settled and has refits left."""
-    data = run.problem.data
-    return (
-        getattr(data, "prompt", None) is not None
-        and data.refits < prompts.REFITS
-        and run.settled_at is not None
-        and not run.running
-    )
-
-
-def _refit(run: state.Run, cfg: Config, inputs: Inputs) -> state.Run:
-    """Soft GrabCut in the app: refit the colour models from the settled marginal, and go on
-    sampling the new posterior from the chains' current states."""
-    marginal = recorded_marginal(run)
-    if marginal is None:
-        return run
-    data = run.problem.data.refit(marginal)
-    with run.lock:
-        x0 = run.comparison[run.comparison.names[0]].x.detach().cpu().clone()
-    target = lsbcore.IsingPosterior(torch.from_numpy(data.alpha), cfg.lam, boundary=cfg.boundary)
-    problem = replace(run.problem, target=target, data=data, x0=x0)
-    new = _build(cfg, inputs, problem=problem)
-    if new is None:
-        return run
-    new.cache[CARRIED] = (
-        marginal,
-        "marginal before the refit, until this run has draws of its own",
-    )
-    new.steps_before = run.shown_step  # the step counter goes on, it does not restart at 0
-    context = get_script_run_ctx()
-    new.session_id = context.session_id if context is not None else None
-    page_state.RUN.set(new)
-    st.info(
-        f"The run settled, so the object's and the background's colours were refitted from "
-        f"its marginal (refit {data.refits} of {prompts.REFITS}); sampling goes on from the "
-        "chains' states."
-    )
-    state.start(new)
-    return new
 
 
 # ----------------------------------------------------------------------------- buttons

@@ -40,7 +40,7 @@ import torch
 from streamlit.runtime import Runtime
 
 import lsbcore
-from app import flow_training, network_run, rbm_run, scheduler
+from app import colour_refits, flow_training, network_run, rbm_run, scheduler
 from app.config import FLOW_SAMPLERS, Config, steps_per_refresh
 from app.pace import Pace
 from app.text import escape
@@ -117,9 +117,9 @@ class Run:
     error: str | None = None  # why sampling stopped, if it failed
     settledness: dict = field(default_factory=dict)  # sampler -> Settledness, refreshed
     settled_at: int | None = None  # the step at which every sampler had settled
-    # a prompted run's steps on its fields before the last colour refit: the page's step
-    # counter goes on from them rather than back to 0 (the samplers count their own)
-    steps_before: int = 0
+    # a prompted run: the share of free sites its last colour refit flipped (None before any;
+    # colour_refits, which refits while the run goes on and says when to stop)
+    refit_moved: float | None = None
     notices: list[str] = field(default_factory=list)  # learning divergence and the like
     cache: dict = field(default_factory=dict)  # views' derived results, keyed by view
     next_record: int = 0  # an RBM run: the step of its next MMD checkpoint (rbm_run.py)
@@ -143,11 +143,6 @@ class Run:
     def n_steps(self) -> int:
         """The run's step: the furthest any of its samplers has gone."""
         return self.comparison.n_steps
-
-    @property
-    def shown_step(self) -> int:
-        """The step the page shows: ``n_steps`` plus the steps before the last refit."""
-        return self.steps_before + self.comparison.n_steps
 
     @property
     def steps_done(self) -> int:
@@ -512,6 +507,7 @@ def advance(
             left = budget_s - (clock() - start)
             if done and left < 0.5 * budget_s:
                 break  # a short tail chunk would cost a whole call for a few steps
+            colour_refits.refit_if_due(run)  # a prompt's colours, on the library's schedule
             # the rate carries over between calls (per phase and group of samplers), so a
             # call fills its budget with one chunk. Measured over whole chunks it includes the
             # per-call cost, so from a single step it grows chunk by chunk until a chunk fills
@@ -523,6 +519,9 @@ def advance(
             chunk = min(chunk, room, limit - done)
             if rbm:  # end the chunk at the next MMD checkpoint
                 chunk = min(chunk, rbm_run.steps_to_checkpoint(run))
+            to_refit = colour_refits.steps_to_refit(run, group)
+            if to_refit is not None:  # the chunk ends where the next refit is due
+                chunk = min(chunk, to_refit)
             t0 = clock()
             comparison.step(chunk, learn=phase == "burnin", names=group)
             run.chunk_rate[key] = chunk / max(clock() - t0, 1e-9)
@@ -553,6 +552,8 @@ def judges_settling(run: Run) -> bool:
 def refresh_settledness(run: Run) -> bool:
     """Judge every sampler's marginal again; True when all have settled."""
     if not judges_settling(run) or run.phase != "mixing":
+        return False
+    if colour_refits.pending(run):  # as the library: only the last field's draws settle
         return False
     with run.lock:
         verdicts = {n: m.settledness() for n, m in run.comparison.marginals.items()}
@@ -735,6 +736,7 @@ def slow_step(run: Run, chain: int = 0) -> StepReport | None:
     chain = min(max(chain, 0), run.config.chains - 1)
     with run.lock:
         _maybe_start_mixing(run)
+        colour_refits.refit_if_due(run)
         group, _ = _next_group(run)
         if not group:
             return None

@@ -15,9 +15,10 @@ import pytest
 from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 from streamlit.testing.v1 import AppTest
 
+from app import colour_refits, state
 from app import prompt as prompts
-from app import state
-from app.views.segmentation import CARRIED, UNSAMPLED, recorded_marginal, snapshot
+from app.views.segmentation import UNSAMPLED, recorded_marginal, snapshot
+from lsbcore.segmentation.segment import REFIT_STABLE, REFIT_SWEEPS
 
 
 def texts(elements) -> str:
@@ -86,28 +87,85 @@ def test_a_box_rebuilds_the_run_and_the_mask_lies_inside_it():
     assert at.session_state[prompts.STATE]["box"] is None
 
 
-def test_a_settled_prompted_run_refits_its_colours_and_goes_on():
-    at = open_app(source="sample", sample="coffee", size="32", burn_in="5")
+def prompted_run(size: str = "32") -> tuple[AppTest, state.Run]:
+    """The app's run of the coffee photo with a box around the cup, not yet started."""
+    at = open_app(source="sample", sample="coffee", size=size, burn_in="5")
     entry = at.session_state[prompts.STATE]
     entry.update(box=(0.1, 0.05, 0.8, 0.95), version=entry["version"] + 1)
     at.run()
-    run = at.session_state["_run"]
-    assert run.problem.data.refits == 0
-    run_until(run, lambda: run.settled_at is not None, timeout=120)
-    settled_step = run.n_steps
-    at.run()  # the page sees the settled run: refit 1 of 2, sampling goes on from its states
     healthy(at)
-    refitted = at.session_state["_run"]
-    assert refitted is not run and refitted.problem.data.refits == 1
-    # the step counter goes on from the settled step: it never jumps back to 0 (finding 8)
+    run = at.session_state["_run"]
+    assert run.problem.data.refits == 0 and not run.running
+    return at, run
+
+
+def test_a_prompted_run_refits_its_colours_while_it_goes_on_then_settles_on_the_last():
+    at, run = prompted_run()
+    data0, comparison = run.problem.data, run.comparison
+    steps, refits, moved = [], [], []
+    while colour_refits.pending(run) and run.n_steps < 2000:
+        before = run.n_steps
+        state.advance(run, 0.05, max_steps=7)
+        steps.append(run.n_steps)
+        if run.problem.data.refits > len(refits):  # a refit (in that call): how far it moved
+            refits.append(before)
+            moved.append(run.refit_moved)
+            # the run did not settle first: refits come on the library's schedule
+            assert run.settled_at is None and not state.refresh_settledness(run)
+    assert refits, "no colour refit while the run went on"
+    # every REFIT_SWEEPS sweeps of draws (a checkerboard step is a sweep; 5 of burn-in)
+    assert refits[0] <= 5 + REFIT_SWEEPS + 7
+    assert all(b - a <= REFIT_SWEEPS + 7 for a, b in zip(refits, refits[1:], strict=False))
+    # the same run goes on: its chains, its step counter (never backwards), a new field
+    assert at.session_state["_run"] is run and run.comparison is comparison
+    assert steps == sorted(steps)
+    data = run.problem.data
+    assert data.refits == len(refits) and data is not data0
+    for sampler in comparison.samplers.values():
+        np.testing.assert_array_equal(sampler.target.alpha[0].numpy(), data.alpha)
+    # the library's stopping rule: every refit but the last moved the mask by at least
+    # REFIT_STABLE; the last moved it less, or was the REFITS-th
+    assert all(m >= REFIT_STABLE for m in moved[:-1])
+    assert moved[-1] < REFIT_STABLE or data.refits == colour_refits.REFITS
+    assert moved == [run.refit_moved] if len(moved) == 1 else moved[-1] == run.refit_moved
+    # the page says what happened, with the same counts
+    at.run()
+    healthy(at)
+    assert f"Refit {data.refits} of at most {colour_refits.REFITS}: the colour models moved" in (
+        texts(at.info)
+    )
+    assert "the run now settles on this field" in texts(at.info)
+    # no more refits: the last field is sampled until settled, from its own draws only
+    while not state.refresh_settledness(run) and run.n_steps < 3000:
+        state.advance(run, 0.05, max_steps=25)
+    assert state.refresh_settledness(run) and run.problem.data is data
+    assert comparison.marginals[comparison.names[0]].count <= run.n_steps - refits[-1]
+    marginal = recorded_marginal(run)
+    outside = ~data.regions.inside_box
+    assert outside.any() and marginal[outside].max() < 1e-6  # outside the box: background
+    assert marginal[~outside].mean() > 0.3
+
+
+def test_the_worker_refits_a_prompted_run_and_its_step_counter_goes_on():
+    at, run = prompted_run()
+    run_until(run, lambda: run.problem.data.refits >= 1, timeout=60)
+    at.run()
+    healthy(at)
+    assert at.session_state["_run"] is run  # refitted in place: no new run, no reset
     shown = [
         int(m.replace(",", "")) for m in re.findall(r"Step \*\*([\d,]+)\*\*", texts(at.caption))
     ]
-    assert shown and shown[0] >= settled_step > 0
-    assert "refitted from its marginal (refit 1 of 2)" in texts(at.info)
-    assert refitted.running
-    state.pause(refitted)
-    assert CARRIED in refitted.cache  # the marginal before the refit stands in, labelled
+    assert shown and shown[0] >= 5 + REFIT_SWEEPS
+    assert "Refit 1 of at most" in texts(at.info) or run.problem.data.refits > 1
+
+
+def test_a_run_without_a_prompt_never_refits():
+    at = open_app(source="sample", sample="coffee", size="32", burn_in="5")
+    run = at.session_state["_run"]
+    state.advance(run, 0.5, max_steps=5 + 3 * REFIT_SWEEPS)
+    assert not colour_refits.pending(run) and run.refit_moved is None
+    assert recorded_marginal(run) is not None
+    assert run.comparison.marginals[run.comparison.names[0]].count == 3 * REFIT_SWEEPS
 
 
 # ----------------------------------------------------------------------------- the two bugs

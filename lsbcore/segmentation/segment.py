@@ -45,7 +45,17 @@ from lsbcore.segmentation.prompted import PromptedDataTerm, fit_prompted_data_te
 from lsbcore.segmentation.starts import STARTS, photo_starts
 from lsbcore.targets.ising import BOUNDARIES, IsingPosterior
 
-__all__ = ["MAX_SWEEPS", "REFIT_SWEEPS", "REFIT_STABLE", "SegmentationResult", "segment"]
+__all__ = [
+    "MAX_SWEEPS",
+    "REFITS",
+    "REFIT_STABLE",
+    "REFIT_SWEEPS",
+    "SegmentationResult",
+    "refit_moved",
+    "refit_settled",
+    "refits_left",
+    "segment",
+]
 
 MAX_SWEEPS = 5000  # sweeps=None stops here if the marginal has not settled by then
 MIN_SWEEPS = 100  # ... and never before this
@@ -53,6 +63,7 @@ MAX_SIDE = (8, 1024)  # working lattice: longer side
 MAX_CHAINS = 64
 REFIT_SWEEPS = 20  # sweeps between refits while a prompted run goes on
 REFIT_STABLE = 0.005  # refits stop once one moves the mask by less than this share of sites
+REFITS = 8  # refits of a prompted run at most
 _LUMA = np.array([0.299, 0.587, 0.114])  # BT.601, as load_image
 
 
@@ -267,7 +278,7 @@ def segment(
     max_sweeps: int = MAX_SWEEPS,
     box=None,
     points=None,
-    refits: int = 8,
+    refits: int = REFITS,
     sampler_options: dict | None = None,
 ) -> SegmentationResult:
     """Segment ``image`` into object (+1) and background (-1) under an Ising prior.
@@ -331,13 +342,13 @@ def segment(
     timings = {"fit": time.perf_counter() - t0, "sampling": 0.0}
     x0 = photo_starts(data.alpha, n_chains, start, seed)
     options = sampler_options or {}
-    rounds = []
-    for round_ in range(1 + (refits if prompt is not None else 0)):
+    rounds, moved = [], None
+    while True:
         target = IsingPosterior(data.alpha, lam, boundary=boundary)
-        last = prompt is None or round_ == refits
+        last = prompt is None or not refits_left(data.refits, moved, refits)
         t0 = time.perf_counter()
         chain, blocks, verdict, done = _sample_until_settled(
-            target, sampler, n_chains, (seed + round_) % 2**63, x0,
+            target, sampler, n_chains, (seed + len(rounds)) % 2**63, x0,
             sweeps if last else REFIT_SWEEPS, max_sweeps, options,
         )  # fmt: skip
         timings["sampling"] += time.perf_counter() - t0
@@ -347,10 +358,9 @@ def segment(
             break
         # soft GrabCut: refit the colour models from this round's marginal (a new target)
         t0 = time.perf_counter()
-        data, moved = data.refit(blocks.window_mean()), data
+        data, before = data.refit(blocks.window_mean()), data
+        moved = refit_moved(before.alpha, data.alpha, data.regions.free)
         timings["fit"] += time.perf_counter() - t0
-        if refit_settled(moved.alpha, data.alpha, data.regions.free):
-            refits = round_ + 1  # the mask stands: sample the last field until settled
     t0 = time.perf_counter()
     map_mask = exact_map(target)[0].numpy() > 0
     timings["map"] = time.perf_counter() - t0
@@ -370,11 +380,24 @@ def segment(
     )
 
 
+def refit_moved(before: np.ndarray, after: np.ndarray, free: np.ndarray) -> float:
+    """The share of the free sites at which a refit flipped the field's sign (``before`` to
+    ``after``): how far it moved the segmentation."""
+    changed = np.count_nonzero(((before >= 0) != (after >= 0)) & free)
+    return changed / max(np.count_nonzero(free), 1)
+
+
 def refit_settled(before: np.ndarray, after: np.ndarray, free: np.ndarray) -> bool:
     """Whether a refit moved the field's sign at fewer than ``REFIT_STABLE`` of the free
     sites: the colour models have stopped changing the segmentation."""
-    changed = np.count_nonzero(((before >= 0) != (after >= 0)) & free)
-    return changed < REFIT_STABLE * max(np.count_nonzero(free), 1)
+    return refit_moved(before, after, free) < REFIT_STABLE
+
+
+def refits_left(done: int, moved: float | None, refits: int = REFITS) -> bool:
+    """Whether a prompted run refits its colour models again: it has refitted ``done`` times,
+    fewer than ``refits``, and the last refit moved (``refit_moved``; None before any) at
+    least ``REFIT_STABLE`` of the free sites. Otherwise the last field is sampled to the end."""
+    return done < refits and (moved is None or moved >= REFIT_STABLE)
 
 
 def _sample_until_settled(target, sampler, n_chains, seed, x0, sweeps, max_sweeps, options):
