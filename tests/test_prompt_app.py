@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import colour_refits, state
 from app import prompt as prompts
-from app.views.segmentation import UNSAMPLED, recorded_marginal, snapshot
+from app.views.segmentation import UNSAMPLED, recorded_marginal, settled_text, snapshot
 from lsbcore.segmentation.segment import REFIT_STABLE, REFIT_SWEEPS
 
 
@@ -112,6 +112,12 @@ def test_a_prompted_run_refits_its_colours_while_it_goes_on_then_settles_on_the_
             moved.append(run.refit_moved)
             # the run did not settle first: refits come on the library's schedule
             assert run.settled_at is None and not state.refresh_settledness(run)
+            if colour_refits.pending(run):  # and the page says when settling is judged
+                assert settled_text(run) == (
+                    "Settling is judged once the colour refits are over: only the last "
+                    "field's draws make the result.",
+                    None,
+                )
     assert refits, "no colour refit while the run went on"
     # every REFIT_SWEEPS sweeps of draws (a checkerboard step is a sweep; 5 of burn-in)
     assert refits[0] <= 5 + REFIT_SWEEPS + 7

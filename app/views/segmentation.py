@@ -24,7 +24,7 @@ import numpy as np
 import streamlit as st
 
 import lsbcore
-from app import large_builds, photo_downloads, state
+from app import colour_refits, large_builds, photo_downloads, state
 from app.file_names import export_stem
 from app.page_state import SEG_THRESHOLD, ensure
 from app.text import grid_size
@@ -157,6 +157,12 @@ def settled_text(run) -> tuple[str, bool | None]:
         return "Settling is judged across chains: run at least 2.", None
     if run.phase != "mixing":
         return "Settling is judged once burn-in is over.", None
+    if colour_refits.pending(run):
+        return (
+            "Settling is judged once the colour refits are over: only the last field's draws "
+            "make the result.",
+            None,
+        )
     if not run.settledness:
         state.refresh_settledness(run)
     if not run.settledness:
