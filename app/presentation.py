@@ -23,6 +23,9 @@ HEIGHT_SCALE = 1.25
 # A figure's height on the projector at most: under the header, the tabs, the status line and
 # the view's sentence, it stays whole on a 720-line screen (taller ones shrink to this).
 MAX_HEIGHT = 300
+# a view whose controls sit above its figure (Which g where, Block proposals): what is left of a
+# 720-line screen below its sentence and controls
+BELOW_CONTROLS = 230
 # The lecture's speed cap (steps per refresh): the default run's 32,000 steps at five refreshes a
 # second take about a minute, the chains visibly changing; "auto" took under two seconds.
 PACE = "100"

@@ -108,7 +108,7 @@ class SessionSpec:
             "samplers": " | ".join(sampler_tags(self.samplers)),
             "seed": str(self.seed),
             "size": str(self.size),
-            "posterior": f"case {self.case}: · {self.size}×{self.size} sites",
+            "posterior": f"case {self.case}: · {self.size} × {self.size} sites",
             "rows": " | ".join(sampler_label(n) for n in self.samplers),
         }
 
@@ -127,8 +127,8 @@ def session_specs(n: int) -> list[SessionSpec]:
 _SHOWN = r"""() => {
     const captions = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
         .map(e => e.innerText);
-    const posterior = captions.find(t => / sites · /.test(t)) || '';
-    const m = posterior.match(/^(case \d+:)[^·]*· (\d+×\d+ sites)/);
+    const posterior = captions.find(t => / sites[^·]* · /.test(t)) || '';
+    const m = posterior.match(/^(case \d+:)[^·]*· (\d+ × \d+ sites)/);
     const rows = [...document.querySelectorAll('[role="tabpanel"] [class*="st-key-chainrow_"]')]
         .map(e => e.innerText.match(/^(.*): chains? 1(–\d+)? of \d+/)).filter(x => x)
         .map(x => x[1]);

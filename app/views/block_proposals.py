@@ -610,7 +610,7 @@ def render_run(run) -> None:
     left, right = st.columns([1, 1], gap="large")
     with left:
         st.plotly_chart(
-            presentation.figure(state_figure(x, lay, (row, col))),
+            presentation.figure(state_figure(x, lay, (row, col)), presentation.BELOW_CONTROLS),
             key=BP_PICK.key,
             on_select=lambda: _on_pick(k),
             selection_mode="points",

@@ -421,7 +421,9 @@ def render(run) -> None:
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.plotly_chart(
-            presentation.figure(clickable_map(panel, samplers, (lam, sigma))),
+            presentation.figure(
+                clickable_map(panel, samplers, (lam, sigma)), presentation.BELOW_CONTROLS
+            ),
             key=WG_PICK.key,
             on_select=_on_pick,
             selection_mode="points",
