@@ -35,7 +35,7 @@ __all__ = ["REFITS", "REFIT_SWEEPS", "pending", "refit_if_due", "steps_to_refit"
 
 def pending(run) -> bool:
     """Whether ``run`` is a prompted run whose colour models are still to be refitted."""
-    data = run.problem.data
+    data = getattr(run.problem, "data", None)  # a stand-in run of the pace tests has no problem
     if getattr(data, "prompt", None) is None:
         return False
     return refits_left(data.refits, run.refit_moved)
