@@ -23,6 +23,12 @@ MIXING_STEPS = 30_000
 MAX_SEED = 2**63 - 8  # torch.Generator takes seeds below 2^63 here; starts use seed + 1 (+ 7)
 #: How the chains of a paper case start: one shared random state, or one of their own each.
 STARTS = ("shared", "per_chain")
+#: How a paper case's noisy field is drawn, per chain and site (``u ~ U(-1, 1)``, ``e ~ N(0, 1)``):
+#: ``"uniform"``, the authors' code (Table 2's numbers): ``alpha = mu * truth + sigma * u``;
+#: ``"gaussian"``, the paper's text (section 5.1): pixels ``y = mu * truth + sigma * e`` and
+#: ``alpha = mu * y / sigma^2``. Under the first, mu = sigma = 3 never flips alpha's sign (the
+#: "clean" cases); under the second it does at a site with probability Phi(-mu / sigma).
+NOISE_MODELS = ("uniform", "gaussian")
 
 
 @dataclass
@@ -51,13 +57,19 @@ def square_truth(n: int) -> torch.Tensor:
 
 
 def paper_case(
-    case: int, n: int = 30, n_chains: int = 30, seed: int = 0, start: str = "shared"
+    case: int,
+    n: int = 30,
+    n_chains: int = 30,
+    seed: int = 0,
+    start: str = "shared",
+    noise_model: str = "uniform",
 ) -> Problem:
     """Problem ``case`` (1-4): periodic ``n x n`` lattice, one noisy alpha per chain.
 
     ``alpha = mu * truth + U(-sigma, sigma)`` independently per chain (uniform noise, as in the
-    authors' code). ``start="shared"``: every chain starts from the same uniform random state
-    (side-by-side views); ``"per_chain"``: each chain from its own (the authors' runner). Both
+    authors' code; ``noise_model="gaussian"``: the paper's text, see ``NOISE_MODELS``).
+    ``start="shared"``: every chain starts from the same uniform random state (side-by-side views);
+    ``"per_chain"``: each chain from its own (the authors' runner). Both
     come from a generator seeded with ``seed + 1``, so chain 0 starts alike in both.
     """
     if start not in STARTS:
@@ -68,7 +80,9 @@ def paper_case(
         raise ValueError(f"case must be one of {sorted(PAPER_CASES)}, got {case!r}.")
     case = int(case)
     name, lam, mu, sigma, burn_in = PAPER_CASES[case]
-    problem = square_problem(lam, mu, sigma, n=n, n_chains=n_chains, seed=seed, start=start)
+    problem = square_problem(
+        lam, mu, sigma, n=n, n_chains=n_chains, seed=seed, start=start, noise_model=noise_model
+    )
     problem.burn_in, problem.name = burn_in, f"case {case}: {name}"
     return problem
 
@@ -81,21 +95,31 @@ def square_problem(
     n_chains: int = 30,
     seed: int = 0,
     start: str = "shared",
+    noise_model: str = "uniform",
 ) -> Problem:
     """The paper's synthetic problem for any ``(lambda, mu, sigma)``: ``paper_case`` without the
     case's numbers (a parameter sweep's target; the paper's four cases are four of its points).
-    Periodic ``n x n`` lattice, ``alpha = mu * truth + U(-sigma, sigma)`` per chain; ``start`` and
-    ``seed`` as in ``paper_case``."""
+    Periodic ``n x n`` lattice, ``alpha = mu * truth + U(-sigma, sigma)`` per chain
+    (``noise_model`` picks the form, see ``NOISE_MODELS``); ``start`` and ``seed`` as in
+    ``paper_case``."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, got {start!r}.")
+    if noise_model not in NOISE_MODELS:
+        raise ValueError(f"noise_model must be one of {NOISE_MODELS}, got {noise_model!r}.")
     lam, mu, sigma = real(lam, "lambda", 0.0), real(mu, "mu"), real(sigma, "sigma", 0.0)
     n = integer(n, "n", 3, 1024)
     n_chains = integer(n_chains, "n_chains", 1, 10_000)
     seed = integer(seed, "seed", 0, MAX_SEED)
     truth = square_truth(n)
     generator = torch.Generator().manual_seed(int(seed))
-    noise = (torch.rand(n_chains, n, n, generator=generator, dtype=torch.float64) * 2 - 1) * sigma
-    alpha = mu * truth + noise
+    if noise_model == "uniform":
+        u = torch.rand(n_chains, n, n, generator=generator, dtype=torch.float64) * 2 - 1
+        alpha = mu * truth + sigma * u
+    else:
+        if sigma == 0:
+            raise ValueError("sigma must be > 0 under the gaussian noise model (it divides alpha).")
+        e = torch.randn(n_chains, n, n, generator=generator, dtype=torch.float64)
+        alpha = mu * (mu * truth + sigma * e) / sigma**2
     if start == "shared":
         x0 = uniform_start((n, n), 1, seed=seed + 1).expand(n_chains, n, n).clone()
     else:

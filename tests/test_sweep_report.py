@@ -254,3 +254,19 @@ def test_the_command_line_refuses_in_a_sentence_without_a_traceback(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {tmp_path / 'missing.sqlite'} does not exist."
+
+
+def test_the_text_counts_where_each_sampler_wins_or_ties_and_the_clear_winners(report, capsys):
+    """The hand-made cells: sqrt wins clearly at two points, max at one, barker at one, and
+    barker ties with max at one: each is best or tied at 2 of 5; 4 points have a clear winner."""
+    _, store = report
+    assert main([str(store)]) == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if x.startswith("Winner or tied with it"))
+    assert line.startswith("Winner or tied with it, of 5 points: ")
+    counts = dict(
+        item.split() for item in line.split(": ")[1].split(".")[0].split(", ")
+    )  # "barker 2, sqrt 2, max 2"
+    assert counts == {"barker": "2", "sqrt": "2", "max": "2"}
+    assert "A winner without a tie at 4 points: sqrt 2," in line
+    assert "max 1" in line and "barker 1" in line

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lsbcore import interrupt, out_path
 from lsbcore.backends import BACKENDS, resolve_backend, resolve_device
-from lsbcore.cases import PAPER_CASES
+from lsbcore.cases import NOISE_MODELS, PAPER_CASES
 from lsbcore.image import MAX_BYTES as MAX_IMAGE_BYTES
 from lsbcore.image import ImageError, load_image
 from lsbcore.samplers.registry import HIDDEN, LEARN_OPTIONS, REGISTRY
@@ -126,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="--case only: every chain from its own random start (default, as the authors' "
         "runner) or all from one shared start",
     )
+    parser.add_argument(
+        "--noise-model",
+        choices=NOISE_MODELS,
+        default="uniform",
+        help="--case only: how each chain's noisy alpha is drawn: uniform (default, the authors' "
+        "code, behind Table 2: alpha = mu * truth + U(-sigma, sigma)) or gaussian (the paper's "
+        "text: y = mu * truth + N(0, sigma^2), alpha = mu * y / sigma^2)",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument(
         "--backend",
@@ -206,6 +214,8 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
             parser.error("--lsb2-burnin-steps applies to --case problems")
         if "--start" in argv or any(a.startswith("--start=") for a in argv):
             parser.error("--start applies to --case problems (image chains always start apart)")
+        if any(a == "--noise-model" or a.startswith("--noise-model=") for a in argv):
+            parser.error("--noise-model applies to --case problems (an image's noise is --noise)")
         args.chains = args.chains or IMAGE_CHAINS
         args.size = args.size or IMAGE_SIZE
         source = "protocol" if args.burn_in is None else "--burn-in"
@@ -245,10 +255,12 @@ def _validate(parser, args, argv) -> tuple[dict, dict, str]:
             "chains": args.chains,
             "seed": args.seed,
             "start": STARTS[args.start],
+            "noise_model": args.noise_model,
         }
         label = f"case {args.case} ({name})"
         config.update(case=args.case, case_name=name, lam=lam, mu=mu, sigma=sigma)
         config.update(boundary="periodic", shape=[args.size, args.size], start=STARTS[args.start])
+        config.update(noise_model=args.noise_model)
     else:
         path = args.image
         try:

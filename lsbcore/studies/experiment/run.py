@@ -323,6 +323,7 @@ def build_problem(spec: dict):
             n_chains=spec["chains"],
             seed=spec["seed"],
             start=spec.get("start", "shared"),
+            noise_model=spec.get("noise_model", "uniform"),
         )
     return image_problem(
         spec["image"],

@@ -34,6 +34,7 @@ __all__ = [
     "map_figure",
     "map_html",
     "map_text",
+    "standing_text",
     "point_hover",
     "point_label",
 ]
@@ -258,9 +259,34 @@ def protocol_text(doc: dict) -> str:
     )  # fmt: skip
 
 
+def standing_text(doc: dict) -> str:
+    """How often each sampler wins or ties with the winner over every panel's points, and how
+    many points have a winner the seeds confirm (no tie): the figures behind "which g where"."""
+    points = [p for panel in doc["panels"] for p in panel["points"] if p.get("winner")]
+    best: dict = {}
+    clear: dict = {}
+    for p in points:
+        tied = p.get("tied") or []
+        for name in tied if len(tied) > 1 else [p["winner"]]:
+            best[name] = best.get(name, 0) + 1
+        if len(tied) <= 1:
+            clear[p["winner"]] = clear.get(p["winner"], 0) + 1
+    ranked = sorted(best.items(), key=lambda kv: -kv[1])
+    wins = sorted(clear.items(), key=lambda kv: -kv[1])
+    return (
+        f"Winner or tied with it, of {len(points)} points: "
+        + ", ".join(f"{n} {k}" for n, k in ranked)
+        + f". A winner without a tie at {sum(clear.values())} points"
+        + (": " + ", ".join(f"{n} {k}" for n, k in wins) if wins else "")
+        + "."
+    )
+
+
 def map_text(doc: dict) -> str:
-    """The whole map as text: the protocol, then one table per panel."""
-    parts = [protocol_text(doc), "Cells: winner and its margin over the runner-up; ~a/b: a tie."]
+    """The whole map as text: the protocol, who wins or ties how often, then one table per
+    panel."""
+    parts = [protocol_text(doc), standing_text(doc)]
+    parts += ["Cells: winner and its margin over the runner-up; ~a/b: a tie."]
     parts += [f"Note: {n}" for n in doc.get("notes") or []]
     parts += [panel_text(panel) for panel in doc["panels"]]
     return "\n\n".join(parts)
