@@ -35,7 +35,6 @@ from app import (
 from app.pace import speed_text
 from app.target_kind import TargetKind, run_kind
 from app.view_record import Page, View
-from app.views import flow
 from lsbcore.samplers.interface import ChainSampler
 from lsbcore.studies.figures import sampler_label
 
@@ -88,6 +87,8 @@ def controls(run: state.Run, speed: bool = False) -> None:
         if speed:
             presentation.speed_control()
     if run.flow is not None:  # the flow samplers' training: progress, Stop, Resume
+        from app.views import flow  # imported only where a flow trains (not on a first page)
+
         flow.controls(run.flow, run)
     if _page(run).no_pins:
         st.caption(_page(run).no_pins)

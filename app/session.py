@@ -25,8 +25,6 @@ from app.sidebar import Inputs
 from app.target_kind import TargetKind, kind_of, run_kind
 from app.text import plain
 from app.view_catalogue import PROPOSAL
-from app.views import flow as flow_view
-from app.views.segmentation import CARRIED, recorded_marginal
 from lsbcore.samplers.registry import refusal
 
 PARKED_RUNS = 2  # runs kept paused for the sources and targets left (each holds its traces)
@@ -81,6 +79,8 @@ def _wait_for_flow(flow: flow_training.FlowJob) -> None:
         "Only flow samplers are chosen: the run starts when their flow is trained (or when "
         "you stop training). Add another sampler to sample meanwhile."
     )
+    from app.views import flow as flow_view  # the flow's view, imported only where a flow trains
+
     flow_view.controls(flow)
 
 
@@ -230,6 +230,9 @@ def _carry_marginal(old: state.Run, new: state.Run) -> None:
     symmetric under x -> -x, so P_new(x_i = +1) = 1 - P_old(x_i = +1) exactly)."""
     if any(run_kind(r) is not TargetKind.ISING for r in (old, new)):
         return  # an RBM or a network run has no segmentation marginal to carry
+    # the Segmentation view, imported only when a run replaces one (not on a first page)
+    from app.views.segmentation import CARRIED, recorded_marginal
+
     marginal = recorded_marginal(old)
     a, b = old.problem.target, new.problem.target
     if marginal is None or a.batch != 1 or b.batch != 1 or a.shape != b.shape:

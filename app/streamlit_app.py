@@ -52,9 +52,6 @@ def compiled_kernels():
     return warmup.compile_in_background()
 
 
-compiled_kernels()
-
-
 def main() -> None:
     samples = sources.sample_names()
     link_warnings = sidebar.init_from_link(samples)
@@ -159,3 +156,8 @@ try:
 except Exception as err:  # no traceback reaches the page: say what failed, log the rest
     log.exception("LSB Explorer failed")
     st.error(f"Something went wrong: {plain(err)}. Change a setting or press Reset to continue.")
+
+# After the page, not before: importing numba and loading the kernels holds the interpreter for
+# seconds, and the first visitor's page (which steps with torch until they are ready) would wait
+# for it.
+compiled_kernels()

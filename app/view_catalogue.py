@@ -5,43 +5,20 @@ The Ising page's tabs and their groups, the RBM and network pages' tabs, the lin
 presentation mode's sentence per view are all read from the records here (``app/view_record.py``
 says what a record holds). A new view is one record on its page.
 
-Nothing below the page (a view, the link table, presentation mode) imports this module at import
-time: it imports the views.
+A record names its view's module, which is imported when the view is first drawn (``_later``):
+the first page waits only for the views it opens. The views' own link parameters are in
+``app/view_params.py``, so that the link table is built without them. Nothing below the page (a
+view, the link table, presentation mode) imports this module at import time.
 """
 
 from __future__ import annotations
 
-from app import presentation, view_links
+from importlib import import_module
+
+from app import presentation, view_links, view_params
 from app.target_kind import TargetKind
 from app.view_links import VIEW, ViewParam
-from app.view_record import Page, View
-from app.views import (
-    annealing,
-    balancing,
-    block_proposals,
-    chains,
-    compare,
-    convergence,
-    digits,
-    exact_chain,
-    export,
-    flow,
-    importance,
-    mixing,
-    network_balancing,
-    network_ess,
-    network_graph,
-    proposal,
-    rbm_balancing,
-    rbm_mmd,
-    rbm_moves,
-    rbm_pins,
-    segmentation,
-    tempering,
-    weights,
-    which_g_where,
-    why,
-)
+from app.view_record import Draw, Page, View
 
 # The Ising page's groups: each group's tab strip fits 1280 px in presentation mode, where one
 # strip of all sixteen would be cut.
@@ -64,12 +41,26 @@ BLOCKS_SEEING = (
 )
 
 
-def _explained(draw):
+def _later(module: str, name: str) -> Draw:
+    """The function ``name`` of the view module ``app.views.<module>``, imported on its first
+    draw: a view's module brings its own machinery (scipy's sparse solvers, the sweep store, the
+    experiment reports, plotly figures, ...), seconds of imports that a first page which does not
+    open the view need not wait for."""
+
+    def draw(run) -> None:
+        getattr(import_module(f"app.views.{module}"), name)(run)
+
+    draw.__qualname__ = f"{module}.{name}"
+    return draw
+
+
+def _explained(draw: Draw) -> Draw:
     """``draw``, then the "why" panel (what each balancing function's shape does) under it."""
+    why = _later("why", "render")
 
     def with_why(run) -> None:
         draw(run)
-        why.render(run)
+        why(run)
 
     return with_why
 
@@ -81,89 +72,91 @@ ISING = Page(
     (
         View(
             "Chains",
-            chains.render,
+            _later("chains", "render"),
             "Each strip is one chain's current segmentation; every sampler starts from the "
             "same noisy states and flips sites until the picture settles.",
             LSB,
-            controls=chains.controls,
+            controls=_later("chains", "controls"),
         ),
         View(
             PROPOSAL,
-            _explained(proposal.render),
+            _explained(_later("proposal", "render")),
             "Where each sampler wants to flip next: bright sites are likely proposals. "
             "Informed samplers look at the object's edge; max(1,t) looks almost everywhere.",
             LSB,
         ),
-        View("Balancing functions", _explained(balancing.render), BALANCING_SEEING, LSB),
-        View("Softmax weights", weights.render, WEIGHTS_SEEING, LSB),
+        View(
+            "Balancing functions", _explained(_later("balancing", "render")), BALANCING_SEEING, LSB
+        ),
+        View("Softmax weights", _later("weights", "render"), WEIGHTS_SEEING, LSB),
         View(
             "Convergence",
-            convergence.render,
+            _later("convergence", "render"),
             "How far each sampler's chains are from agreement: the log-probability and the "
             "magnetisation of every chain against steps.",
             LSB,
         ),
         View(
             "Mixing",
-            mixing.render,
+            _later("mixing", "render"),
             "How fast the chains forget where they were: the autocorrelation against the lag "
             "and the effective sample size per sampler (higher is better).",
             LSB,
         ),
         View(
             "Segmentation",
-            segmentation.render,
+            _later("segmentation", "render"),
             "The posterior's answer: each pixel's probability of being object, and where the "
             "chains still disagree.",
             LSB,
         ),
         View(
             "Exact chain",
-            exact_chain.render_run,
+            _later("exact_chain", "render_run"),
             "No sampling noise: every state of a tiny window is enumerated and each sampler's "
             "exact distance to the target drawn against steps.",
             BEYOND,
-            params=exact_chain.PARAMS,
+            params=view_params.EXACT_CHAIN,
         ),
         View(
             "Tempering",
-            tempering.render_run,
+            _later("tempering", "render_run"),
             "Where every local sampler fails, and the remedy: one chain stuck in one of two "
             "equally likely pictures, against a ladder of hotter copies that swap states and "
             "carry the cold chain across.",
             BEYOND,
-            params=tempering.PARAMS,
+            params=view_params.TEMPERING,
         ),
         View(
             "MAP (annealing)",
-            annealing.render_run,
+            _later("annealing", "render_run"),
             "Cooling the posterior towards its single likeliest segmentation: each sampler's "
             "energy falls as the temperature drops, against the exact optimum from a minimum "
             "cut.",
             BEYOND,
-            params=annealing.PARAMS,
+            params=view_params.ANNEALING,
         ),
         View(
             "Importance sampling",
-            importance.render_run,
+            _later("importance", "render_run"),
             "No chain at all: independent draws from a one-coin-per-site guess, each weighted "
             "by how much likelier the posterior finds it; as the lattice grows, one draw ends "
             "up carrying all the weight.",
             BEYOND,
-            params=importance.PARAMS,
+            params=view_params.IMPORTANCE,
         ),
         View(
             "Block proposals",
-            block_proposals.render_live,
+            _later("block_proposals", "render_live"),
             BLOCKS_SEEING,
             BEYOND,
             # a state taken once: nothing live to redraw
-            controls=block_proposals.render_run,
-            params=block_proposals.PARAMS,
+            controls=_later("block_proposals", "render_run"),
+            params=view_params.BLOCK_PROPOSALS,
         ),
         View(
             "Flow",
-            flow.render,
+            _later("flow", "render"),
             "A flow trained on this posterior while you watch: its lower bound on log Z "
             "climbing step by step, and its draws gathering into the posterior's modes, "
             "coloured by magnetisation. The flow samplers run on it once it is trained.",
@@ -171,27 +164,27 @@ ISING = Page(
         ),
         View(
             "Export",
-            export.render,
+            _later("export", "render"),
             "Everything to keep: the report, the traces, the learned functions and a link that "
             "reopens this page.",
             RESULTS,
         ),
         View(
             "Compare",
-            compare.render,
+            _later("compare", "render"),
             "Pinned runs side by side: what differs in their settings, and how that changes the "
             "mixing and the learned balancing functions.",
             RESULTS,
         ),
         View(
             "Which g where",
-            which_g_where.render_live,
+            _later("which_g_where", "render_live"),
             "A sweep's verdict: for each coupling and noise level, the balancing function that "
             "mixes best per target evaluation, and where the seeds cannot tell two apart; click "
             "a point to open it live.",
             RESULTS,
-            controls=which_g_where.render,  # a sweep's map: nothing of the run in it
-            params=which_g_where.PARAMS,
+            controls=_later("which_g_where", "render"),  # a sweep's map: nothing of the run in it
+            params=view_params.WHICH_G_WHERE,
         ),
     ),
 )
@@ -205,28 +198,28 @@ RBM = Page(
     (
         View(
             "Digits",
-            digits.render,
+            _later("digits", "render"),
             "Each row is one sampler's chains drawn as images, now: all started from the same "
             "random noise, and a sampler that mixes well draws recognisable handwritten digits.",
         ),
         View(
             "MMD",
-            rbm_mmd.render,
+            _later("rbm_mmd", "render"),
             "How far each sampler's chains are from exact samples of the model, against the "
             "target evaluations spent; the dashed line is where exact sampling itself would "
             "sit.",
         ),
-        View("Balancing functions", rbm_balancing.render, BALANCING_SEEING),
-        View("Softmax weights", weights.render, WEIGHTS_SEEING),
+        View("Balancing functions", _later("rbm_balancing", "render"), BALANCING_SEEING),
+        View("Softmax weights", _later("weights", "render"), WEIGHTS_SEEING),
         View(
             "Acceptance and hops",
-            rbm_moves.render,
+            _later("rbm_moves", "render"),
             "How often each sampler's proposals are accepted, and how many pixels a chain "
             "changes per step.",
         ),
         View(
             "Pinned runs",
-            rbm_pins.render,
+            _later("rbm_pins", "render"),
             "The MMD curves of earlier runs of this model, pinned, under this run's: which "
             "settings reach the exact samples' level sooner.",
         ),
@@ -245,7 +238,7 @@ NETWORK = Page(
     (
         View(
             "Network",
-            network_graph.render,
+            _later("network_graph", "render"),
             "The network's variables, joined where they share a factor, each coloured by how "
             "often one sampler's chains have it at +1: near-deterministic factors lock "
             "neighbours together, and a sampler that mixes well keeps crossing between the "
@@ -253,23 +246,23 @@ NETWORK = Page(
         ),
         View(
             "Trace",
-            convergence.render_by_evaluations,
+            _later("convergence", "render_by_evaluations"),
             "Each sampler's log-probability and magnetisation against the target evaluations "
             "it spent: chains that are stuck show as flat lines.",
         ),
         View(
             "ESS",
-            network_ess.render,
+            _later("network_ess", "render"),
             "Effective draws per window of each sampler, the paper's Table 3 measure: higher is "
             "better, and the bars show the spread over chains.",
         ),
-        View("Balancing functions", network_balancing.render, BALANCING_SEEING),
-        View("Softmax weights", weights.render, WEIGHTS_SEEING),
+        View("Balancing functions", _later("network_balancing", "render"), BALANCING_SEEING),
+        View("Softmax weights", _later("weights", "render"), WEIGHTS_SEEING),
         View(
             "Block proposals",
-            block_proposals.render_network,
+            _later("block_proposals", "render_network"),
             BLOCKS_SEEING,
-            params=block_proposals.PARAMS,
+            params=view_params.BLOCK_PROPOSALS,
         ),
     ),
     not_offered="The segmentation, pixels, proposal-map, exact-chain, tempering, annealing, "

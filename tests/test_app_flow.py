@@ -14,7 +14,7 @@ import torch
 from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
-from app import flow_training, network_targets, run_length, sources, state, view_links
+from app import flow_training, network_targets, run_length, sources, state, view_catalogue
 from app.views import annealing, exact_chain
 from app.views import flow as flow_view
 from lsbcore.methods.flows.train import FlowTraining, TrainingSettings
@@ -339,7 +339,7 @@ def test_views_that_rebuild_samplers_elsewhere_leave_the_flow_samplers_out():
     names = ["barker", "flow-exact", "flow-latent"]
     assert exact_chain.exact_names(names) == ["barker"]
     assert annealing.anneal_names(names, "run") == ["barker"]
-    choices = view_links.all_params()["pt_sampler"].choices
+    choices = view_catalogue.link_params()["pt_sampler"].choices
     assert "barker" in choices and not {"flow-exact", "flow-latent"} & set(choices)
 
 

@@ -13,9 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import page_state
+from app import page_state, view_params
 from app.text import grid_size
-from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore import REGISTRY
 from lsbcore.annealing import (
@@ -45,15 +44,7 @@ CHOICES = {
     "run": "the run's samplers",
     "block": "block Gibbs only",
 }
-PARAMS = (  # the tab's link parameters
-    ViewParam("anneal_samplers", "both", "Samplers to anneal", choices=("both", "run", "block")),
-    ViewParam("anneal_kind", "geometric", "Schedule", choices=("geometric", "linear")),
-    ViewParam("anneal_beta_0", 1.0, "Starting β", 0.01, 10.0),
-    ViewParam("anneal_beta_max", 100.0, "Final β", 1.0, 1000.0),
-    ViewParam("anneal_stages", 30, "Stages", 2, 200),
-    ViewParam("anneal_sweeps", 10, "Sweeps per stage", 1, 100),
-    ViewParam("anneal_polish", False, "Greedy polish at the end"),
-)
+PARAMS = view_params.ANNEALING  # the tab's link parameters (app/view_params.py)
 KEYS = tuple(param.key for param in PARAMS)
 
 ENERGY_MEANING = (

@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app import charts, page_state, presentation
+from app import charts, page_state, presentation, view_params
 from app.page_state import (
     BP_COL,
     BP_K,
@@ -36,7 +36,6 @@ from app.page_state import (
     ensure_in_range,
 )
 from app.text import grid_size, plain
-from app.view_links import ViewParam
 from app.views import pixels
 from lsbcore.methods.block_proposals.motif import BLOCK_SIDES, GridMotif
 from lsbcore.methods.block_proposals.pairwise_context import PairwiseBlocks
@@ -52,7 +51,7 @@ from lsbcore.methods.block_proposals.tiling import Blocks, Tiling, grid_shape, i
 from lsbcore.number_text import number_text
 
 #: The networks the view compares (the sampler's third choice, "exact", is p itself).
-WEIGHTS = ("trained", "untrained")
+WEIGHTS = view_params.BLOCK_WEIGHTS
 #: Tiles narrower than this on screen (px) are not outlined: on a large lattice the outlines
 #: would cover the state (232 x 232 tiles of a 464 px photo drew a solid blue square).
 MIN_OUTLINED_TILE_PX = 6.0
@@ -473,12 +472,7 @@ def thumbnail(state: np.ndarray, side: int = 48, now: bool = False) -> np.ndarra
 
 
 # ----------------------------------------------------------------------------- in the app
-PARAMS = (  # the tab's link parameters: block size, weights, the chosen tile
-    ViewParam(BP_K.key, BP_K.default, "block size", 2, 4),
-    ViewParam(BP_WEIGHTS.key, BP_WEIGHTS.default, "block proposal weights", choices=WEIGHTS),
-    ViewParam(BP_ROW.key, BP_ROW.default, "block tile row", 1, 4096),
-    ViewParam(BP_COL.key, BP_COL.default, "block tile column", 1, 4096),
-)
+PARAMS = view_params.BLOCK_PROPOSALS  # the tab's link parameters (app/view_params.py)
 KEYS = tuple(param.key for param in PARAMS)
 TAKE_KEY = "bp_take"
 SNAPSHOT = "block_proposals_state"  # run.cache: (step, sampler, state [H, W])

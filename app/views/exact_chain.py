@@ -11,9 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import page_state
+from app import page_state, view_params
 from app.text import grid_size
-from app.view_links import ViewParam
 from lsbcore import REGISTRY, exact
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
@@ -110,11 +109,10 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
 
 
 # ----------------------------------------------------------------------------- in the app
-# label (width x height, as the page writes every size) -> (rows, columns)
-WINDOWS = {"2 x 2": (2, 2), "2 x 3": (3, 2), "3 x 3": (3, 3), "3 x 4": (4, 3)}
+# label (width x height) -> (rows, columns)
+WINDOWS = view_params.EXACT_WINDOWS
 CACHE_KEY = "exact_chain"
-# the tab's link parameter: the window of the posterior that is enumerated
-PARAMS = (ViewParam("exact_window", "3 x 3", "exact chain window", choices=tuple(WINDOWS)),)
+PARAMS = view_params.EXACT_CHAIN  # the tab's link parameter (app/view_params.py)
 KEYS = tuple(param.key for param in PARAMS)
 # the coupling sweep: 9 values of lambda, on at most 9 sites (a 3 x 4 window takes ~5 s a matrix)
 SWEEP_POINTS = 9

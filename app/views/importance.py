@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from app import view_params
 from app.text import grid_size
-from app.view_links import ViewParam
 from lsbcore.exact import MAX_SITES
 from lsbcore.importance import (
     PROPOSALS,
@@ -27,12 +27,7 @@ from lsbcore.importance import (
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
 
-PARAMS = (  # the tab's link parameters
-    ViewParam("is_proposal", "field", "Importance proposal", choices=("field", "mean field")),
-    ViewParam("is_samples", 5000, "Importance samples", 100, 20_000),
-    ViewParam("is_side", 3, "Importance window side", 2, 64),
-    ViewParam("is_max_side", 32, "Collapse study largest side", 4, 64),
-)
+PARAMS = view_params.IMPORTANCE  # the tab's link parameters (app/view_params.py)
 KEYS = tuple(param.key for param in PARAMS)
 CACHE_KEY = "importance"
 

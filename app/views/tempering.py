@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import page_state
+from app import page_state, view_params
 from app.text import grid_size
-from app.view_links import ViewParam
 from lsbcore import REGISTRY
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
@@ -30,24 +29,7 @@ NOTE_WORK = 5_000_000  # above this, say it takes a while
 BURN_IN_SHARE = 5  # a fifth of the sweeps again as burn-in: the ladder adapts
 LEARN_SWEEPS = 10  # LSB 1 / LSB 2 learn in the first sweeps of it (learning steps cost more)
 
-PARAMS = (  # the tab's link parameters
-    ViewParam(
-        "pt_sampler",
-        "checkerboard",
-        "Tempering sampler",
-        # not the imported function, nor a flow (trained on one posterior, not on each replica's)
-        choices=tuple(
-            n
-            for n, spec in REGISTRY.items()
-            if spec.app and not spec.needs_balancing and not spec.takes_flow
-        ),
-    ),
-    ViewParam("pt_replicas", 8, "Tempering replicas", 2, 16),
-    ViewParam("pt_beta_min", 0.3, "Tempering beta_min", 0.05, 0.95),
-    ViewParam("pt_adapt", True, "Tempering adapt ladder"),
-    ViewParam("pt_sweeps", 1000, "Tempering sweeps", 100, 5000),
-    ViewParam("pt_posterior", "preset", "Tempering posterior", choices=("preset", "run")),
-)  # fmt: skip
+PARAMS = view_params.TEMPERING  # the tab's link parameters (app/view_params.py)
 KEYS = tuple(param.key for param in PARAMS)
 BY_KEY = {param.key: param for param in PARAMS}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts, page_state, presentation, sources
+from app import charts, page_state, presentation, sources, view_params
 from app import config as cfgmod
 from app.page_state import (
     WG_BOXES,
@@ -36,7 +36,6 @@ from app.page_state import (
     WG_VERSION,
 )
 from app.text import counted, plain, quote
-from app.view_links import ViewParam
 from lsbcore.number_text import number_text
 from lsbcore.studies.figures import sampler_colour, sampler_label
 from lsbcore.studies.sweep import (
@@ -58,11 +57,7 @@ SHIPPED = ASSETS / "which_g_where.json"
 # --json)
 MAX_UPLOAD_BYTES = 20_000_000
 SQLITE_HEADER = b"SQLite format 3\x00"
-PARAMS = (  # the tab's link parameters: the map's panel and the chosen point
-    ViewParam(WG_PANEL.key, WG_PANEL.default, "which-g-where panel", 1, 1000),
-    ViewParam(WG_LAM.key, WG_LAM.default, "which-g-where λ", 0.0, 100.0),
-    ViewParam(WG_SIGMA.key, WG_SIGMA.default, "which-g-where σ", 1e-3, 100.0),
-)
+PARAMS = view_params.WHICH_G_WHERE  # the tab's link parameters (app/view_params.py)
 KEYS = tuple(param.key for param in PARAMS)
 # WG_VERSION is bumped by a click on the map, so that the λ and σ boxes are drawn afresh showing
 # the clicked point. Were the boxes keyed by the point itself, a rerun the browser sends before

@@ -50,7 +50,6 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import fft as sp_fft
 
 __all__ = [
     "MixingSummary",
@@ -137,6 +136,10 @@ def autocorrelation(series, max_lag: int) -> np.ndarray:
     arr = _as_series(series)
     n_draws = arr.shape[1]
     max_lag = _check_max_lag(max_lag, n_draws)
+
+    # scipy.fft, imported on first use: with scipy.special under it, a few tenths of a second
+    # that the dashboard's first page (no draws yet) need not wait for
+    from scipy import fft as sp_fft
 
     centred = arr - arr.mean(axis=1, keepdims=True)
     # Zero-pad to >= 2T - 1 so the circular correlation equals the linear one.
