@@ -89,7 +89,7 @@ def controls(run: state.Run, speed: bool = False) -> None:
             presentation.speed_control()
     if run.flow is not None:  # the flow samplers' training: progress, Stop, Resume
         flow.controls(run.flow, run)
-    if _page(run).no_pins:
+    if _page(run).no_pins and not presentation.is_on():  # a lecture's header stays one row
         st.caption(_page(run).no_pins)
     pin_controls.notices()
     if run.finished and not presentation.is_on():  # a lecture's status line says "finished"
