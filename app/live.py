@@ -90,7 +90,7 @@ def controls(run: state.Run, speed: bool = False) -> None:
         from app.views import flow  # imported only where a flow trains (not on a first page)
 
         flow.controls(run.flow, run)
-    if _page(run).no_pins:
+    if _page(run).no_pins and not presentation.is_on():  # a lecture's header stays one row
         st.caption(_page(run).no_pins)
     pin_controls.notices()
     if run.finished and not presentation.is_on():  # a lecture's status line says "finished"

@@ -55,6 +55,8 @@ html { font-size: 19px; }
   html { font-size: 17px; }
   [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.4rem !important; }
   [class*="st-key-chainrow_"] [data-testid="stImageContainer"] { max-width: 21vh !important; }
+  /* the RBM's digit grid, six samplers' rows, whole under the header */
+  [class*="st-key-digitrow_"] img { max-height: 8vh; width: auto !important; }
   [data-testid="stMainBlockContainer"] { padding-top: 3.7rem !important; }
   [data-testid="stHeading"] h1 { font-size: 1.45rem !important; }
   .lsb-seeing { font-size: 1.05rem !important; line-height: 1.3 !important;
@@ -196,4 +198,9 @@ def figure(fig: go.Figure, max_height: int = MAX_HEIGHT) -> go.Figure:
     if big.layout.title.text:
         big.update_layout(title_font_size=FONT + 4)
     big.update_annotations(font_size=FONT)  # panel titles and notes drawn as annotations
+    legend = big.layout.legend
+    if legend.orientation == "h" and legend.y is not None and legend.y < 0:
+        # a legend under the plot sits at the figure's foot, and Plotly makes room for it above:
+        # placed a fraction of a shorter plot below, it ran into the x-axis title
+        big.update_layout(legend={"yref": "container", "y": 0, "yanchor": "bottom"})
     return big

@@ -3,6 +3,8 @@
 - Presentation mode at 1280 x 720 and 1600 x 1000: the run's buttons and the open view's first
   figure on the screen without scrolling, no tab label cut in any group of views, the sidebar
   collapsed as the mode turns on and back as it turns off, each in the switch's own rerun.
+- Every view of the Ising, RBM (16 x 16 digits) and network (MN 1) pages in presentation mode
+  at both sizes: its main figure whole on the screen, no chart's x-axis title on its legend.
 - Presentation mode from a link (``present=1``) at 1600 px: large type, a sentence per view, the
   why panel; Space runs and pauses, S takes one step.
 - The layout at 800 and 1600 px: chain strips and proposal maps wrap instead of running off the
@@ -320,11 +322,35 @@ def test_exports_report_traces_and_a_chart(browser, server, tmp_path):
         server.check()
 
 
+def not_whole(found: dict) -> tuple[list[str], set[str]]:
+    """From ``walk_views``' answer: each view whose main figure is not whole on the screen
+    below the page's header (or that scrolled the page), or one of whose charts has its x-axis
+    title run into its legend, in a short sentence; and the views that drew no figure."""
+    off, figureless = [], set()
+    for (size, label), where in found.items():
+        if where["overlaps"]:
+            off.append(f"{label} at {size}: x-axis title {where['overlaps'][0]!r} on the legend")
+        f = where["figure"]
+        if f is None:  # those listed draw none; any they draw must fit too
+            figureless.add(label)
+            continue
+        inside = (
+            f["top"] >= where["header"] - 1
+            and f["bottom"] <= where["height"] + 1
+            and f["left"] >= -1
+            and f["right"] <= where["width"] + 1
+        )
+        if not inside or where["scrolled"]:
+            off.append(f"{label} at {size}: {f['top']:.0f}-{f['bottom']:.0f} px")
+    return off, figureless
+
+
 def test_every_view_shows_its_main_figure_whole_on_a_lecture_screen(browser, server, tmp_path):
     """Presentation mode at 1280 x 720 and 1600 x 1000: in every view of the Ising page the main
     figure (the first chart or image) lies whole on the screen below the page's header, without
-    scrolling. One page walks every view at both sizes; its screenshots land in a temporary
-    folder (``python -m tools.screenshots --only views`` keeps them in docs/screenshots/)."""
+    scrolling, and no chart's x-axis title runs into its legend. One page walks every view at
+    both sizes; its screenshots land in a temporary folder (``python -m tools.screenshots
+    --only views`` keeps them in docs/screenshots/)."""
     from tools.screenshots import FIGURELESS, LECTURE, LECTURE_WIDE, walk_views
 
     context = browser.new_context(viewport=LECTURE)
@@ -335,23 +361,37 @@ def test_every_view_shows_its_main_figure_whole_on_a_lecture_screen(browser, ser
         run_a_little(page)
         labels = [view.label for view in ISING.views]
         found = walk_views(page, (LECTURE, LECTURE_WIDE), labels, tmp_path, FIGURELESS)
-        off, figureless = [], set()
-        for (size, label), where in found.items():
-            f = where["figure"]
-            if f is None:  # those listed draw none; any they draw must fit too
-                figureless.add(label)
-                continue
-            inside = (
-                f["top"] >= where["header"] - 1
-                and f["bottom"] <= where["height"] + 1
-                and f["left"] >= -1
-                and f["right"] <= where["width"] + 1
-            )
-            if not inside or where["scrolled"]:
-                off.append(f"{label} at {size}: {f['top']:.0f}-{f['bottom']:.0f} px")
+        off, figureless = not_whole(found)
         assert off == [], off
         assert figureless <= FIGURELESS, figureless - FIGURELESS
         assert len(list(tmp_path.glob("presentation-*.png"))) == 2 * len(labels)
+        assert_healthy(page)
+    finally:
+        context.close()
+        server.check()
+
+
+@pytest.mark.parametrize("name", ["rbm", "network"])
+def test_every_rbm_and_network_view_shows_its_main_figure_whole_on_a_lecture_screen(
+    browser, server, tmp_path, name
+):
+    """The same on the RBM page (the paper's 16 x 16 digits: the digit grid whole, a row per
+    sampler) and the Markov network page (MN 1), after a short run: every view draws its figure
+    (Acceptance and hops: its table) as it opens, none waits for a button."""
+    from app.view_catalogue import NETWORK, RBM
+    from tools.screenshots import LECTURE, LECTURE_TARGETS, LECTURE_WIDE, open_lecture, walk_views
+
+    context = browser.new_context(viewport=LECTURE)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        open_lecture(page, server.url, LECTURE_TARGETS[name], mixing=100)
+        labels = [view.label for view in (RBM if name == "rbm" else NETWORK).views]
+        found = walk_views(page, (LECTURE, LECTURE_WIDE), labels, tmp_path, name=name)
+        off, figureless = not_whole(found)
+        assert off == [], off
+        assert figureless == set(), figureless
+        assert len(list(tmp_path.glob(f"presentation-*-{name}-*.png"))) == 2 * len(labels)
         assert_healthy(page)
     finally:
         context.close()

@@ -82,3 +82,26 @@ def test_a_pace_chosen_in_a_link_stays():
         assert at.session_state["speed"] == "1000" and not at.exception
     finally:
         state._pause_all_runs()
+
+
+def test_a_lecture_figure_keeps_a_legend_under_the_plot_at_its_foot(monkeypatch):
+    """Shrunk to the projector's height, a legend a fraction of the plot below it ran into the
+    x-axis title (the Balancing chart at 1280 x 720): it sits at the figure's foot instead, where
+    Plotly makes room for it; a legend above the plot stays where it is."""
+    import numpy as np
+
+    from lsbcore.studies import figures
+
+    monkeypatch.setattr(presentation, "is_on", lambda: True)
+    t = np.logspace(-3, 3, 11)
+    below = figures.balancing_figure(t, {"barker": t / (1 + t), "max": np.maximum(1, t)})
+    assert below.layout.legend.y < 0  # the page's own figure: under the plot
+    big = presentation.figure(below)
+    assert big.layout.height <= presentation.MAX_HEIGHT
+    legend = big.layout.legend
+    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
+    assert below.layout.legend.yref is None  # the cached figure stays as it was
+
+    above = figures.balancing_figure(t, {"barker": t / (1 + t)})
+    above.update_layout(legend={"orientation": "h", "y": 1.15})
+    assert presentation.figure(above).layout.legend.y == 1.15

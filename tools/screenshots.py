@@ -18,7 +18,9 @@ saves six PNGs, each cropped to the part of the page worth looking at:
 - ``rbm-digits.png``: the RBM target, digits 16 x 16, after burn-in and some mixing: each of the
   six default samplers' eight chains drawn as digits;
 - ``presentation-<W>x<H>-<view>.png``: every view of the Ising page in presentation mode at
-  1280 x 720 and 1600 x 1000, the whole screen (in 128 colours, to keep each small).
+  1280 x 720 and 1600 x 1000, the whole screen (in 128 colours, to keep each small); likewise
+  ``presentation-<W>x<H>-rbm-<view>.png`` (the 16 x 16 digits RBM) and
+  ``presentation-<W>x<H>-network-<view>.png`` (MN 1).
 
 ``--only rbm`` (or chains, segmentation, lecture, narrow, views) takes one group of them.
 
@@ -167,18 +169,31 @@ def lecture_shots(page, url: str, out: Path, log) -> list[Path]:
     return shots
 
 
-# The open view's main figure (its first chart or image) and the page's fixed header: where they
-# lie on the screen, in CSS pixels, without scrolling
+# The open view's main figure (its first chart or image, else its table; the RBM's digit grid,
+# a row per sampler read together, whole) and the page's fixed header: where they lie on the
+# screen, in CSS pixels, without scrolling; and the charts whose x-axis title meets their legend
 _MAIN_FIGURE = """() => {
   const panel = [...document.querySelectorAll('[role="tabpanel"]')].find(p => p.offsetParent);
-  const figure = [...panel.querySelectorAll('.js-plotly-plot, [data-testid="stImage"] img')]
-    .find(e => e.offsetParent);
+  const shown = sel => [...panel.querySelectorAll(sel)].filter(e => e.offsetParent);
+  // a view that is a table (no chart, no image): the table
+  const figure = shown('.js-plotly-plot, [data-testid="stImage"] img')[0]
+    || shown('[data-testid="stDataFrame"], [data-testid="stTable"]')[0];
   const header = document.querySelector('[data-testid="stHeader"]');
   const box = e => { const b = e.getBoundingClientRect();
     return {top: b.top, bottom: b.bottom, left: b.left, right: b.right}; };
-  return {figure: figure ? box(figure) : null, header: header ? box(header).bottom : 0,
-          width: innerWidth, height: innerHeight,
-          scrolled: document.querySelector('[data-testid="stMain"]').scrollTop};
+  const union = (a, b) => ({top: Math.min(a.top, b.top), bottom: Math.max(a.bottom, b.bottom),
+    left: Math.min(a.left, b.left), right: Math.max(a.right, b.right)});
+  const grid = shown('[class*="st-key-digitrow_"] img').map(box);
+  const meet = (a, b) => !(a.right < b.left || b.right < a.left || a.bottom < b.top
+    || b.bottom < a.top);
+  const overlaps = shown('.js-plotly-plot').flatMap(p => {
+    const legend = p.querySelector('.legend');
+    if (!legend) return [];
+    return [...p.querySelectorAll('[class*="xtitle"]')].filter(t => (t.textContent || '').trim())
+      .filter(t => meet(box(t), box(legend))).map(t => t.textContent); });
+  return {figure: grid.length ? grid.reduce(union) : figure ? box(figure) : null,
+          header: header ? box(header).bottom : 0, width: innerWidth, height: innerHeight,
+          scrolled: document.querySelector('[data-testid="stMain"]').scrollTop, overlaps};
 }"""
 # Views whose figure is not drawn when they open: a study's (computed on a press of its button),
 # the flow's (only with a flow sampler in the run), pins' (none pinned) and the exports (none).
@@ -192,24 +207,31 @@ FIGURELESS = {
     "Compare",
 }
 FIGURE_WAIT_MS = 15_000  # a view draws its figures a moment after its tab opens
-_FIGURES = '.js-plotly-plot .main-svg, [data-testid="stImage"] img'
+_FIGURES = '.js-plotly-plot .main-svg, [data-testid="stImage"] img, [data-testid="stDataFrame"]'
 
 
-def view_stem(screen: dict, label: str) -> str:
-    """A view's screenshot name: ``presentation-1280x720-balancing-functions``."""
-    slug = "".join(c if c.isalnum() else "-" for c in label.lower()).strip("-")
+# the pages a lecture shows beside the Ising posterior's, by the name their screenshots carry:
+# the paper's 16 x 16 digits RBM and the Markov network MN 1
+LECTURE_TARGETS = {"rbm": "digits-16x16", "network": "mn1"}
+
+
+def view_stem(screen: dict, label: str, page: str = "") -> str:
+    """A view's screenshot name: ``presentation-1280x720-balancing-functions`` on the Ising
+    page, ``presentation-1280x720-rbm-balancing-functions`` on the ``rbm`` one."""
+    slug = "".join(c if c.isalnum() else "-" for c in f"{page} {label}".strip().lower())
     while "--" in slug:
         slug = slug.replace("--", "-")
-    return f"presentation-{screen['width']}x{screen['height']}-{slug}"
+    return f"presentation-{screen['width']}x{screen['height']}-{slug.strip('-')}"
 
 
 def walk_views(
-    page, screens, labels, out: Path | None = None, figureless=()
+    page, screens, labels, out: Path | None = None, figureless=(), name: str = ""
 ) -> dict[tuple[str, str], dict]:
     """Open every view in ``labels`` at every screen size in ``screens`` (presentation mode is
     on), and say where its main figure lies: ``(size, label) -> _MAIN_FIGURE``'s answer, its
     figure None when the view draws none once opened (those in ``figureless`` are not waited
-    for). With ``out``, a screenshot of the whole screen per view (``view_stem``)."""
+    for). With ``out``, a screenshot of the whole screen per view (``view_stem``, the page
+    called ``name``)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     found = {}
@@ -227,24 +249,39 @@ def walk_views(
             page.wait_for_timeout(500)
             found[f"{screen['width']}x{screen['height']}", label] = page.evaluate(_MAIN_FIGURE)
             if out is not None:
-                save(page, out / f"{view_stem(screen, label)}.png", _screen(page))
+                save(page, out / f"{view_stem(screen, label, name)}.png", _screen(page))
     return found
 
 
-def views_shots(page, url: str, out: Path, log) -> list[Path]:
-    """Every view of the Ising page in presentation mode, at 1280 x 720 and 1600 x 1000, after a
-    short run: the whole screen as the room sees it."""
-    from app.view_catalogue import ISING  # imports torch: only here
-
-    open_app(page, app_url(url, {"present": "1", "speed": "1000"}))
+def open_lecture(page, url: str, target: str = "ising", mixing: int = 2000) -> None:
+    """``target``'s page in presentation mode, run until ``mixing`` steps of its mixing phase
+    are done, then paused."""
+    query = {"present": "1", "speed": "1000"}
+    if target != "ising":
+        query["target"] = target
+    open_app(page, app_url(url, query), RUN_TIMEOUT_MS)  # an RBM draws its truth first
     button(page, "run").click()
-    log("presentation mode: every view at two screen sizes…")
-    wait_for_mixing(page, 2000)
+    wait_for_mixing(page, mixing)
     button(page, "pause").click()
     page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
-    screens = (LECTURE, LECTURE_WIDE)
-    walk_views(page, screens, [view.label for view in ISING.views], out, FIGURELESS)
-    paths = [out / f"{view_stem(s, v.label)}.png" for s in screens for v in ISING.views]
+
+
+def views_shots(page, url: str, out: Path, log) -> list[Path]:
+    """Every view of the Ising, RBM and network pages in presentation mode, at 1280 x 720 and
+    1600 x 1000, after a short run: the whole screen as the room sees it."""
+    from app.view_catalogue import ISING, NETWORK, RBM  # imports torch: only here
+
+    screens, paths = (LECTURE, LECTURE_WIDE), []
+    pages = (
+        ("", "ising", ISING),
+        *((n, t, RBM if n == "rbm" else NETWORK) for n, t in LECTURE_TARGETS.items()),
+    )
+    for name, target, views in pages:
+        log(f"presentation mode: every view of the {target} page at two screen sizes…")
+        open_lecture(page, url, target, 2000 if target == "ising" else 200)
+        labels = [view.label for view in views.views]
+        walk_views(page, screens, labels, out, FIGURELESS, name)
+        paths += [out / f"{view_stem(s, label, name)}.png" for s in screens for label in labels]
     for path in paths:
         shrink(path)
     return paths

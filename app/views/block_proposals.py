@@ -595,11 +595,16 @@ def render_run(run) -> None:
     ensure_in_range(BP_COL.key, 1, 1, lay.cols)
     page_state.remember_links(KEYS)
     row, col = int(BP_ROW.get()), int(BP_COL.get())
+    # one line in a lecture, where the figure needs the room
+    edges = (
+        ""
+        if presentation.is_on()
+        else f" (tiles from the top-left corner; a lattice side that is not a multiple of {k} "
+        "leaves its last rows or columns out)"
+    )
     st.caption(
         f"Chain 1 of {sampler_label(sampler)} at step {step:,}: {grid_size(lay.rows, lay.cols)} "
-        f"tiles of {grid_size(k, k)} (tiles from the top-left corner; a lattice side that is not a "
-        f"multiple of {k} leaves its last rows or columns out). Click a tile, or give its row "
-        "and column."
+        f"tiles of {grid_size(k, k)}{edges}. Click a tile, or give its row and column."
     )
     left, right = st.columns([1, 1], gap="large")
     with left:

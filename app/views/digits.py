@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import rbm_targets
+from app import presentation, rbm_targets
 from app.text import counted, grid_size
 
 TILE_PX = 72  # on-screen side of one state at most
@@ -52,10 +52,11 @@ def render(run) -> None:
     shape = tuple(rbm.shape) if len(rbm.shape) == 2 else (1, rbm.n_visible)
     states = snapshot(run)
     shown = min(rbm_targets.DIGITS_SHOWN, run.config.chains)
-    st.caption(
-        f"{counted(shown, 'chain')} of {run.config.chains} per sampler, now (step "
-        f"{run.n_steps:,}); dark is an on unit. All started from the same random states."
-    )
+    if not presentation.is_on():  # a lecture's sentence says it, and its grid needs the room
+        st.caption(
+            f"{counted(shown, 'chain')} of {run.config.chains} per sampler, now (step "
+            f"{run.n_steps:,}); dark is an on unit. All started from the same random states."
+        )
     for label, x in states.items():
         with st.container(horizontal=True, key=f"digitrow_{label}", vertical_alignment="center"):
             st.markdown(f"**{display_name(label)}**", width=110)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts
+from app import charts, presentation
 from app.mixing_diagnostics import RHAT_WARN, mixing_view, rhat_warnings, snapshot
 
 MAX_LAG = 500  # the paper's window L
@@ -36,6 +36,23 @@ def render(run) -> None:
             f"{view.max_lag} lags until there are {2 * MAX_LAG:,} (then L = {MAX_LAG}, as in "
             "the paper), so early values are on a smaller scale."
         )
+    # a lecture's screen shows the bars first; the table and its warning follow below
+    if not presentation.is_on():
+        _table(view)
+    left, right = charts.row("network-ess")
+    charts.show(view.ess, run, "ess", left)
+    charts.show(view.acf, run, "autocorrelation", right)
+    if presentation.is_on():
+        _table(view)
+    st.caption(
+        "Paper ESS = (L+1) / (1 + 2 Σ_{ρⱼ > 0.05} ρⱼ (1 − j/(L+1))) of the magnetisation, per "
+        "chain; the bars are its mean ± std over the chains of this run (one seed; the "
+        f"reproduction command repeats seeds). Recorded every {run.config.thin} step(s). " + TABLE3
+    )
+
+
+def _table(view) -> None:
+    """The ESS table, under a warning when the chains do not agree yet."""
     unsettled = rhat_warnings(view.summaries)
     if unsettled:
         st.warning(
@@ -43,11 +60,3 @@ def render(run) -> None:
             "(stuck in different near-deterministic patterns, or not run long enough)."
         )
     st.dataframe(view.rows, hide_index=True)
-    left, right = charts.row("network-ess")
-    charts.show(view.ess, run, "ess", left)
-    charts.show(view.acf, run, "autocorrelation", right)
-    st.caption(
-        "Paper ESS = (L+1) / (1 + 2 Σ_{ρⱼ > 0.05} ρⱼ (1 − j/(L+1))) of the magnetisation, per "
-        "chain; the bars are its mean ± std over the chains of this run (one seed; the "
-        f"reproduction command repeats seeds). Recorded every {run.config.thin} step(s). " + TABLE3
-    )
