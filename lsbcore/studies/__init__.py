@@ -39,6 +39,8 @@ STUDIES = tuple(
          "table-2, rbm-digits, networks, flow-denoising"),
         ("reproduce", "docs/reproduction.md from runs of the current code",
          "lsbcore.studies.reproduce", "the whole document"),
+        ("ledger", "the ledger of every claim of the sources at the top of docs/reproduction.md",
+         "lsbcore.studies.ledger.cli", "ledger"),
         ("sweep", "a grid of experiment runs on Dask into one SQLite results file",
          "lsbcore.studies.sweep.cli"),
         ("sweep-report", "the 'which g where' map of a sweep's results",

@@ -44,6 +44,7 @@ from lsbcore.cases import PAPER_CASES
 from lsbcore.studies.experiment.cli import main as experiment
 from lsbcore.studies.experiment.report import PAPER_TABLE2
 from lsbcore.studies.experiment.runs_file import MAX_BYTES, load_runs
+from lsbcore.studies.ledger.document import ledger_of, without_ledger
 from lsbcore.studies.paper_versions import ARXIV_TABLE1, ARXIV_TABLE1_SETTINGS, ARXIV_TABLE2
 from lsbcore.studies.shared.commit import commit
 
@@ -790,8 +791,11 @@ def main(argv=None) -> int:
             return _failed(runs_path, err, "the runs' results.json files are kept under --work")
     try:
         kept = _kept_sections(args.out)
+        ledger = ledger_of(kept)  # the ledger of claims stays at the top of the page
+        kept = without_ledger(kept)
         text = document(data, data.get("command", command))
-        out_path.write_text(args.out, text + ("\n" + kept if kept else ""))
+        top = ledger + "\n" if ledger else ""
+        out_path.write_text(args.out, top + text + ("\n" + kept if kept else ""))
     except (OSError, ValueError) as err:
         after = "it is as it was"
         if args.from_runs is None:
