@@ -1,6 +1,7 @@
 """The RBM experiment command: the GWG code's ESS by hand, the checkpoint grid, an end-to-end
 run through ``python -m lsbcore.experiment --target rbm-digits`` and its generated section."""
 
+import copy
 import json
 import math
 
@@ -115,6 +116,36 @@ def test_the_generated_section_states_each_claim_and_replaces_itself(tiny_run, t
     again = doc.read_text(encoding="utf-8")
     assert again.count(report.BEGIN) == 1 and again.startswith("# Ising part")
     assert report.keep_section(again) == report.section(results)
+
+
+def _with_floor_steps(results: dict, burn_in: int, steps: dict) -> dict:
+    """``results`` with its burn-in and each named sampler's step to the floor set (every seed)."""
+    changed = copy.deepcopy(results)
+    changed["config"]["burn_in"] = burn_in
+    for run in changed["runs"]:
+        for label, step in steps.items():
+            run["samplers"][label]["reach_floor"]["step"] = step
+    return changed
+
+
+def test_an_evaluations_claim_is_inconclusive_when_the_floor_comes_before_learning(tiny_run):
+    """The issue's 8 x 8 case: the floor at about 60 steps of a 2,400-step burn-in says nothing
+    about what learning buys; past a tenth of the burn-in the race is judged again."""
+    results, _, _ = tiny_run
+    early = _with_floor_steps(results, 2400, {"flsb1": 58, "flsb2": 61, "gwg": 42})
+    assert report.floor_before_learning(early, ("flsb2", "gwg")) == pytest.approx(61 / 2400)
+    text = report.section(early)
+    line = next(x for x in text.splitlines() if "far fewer target evaluations" in x)
+    assert "against GWG inconclusive: both reached the floor within 2.5% of the burn-in" in line
+    assert "against FLSB 1 inconclusive" in line and "does not hold" not in line
+    late = _with_floor_steps(results, 2400, {"flsb1": 580, "flsb2": 610, "gwg": 420})
+    assert report.floor_before_learning(late, ("flsb2", "gwg")) is None  # 25% of the burn-in
+    line = next(x for x in report.section(late).splitlines() if "far fewer target" in x)
+    assert "inconclusive" not in line
+    assert ("against GWG holds" in line) or ("against GWG does not hold" in line)
+    # a sampler that never reached the floor leaves the claim to the ratios
+    never = _with_floor_steps(results, 2400, {"flsb2": None, "gwg": 42})
+    assert report.floor_before_learning(never, ("flsb2", "gwg")) is None
 
 
 def test_bad_arguments_are_refused_by_the_command(tmp_path, capsys):

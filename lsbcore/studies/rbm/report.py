@@ -155,6 +155,31 @@ def _table(results: dict) -> list[str]:
     return rows
 
 
+#: A claim about what learning buys, judged by evaluations to the floor, is inconclusive when the
+#: samplers compared reach the floor within this share of the burn-in: they have then taken
+#: only that share of their learning steps, so the race is run by their starting functions.
+EARLY_SHARE = 0.1
+
+
+def floor_before_learning(results: dict, labels) -> float | None:
+    """The share of the burn-in after which the last of ``labels`` reached the floor (the
+    median over seeds of each sampler's step), when that is under ``EARLY_SHARE``; else None."""
+    burn_in = results["config"]["burn_in"]
+    steps = [[v for v in _reach(results, lb, "step") if v is not None] for lb in labels]
+    if burn_in <= 0 or not all(steps):
+        return None
+    share = max(float(np.median(v)) for v in steps) / burn_in
+    return share if share < EARLY_SHARE else None
+
+
+def _too_early(share: float) -> str:
+    return (
+        f"inconclusive: both reached the floor within {100 * share:.1f}% of the burn-in (under "
+        f"{100 * EARLY_SHARE:.0f}%), before learning could change their functions, so the "
+        "evaluations compare their starting functions, not what they learn"
+    )
+
+
 def _claims(results: dict) -> list[str]:
     labels = set(results["config"]["samplers"])
     seeds = len(results["runs"])
@@ -171,6 +196,11 @@ def _claims(results: dict) -> list[str]:
         verdict = ("holds" if level_like and speed_like
                    else "holds for the level reached, not for the evaluations to reach it"
                    if level_like else "does not hold")  # fmt: skip
+        early = floor_before_learning(results, ("flsb1", "gwg"))
+        if early is not None and level_like:
+            verdict = (
+                f"holds for the level reached; for the evaluations to reach it {_too_early(early)}"
+            )
         ess_a = _per_seed(results, "flsb1", "ess_dims_mean")
         ess_b = _per_seed(results, "gwg", "ess_dims_mean")
         out.append(
@@ -190,8 +220,12 @@ def _claims(results: dict) -> list[str]:
         for other in others:
             pairs = _ratios(results, "flsb2", other)
             far = bool(pairs) and float(np.median([v for v, _ in pairs])) >= 2.0
+            early = floor_before_learning(results, ("flsb2", other))
+            verdict = (
+                _too_early(early) if early is not None else ("holds" if far else "does not hold")
+            )
             parts.append(
-                f"against {display_name(other)} {'holds' if far else 'does not hold'} "
+                f"against {display_name(other)} {verdict} "
                 f"({display_name(other)} needs {_ratio_text(pairs)} FLSB 2's evaluations)"
             )
         if parts:
