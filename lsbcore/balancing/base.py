@@ -37,6 +37,11 @@ class Balancing(nn.Module):
         """Put the parameters back into their allowed set after an optimiser step (projected
         gradient); nothing to do for functions whose every parameter value is allowed."""
 
+    def learning_penalty(self, generator: torch.Generator, n: int) -> torch.Tensor | None:
+        """A term a learning step adds to its loss (LSB 2' under the authors' monotonicity
+        penalty); ``None``: nothing to add."""
+        return None
+
     def regress(self, s: torch.Tensor, target: torch.Tensor, steps: int, lr: float) -> float:
         """``steps`` full-batch Adam steps on the squared error of ``log g(s)`` against
         ``target``, each followed by ``project_()``; returns the final max absolute error.

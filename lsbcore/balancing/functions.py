@@ -19,6 +19,8 @@ from lsbcore.balancing.monotone import MonotoneBalancing
 from lsbcore.checks import integer
 
 FIXED = ("barker", "sqrt", "min", "max")
+#: LSB 2''s starts: near sqrt(t) (the product's) or exactly max(1, t) (the authors' UAI code).
+MONOTONE_INITS = ("sqrt", "max")
 # LSB 2 inputs up to this many values go through the network as written; larger ones (whole
 # lattices) through its piecewise-linear form, which avoids a [..., hidden] intermediate.
 DENSE_LIMIT = 2048
@@ -52,6 +54,23 @@ class FixedBalancing(Balancing):
 
     def log_g(self, s: torch.Tensor) -> torch.Tensor:
         return log_g_fixed(self.name, s)
+
+
+class PinnedZeroBalancing(Balancing):
+    """``inner`` with ``g(0)`` pinned to 0 and every ``g(t)``, ``t > 0``, unchanged: the pair
+    (``inner``, this) differs in ``g(0)`` only, which is what appendix G's remark is about. A
+    flip into zero mass (``t = 0``, ``s = -inf``) gets ``log g = -inf``: never proposed."""
+
+    def __init__(self, inner: Balancing):
+        super().__init__()
+        self.inner = inner
+        self.name = f"{inner.name}-g0-zero"
+
+    def log_g(self, s: torch.Tensor) -> torch.Tensor:
+        return torch.where(torch.isneginf(s), -math.inf, self.inner.log_g(s))
+
+    def g0(self) -> float:
+        return 0.0
 
 
 class MixtureBalancing(Balancing):
@@ -236,10 +255,19 @@ def _fitted_sqrt(function: Balancing, key: tuple) -> Balancing:
 
 
 def make_balancing(
-    name: str, hidden: int = 10, seed: int = 0, groups: int = 20, units: int = 20
+    name: str,
+    hidden: int = 10,
+    seed: int = 0,
+    groups: int = 20,
+    units: int = 20,
+    init: str = "sqrt",
+    monotonicity: str = "projection",
+    penalty: float = 1.0,
 ) -> Balancing:
     """A fresh balancing function: a fixed one, LSB 1 at equal weights, LSB 2 near sqrt or
-    LSB 2' (``"lsb2-monotone"``, ``groups`` x ``units`` min-max network) near sqrt."""
+    LSB 2' (``"lsb2-monotone"``, ``groups`` x ``units`` min-max network) near sqrt, or with
+    ``init="max"`` exactly max(1, t) (the authors' UAI start); ``monotonicity`` and ``penalty``
+    are LSB 2''s (``MonotoneBalancing``)."""
     if name in FIXED:
         return FixedBalancing(name)
     if name == "lsb1":
@@ -249,8 +277,16 @@ def make_balancing(
         net = NetworkBalancing(hidden=hidden, generator=generator)
         return _fitted_sqrt(net, (name, hidden, int(seed)))
     if name == "lsb2-monotone":
+        if init not in MONOTONE_INITS:
+            raise ValueError(f"init must be one of {', '.join(MONOTONE_INITS)}, got {init!r}.")
         generator = torch.Generator().manual_seed(int(seed))
-        monotone = MonotoneBalancing(groups=groups, units=units, generator=generator)
+        monotone = MonotoneBalancing(
+            groups=groups, units=units, generator=generator, monotonicity=monotonicity,
+            penalty=penalty,
+        )  # fmt: skip
+        if init == "max":
+            monotone.start_at_max_()
+            return monotone
         return _fitted_sqrt(monotone, (name, groups, units, int(seed)))
     raise ValueError(
         f"unknown balancing function {name!r}; choose one of "
@@ -265,12 +301,15 @@ def sampler_balancing(
     balancing=None,
     groups: int = 20,
     units: int = 20,
+    **monotone,
 ) -> Balancing:
     """The balancing function a sampler of registry kind ``kind`` starts with: a fixed
     function's, LSB 1's, LSB 2's or LSB 2' (``make_balancing``), or for ``"learned"`` the loaded
     ``balancing``, frozen."""
     if kind != "learned":
-        return make_balancing(kind, hidden=hidden, seed=seed, groups=groups, units=units)
+        return make_balancing(
+            kind, hidden=hidden, seed=seed, groups=groups, units=units, **monotone
+        )
     if not isinstance(balancing, Balancing):
         raise ValueError(
             "the 'learned' sampler needs balancing=lsbcore.load_balancing(path_or_dict)."

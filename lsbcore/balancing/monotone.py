@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from lsbcore.balancing.base import Balancing
-from lsbcore.checks import integer
+from lsbcore.checks import integer, real
 
 # pieces() holds [K * J, K, K] tensors: 32 x 32 keeps them at 8 MiB
 MAX_GROUPS = 32
@@ -49,6 +49,10 @@ CHUNK = 1 << 20
 # inputs up to this many are searched unit by unit; larger ones (whole lattices) by a lookup in
 # phi's pieces, which cost a few small sorts to build (see MonotoneBalancing.pieces)
 DENSE_LIMIT = 2048
+#: How monotonicity of ``t h(1/t)`` is kept: by projecting the slopes (ours, exact) or by the
+#: authors' finite-difference penalty (their UAI code: weight 1, t ~ U(0, 2), step 1e-6).
+MONOTONICITY = ("projection", "penalty")
+PENALTY_DELTA = 1e-6
 
 
 def _lower_envelope(w: torch.Tensor, b: torch.Tensor):
@@ -92,10 +96,25 @@ class MonotoneBalancing(Balancing):
     name = "lsb2-monotone"
     learnable = True
 
-    def __init__(self, groups: int = 20, units: int = 20, generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        groups: int = 20,
+        units: int = 20,
+        generator: torch.Generator | None = None,
+        monotonicity: str = "projection",
+        penalty: float = 1.0,
+        penalty_range: float = 2.0,
+    ):
         super().__init__()
         self.groups = integer(groups, "groups", 1, MAX_GROUPS)
         self.units = integer(units, "units", 1, MAX_UNITS)
+        if monotonicity not in MONOTONICITY:
+            raise ValueError(
+                f"monotonicity must be one of {', '.join(MONOTONICITY)}, got {monotonicity!r}."
+            )
+        self.monotonicity = monotonicity
+        self.penalty = real(penalty, "penalty", 0.0, 1e6)
+        self.penalty_range = real(penalty_range, "penalty_range", 1e-6, 1e6)
         shape = (self.groups, self.units)
         self.slope = nn.Parameter(torch.full(shape, 0.5, dtype=torch.float64))
         self.intercept = nn.Parameter(torch.zeros(shape, dtype=torch.float64))
@@ -109,9 +128,39 @@ class MonotoneBalancing(Balancing):
     # ----------------------------------------------------------------- the network
     def project_(self) -> None:
         """Clip the slopes to ``[0, 1]``: the projection that keeps ``g`` monotone (and lets a
-        slope reach 0 or 1 exactly, which ``g(0) > 0`` needs)."""
+        slope reach 0 or 1 exactly, which ``g(0) > 0`` needs). Under the authors' penalty only
+        to ``[0, inf)``: ``h`` stays increasing by construction (their positive weights) and
+        ``t h(1/t)`` is left to the penalty."""
         with torch.no_grad():
-            self.slope.clamp_(0.0, 1.0)
+            self.slope.clamp_(0.0, 1.0 if self.monotonicity == "projection" else None)
+
+    @torch.no_grad()
+    def start_at_max_(self) -> None:
+        """Set the network to exactly ``max(1, t)`` (``phi(s) = max(0, s)``), the authors' UAI
+        start (they regress onto max(1, t) before burn-in): the first half of the groups are
+        the line 0, the rest the line ``s`` (one group each with a single group)."""
+        self.slope.zero_()
+        self.intercept.zero_()
+        self.slope[self.groups // 2 :] = 1.0
+
+    def monotonicity_penalty(self, t: torch.Tensor, delta: float = PENALTY_DELTA) -> torch.Tensor:
+        """The authors' penalty on ``u(t) = t h(1/t)`` decreasing: the mean over ``t`` of
+        ``max(0, (u(t) - u(t + delta)) / delta)``, a forward difference of ``-u'(t)`` (zero
+        wherever ``u`` increases). ``log u(t) = s + phi(-s)`` with ``s = log t``."""
+        t = torch.as_tensor(t, dtype=torch.float64, device=self.slope.device)
+        s = torch.log(torch.stack([t, t + delta]))
+        u = torch.exp(s + self.phi(-s))
+        return torch.clamp((u[0] - u[1]) / delta, min=0.0).mean()
+
+    def learning_penalty(self, generator: torch.Generator, n: int) -> torch.Tensor | None:
+        """The term a learning step adds to its loss: under ``"penalty"``, ``penalty`` times
+        ``monotonicity_penalty`` at ``n`` points ``t ~ U(0, penalty_range)`` (the authors draw
+        one per chain, range 2, weight 1); ``None`` under ``"projection"`` (nothing to add)."""
+        if self.monotonicity != "penalty" or self.penalty == 0:
+            return None
+        u = torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device)
+        t = (u * self.penalty_range).clamp(min=1e-300)  # t = 0 exactly has no log
+        return self.penalty * self.monotonicity_penalty(t.to(self.slope.device))
 
     @torch.no_grad()
     def _end_units(self) -> torch.Tensor:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lsbcore.balancing.functions import FIXED, sampler_balancing
-from lsbcore.balancing.monotone import MAX_GROUPS, MAX_UNITS
+from lsbcore.balancing.functions import FIXED, MONOTONE_INITS, sampler_balancing
+from lsbcore.balancing.monotone import MAX_GROUPS, MAX_UNITS, MONOTONICITY
 from lsbcore.balancing.objective import OBJECTIVES
 from lsbcore.samplers.balanced.batched import balanced_builder
 from lsbcore.samplers.balanced.pairwise import OPTIMIZERS, LocallyBalancedSampler
@@ -185,13 +185,24 @@ HIDDEN = Option("hidden", 10, 1, 256, help="LSB 2's hidden width")
 MONOTONE_SHAPE = (
     Option("groups", 20, 1, MAX_GROUPS, help="LSB 2': groups K of the min-max network"),
     Option("units", 20, 1, MAX_UNITS, help="LSB 2': linear units J per group"),
+    Option(
+        "init", "sqrt", choices=MONOTONE_INITS, help="LSB 2': start near sqrt(t) or at max(1, t)"
+    ),
+    Option(
+        "monotonicity",
+        "projection",
+        choices=MONOTONICITY,
+        help="LSB 2': slopes projected onto [0, 1], or the authors' penalty on t h(1/t)",
+    ),
+    Option("penalty", 1.0, 0.0, 1e6, help="LSB 2': weight of the authors' monotonicity penalty"),
 )
 
 
 def _balanced(kind: str):
     def build(target, n_chains, hidden=10, groups=20, units=20, balancing=None, **common):
+        monotone = {k: common.pop(k) for k in ("init", "monotonicity", "penalty") if k in common}
         balancing = sampler_balancing(
-            kind, hidden, common["seed"], balancing, groups=groups, units=units
+            kind, hidden, common["seed"], balancing, groups=groups, units=units, **monotone
         )
         return LocallyBalancedSampler(target, n_chains, balancing, name=kind, **common)
 

@@ -449,6 +449,10 @@ class BatchedBalancedSampler(BatchedSampler):
             loss, accept_log_a = self._gradient_objective(
                 log_g, log_z, i, j, s_safe, s_safe_u, log_ratio, log_ratio_u, dead, dead_u
             )
+        penalty = self.balancing.learning_penalty(self.generator, self.n_chains)
+        if penalty is not None:  # the authors' monotonicity penalty adds to the gradient
+            penalty.backward()
+            loss = loss + penalty.detach()
         with torch.no_grad():
             self._optimizer.step()
             self.balancing.project_()  # LSB 2' keeps its slopes in [0, 1]
@@ -616,8 +620,9 @@ def balanced_builder(kind: str, ratios: str = "exact"):
     def build(
         target, n_chains, hidden=10, groups=20, units=20, balancing=None, name=None, **common
     ):
+        monotone = {k: common.pop(k) for k in ("init", "monotonicity", "penalty") if k in common}
         balancing = sampler_balancing(
-            kind, hidden, common.get("seed", 0), balancing, groups=groups, units=units
+            kind, hidden, common.get("seed", 0), balancing, groups=groups, units=units, **monotone
         )
         default = kind if ratios == "exact" else f"f{kind}"
         return BatchedBalancedSampler(

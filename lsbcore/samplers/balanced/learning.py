@@ -205,6 +205,10 @@ class BalancedLearning:
         else:
             self._optimizer.zero_grad(set_to_none=True)
             torch.autograd.backward([log_z, log_g_flips], [grad_log_z, grad_flips])
+            penalty = self.balancing.learning_penalty(self.generator, self.n_chains)
+            if penalty is not None:  # the authors' monotonicity penalty adds to the gradient
+                penalty.backward()
+                loss = loss + penalty.detach()
         self.eta_raw.grad = grad_eta_raw
         with torch.no_grad():
             self._optimizer.step()

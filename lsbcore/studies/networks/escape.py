@@ -27,8 +27,9 @@ from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.factor_graph import FactorGraph
 
-#: The balancing samplers compared (the paper's Table 3 and LSB 2').
-ESCAPE_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "lsb2-monotone")
+#: The balancing samplers compared (the paper's Table 3, its appendix G variant, and max(1, t)
+#: with g(0) pinned to 0, which needs ``make``).
+ESCAPE_SAMPLERS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "lsb2-monotone", "max-g0-zero")
 #: ``log t`` at which ``g(0)`` is read when a function has no exact limit (e^-200 ~ 1e-87).
 ZERO_LOG_T = -200.0
 
@@ -102,12 +103,14 @@ def escape_times(
     seeds,
     max_steps: int,
     name: str = "network",
+    make=None,
 ) -> Escape:
     """Run ``sampler`` (frozen) on ``network`` from uniform starts, ``n_chains`` chains per seed,
     up to ``max_steps`` steps, and record when each chain first enters ``skeleton``'s support.
 
     ``skeleton`` must be ``network`` with its near-deterministic entries made exact zeros (same
-    variables and scopes)."""
+    variables and scopes). ``make(sampler, network, x0, seed)`` builds the chains (default: the
+    registry's sampler with its default options, torch steps)."""
     if sampler not in ESCAPE_SAMPLERS:
         raise ValueError(
             f"unknown sampler {sampler!r}; choose one of {', '.join(ESCAPE_SAMPLERS)}."
@@ -122,7 +125,10 @@ def escape_times(
     found, inside, g0, per_step = [], 0, math.nan, 0
     for seed in seeds:
         x0 = uniform_start(network.shape, n_chains, seed)
-        chains = make_sampler(sampler, network, n_chains, seed=seed, x0=x0, backend="torch")
+        if make is None:
+            chains = make_sampler(sampler, network, n_chains, seed=seed, x0=x0, backend="torch")
+        else:
+            chains = make(sampler, network, x0, seed)
         g0, per_step = g_at_zero(chains.balancing), chains.evals_per_step
         at = torch.full((n_chains,), math.inf, dtype=torch.float64)
         entered = torch.isfinite(skeleton.log_prob(chains.x))

@@ -1,15 +1,16 @@
 """``python -m lsbcore.experiment --target markov-networks``: the paper's UAI experiment (Table 3)
-on MN 1 and MN 2 as the product generates them, the escape figures and the monotone network's
-fit to max(1, t), written as a generated section of ``docs/reproduction.md``.
+on MN 1 and MN 2 as the product generates them, the escape figures, the g(0) comparison and the
+monotone network's fit to max(1, t), written as a generated section of ``docs/reproduction.md``.
 
-Per network and balancing sampler (``protocol.SAMPLERS``), per seed: 5 chains from uniform
-random starts (every state has positive mass at epsilon = 1e-3), burn-in 500 iterations (the
-learned ones learn, Adam lr 1e-2), then 10,000 sampling iterations, frozen; the paper ESS of
-each chain's magnetisation ``sum_i x_i`` (lag window 500, threshold 0.05: the Ising
-reproduction's statistic and settings). The fixed functions' trials share nothing but a batch:
-their 5 seeds' chains run as one sampler of 25 independent chains (each seed's 5 starts its own),
-which is the same chains at a fifth of the overhead; the learned ones run seed by seed, since
-their learning averages over their batch of 5.
+By default the setup is the authors' UAI scripts' (``protocol.AUTHORS``; each item an option):
+per network, sampler and seed, 5 chains start with every variable at 0 (``--start``); burn-in
+500 iterations, in which the learned functions learn (SGD with momentum, lr 1e-4; LSB 2 the
+monotone network started at max(1, t) with the authors' monotonicity penalty); then every
+sampler's 10,000 frozen sampling iterations start from the states sqrt(t)'s chains reached at
+the end of burn-in (``--mixing-start``); the paper ESS of each chain's magnetisation
+``sum_i x_i``, lag window 400 (``--lag``), threshold 0.05. The fixed functions' trials share
+nothing but a batch: their 5 seeds' chains run as one sampler of 25 independent chains; the
+learned ones run seed by seed, since their learning averages over their batch of 5.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import numpy as np
 import torch
 
 from lsbcore import out_path
-from lsbcore.balancing.functions import make_balancing
+from lsbcore.balancing.functions import FixedBalancing, PinnedZeroBalancing, make_balancing
 from lsbcore.bounded_json import read_capped
-from lsbcore.diagnostics.mixing import PAPER_MAX_LAG, ess_paper
+from lsbcore.diagnostics.mixing import ess_paper
 from lsbcore.networks.presets import PRESETS, preset
 from lsbcore.out_path import write_text
 from lsbcore.samplers.base import uniform_start
@@ -34,7 +35,7 @@ from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.studies.networks import protocol
 from lsbcore.studies.networks.escape import escape_times, g_at_zero
 from lsbcore.studies.networks.report import section, write_section
-from lsbcore.studies.shared.arguments import int_in
+from lsbcore.studies.shared.arguments import float_in, int_in
 from lsbcore.studies.shared.commit import commit
 from lsbcore.studies.shared.shown_command import shown_command
 
@@ -50,30 +51,79 @@ def _magnetisation(sampler, steps: int) -> np.ndarray:
     return buffer[:, :, 1].T.numpy().copy()
 
 
-def run_sampler(target, name: str, seeds, burn_in: int, steps: int, chains: int) -> dict:
-    """One sampler on one network over ``seeds``: per-seed mean ESS, per-chain ESS, acceptance,
-    evaluations per chain and (learned ones) g(0) after learning."""
-    lag = min(PAPER_MAX_LAG, steps - 1)
-    options = dict(protocol.LEARNING) if REGISTRY[name].learnable else {}
+def start_states(shape, chains: int, seeds, start: str) -> torch.Tensor:
+    """Every seed's ``chains`` starts, ``[len(seeds) * chains, *shape]``: all variables at 0
+    (``-1`` in the product's +-1 states; the authors' start, whose evidence our generated
+    networks do not have) or uniform random (each seed its own)."""
+    if start not in protocol.STARTS:
+        raise ValueError(f"start must be one of {', '.join(protocol.STARTS)}, got {start!r}.")
+    if start == "zeros":
+        return torch.full((len(seeds) * chains, *shape), -1.0, dtype=torch.float64)
+    return torch.cat([uniform_start(shape, chains, s) for s in seeds])
+
+
+def sampler_options(name: str, settings: dict) -> dict:
+    """The registry options ``settings`` gives sampler ``name``: the optimiser and its rate to
+    every learned one, LSB 2''s ``init`` and ``monotonicity`` to the monotone network only."""
+    if name not in REGISTRY or not REGISTRY[name].learnable:
+        return {}
+    options = {"optimizer": settings["optimizer"], "lr": settings["lr"]}
+    if name == "lsb2-monotone":
+        options.update({k: settings[k] for k in protocol.MONOTONE_ONLY})
+    return options
+
+
+def build(name: str, target, x0: torch.Tensor, seed: int, settings: dict):
+    """Sampler ``name`` on ``target`` from ``x0``: a registry sampler, or ``"max-g0-zero"``
+    (max(1, t) with g(0) pinned to 0, frozen)."""
+    if name == "max-g0-zero":
+        pinned = PinnedZeroBalancing(FixedBalancing("max"))
+        return make_sampler(
+            "learned", target, len(x0), seed=seed, x0=x0, backend="torch", balancing=pinned
+        )
+    options = sampler_options(name, settings)
+    return make_sampler(name, target, len(x0), seed=seed, x0=x0, backend="torch", **options)
+
+
+def sqrt_burn_in(target, x0: torch.Tensor, seed: int, burn_in: int) -> torch.Tensor:
+    """The states sqrt(t)'s chains reach after ``burn_in`` iterations from ``x0``: where the
+    authors restart every sampler's mixing."""
+    sampler = make_sampler("sqrt", target, len(x0), seed=seed, x0=x0, backend="torch")
+    sampler.step(burn_in)
+    return sampler.x.detach().clone()
+
+
+def run_sampler(
+    target, name: str, seeds, burn_in: int, steps: int, chains: int, settings: dict,
+    x0: torch.Tensor, mixing_x0: torch.Tensor | None = None,
+) -> dict:  # fmt: skip
+    """One sampler on one network over ``seeds``, chains from ``x0`` (``[seeds * chains, ...]``):
+    burn-in (learning, for learned ones), then the sampling iterations from ``mixing_x0`` where
+    given (the authors: sqrt(t)'s burn-in states), else from where burn-in left the chains.
+    Per-seed mean ESS, per-chain ESS, acceptance, evaluations per chain, g(0) after learning."""
+    lag = min(settings["lag"], steps - 1)
+    learnable = name in REGISTRY and REGISTRY[name].learnable
     per_seed, per_chain, accept, g0, failed, evals = [], [], [], [], 0, 0
-    if not REGISTRY[name].learnable:
-        x0 = torch.cat([uniform_start(target.shape, chains, s) for s in seeds])
-        sampler = make_sampler(name, target, len(x0), seed=seeds[0], x0=x0, backend="torch")
-        sampler.step(burn_in)
+    if not learnable:
+        sampler = build(name, target, x0, seeds[0], settings)
+        if mixing_x0 is None:
+            sampler.step(burn_in)
+        else:  # its own burn-in would be discarded: mixing starts from sqrt(t)'s states
+            sampler.set_state(mixing_x0)
         ess = ess_paper(_magnetisation(sampler, steps), max_lag=lag)
         per_chain = ess.tolist()
         per_seed = [float(ess[i * chains : (i + 1) * chains].mean()) for i in range(len(seeds))]
         accept, evals = [sampler.accept_rate], sampler.n_target_evals
         g0 = [g_at_zero(sampler.balancing)]
     else:
-        for seed in seeds:
-            x0 = uniform_start(target.shape, chains, seed)
-            sampler = make_sampler(
-                name, target, chains, seed=seed, x0=x0, backend="torch", **options
-            )
+        for n, seed in enumerate(seeds):
+            part = slice(n * chains, (n + 1) * chains)
+            sampler = build(name, target, x0[part], seed, settings)
             sampler.step(burn_in, learn=True)
             failed += bool(sampler.learning_failed)
             g0.append(g_at_zero(sampler.balancing))
+            if mixing_x0 is not None:
+                sampler.set_state(mixing_x0[part])
             ess = ess_paper(_magnetisation(sampler, steps), max_lag=lag)
             per_chain += ess.tolist()
             per_seed.append(float(ess.mean()))
@@ -110,22 +160,30 @@ def monotone_fit(steps: int, seed: int = 0) -> dict:
     }
 
 
-def run(networks, seeds, burn_in, steps, chains, escape, fit_steps, log=print) -> dict:
-    """Everything the section reports, as plain data."""
-
+def run(networks, seeds, burn_in, steps, chains, escape, fit_steps, settings=None, log=print):
+    """Everything the section reports, as plain data (``settings``: ``protocol.AUTHORS`` with
+    the options changed)."""
+    settings = {**protocol.AUTHORS, **(settings or {})}
     results = {"networks": {}, "escape": {}, "seconds": 0.0, "commit": commit()}
     started = time.perf_counter()
     for net in networks:
         target = preset(net)
         skeleton = preset(net, epsilon=0)
+        x0 = start_states(target.shape, chains, seeds, settings["start"])
+        mixing_x0 = None
+        if settings["mixing_start"] == "sqrt-burn-in":
+            log(f"{net}: sqrt(t)'s burn-in (every sampler's mixing starts there)")
+            mixing_x0 = sqrt_burn_in(target, x0, seeds[0], burn_in)
         table, escapes = {}, {}
-        for name in protocol.SAMPLERS:
+        for name in (*protocol.SAMPLERS, protocol.G0_PAIR[1]):
             log(f"{net}: {name} (protocol)")
-            table[name] = run_sampler(target, name, seeds, burn_in, steps, chains)
+            table[name] = run_sampler(
+                target, name, seeds, burn_in, steps, chains, settings, x0, mixing_x0
+            )
             log(f"{net}: {name} (escape)")
             found = escape_times(
                 target, skeleton, name, escape["chains"], range(escape["seeds"]), escape["steps"],
-                name=net,
+                name=net, make=lambda n, t, x, seed: build(n, t, x, seed, settings),
             )  # fmt: skip
             escapes[name] = found.summary()
         results["networks"][net] = table
@@ -185,8 +243,45 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-json", type=Path,
         help="write the section from a --json file of an earlier run (no sampling)",
     )  # fmt: skip
+    authors = protocol.AUTHORS
+    setup = parser.add_argument_group(
+        "setup", "the authors' UAI scripts' values are the defaults; each option departs from them"
+    )
+    setup.add_argument(
+        "--start", choices=protocol.STARTS, default=authors["start"],
+        help="chains start with every variable at 0 (authors) or uniformly at random",
+    )  # fmt: skip
+    setup.add_argument(
+        "--mixing-start", choices=protocol.MIXING_STARTS, default=authors["mixing_start"],
+        help="sampling starts from sqrt(t)'s burn-in states (authors) or each sampler's own",
+    )  # fmt: skip
+    setup.add_argument(
+        "--lag", type=int_in(1, 10_000), default=authors["lag"],
+        help=f"ESS lag window (authors {authors['lag']})",
+    )  # fmt: skip
+    setup.add_argument(
+        "--optimizer", choices=("sgd", "adam"), default=authors["optimizer"],
+        help="learning: SGD with momentum 0.9 (authors) or Adam",
+    )  # fmt: skip
+    setup.add_argument(
+        "--lr", type=float_in(0.0, 1.0, low_open=True), default=authors["lr"],
+        help=f"learning rate (authors {authors['lr']:g})",
+    )  # fmt: skip
+    setup.add_argument(
+        "--monotonicity", choices=("penalty", "projection"), default=authors["monotonicity"],
+        help="LSB 2: the authors' penalty on t h(1/t) decreasing, or slopes projected to [0, 1]",
+    )  # fmt: skip
+    setup.add_argument(
+        "--init", choices=("max", "sqrt"), default=authors["init"],
+        help="LSB 2 starts at max(1, t) (authors) or near sqrt(t)",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true")
     return parser
+
+
+def settings_of(args) -> dict:
+    """The setup options of parsed ``args``, keyed as ``protocol.AUTHORS``."""
+    return {key: getattr(args, key) for key in protocol.AUTHORS}
 
 
 def main(argv=None) -> int:
@@ -208,7 +303,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)  # 5 chains of 100 variables: one thread is the fastest
     results = run(
         args.networks, seeds, length["burn_in"], length["steps"], length["chains"], escape,
-        fit_steps=60 if args.quick else 300, log=log,
+        fit_steps=60 if args.quick else 300, settings=settings_of(args), log=log,
     )  # fmt: skip
     results["config"] = {
         "command": shown_command(argv),
@@ -219,6 +314,7 @@ def main(argv=None) -> int:
         "chains": length["chains"],
         "escape": escape,
         "networks": args.networks,
+        "settings": settings_of(args),
     }
 
     if args.json is not None:
@@ -256,4 +352,7 @@ def _from_json(parser, args, docs: Path) -> int:
     return _write(docs, results, lambda m: None if args.quiet else print(m, file=sys.stderr))
 
 
-__all__ = ["build_parser", "main", "monotone_fit", "run", "run_sampler"]
+__all__ = [
+    "build", "build_parser", "main", "monotone_fit", "run", "run_sampler", "sampler_options",
+    "settings_of", "sqrt_burn_in", "start_states",
+]  # fmt: skip
