@@ -32,7 +32,7 @@ from lsbcore.networks.presets import PRESETS, preset
 from lsbcore.out_path import write_text
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, make_sampler
-from lsbcore.studies.networks import protocol
+from lsbcore.studies.networks import convergence, protocol
 from lsbcore.studies.networks.escape import escape_times, g_at_zero
 from lsbcore.studies.networks.report import section, write_section
 from lsbcore.studies.shared.arguments import float_in, int_in
@@ -160,6 +160,18 @@ def monotone_fit(steps: int, seed: int = 0) -> dict:
     }
 
 
+def figure5(networks, seeds, quick: bool, settings: dict, log=print) -> dict:
+    """Figure 5's measurement (``convergence.run``) under ``settings``."""
+    size = protocol.FIGURE5_QUICK if quick else protocol.FIGURE5
+    long_run = {"chains": size["long_chains"], "steps": size["long_steps"]}
+    return convergence.run(
+        networks, seeds, size["iterations"], protocol.PAPER["chains"], long_run, settings,
+        make=lambda n, t, x, seed: build(n, t, x, seed, settings),
+        starts=lambda shape, chains, seed: start_states(shape, chains, [seed], settings["start"]),
+        log=log,
+    )  # fmt: skip
+
+
 def run(networks, seeds, burn_in, steps, chains, escape, fit_steps, settings=None, log=print):
     """Everything the section reports, as plain data (``settings``: ``protocol.AUTHORS`` with
     the options changed)."""
@@ -188,6 +200,9 @@ def run(networks, seeds, burn_in, steps, chains, escape, fit_steps, settings=Non
             escapes[name] = found.summary()
         results["networks"][net] = table
         results["escape"][net] = escapes
+    results["figure5"] = figure5(
+        networks, seeds, burn_in < protocol.PAPER["burn_in"], settings, log
+    )
     log("monotone network: fit to max(1, t)")
     results["fit"] = monotone_fit(fit_steps)
     results["seconds"] = time.perf_counter() - started
@@ -275,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--init", choices=("max", "sqrt"), default=authors["init"],
         help="LSB 2 starts at max(1, t) (authors) or near sqrt(t)",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", choices=("figure5",),
+        help="figure5: run only Figure 5's measurement and rewrite only its subsection of the "
+        "markov-networks section of --docs (which must have that section)",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true")
     return parser
 
@@ -291,8 +311,13 @@ def main(argv=None) -> int:
     docs = args.docs
     if docs.suffix.lower() != ".md":
         parser.error(f"--docs must name a Markdown file (.md), got {str(docs)!r}")
+    if args.only is not None and (args.from_json is not None or args.json is not None):
+        parser.error("--only figure5 rewrites its subsection from its own runs; it cannot be "
+                     "combined with --from-json or --json")  # fmt: skip
     if args.from_json is not None:
         return _from_json(parser, args, docs)
+    if args.only is not None:
+        return _only_figure5(parser, args, argv, docs)
     length = protocol.QUICK if args.quick else protocol.PAPER
     seeds = list(range(args.seeds or (2 if args.quick else protocol.PAPER["trials"])))
     escape = dict(protocol.ESCAPE)
@@ -337,6 +362,32 @@ def _write(docs: Path, results: dict, log) -> int:
     return 0
 
 
+def _only_figure5(parser, args, argv, docs: Path) -> int:
+    """Figure 5's subsection alone, put into the markov-networks section of ``docs``."""
+    from lsbcore.studies.networks.report import END
+
+    try:
+        doc = docs.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        doc = ""
+    if END not in doc:
+        parser.error(
+            f"--only figure5 needs the markov-networks section in --docs {str(docs)!r}; run the "
+            "command without --only first"
+        )
+    seeds = list(range(args.seeds or (2 if args.quick else protocol.PAPER["trials"])))
+    log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    torch.set_num_threads(1)
+    fig = figure5(args.networks, seeds, args.quick, settings_of(args), log)
+    try:
+        write_text(docs, convergence.put(doc, convergence.section(fig, shown_command(argv)), END))
+    except OSError as err:
+        print(f"could not write {docs}: {err.strerror or err}.", file=sys.stderr)
+        return 1
+    log(f"wrote the Figure 5 subsection of {docs}")
+    return 0
+
+
 FROM_JSON_MAX_BYTES = 50 * 2**20  # read at most this: /dev/zero or a huge file would not end
 
 
@@ -353,6 +404,6 @@ def _from_json(parser, args, docs: Path) -> int:
 
 
 __all__ = [
-    "build", "build_parser", "main", "monotone_fit", "run", "run_sampler", "sampler_options",
-    "settings_of", "sqrt_burn_in", "start_states",
+    "build", "build_parser", "figure5", "main", "monotone_fit", "run", "run_sampler",
+    "sampler_options", "settings_of", "sqrt_burn_in", "start_states",
 ]  # fmt: skip

@@ -22,6 +22,9 @@ command whose default is their value:
 PAPER = {"burn_in": 500, "steps": 10_000, "chains": 5, "trials": 5, "groups": 20, "units": 20}
 #: A check of the whole pipeline in seconds, not a reproduction.
 QUICK = {"burn_in": 30, "steps": 300, "chains": 5, "escape_chains": 10, "escape_steps": 150}
+#: Figure 5's measurement: burn-in iterations traced, and the long sqrt(t) runs for the level.
+FIGURE5 = {"iterations": 2_000, "long_chains": 100, "long_steps": 40_000}
+FIGURE5_QUICK = {"iterations": 60, "long_chains": 10, "long_steps": 400}
 #: The escape measurement of the full run: chains per seed and a step budget.
 ESCAPE = {"chains": 50, "steps": 2_000, "seeds": 2}
 NETWORKS = ("mn1", "mn2")
@@ -63,6 +66,6 @@ MIXING_STARTS = ("sqrt-burn-in", "own")
 MONOTONE_ONLY = ("monotonicity", "init")
 
 __all__ = [
-    "AUTHORS", "ESCAPE", "G0_PAIR", "LABELS", "MIXING_STARTS", "MONOTONE_ONLY", "NETWORKS",
-    "PAPER", "PAPER_TABLE3", "QUICK", "SAMPLERS", "STARTS",
+    "AUTHORS", "ESCAPE", "FIGURE5", "FIGURE5_QUICK", "G0_PAIR", "LABELS", "MIXING_STARTS",
+    "MONOTONE_ONLY", "NETWORKS", "PAPER", "PAPER_TABLE3", "QUICK", "SAMPLERS", "STARTS",
 ]  # fmt: skip

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from lsbcore.networks.presets import PRESETS
-from lsbcore.studies.networks import protocol
+from lsbcore.studies.networks import convergence, protocol
 from lsbcore.studies.shared.commit import commit
 from lsbcore.studies.shared.doc_section import replace_section
 
@@ -360,8 +360,10 @@ def section(results: dict) -> str:
                 else "falls short too, by the error above."
             )
         ),
-        END,
     ]
+    if "figure5" in results:  # results files of earlier versions have no Figure 5
+        lines += ["", convergence.section(results["figure5"], config["command"]).rstrip("\n")]
+    lines.append(END)
     return "\n".join(lines) + "\n"
 
 
