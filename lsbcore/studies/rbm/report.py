@@ -407,12 +407,15 @@ def keep_section(old: str) -> str:
     """Every generated section of ``old`` (markers included; the RBM's, the Markov networks',
     any ``<!-- NAME:begin ... -->`` ... ``<!-- NAME:end -->``), in order, or "" when it has
     none: what ``lsbcore.studies.reproduce`` keeps when it rewrites the Ising part."""
-    kept = []
+    kept, after = [], 0
     for begin in re.finditer(r"<!-- ([a-z0-9-]+):begin\b[^>]*-->", old):
+        if begin.start() < after:  # a subsection of the section just kept: kept with it
+            continue
         end = f"<!-- {begin.group(1)}:end -->"
         stop = old.find(end, begin.end())
         if stop >= 0:
             kept.append(old[begin.start() : stop + len(end)] + "\n")
+            after = stop + len(end)
     return "\n".join(kept)
 
 
