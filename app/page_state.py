@@ -77,6 +77,17 @@ def ensure_in_range(key: str, default: int | float, low, high) -> Any:
     return state[key]
 
 
+def state_again(*keys: str) -> None:
+    """Write the widgets' values again just before they are drawn, as the sidebar does every
+    key. A run stopped for a rerun (a click while the page still draws) skips Streamlit's
+    cleanup: a widget that run did not draw keeps its value here while the browser has dropped
+    it, and would come back showing its default (its minimum) over the value the page holds. A
+    value written in the run is sent to the browser with the widget."""
+    state = st.session_state
+    for key in keys:
+        state[key] = state[key]
+
+
 def store() -> MutableMapping:
     """The session's whole mapping, for the modules without Streamlit that keep their own keys
     in one they are handed (``app/flow_training.py``'s job)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from app.page_state import Slot, ensure_in_range
+from app.page_state import Slot, ensure_in_range, state_again
 from app.text import grid_size, plain, quote
 
 log = logging.getLogger(__name__)
@@ -207,6 +207,7 @@ def sidebar(sb) -> tuple[object, str] | None:
         # the boxes' values come back from their kept copies when another target hid them
         HIDDEN_KEPT.set(ensure_in_range("rbm_hidden", HIDDEN_KEPT.get(), 1, MAX_HIDDEN))
         EPOCHS_KEPT.set(ensure_in_range("rbm_epochs", EPOCHS_KEPT.get(), 1, MAX_EPOCHS))
+        state_again("rbm_hidden", "rbm_epochs")
         hidden = st.number_input("Hidden units", 1, MAX_HIDDEN, step=8, key="rbm_hidden")
         epochs = st.number_input("Training epochs", 1, MAX_EPOCHS, step=10, key="rbm_epochs")
         HIDDEN_KEPT.set(hidden)

@@ -112,11 +112,13 @@ def _saved(state: MutableMapping) -> dict:
 
 
 def restore(state: MutableMapping, keys) -> None:
-    """Give the widgets of ``keys`` their saved values where Streamlit dropped them."""
+    """Give the widgets of ``keys`` their saved values where Streamlit dropped them, and write
+    the others again: a run stopped for a rerun keeps the value of a widget it did not draw
+    while the browser dropped the widget, which would come back at its default unless its
+    value is written in the run that draws it (``page_state.state_again``)."""
     saved = _saved(state)
     for key in keys:
-        if key not in state:
-            state[key] = saved.get(key, all_params()[key].default)
+        state[key] = state[key] if key in state else saved.get(key, all_params()[key].default)
 
 
 def remember(state: MutableMapping, keys) -> dict:

@@ -136,3 +136,28 @@ def test_a_link_naming_a_library_sampler_says_where_it_runs():
         "samplers: “gwg” runs from the library (lsbcore), not in the dashboard; ignored.",
         "samplers: unknown sampler “nonsense” ignored.",
     ]
+
+
+class WriteLog(dict):
+    """Session State as the browser sees it: the keys written in this run."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.written: list[str] = []
+
+    def __setitem__(self, key, value):
+        self.written.append(key)
+        super().__setitem__(key, value)
+
+
+def test_a_widget_kept_by_a_run_stopped_for_a_rerun_is_written_again_before_it_is_drawn(params):
+    """A run stopped for a rerun skips Streamlit's cleanup: the closed tab's widget keeps its
+    value in Session State while the browser dropped it. Only a value written in the run that
+    draws it again reaches the browser, which would otherwise show the widget's default."""
+    state = WriteLog()
+    view_links.restore(state, ["t_count"])
+    state["t_count"] = 20  # the user moves the widget; then the tab is closed and opened again
+    state.written.clear()
+    view_links.restore(state, ["t_count", "t_rate"])
+    assert state.written == ["t_count", "t_rate"]
+    assert (state["t_count"], state["t_rate"]) == (20, 0.5)
