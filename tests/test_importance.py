@@ -329,6 +329,8 @@ def test_per_chain_targets_and_periodic_or_wide_lattices_are_refused_where_they_
         transfer_log_partition(IsingPosterior(torch.zeros(17, 17), 0.5))
     with pytest.raises(ValueError, match="needs an IsingPosterior"):
         transfer_log_partition(random_network())
+    with pytest.raises(ValueError, match="one lambda on every edge"):
+        transfer_log_partition(IsingPosterior(torch.zeros(3, 3), 0.5, edge_scale=torch.ones(12)))
     assert exact_log_partition(posterior((4, 4), boundary="periodic")) is None
 
 

@@ -8,6 +8,7 @@ import torch
 from PIL import Image
 
 import lsbcore
+from lsbcore.segmentation.contrast import contrast_scale
 from lsbcore.segmentation.starts import chain_starts, photo_starts
 
 
@@ -128,6 +129,8 @@ def test_starts_from_the_data_at_random_and_mixed():
         ({"boundary": "round"}, "boundary"),
         ({"lam": -1.0}, "lam"),
         ({"polarity": "left"}, "polarity"),
+        ({"contrast": "yes"}, "contrast must be True or False"),
+        ({"hard_refits": 1}, "hard_refits must be True or False"),
     ],
 )
 def test_bad_arguments_get_a_sentence(kwargs, match):
@@ -160,3 +163,14 @@ def test_the_threshold_split_picks_its_object_by_the_same_border_rule():
     assert lsbcore.segmentation.labels_polarity(~bright).name == "dark"
     with pytest.raises(ValueError, match="bright"):
         lsbcore.segmentation.labels_polarity(bright.astype(int))
+
+
+def test_contrast_weighs_each_edge_by_the_working_photos_colours():
+    photo, _ = disc_photo(24, 20, noise=0.0)
+    plain = lsbcore.segment(photo, max_side=24, sweeps=8, lam=1.5)
+    weighted = lsbcore.segment(photo, max_side=24, sweeps=8, lam=1.5, contrast=True)
+    assert plain.target.edge_scale is None
+    scale = contrast_scale(weighted.photo.rgb)
+    torch.testing.assert_close(weighted.target.edge_weights, 1.5 * scale, rtol=0, atol=1e-15)
+    # the disc's rim is where the colour changes: its edges couple less than the flat inside
+    assert float(scale.min()) < 0.5 < float(scale.median()) == 1.0

@@ -38,6 +38,11 @@ def transfer_log_partition(target) -> float:
         )
     if target.boundary != "free":
         raise ValueError("the transfer matrix here handles the free boundary only.")
+    if target.edge_scale is not None:
+        raise ValueError(
+            "the transfer matrix here handles one lambda on every edge, not per-edge factors "
+            "(contrast-sensitive smoothing)."
+        )
     alpha = target.alpha[0]  # [H, W]
     if alpha.shape[1] > alpha.shape[0]:
         alpha = alpha.T  # the lattice is symmetric: rows along the longer side

@@ -38,6 +38,7 @@ from lsbcore.image import MAX_BYTES, MAX_SIDE_LIMIT, Photo, load_photo
 from lsbcore.samplers.interface import steps_per_sweep
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.segmentation import outputs
+from lsbcore.segmentation.contrast import contrast_scale
 from lsbcore.segmentation.data_term import DataTerm, fit_data_term
 from lsbcore.segmentation.map_estimate import exact_map
 from lsbcore.segmentation.prompt import make_prompt
@@ -280,6 +281,8 @@ def segment(
     points=None,
     refits: int = REFITS,
     sampler_options: dict | None = None,
+    contrast: bool = False,
+    hard_refits: bool = False,
 ) -> SegmentationResult:
     """Segment ``image`` into object (+1) and background (-1) under an Ising prior.
 
@@ -306,6 +309,12 @@ def segment(
             or until settled. The result's ``sweeps`` counts all rounds and ``rounds`` each.
         sampler_options: the sampler's registry options (``neural-block``'s ``block_size`` and
             ``weights``, for example), checked by ``make_sampler``.
+        contrast: contrast-sensitive smoothing (``segmentation.contrast``): each edge weighs
+            ``lam * exp(-beta |y_i - y_j|^2)`` in the working lattice's colours, so ``lam`` is
+            the coupling between like colours. Off by default: on the box benchmark it did not
+            raise the agreement with hand masks (``BENCHMARKS.md``).
+        hard_refits: refit a prompt's colour models from the marginal's labels (P > 1/2), as
+            GrabCut does, instead of its probabilities.
     """
     max_side = _integer(max_side, "max_side", *MAX_SIDE)
     n_chains = _integer(n_chains, "n_chains", 2, MAX_CHAINS)
@@ -327,6 +336,9 @@ def segment(
         raise ValueError(f"boundary must be one of {', '.join(BOUNDARIES)}, got {boundary!r}.")
     prompt = make_prompt(box, points)
     refits = _integer(refits, "refits", 0, 50)
+    for name, flag in (("contrast", contrast), ("hard_refits", hard_refits)):
+        if not isinstance(flag, bool | np.bool_):
+            raise ValueError(f"{name} must be True or False, got {flag!r}.")
     if prompt is not None and polarity != "auto":
         raise ValueError(
             "polarity does not apply with a box or points: the prompt says what the object is."
@@ -342,9 +354,10 @@ def segment(
     timings = {"fit": time.perf_counter() - t0, "sampling": 0.0}
     x0 = photo_starts(data.alpha, n_chains, start, seed)
     options = sampler_options or {}
+    scale = contrast_scale(photo.rgb, boundary) if contrast else None
     rounds, moved = [], None
     while True:
-        target = IsingPosterior(data.alpha, lam, boundary=boundary)
+        target = IsingPosterior(data.alpha, lam, boundary=boundary, edge_scale=scale)
         last = prompt is None or not refits_left(data.refits, moved, refits)
         t0 = time.perf_counter()
         chain, blocks, verdict, done = _sample_until_settled(
@@ -358,7 +371,10 @@ def segment(
             break
         # soft GrabCut: refit the colour models from this round's marginal (a new target)
         t0 = time.perf_counter()
-        data, before = data.refit(blocks.window_mean()), data
+        marginal = blocks.window_mean()
+        if hard_refits:
+            marginal = (marginal > 0.5).astype(np.float64)
+        data, before = data.refit(marginal), data
         moved = refit_moved(before.alpha, data.alpha, data.regions.free)
         timings["fit"] += time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -2,8 +2,10 @@
 
     log p~(x) = sum_i alpha_i x_i + lambda * sum_{(i,j) in E} x_i x_j,   x in {-1, +1}^(H x W)
 
-The field is the image term ``alpha`` and every lattice edge has weight ``lambda``; the
-samplers' questions (log-ratios, their updates, conditionals) are answered by ``PairwiseTarget``.
+The field is the image term ``alpha`` and every lattice edge has weight ``lambda``, or
+``lambda * c_ij`` with per-edge factors ``c`` (contrast-sensitive smoothing:
+``segmentation.contrast``); the samplers' questions (log-ratios, their updates, conditionals)
+are answered by ``PairwiseTarget``.
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ class IsingPosterior(PairwiseTarget):
             chain, as in the paper's experiments). Finite real numbers.
         lam: coupling ``lambda >= 0`` (smoothness prior), finite.
         boundary: ``"free"`` (natural for images) or ``"periodic"`` (torus).
+        edge_scale: None (every edge weighs ``lambda``) or ``[E]`` finite factors ``c_ij >= 0``
+            in the order of ``lattice_edges``: edge ``(i, j)`` weighs ``lambda * c_ij``.
     """
 
-    def __init__(self, alpha, lam: float, boundary: str = "free"):
+    def __init__(self, alpha, lam: float, boundary: str = "free", edge_scale=None):
         alpha = as_real_tensor(alpha, "alpha")
         if alpha.dim() not in (2, 3):
             raise ValueError(
@@ -86,17 +90,21 @@ class IsingPosterior(PairwiseTarget):
         self.boundary = boundary
         self.height, self.width = self.alpha.shape[-2:]
         edges = lattice_edges(self.height, self.width, boundary)  # [E, 2]
+        self.edge_scale = None if edge_scale is None else _edge_scale(edge_scale, len(edges))
         weights = torch.full((len(edges),), lam, dtype=torch.float64)
+        if self.edge_scale is not None:
+            weights = weights * self.edge_scale
         self._build((self.height, self.width), self.alpha, edges, weights)
 
     def chain(self, b: int) -> IsingPosterior:
-        return IsingPosterior(self.alpha[b if self.batch > 1 else 0], self.lam, self.boundary)
+        alpha = self.alpha[b if self.batch > 1 else 0]
+        return IsingPosterior(alpha, self.lam, self.boundary, self.edge_scale)
 
     def tempered(self, beta: float) -> IsingPosterior:
         """``p~^beta``: the posterior with ``beta alpha`` and ``beta lambda``."""
         beta = check_beta(beta)
         alpha = self.alpha if self.batch > 1 else self.alpha[0]
-        return IsingPosterior(alpha * beta, self.lam * beta, self.boundary)
+        return IsingPosterior(alpha * beta, self.lam * beta, self.boundary, self.edge_scale)
 
     def colouring(self) -> torch.Tensor:
         """The checkerboard ``(row + col) % 2`` where the lattice is bipartite (free boundary or
@@ -107,3 +115,15 @@ class IsingPosterior(PairwiseTarget):
         rows = torch.arange(self.height).unsqueeze(1)
         cols = torch.arange(self.width).unsqueeze(0)
         return ((rows + cols) % 2).reshape(-1)
+
+
+def _edge_scale(scale, n_edges: int) -> torch.Tensor:
+    """``scale`` checked: ``[n_edges]`` finite factors >= 0, as float64."""
+    scale = as_real_tensor(scale, "edge_scale").reshape(-1)
+    if len(scale) != n_edges:
+        raise ValueError(
+            f"edge_scale must hold one factor per edge ({n_edges:,}), got {len(scale):,}."
+        )
+    if not bool(torch.isfinite(scale).all()) or bool((scale < 0).any()):
+        raise ValueError("edge_scale must hold finite factors >= 0.")
+    return scale.to(torch.float64)

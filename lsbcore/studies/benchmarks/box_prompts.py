@@ -94,11 +94,15 @@ def box_sites(box, shape: tuple[int, int]) -> np.ndarray:
     return (x >= left) & (x <= right) & (y >= top) & (y <= bottom)
 
 
-def figures(name: str, repeats: int) -> dict:
-    """The median run's figures for photo ``name`` (median of the seconds to settle)."""
+def figures(name: str, repeats: int, **options) -> dict:
+    """The median run's figures for photo ``name`` (median of the seconds to settle);
+    ``options`` go to ``segment`` (``lam``, ``contrast``, ...)."""
     file, what, box, _ = BOXES[name]
     path = skimage_data() / file
-    runs = [segment(path, max_side=SIDE, seed=s, n_chains=CHAINS, box=box) for s in range(repeats)]
+    runs = [
+        segment(path, max_side=SIDE, seed=s, n_chains=CHAINS, box=box, **options)
+        for s in range(repeats)
+    ]
     seconds = [r.timings["fit"] + r.timings["sampling"] for r in runs]
     run = runs[sorted(range(repeats), key=seconds.__getitem__)[repeats // 2]]
     mask = run.working_mask
@@ -127,6 +131,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--photos", default=",".join(BOXES), help="comma-separated names")
+    parser.add_argument("--lam", type=float, default=1.0, help="lambda (default 1)")
+    parser.add_argument("--mu", type=float, default=1.0, help="mu (default 1)")
+    parser.add_argument(
+        "--contrast", action="store_true", help="contrast-sensitive smoothing (segment's contrast)"
+    )
+    parser.add_argument(
+        "--hard-refits", action="store_true", help="refit from the marginal's labels"
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -138,14 +150,17 @@ def main(argv=None) -> int:
     warmup.compile_kernels()
     segment(skimage_data() / "coffee.png", max_side=64, sweeps=20)  # warm caches
     show = (lambda *a, **k: None) if args.json else print
-    show(f"box prompt ({SIDE} px, lambda 1, {CHAINS} chains; median of {args.repeats})")
+    options = {
+        "lam": args.lam, "mu": args.mu, "contrast": args.contrast, "hard_refits": args.hard_refits
+    }  # fmt: skip
+    show(f"box prompt ({SIDE} px, {CHAINS} chains, {options}; median of {args.repeats})")
     rows = []
     for name in photos:
-        rows.append(figures(name, args.repeats))
+        rows.append(figures(name, args.repeats, **options))
         show(_line(rows[-1]), flush=True)
     if args.json:
         machine = platform.processor() or platform.machine()
-        print(json.dumps({"machine": machine, "chains": CHAINS, "box": rows}, indent=1))
+        print(json.dumps({"machine": machine, "chains": CHAINS, **options, "box": rows}, indent=1))
     return 0
 
 
