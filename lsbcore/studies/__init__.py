@@ -47,6 +47,8 @@ STUDIES = tuple(
          "lsbcore.studies.sweep.report"),
         ("flow-bias", "flow-latent's and flow-exact's TV to enumeration",
          "lsbcore.studies.flows.bias"),
+        ("flow-diagnose", "why flow-exact moves or not: the flow's bound against the exact "
+         "log Z, its mass estimates, the chains' acceptance", "lsbcore.studies.flows.diagnose"),
         ("block-proposals-train", "meta-train the shipped block proposals",
          "lsbcore.studies.block_proposals.train"),
         ("block-proposals-held-out", "the block proposals' KL to the exact conditionals",

@@ -27,7 +27,7 @@ FLOW_EXACT = (
         "Metropolis-Hastings): exact whatever the flow",
         "#8700C3", FlowExactSampler,
         (TRAIN_STEPS,
-         Option("importance", 4, 1, MAX_DRAWS,
+         Option("importance", 1, 1, MAX_DRAWS,
                 help="K, importance draws per estimate of the flow's mass of a state")),
         move="sweep", family="flow", build_any=FlowExactSampler, app=True,
         takes_flow=True, refuse=flow_refusal,
