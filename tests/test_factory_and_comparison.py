@@ -71,6 +71,8 @@ def test_every_sampler_is_listed_and_described():
         "pas",
         "dmala",
         "lsb2-monotone",
+        "bit-flip-mh",
+        "dhmc",
         "neural-block",
         "flow-exact",
         "flow-latent",

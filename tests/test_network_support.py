@@ -178,8 +178,8 @@ def test_no_sampler_ever_moves_a_chain_into_zero_mass(name):
     if sampler.learnable:
         sampler.step(20, learn=True)
     into_zero = accepted_into_zero = 0
-    # the samplers that name one site (block samplers and flows propose many)
-    single = REGISTRY[name].family not in ("block", "flow")
+    # the samplers that name one site (block, flow, bit-flip and dHMC steps move many)
+    single = REGISTRY[name].move == "site"
     for _ in range(200):
         before = sampler.x.clone()
         s = graph.flip_log_ratios(before).view(16, -1)

@@ -67,7 +67,10 @@ def test_every_registered_sampler_is_a_chain_sampler_and_its_members_keep_their_
     sampler.step(4, trace=trace)
     assert sampler.n_steps == before[0] + 4
     assert sampler.n_site_updates == before[1] + 4 * sampler.sites_per_step
-    assert sampler.n_target_evals == before[2] + 4 * sampler.evals_per_step
+    if name == "dhmc":  # its cost varies (crossing attempts): test_baseline_samplers.py counts it
+        assert sampler.n_target_evals >= before[2] + sampler.evals_per_step
+    else:
+        assert sampler.n_target_evals == before[2] + 4 * sampler.evals_per_step
     assert sampler.sweeps == pytest.approx(sampler.n_site_updates / N_SITES)
     assert 0 <= sampler.n_accepted <= sampler.n_site_updates * CHAINS
     assert sampler.accept_rate == pytest.approx(
@@ -86,7 +89,7 @@ def test_every_registered_sampler_is_a_chain_sampler_and_its_members_keep_their_
     torch.testing.assert_close(stats, expected, rtol=0, atol=1e-9)
     torch.testing.assert_close(trace[-1, :, :3], expected, rtol=0, atol=1e-9)
     last = sampler.last_proposal  # None for a sweep: it proposes nothing
-    if sampler.sites_per_step == 1:
+    if REGISTRY[name].move == "site":  # (bit-flip-mh moves one site a step on average, a set)
         assert set(last) >= {"site", "accept_prob", "accepted"}
     if last is not None:
         assert set(last) >= {"accept_prob", "accepted"}
@@ -120,7 +123,7 @@ def test_a_sampler_that_proposes_one_site_says_where_and_with_what_probability(n
     """One site per step: a ``SingleSiteSampler``, whose Q is a distribution over the sites and
     whose T, summed with the probability of staying, is one."""
     sampler = build(name)
-    if sampler.sites_per_step != 1:
+    if REGISTRY[name].move != "site":  # bit-flip-mh moves one site a step on average, a set
         return
     assert isinstance(sampler, SingleSiteSampler)
     sampler.step(3)
@@ -139,10 +142,12 @@ def test_a_sampler_that_moves_many_sites_gives_its_law_or_is_a_sweep_of_the_targ
     """Many sites per step: the law of the next state over all 2^n states (a
     ``MultiSiteSampler``), or a full sweep whose matrix ``lsbcore.exact`` builds itself."""
     sampler = build(name, SMALL)
-    if sampler.sites_per_step == 1:
+    if REGISTRY[name].move == "site":
         return
     if not isinstance(sampler, MultiSiteSampler):
-        assert sampler.sites_per_step == sampler.n_sites  # a sweep (checkerboard Gibbs)
+        # a sweep: checkerboard Gibbs (lsbcore.exact multiplies its colours), or dHMC, whose
+        # next x depends on its theta too (runs check it: tests/test_baseline_samplers.py)
+        assert sampler.sites_per_step == sampler.n_sites
         return
     law = sampler.transition_probabilities()
     assert tuple(law.shape) == (CHAINS, 2**SMALL.n_sites)

@@ -79,6 +79,12 @@ def step_law(
             "flow's latent point and the dequantiser's draws) and its law is an integral over "
             "them; its law is checked by runs against enumeration (lsbcore.studies.flows.bias)."
         )
+    if REGISTRY[name].auxiliary:
+        raise ValueError(
+            f"{name} has no transition matrix over x: its chain carries a continuous auxiliary "
+            "state (dHMC's theta) on which the next x depends; its law is checked by runs "
+            "against enumeration (tests/test_baseline_samplers.py)."
+        )
     reason = refusal(name, target)
     if reason is not None:
         raise ValueError(reason)

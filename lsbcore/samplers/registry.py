@@ -22,6 +22,8 @@ from lsbcore.balancing.monotone import MAX_GROUPS, MAX_UNITS, MONOTONICITY
 from lsbcore.balancing.objective import OBJECTIVES
 from lsbcore.samplers.balanced.batched import balanced_builder
 from lsbcore.samplers.balanced.pairwise import OPTIMIZERS, LocallyBalancedSampler
+from lsbcore.samplers.baselines import dhmc
+from lsbcore.samplers.baselines.bit_flip_mh import MAX_FLIPS, MIN_FLIPS, BitFlipMetropolis
 from lsbcore.samplers.batched import refusal as _missing_sentence
 from lsbcore.samplers.block.block_gibbs import BLOCK_CHOICES, MAX_BLOCK, BlockGibbsSampler
 from lsbcore.samplers.block.hamming_ball import HammingBallSampler
@@ -103,6 +105,14 @@ class SamplerSpec:
     # its samples are not exactly from the target at any run length we can vouch for: the page
     # and the reports say so beside its name
     approximate: bool = False
+    # its chain carries a continuous auxiliary state beside x (dHMC's theta): the next x depends
+    # on it, so no transition matrix over x exists; its law is checked by runs against enumeration
+    auxiliary: bool = False
+
+    @property
+    def has_matrix(self) -> bool:
+        """Whether ``lsbcore.exact.transition_matrix`` can build its one-step law over ``x``."""
+        return not (self.takes_flow or self.auxiliary)
 
     @property
     def batched_only(self) -> bool:
@@ -376,6 +386,35 @@ register(
         "#695A87", _balanced("lsb2-monotone"), (*LEARN_OPTIONS, *MONOTONE_SHAPE),
         learnable=True, family="learned", build_any=balanced_builder("lsb2-monotone"),
         app=False,
+    )
+)  # fmt: skip
+
+# The flow paper's baselines (Jaini, Nielsen and Welling 2021) on any target: a random walk over
+# bit flips and discontinuous HMC on the +-1 embedding. Not in the dashboard yet (app=False)
+register(
+    SamplerSpec(
+        "bit-flip-mh", "Discrete MH",
+        "Discrete Metropolis-Hastings: every site flips independently with probability "
+        "flips / n, one Metropolis test (the flow paper's random walk baseline)",
+        "#003CB4", BitFlipMetropolis,
+        (Option("flips", 1.0, MIN_FLIPS, MAX_FLIPS,
+                help="n p: the expected number of flipped sites, at most n / 2 (p = 1/n at 1)"),),
+        move="block", family="uninformed", build_any=BitFlipMetropolis, app=False,
+    )
+)  # fmt: skip
+register(
+    SamplerSpec(
+        "dhmc", "dHMC",
+        "Discontinuous HMC: x = sign(theta), theta uniformly dequantised on [-1, 1]^n, Laplace "
+        "momenta and the coordinate-wise integrator, exactly energy preserving "
+        "(Nishimura, Dunson and Lu 2020)",
+        "#E14B00", dhmc.DiscontinuousHMC,
+        (Option("step_size", 0.5, dhmc.MIN_STEP_SIZE, dhmc.MAX_STEP_SIZE,
+                help="dt, jittered by +-20% per chain and step"),
+         Option("integrator_steps", 4, 1, dhmc.MAX_STEPS,
+                help="L: integrator steps per step, drawn from ceil(L/2) to L")),
+        move="sweep", family="hamiltonian", build_any=dhmc.DiscontinuousHMC, app=False,
+        auxiliary=True,
     )
 )  # fmt: skip
 
