@@ -17,6 +17,8 @@ def test_the_diagnosis_measures_a_bound_below_log_z_and_chains_from_the_flows_dr
     assert d.log_weight_sd > 0 and d.estimate_own_sd > 0
     assert 0 <= d.acceptance_kept <= 1 and 0 <= d.acceptance_redrawn <= 1
     assert 0 <= d.moved_kept <= 64 and 0 < d.moved_gibbs <= 64
+    assert 0 <= d.varied_flow <= 64 and 0 < d.varied_gibbs <= 64 and 0 <= d.marginal_gap <= 1
     assert study.main(["--size", "8", "--train-steps", "5", "--chains", "4", "--steps", "2"]) == 0
     out = capsys.readouterr().out
     assert "log Z 179.23 (exact)" in out and "flow-exact acceptance: estimate kept" in out
+    assert "sites that vary among 4,096 states" in out

@@ -78,7 +78,7 @@ class Protocol:
     draws: int = 1_000
     train_steps: int = 1_000
     batch: int = 128
-    importance: int = 4
+    importance: int = 1  # flow-exact's default: extra draws come from the dequantiser
 
     def __post_init__(self):
         integer(self.chains, "chains", 2, 4096)

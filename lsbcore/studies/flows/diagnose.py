@@ -11,7 +11,10 @@ way and then measured:
   own ``w`` and from the dequantiser's draws: how good an importance proposal the dequantiser is;
 - **the chains**: flow-exact's acceptance with the current state's estimate kept (the sampler) and
   redrawn from the dequantiser before every proposal (its former rule, also exact); the pixels
-  that moved in some chain, against checkerboard Gibbs from the same starts.
+  that moved in some chain, against checkerboard Gibbs from the same starts;
+- **the flow's spread against the posterior's**: the pixels that vary among ``DRAWS`` of the
+  flow's draws and among as many states of the Gibbs chains (the last sweeps of each), and the
+  mean over pixels of ``|P_flow(x_i = +1) - P_Gibbs(x_i = +1)|``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class Diagnosis:
     moved_kept: int
     moved_redrawn: int
     moved_gibbs: int
+    varied_flow: int
+    varied_gibbs: int
+    marginal_gap: float
 
     @property
     def gap(self) -> float:
@@ -113,24 +119,36 @@ def diagnose(size: int = 16, train_steps: int = 1000, chains: int = 128, steps: 
         return target.log_prob(x.view(-1, size, size))
 
     figures = _bound_and_estimates(flow, log_prob, generator)
+    draws, _ = flow.propose(DRAWS, 1, generator)
     # every chain starts at a draw of the flow (flow-exact's own start, with its own estimate)
     kept = make_sampler("flow-exact", target, chains, seed=seed + 2, flow=flow)
     start = kept.x.reshape(chains, -1).clone()
     gibbs = make_sampler("checkerboard", target, chains, seed=seed + 3, x0=kept.x.clone())
     kept_away = torch.zeros(size * size, dtype=torch.bool)
     gibbs_away = torch.zeros(size * size, dtype=torch.bool)
-    for _ in range(steps):
+    last = []  # the Gibbs chains' last states, as many as the flow's draws
+    for step in range(steps):
         kept.step(1)
         gibbs.step(1)
         kept_away |= (kept.x.reshape(chains, -1) != start).any(0)
         gibbs_away |= (gibbs.x.reshape(chains, -1) != start).any(0)
+        if step >= steps - math.ceil(DRAWS / chains):
+            last.append(gibbs.x.reshape(chains, -1).clone())
+    states = torch.cat(last)[:DRAWS]
     redrawn, moved_redrawn = _redrawn_chain(flow, log_prob, start.to(flow.dtype), steps, generator)
     return Diagnosis(
         size=size, train_steps=train_steps, train_seconds=seconds, log_z=log_z, **figures,
         acceptance_kept=kept.move_rate, acceptance_redrawn=redrawn,
         moved_kept=int(kept_away.sum()), moved_redrawn=moved_redrawn,
-        moved_gibbs=int(gibbs_away.sum()),
+        moved_gibbs=int(gibbs_away.sum()), varied_flow=_varied(draws), varied_gibbs=_varied(states),
+        marginal_gap=float(((draws.double() > 0).double().mean(0)
+                            - (states > 0).double().mean(0)).abs().mean()),
     )  # fmt: skip
+
+
+def _varied(states: torch.Tensor) -> int:
+    """Sites at which the rows of ``states`` are not all equal."""
+    return int((states != states[:1]).any(0).sum())
 
 
 def report(d: Diagnosis) -> str:
@@ -145,6 +163,9 @@ def report(d: Diagnosis) -> str:
         f"  flow-exact acceptance: estimate kept {d.acceptance_kept:.4f}, redrawn "
         f"{d.acceptance_redrawn:.4f}; sites moved in some chain: kept {d.moved_kept}/{sites}, "
         f"redrawn {d.moved_redrawn}/{sites}, checkerboard Gibbs {d.moved_gibbs}/{sites}",
+        f"  sites that vary among {DRAWS:,} states: the flow's draws {d.varied_flow}/{sites}, "
+        f"the Gibbs chains' last sweeps {d.varied_gibbs}/{sites}; mean |P_flow - P_Gibbs| over "
+        f"sites {d.marginal_gap:.4f}",
     ])  # fmt: skip
 
 
