@@ -98,12 +98,12 @@ def test_flow_exact_keeps_the_enumerated_law_whatever_the_flow(
     while many of them move (measured: 11% in 160 steps with the untrained flow, whose proposals
     are near uniform on a peaked target, 49% half-trained, over 60% trained in 80; a start's
     estimate of the flow's mass comes from the dequantiser's draws and stays with it until a
-    proposal is accepted); a rule that is not exact drifts away (the test below). The untrained flow's chains move so rarely that
-    their 10 draws are nearly copies, worth about one each: 16,384 chains put that floor at
-    0.016. Started from ``start()`` (uniform) instead, an independence sampler leaves a
-    state the flow rarely proposes only rarely: the trained flow's chains were at TV 0.15 after
-    40 steps and 0.056 after 160 (5% of the chains had never moved): slow convergence from a
-    poor start, not bias, and not what this test is about."""
+    proposal is accepted); a rule that is not exact drifts away (the test below). The untrained
+    flow's chains move so rarely that their 10 draws are nearly copies, worth about one each:
+    16,384 chains put that floor at 0.016. Started from ``start()`` (uniform) instead, an
+    independence sampler leaves a state the flow rarely proposes only rarely: the trained flow's
+    chains were at TV 0.15 after 40 steps and 0.056 after 160 (5% of the chains had never
+    moved): slow convergence from a poor start, not bias, and not what this test is about."""
     sampler = make_sampler("flow-exact", TARGET, chains, seed=2, flow=flows[level], importance=k)
     start = exact_draws(chains, seed=3)
     sampler.set_state(start.view(chains, 3, 3))

@@ -110,7 +110,28 @@ def test_a_sampler_whose_chains_never_move_is_named_with_what_its_ess_counts():
         run["samplers"]["flow-exact"]["accept"] = 0.0
     text = report.section(results)
     assert "`flow-exact` accepted 0 of its proposals" in text
-    assert "its 4 chains stay where they started, and its ESS (50, about one per chain" in text
+    assert "its 4 chains stay where they started, and its ESS counts only how their" in text
+    results["config"]["protocol"]["flow_steps"] = 1000
+    for run in results["problems"]["16"]["runs"]:
+        run["samplers"]["flow-exact"]["accept"] = 0.009  # 9 moves each: not a start's ESS
+    text = report.section(results)
+    assert "its 4 chains move about" in text and "stay where they started" not in text
+
+
+def test_a_claim_whose_seeds_overlap_is_inconclusive():
+    """Every seed of the best flow sampler above every seed of the best baseline: holds; the
+    seeds mixed: inconclusive (one lucky seed does not carry a mean past the baseline)."""
+    results = copy.deepcopy(fake_results())
+    runs = results["problems"]["16"]["runs"]
+    best = max(run["samplers"][n]["ess_per_1e4"] for run in runs for n in ("gibbs", "metropolis"))
+    for run in runs:
+        run["samplers"]["flow-exact"]["ess_per_1e4"] = 2 * best
+        run["samplers"]["flow-latent"]["ess_per_1e4"] = 0.0
+    assert report.claims(results)[0][1] is True
+    runs[0]["samplers"]["flow-exact"]["ess_per_1e4"] = 0.0
+    claim, holds, evidence = report.claims(results)[0]
+    assert holds == report.INCONCLUSIVE and "they overlap" in evidence
+    assert "**Inconclusive here.**" in report.section(results)
 
 
 def test_the_digits_are_drawn_clean_beside_noisy():

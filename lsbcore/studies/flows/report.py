@@ -22,6 +22,9 @@ from lsbcore.studies.flows.comparison import BASELINES, COSTLY, FLOWS, seed_stat
 from lsbcore.studies.shared.commit import commit
 from lsbcore.studies.shared.doc_section import replace_section
 
+#: A claim whose seeds disagree (the ledger reads the word from the section).
+INCONCLUSIVE = "inconclusive"
+
 __all__ = ["BEGIN", "END", "PAPER_TABLE1", "TITLE", "claims", "section", "write_section"]
 
 BEGIN = (
@@ -95,6 +98,16 @@ def _best(data: dict, names, key: str) -> tuple[str | None, float]:
     return max(scored, key=lambda pair: pair[1])
 
 
+def _seed_values(runs: list, name: str, key: str) -> list[float]:
+    values = [r["samplers"][name][key] for r in runs if name in r["samplers"]]
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def _range(values: list[float]) -> str:
+    low, high = _num(min(values), None), _num(max(values), None)
+    return low if low == high else f"{low}-{high}"
+
+
 def _ratio(a: float, b: float) -> str:
     if not (math.isfinite(a) and math.isfinite(b)) or b <= 0:
         return "n/a"
@@ -103,28 +116,42 @@ def _ratio(a: float, b: float) -> str:
 
 
 # ----------------------------------------------------------------------------- claims
-def claims(results: dict) -> list[tuple[str, bool | None, str]]:
+def claims(results: dict) -> list[tuple[str, bool | str | None, str]]:
     """The paper's claims checked on the results: ``(claim, holds, evidence)`` with ``holds``
-    None where the results cannot say (a sampler not run)."""
+    ``INCONCLUSIVE`` where the seeds disagree and None where the results cannot say (a sampler
+    not run)."""
     sizes = list(results["problems"])
     large = max(sizes, key=int)
     small = min(sizes, key=int)
     out = []
 
     def compare(size, key, claim, baselines=BASELINES):
+        """Holds where every seed of the best flow sampler beats every seed of the best
+        baseline, does not where every seed falls below them, inconclusive where they mix."""
         data = results["problems"][size]
         flow, f = _best(data, FLOWS, key)
         base, b = _best(data, baselines, key)
         if flow is None or base is None:
             out.append((claim, None, "not measured: a flow sampler or the baselines did not run"))
             return
-        holds = f > b
+        ours, theirs = _seed_values(data["runs"], flow, key), _seed_values(data["runs"], base, key)
+        if min(ours) > max(theirs):
+            holds = True
+        elif max(ours) < min(theirs):
+            holds = False
+        else:
+            holds = INCONCLUSIVE
+        seeds = (
+            f" Its seeds {_range(ours)} against {_range(theirs)}: they overlap."
+            if holds == INCONCLUSIVE
+            else ""
+        )
         out.append(
             (
                 claim,
                 holds,
                 f"{size}x{size}: best flow sampler `{flow}` {_num(f, None)} "
-                f"against the best baseline `{base}` {_num(b, None)} ({_ratio(f, b)}).",
+                f"against the best baseline `{base}` {_num(b, None)} ({_ratio(f, b)}).{seeds}",
             )
         )
 
@@ -228,18 +255,24 @@ def _table(data: dict) -> list[str]:
     return rows
 
 
-def _stuck(data: dict, chains: int) -> list[str]:
+def _stuck(data: dict, chains: int, steps: int) -> list[str]:
     """A sentence for each sampler whose chains hardly ever move (acceptance below 1%): its
-    ESS counts the chains' different starts, not mixing."""
+    ESS is of the few states each chain visited, not a measure of mixing."""
     out = []
     for name in _names(data):
         accept = _mean(data["runs"], name, "accept")
         if math.isfinite(accept) and accept < 0.01:
             ess = _mean(data["runs"], name, "ess")
+            moves = accept * steps
+            what = (
+                "stay where they started, and its ESS counts only how their starting states differ"
+                if moves < 1
+                else f"move about {moves:.0f} times each in {steps:,} steps, and its ESS is of "
+                "the few states each visited"
+            )
             out.append(
-                f"`{name}` accepted {accept:.2g} of its proposals: its {chains} chains stay "
-                f"where they started, and its ESS ({ess:.0f}, about one per chain at most) counts "
-                "only how their starting states differ, not mixing."
+                f"`{name}` accepted {accept:.2g} of its proposals: its {chains} chains {what} "
+                f"({ess:.0f}), not a measure of mixing."
             )
     return out
 
@@ -373,7 +406,7 @@ def section(results: dict) -> str:
             *_training(data),
             "",
         ]
-        stuck = _stuck(data, p["chains"])
+        stuck = _stuck(data, p["chains"], p["flow_steps"])
         if stuck:
             lines += [" ".join(stuck), ""]
     lines += [
@@ -392,6 +425,7 @@ def section(results: dict) -> str:
         verdict = {
             True: "**Holds here.**",
             False: "**Does not hold here.**",
+            INCONCLUSIVE: "**Inconclusive here.**",
             None: "**Not measured.**",
         }[holds]
         lines.append(f"- {claim} {verdict} {evidence}")
