@@ -49,6 +49,8 @@ STUDIES = tuple(
          "lsbcore.studies.flows.bias"),
         ("flow-diagnose", "why flow-exact moves or not: the flow's bound against the exact "
          "log Z, its mass estimates, the chains' acceptance", "lsbcore.studies.flows.diagnose"),
+        ("variable-selection", "the flow paper's Bayesian variable selection (Table 3): ESS, "
+         "log p~ and the features found per sampler", "lsbcore.studies.variable_selection"),
         ("block-proposals-train", "meta-train the shipped block proposals",
          "lsbcore.studies.block_proposals.train"),
         ("block-proposals-held-out", "the block proposals' KL to the exact conditionals",
