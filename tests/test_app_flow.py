@@ -431,3 +431,22 @@ def test_a_new_training_length_rebuilds_the_run_on_a_new_flow():
 def test_the_network_page_does_not_offer_the_flow_samplers():
     assert "barker" in network_targets.SAMPLERS
     assert not {"flow-exact", "flow-latent"} & set(network_targets.SAMPLERS)
+
+
+def test_the_flow_paper_digit_gets_its_exact_log_z_from_the_transfer_matrix():
+    """16 x 16 is past enumeration but one field on a free lattice: the transfer matrix's
+    log Z (the flow-diagnose figure, 807.20 for the shipped digit), and the caption's gap."""
+    from lsbcore.studies.flows.denoising import denoising_problem
+
+    target = denoising_problem(size=16).target
+    assert flow_view.exact_log_z(target) == pytest.approx(807.20, abs=0.01)
+    assert flow_view.exact_log_z(lsbcore_ising(torch.zeros(2, 16, 16))) is None  # one per chain
+    text = flow_view.gap_text(761.88, 807.20)
+    assert "45.32 nats below the exact log Z (807.20)" in text
+    assert flow_view.gap_text(761.88, None) is None
+
+
+def lsbcore_ising(alpha):
+    from lsbcore import IsingPosterior
+
+    return IsingPosterior(alpha, 1.0)

@@ -176,3 +176,35 @@ def test_the_quick_study_prints_a_row_per_sampler_and_writes_json(tmp_path, caps
     for r in rows:
         assert r["ess_per_1e4"] > 0 and math.isfinite(r["mean_log_p"])
         assert r["sampler"] in printed
+
+
+def _row(k, sampler, ess, se):
+    return study.Row(k, k // 10, sampler, ess, se, 1.0, -1.0, 0, 0, 1.0)
+
+
+def test_the_flow_claims_verdict_needs_every_setting_clear_of_two_standard_errors(tmp_path):
+    clear = [_row(100, "flow-exact", 400, 10), _row(100, "gibbs", 20, 5),
+             _row(200, "flow-exact", 200, 10), _row(200, "gibbs", 9, 2)]  # fmt: skip
+    assert study.flow_verdict(clear)[0] == "holds"
+    close = [_row(100, "flow-exact", 30, 10), _row(100, "gibbs", 20, 5)]
+    assert study.flow_verdict(close)[0] == "inconclusive"  # 10 apart, within 2 (10 + 5)
+    below = [_row(100, "flow-exact", 5, 1), _row(100, "gibbs", 40, 5)]
+    assert study.flow_verdict(below)[0] == "does not hold"
+    assert study.flow_verdict([_row(100, "gibbs", 1, 1)])[0] == "not measured"
+    path = tmp_path / "doc.md"
+    path.write_text("# Title\n\nkept\n")
+    text = study.section(clear, study.QUICK, 60.0)
+    study.replace_section(path, text, study.BEGIN, study.END)
+    study.replace_section(path, text, study.BEGIN, study.END)  # again: replaced, not appended
+    written = path.read_text()
+    assert written.count(study.BEGIN) == 1 and written.startswith("# Title\n\nkept\n")
+    assert "**Holds here.** flow-exact against Gibbs per 10^4 steps at 100: 400.0" in written
+
+
+def test_a_flow_above_every_mixed_exact_sampler_is_named_as_biased_to_its_mode():
+    rows = [study.Row(100, 10, "gibbs", 70, 9, 1.0, -257.3, 9, 2, 1.0),
+            study.Row(100, 10, "gwg", 6, 0, 1.0, -287.6, 0, 0, 1.0),  # stuck: not compared
+            study.Row(100, 10, "flow-exact", 55, 10, 1.0, -249.4, 9, 3, 1.0)]  # fmt: skip
+    assert "100: -249.4 against at most -257.3" in study.mode_bias(rows)
+    rows[2] = study.Row(100, 10, "flow-exact", 55, 10, 1.0, -260.0, 9, 3, 1.0)
+    assert study.mode_bias(rows) is None

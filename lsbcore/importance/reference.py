@@ -33,6 +33,7 @@ def transfer_applies(target) -> bool:
         and hasattr(target, "alpha")
         and target.batch == 1
         and min(target.shape) <= MAX_WIDTH
+        and getattr(target, "edge_scale", None) is None  # one lambda on every edge
     )
 
 
