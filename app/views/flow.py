@@ -103,9 +103,9 @@ def gap_text(elbo: float, log_z: float | None) -> str | None:
         return None
     return (
         f"The last ELBO, {elbo:,.2f}, is {log_z - elbo:,.2f} nats below the exact log Z "
-        f"({log_z:,.2f}). A flow some nats off proposes few states the posterior holds, so "
-        "Flow (exact) accepts rarely, and its draws vary at fewer sites than the posterior's "
-        "(docs/method.md, section 13)."
+        f"({log_z:,.2f}): what training has left. While that is more than a few nats, the flow "
+        "proposes few of the states the posterior holds: Flow (exact) accepts rarely, and the "
+        "flow's draws vary at fewer sites than the posterior's (docs/method.md, section 13)."
     )
 
 
