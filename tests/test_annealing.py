@@ -283,9 +283,10 @@ def test_without_annealing_every_sampler_samples_the_target(name, exact):
     if name == "neural-block":  # one 2 x 2 tile a step where one fits (half the offsets)
         steps = 60
     schedule = Schedule.constant(1.0, 3, steps // 3)
-    # a flow sampler's chains are the costly ones (the test took 148 s with 20,000): 5,000 draws
-    # keep the noise floor (0.084 here) far below the 0.35 that a wrong temperature gives
-    n = 5_000 if REGISTRY[name].family == "flow" else 20_000
+    # a flow sampler's chains are the costly ones (the test took 148 s with 20,000), and dHMC's
+    # (20 s: its crossings are taken one at a time): 5,000 draws keep the noise floor (0.084
+    # here) far below the 0.35 that a wrong temperature gives
+    n = 5_000 if REGISTRY[name].family in ("flow", "hamiltonian") else 20_000
     result = anneal(target, name, schedule, n_chains=n, seed=5, record_every=10**6, **options)
     counts = np.bincount(exact_chain.state_codes(result.state).numpy(), minlength=64)
     pi = exact_chain.exact_distribution(target)

@@ -147,8 +147,15 @@ def visits(name: str, graph: FactorGraph) -> np.ndarray:
     if sampler.learnable:  # learning during the first steps of burn-in, then frozen
         sampler.step(LEARN, learn=True)
         assert not sampler.learning_failed
-    sampler.step(BURN_IN - LEARN if sampler.learnable else BURN_IN)
-    thin = THIN_UNINFORMED if REGISTRY[name].family == "uninformed" else THIN
+    hamiltonian = REGISTRY[name].family == "hamiltonian"  # dHMC: a step is a sweep's crossings
+    sampler.step(BURN_IN - LEARN if sampler.learnable else BURN_IN // 4 if hamiltonian else BURN_IN)
+    thin = (
+        THIN_UNINFORMED
+        if REGISTRY[name].family == "uninformed"
+        else THIN // 2
+        if hamiltonian
+        else THIN
+    )
     counts = np.zeros(len(STATES))
     for _ in range(DRAWS):
         sampler.step(thin)
