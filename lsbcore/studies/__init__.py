@@ -51,6 +51,9 @@ STUDIES = tuple(
          "log Z, its mass estimates, the chains' acceptance", "lsbcore.studies.flows.diagnose"),
         ("variable-selection", "the flow paper's Bayesian variable selection (Table 3): ESS, "
          "log p~ and the features found per sampler", "lsbcore.studies.variable_selection"),
+        ("discretised-mixture", "the flow paper's discretised Gaussian mixtures (Figure 1): "
+         "the TV to enumeration of the flow's draws, flow-exact and the baselines",
+         "lsbcore.studies.discretised_mixture"),
         ("block-proposals-train", "meta-train the shipped block proposals",
          "lsbcore.studies.block_proposals.train"),
         ("block-proposals-held-out", "the block proposals' KL to the exact conditionals",
