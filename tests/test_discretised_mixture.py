@@ -179,5 +179,11 @@ def test_the_verdicts_need_every_mixture():
     far = [_row(0, "flow draws", 0.7), _row(1, "flow draws", 0.05)]  # too rough; exact
     assert study.verdicts(far)[0][1] == "does not hold"
     text = study.section(flow + exact + [_row(0, "gibbs", 0.05)], study.QUICK, 60.0)
-    assert "**Holds here.** Flow-exact's TV is within the floor" in text
+    assert "**Holds here.** Flow-exact (K = 1)'s TV is within the floor" in text
+    # with K = 8 beside it, the better of the two speaks, the other is named
+    eight = [_row(0, study.FLOW_K8, 0.2), _row(1, study.FLOW_K8, 0.3)]
+    (_, _, _), (_, same, evidence) = study.verdicts(flow + exact + eight)
+    assert same == "holds" and "with K = 8: 0 of 2" in evidence
+    (_, _, _), (_, same, evidence) = study.verdicts(flow + far[1:] + eight + mixed)
+    assert same == "inconclusive" and evidence.startswith("flow-exact (K = 1)")
     assert "by the same protocol: `gibbs` (same steps)" in text
