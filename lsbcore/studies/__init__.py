@@ -51,6 +51,9 @@ STUDIES = tuple(
          "log Z, its mass estimates, the chains' acceptance", "lsbcore.studies.flows.diagnose"),
         ("variable-selection", "the flow paper's Bayesian variable selection (Table 3): ESS, "
          "log p~ and the features found per sampler", "lsbcore.studies.variable_selection"),
+        ("quantised-logistic", "the flow paper's quantised logistic regression (Table 2): ESS, "
+         "ESS per minute, test accuracy and log p~ per sampler on four data sets",
+         "lsbcore.studies.quantised_logistic"),
         ("block-proposals-train", "meta-train the shipped block proposals",
          "lsbcore.studies.block_proposals.train"),
         ("block-proposals-held-out", "the block proposals' KL to the exact conditionals",
