@@ -96,7 +96,7 @@ class Protocol:
 
 # The paper: 5 folds, 10^4 flow training steps, 10^5 burn-in steps; ours fit minutes on 2 cores
 SCALED = Protocol(
-    "scaled", folds=2, chains=8, burn_in_sweeps=4, record_sweeps=8, max_steps=1500,
+    "scaled", folds=2, chains=8, burn_in_sweeps=4, record_sweeps=8, max_steps=700,
     dhmc_steps=(20, 150), flow_training=500,
 )  # fmt: skip
 QUICK = Protocol(
