@@ -43,6 +43,7 @@ from lsbcore import interrupt, out_path
 from lsbcore.exact.states import all_states, exact_distribution, state_codes
 from lsbcore.methods.flows.train import FlowTraining, TrainingSettings
 from lsbcore.samplers.registry import make_sampler
+from lsbcore.studies.shared.arguments import add_output_files
 from lsbcore.studies.shared.doc_section import replace_section
 from lsbcore.targets.discretised_mixture import DiscretisedMixture, random_mixture
 
@@ -362,14 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "enumerated law of the flow's draws, flow-exact's chains and the baselines.",
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
-    parser.add_argument(
-        "--json", type=out_path.output_file, metavar="OUT",
-        help="also write the rows to this JSON file",
-    )  # fmt: skip
-    parser.add_argument(
-        "--docs", type=out_path.output_file, metavar="FILE",
-        help="write the generated section into this Markdown file (docs/reproduction.md)",
-    )  # fmt: skip
+    add_output_files(parser)
     parser.add_argument(
         "--figure", type=out_path.output_file, metavar="PNG",
         help="write Figure 1's panels (target, flow, flow-exact per mixture) to this PNG file",

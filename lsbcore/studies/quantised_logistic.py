@@ -40,6 +40,7 @@ from lsbcore import interrupt, out_path
 from lsbcore.diagnostics.mixing import ess_bulk_per_chain
 from lsbcore.methods.flows.exact_sampler import MAX_FLOW_SITES
 from lsbcore.samplers.registry import make_sampler
+from lsbcore.studies.shared.arguments import add_output_files
 from lsbcore.studies.shared.doc_section import replace_section
 from lsbcore.targets.base import Target
 from lsbcore.targets.quantised_logistic import QuantisedLogistic
@@ -420,14 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--timing", action="store_true", help="time the target's flip ratios")
     parser.add_argument("--seed", type=int, default=0, help="folds and chains (default 0)")
-    parser.add_argument(
-        "--json", type=out_path.output_file, metavar="OUT",
-        help="also write the rows to this JSON file",
-    )  # fmt: skip
-    parser.add_argument(
-        "--docs", type=out_path.output_file, metavar="FILE",
-        help="write the generated section into this Markdown file (docs/reproduction.md)",
-    )  # fmt: skip
+    add_output_files(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     try:

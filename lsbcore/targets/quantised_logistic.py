@@ -39,10 +39,10 @@ import torch
 
 from lsbcore.checks import integer, real
 from lsbcore.targets.base import MAX_VALUES, Target, as_real_tensor
+from lsbcore.targets.design import design
 
 MAX_BITS = 8
 MAX_CLASSES = 100
-MAX_FEATURES = 4096
 MAX_WIDTH = 1e3
 DEFAULT_BITS, DEFAULT_WIDTH = 4, 4.0
 CODES = ("gray", "binary")
@@ -70,24 +70,9 @@ class QuantisedLogistic(Target):
     parameter, the grid's half-width ``width`` and its ``code`` (``"gray"`` or ``"binary"``)."""
 
     def __init__(self, X, y, n_classes=None, bits=DEFAULT_BITS, width=DEFAULT_WIDTH, code="gray"):
-        X = as_real_tensor(X, "X")
-        y = as_real_tensor(y, "y")
-        if X.dim() != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-            raise ValueError(
-                f"X must be a 2-D array [observations, features] with both sizes at least 1, got "
-                f"shape {tuple(X.shape)}."
-            )
+        X, y = design(X, y, "label")
         d, f = X.shape
-        if f > MAX_FEATURES:
-            raise ValueError(f"X has {f:,} features; at most {MAX_FEATURES:,} are supported.")
-        if not bool(torch.isfinite(X).all()):
-            raise ValueError("X must hold finite numbers only (no NaN or infinity).")
-        if y.dim() != 1 or y.shape[0] != d:
-            raise ValueError(
-                f"y must be a 1-D array with one label per row of X ({d}), got shape "
-                f"{tuple(y.shape)}."
-            )
-        if not bool((torch.isfinite(y) & (y == y.round()) & (y >= 0)).all()):
+        if not bool(((y == y.round()) & (y >= 0)).all()):
             raise ValueError("y must hold class labels 0, 1, 2, ... (non-negative integers).")
         seen = int(y.max()) + 1
         c = max(seen, 2) if n_classes is None else integer(n_classes, "n_classes", 2, MAX_CLASSES)

@@ -54,10 +54,10 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer, real
-from lsbcore.targets.base import MAX_VALUES, Target, as_real_tensor
+from lsbcore.targets.base import MAX_VALUES, Target
+from lsbcore.targets.design import MAX_FEATURES, design
 
 # The largest k: A's padded copies are [B, q, q] and the ratio blocks [B, q, k] per call
-MAX_FEATURES = 4096
 # Hyperparameters beyond this are numerically meaningless for a float64 log marginal
 MAX_HYPER = 1e12
 DEFAULT_NU2, DEFAULT_W, DEFAULT_LAM = 10.0, 4.0, 1.0
@@ -121,24 +121,8 @@ class VariableSelection(Target):
     provides = frozenset({"gradient"})
 
     def __init__(self, X, y, nu2=DEFAULT_NU2, w=DEFAULT_W, lam=DEFAULT_LAM):
-        X = as_real_tensor(X, "X")
-        y = as_real_tensor(y, "y")
-        if X.dim() != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-            raise ValueError(
-                f"X must be a 2-D array [observations, features] with both sizes at least 1, got "
-                f"shape {tuple(X.shape)}."
-            )
+        X, y = design(X, y, "response")
         d, k = X.shape
-        if k > MAX_FEATURES:
-            raise ValueError(f"X has {k:,} features; at most {MAX_FEATURES:,} are supported.")
-        if y.dim() != 1 or y.shape[0] != d:
-            raise ValueError(
-                f"y must be a 1-D array with one response per row of X ({d}), got shape "
-                f"{tuple(y.shape)}."
-            )
-        for name, value in (("X", X), ("y", y)):
-            if not bool(torch.isfinite(value).all()):
-                raise ValueError(f"{name} must hold finite numbers only (no NaN or infinity).")
         self.nu2, self.w, self.lam = (
             _positive(nu2, "nu2"), _positive(w, "w"), _positive(lam, "lam")
         )  # fmt: skip

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from lsbcore import out_path
+
 
 def int_in(low: int, high: int):
     """An argparse type: an integer in ``[low, high]``, else the sentence that says why."""
@@ -61,3 +63,16 @@ def add_option_arguments(group, options) -> None:
         )
         group.add_argument(flag, type=kind, default=option.default,
                            help=f"{option.help} (default {option.default:g})")  # fmt: skip
+
+
+def add_output_files(parser: argparse.ArgumentParser) -> None:
+    """A study's ``--json OUT`` (its rows) and ``--docs FILE`` (its generated section of a
+    Markdown file), both checked as writable paths before anything runs."""
+    parser.add_argument(
+        "--json", type=out_path.output_file, metavar="OUT",
+        help="also write the rows to this JSON file",
+    )  # fmt: skip
+    parser.add_argument(
+        "--docs", type=out_path.output_file, metavar="FILE",
+        help="write the generated section into this Markdown file (docs/reproduction.md)",
+    )  # fmt: skip
