@@ -27,8 +27,7 @@ def design(X, y, what: str) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"X has {f:,} features; at most {MAX_FEATURES:,} are supported.")
     if y.dim() != 1 or y.shape[0] != d:
         raise ValueError(
-            f"y must be a 1-D array with one {what} per row of X ({d}), got shape "
-            f"{tuple(y.shape)}."
+            f"y must be a 1-D array with one {what} per row of X ({d}), got shape {tuple(y.shape)}."
         )
     for name, value in (("X", X), ("y", y)):
         if not bool(torch.isfinite(value).all()):
