@@ -27,6 +27,7 @@ import atexit
 import ctypes
 import gc
 import hmac
+import importlib
 import logging
 import math
 import secrets
@@ -709,8 +710,22 @@ def start(run: Run) -> None:
     run.last_seen = time.perf_counter()
     run.running = True
     if run.worker is None or not run.worker.is_alive():
+        worker_imports()
         run.worker = threading.Thread(target=_work, args=(run,), name="lsb-sampler", daemon=True)
         run.worker.start()
+
+
+#: What the worker imports on first use (the diagnostics: arviz-stats, which brings xarray and
+#: pandas; scipy's t and FFT). Imported here, on the page's thread, before the first worker
+#: starts: a worker importing pandas while the page imports it too (Streamlit does, for a
+#: chart) once drew "partially initialized module 'pandas' has no attribute 'Series'" in a view.
+WORKER_IMPORTS = ("arviz_stats.base", "scipy.stats", "scipy.fft")
+
+
+def worker_imports() -> None:
+    """Import ``WORKER_IMPORTS`` (at once when done before: about 0.9 s the first time)."""
+    for name in WORKER_IMPORTS:
+        importlib.import_module(name)
 
 
 def pause(run: Run, wait: bool = True) -> None:
