@@ -3,6 +3,7 @@ posterior), one sampler's measurement (its accounting, its seeding, its samples 
 exact law of a 3x3 posterior), and the command end to end on its quick protocol."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -144,17 +145,36 @@ def test_a_site_that_never_moves_is_counted_frozen_not_averaged():
 
 
 def test_samplers_are_compared_on_the_sites_any_of_them_moved_unmoved_ones_counting_zero():
-    def figures(sites):
+    def figures(sites, groups=()):
         return {"ess_sites": sites, "steps": 100, "chains": 2, "evals_per_chain": 500,
-                "seconds": 2.0, "cost_before_seconds": 1.0}  # fmt: skip
+                "seconds": 2.0, "cost_before_seconds": 1.0, "draws": 50, "group": 2,
+                "ess_group_sites": list(groups)}  # fmt: skip
 
-    samplers = {"a": figures([10.0, None, 30.0, None]), "b": figures([None, None, 50.0, None])}
+    groups = [[10.0, None, 30.0, None], [20.0, None, None, None]]
+    samplers = {"a": figures([10.0, None, 30.0, None], groups),
+                "b": figures([None, None, 50.0, None])}  # fmt: skip
     assert over_common_sites(samplers) == [0, 2]
     a, b = samplers["a"], samplers["b"]
     assert (a["ess"], b["ess"]) == (20.0, 25.0)
     assert (a["unmoved_common_sites"], b["unmoved_common_sites"]) == (0, 1)
     assert b["ess_per_1e4"] == 25.0 * 1e4 / 200 and b["ess_per_1000_evals"] == 25.0
     assert b["ess_per_min"] == 25.0 * 30 and b["ess_per_min_total"] == 25.0 * 20
+    # the paper's figure: each group of chains on the same sites, per 10^4 of its 50 x 2 kept
+    # samples: (10 + 30) / 2 and (20 + 0) / 2 -> 2000 and 1000, mean 1500 ± 500 (s.e.)
+    assert a["ess_per_1e4_kept_groups"] == [2000.0, 1000.0]
+    assert a["ess_per_1e4_kept"] == 1500.0 and a["ess_per_1e4_kept_se"] == pytest.approx(500.0)
+    assert b["ess_per_1e4_kept"] is None
+
+
+def test_the_ess_per_kept_sample_is_computed_per_group_of_chains():
+    problem = tiny_problem()
+    protocol = replace(SHORT, group=2)
+    figures = measure(problem, "gibbs", protocol, seed=0)
+    groups = figures["ess_group_sites"]
+    assert len(groups) == protocol.chains // 2 and all(len(g) == problem.n_sites for g in groups)
+    # a group's ESS is bounded by its own kept samples (of 2 chains), not those of all 16
+    top = max(v for g in groups for v in g if v is not None)
+    assert top <= 1.2 * figures["draws"] * 2
 
 
 def test_compare_refuses_unknown_samplers():

@@ -18,6 +18,7 @@ def _figures(ess_1e4, per_min, total, log_p=100.0, accept=0.5):
         "frozen_sites": 3, "kept_samples": 400, "ess_per_1e4": ess_1e4,
         "ess_per_1000_evals": ess_1e4 / 10, "ess_per_min": per_min,
         "ess_per_min_total": total, "accept": accept, "mean_log_p": log_p, "std_log_p": 1.0,
+        "ess_per_1e4_kept": 2 * ess_1e4, "ess_per_1e4_kept_groups": [1.5 * ess_1e4, 2.5 * ess_1e4],
     }  # fmt: skip
 
 
@@ -63,8 +64,9 @@ def test_the_section_shows_the_results_numbers_as_mean_and_sd_over_seeds():
     text = report.section(fake_results())
     assert text.startswith(report.BEGIN) and text.rstrip().endswith(report.END)
     assert report.TITLE in text
-    # gibbs on "16": 21 and 23 per 1e4 steps -> 22.000 ± 1.414 (sd with ddof 1)
-    assert "| `gibbs` | one random site resampled | 1 | 22.000 ± 1.414 |" in text
+    # gibbs on "16": 21 and 23 per 1e4 steps -> 22.000 ± 1.414 (sd with ddof 1); per kept
+    # sample its groups 31.5, 52.5 and 34.5, 57.5 pooled over seeds: 44.0 ± 12.923 / sqrt(4)
+    assert "| `gibbs` | one random site resampled | 1 | 44.0 ± 6.5 | 22.000 ± 1.414 |" in text
     # flow-exact: ten times the baseline, per minute all-in 30 * (210, 230) -> 6,600 ± 424
     assert "6,600 ± 424" in text
     assert "seed 0: 1,000 steps in 12.5 s, ELBO 150.00" in text
@@ -85,7 +87,8 @@ def test_each_claims_verdict_follows_the_numbers():
     # the flow loses on 16x16 and wins on 8x8: none holds
     assert loses == [False] * 6
     evidence = report.claims(fake_results(True, False))[0][2]
-    assert "`flow-exact` 220" in evidence and "`gibbs` 22 " in evidence and "10x" in evidence
+    # the first claim reads the paper's figure, per kept sample (twice per step in the fake)
+    assert "`flow-exact` 440" in evidence and "`gibbs` 44 " in evidence and "10x" in evidence
     text = report.section(fake_results(False, True))
     assert text.count("**Does not hold here.**") == 6 and text.count("**Holds here.**") == 0
     assert small == 4
@@ -123,12 +126,13 @@ def test_a_claim_whose_seeds_overlap_is_inconclusive():
     seeds mixed: inconclusive (one lucky seed does not carry a mean past the baseline)."""
     results = copy.deepcopy(fake_results())
     runs = results["problems"]["16"]["runs"]
-    best = max(run["samplers"][n]["ess_per_1e4"] for run in runs for n in ("gibbs", "metropolis"))
+    key = "ess_per_1e4_kept"  # the paper's figure
+    best = max(run["samplers"][n][key] for run in runs for n in ("gibbs", "bit-flip-mh"))
     for run in runs:
-        run["samplers"]["flow-exact"]["ess_per_1e4"] = 2 * best
-        run["samplers"]["flow-latent"]["ess_per_1e4"] = 0.0
+        run["samplers"]["flow-exact"][key] = 2 * best
+        run["samplers"]["flow-latent"][key] = 0.0
     assert report.claims(results)[0][1] is True
-    runs[0]["samplers"]["flow-exact"]["ess_per_1e4"] = 0.0
+    runs[0]["samplers"]["flow-exact"][key] = 0.0
     claim, holds, evidence = report.claims(results)[0]
     assert holds == report.INCONCLUSIVE and "they overlap" in evidence
     assert "**Inconclusive here.**" in report.section(results)
