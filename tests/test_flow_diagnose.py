@@ -22,3 +22,14 @@ def test_the_diagnosis_measures_a_bound_below_log_z_and_chains_from_the_flows_dr
     out = capsys.readouterr().out
     assert "log Z 179.23 (exact)" in out and "flow-exact acceptance: estimate kept" in out
     assert "sites that vary among 4,096 states" in out
+
+
+def test_the_papers_28x28_size_gets_log_z_by_annealed_importance_sampling(monkeypatch, capsys):
+    monkeypatch.setattr(study, "AIS_TEMPERATURES", 50)  # the schedule is tested on its own
+    monkeypatch.setattr(study, "DRAWS", 64)
+    d = study.diagnose(size=28, train_steps=3, chains=4, steps=2, seed=1)
+    assert d.seed == 1 and d.log_z_se > 0
+    # eta = 2.1 on 784 pixels and a coupling of 1 per edge: log Z well above the fields' part
+    assert 784 * 2.1 < d.log_z < 784 * 2.1 + 2 * 1512
+    print(study.report(d))
+    assert "(AIS, +- " in capsys.readouterr().out

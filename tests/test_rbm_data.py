@@ -44,15 +44,16 @@ def test_shipped_digits_are_scikit_learns_thresholded_at_half_intensity():
     assert images.shape == (1797, 64) and images.dtype == np.uint8
     assert np.array_equal(images, (bunch.data > 8).astype(np.uint8))
     assert np.array_equal(labels, bunch.target)
-    large, large_labels = digits(16)
-    assert large.shape == (1797, 256) and set(np.unique(large)) == {0, 1}
     upsample = make_digits_script().upsample
-    for i in (0, 5, 1796):
-        expected = upsample(bunch.images[i], 16) > 8
-        assert np.array_equal(large[i].reshape(16, 16), expected)
-    assert np.array_equal(large_labels, labels)
-    # the upsampled strokes cover about what the 8 x 8 ones do, not a blur of everything
-    assert abs(large.mean() - images.mean()) < 0.05
+    for size in (16, 28):
+        large, large_labels = digits(size)
+        assert large.shape == (1797, size * size) and set(np.unique(large)) == {0, 1}
+        for i in (0, 5, 1796):
+            expected = upsample(bunch.images[i], size) > 8
+            assert np.array_equal(large[i].reshape(size, size), expected)
+        assert np.array_equal(large_labels, labels)
+        # the upsampled strokes cover about what the 8 x 8 ones do, not a blur of everything
+        assert abs(large.mean() - images.mean()) < 0.05
 
 
 def test_digits_are_read_only_and_refuse_other_sizes():
@@ -60,7 +61,7 @@ def test_digits_are_read_only_and_refuse_other_sizes():
     with pytest.raises(ValueError):
         images[0, 0] = 1
     for size in (4, 12, True, "8"):
-        with pytest.raises(ValueError, match="size must be 8 or 16"):
+        with pytest.raises(ValueError, match="size must be 8, 16 or 28"):
             digits(size)
 
 

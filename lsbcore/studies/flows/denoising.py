@@ -1,10 +1,11 @@
 """The denoising problems of the flow paper's Ising experiment (Jaini, Nielsen and Welling 2021,
 section 5, Table 1), on the digits that ship with the project.
 
-A binarised digit ``y`` (``lsbcore.rbm.data.digits``: 8 x 8, or 16 x 16 upsampled) is the clean
-image, in ``{-1, +1}`` with +1 for ink. Each pixel is flipped independently with probability
-``flip`` (0.1) by a seeded generator, giving the observed image ``x``. The posterior over clean
-images ``t`` is the Ising model of Bishop (2006, section 8.3) that the paper uses,
+A binarised digit ``y`` (``lsbcore.rbm.data.digits``: 8 x 8, or 16 x 16 and 28 x 28 upsampled)
+is the clean image, in ``{-1, +1}`` with +1 for ink. Each pixel is flipped independently with
+probability ``flip`` (0.1) by a seeded generator, giving the observed image ``x``. The
+posterior over clean images ``t`` is the Ising model of Bishop (2006, section 8.3) that the
+paper uses,
 
     E(t, x) = -beta sum_<ij> t_i t_j - eta sum_i t_i x_i,      p~(t) = exp(-E(t, x)),
 
@@ -79,7 +80,7 @@ def denoising_problem(
     beta: float = BETA,
     eta: float = ETA,
 ) -> DenoisingProblem:
-    """The shipped digit number ``index`` at ``size`` (8 or 16) pixels a side, its noisy copy
+    """The shipped digit number ``index`` at ``size`` (8, 16 or 28) pixels a side, its noisy copy
     (seeded by ``seed``) and the posterior ``IsingPosterior(eta * noisy, beta)``."""
     if isinstance(size, bool) or size not in DIGIT_SIZES:
         raise ValueError(f"size must be one of {DIGIT_SIZES} (pixels per side), got {size!r}.")
