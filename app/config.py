@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from app import link_values, network_targets, rbm_targets, view_links
+from app import link_values, network_targets, rbm_targets, selection_target, view_links
 from app.target_kind import TargetKind, kind_of
 from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY
@@ -115,6 +115,10 @@ class Config:
     shared_alpha: bool = False  # paper cases: one noisy alpha for all chains (R-hat meaningful)
     epsilon: float = network_targets.DEFAULT_EPSILON  # MN 1 / MN 2: near-deterministic entries
     flow_steps: int = FLOW_STEPS  # steps of flow training before the flow samplers join
+    # variable selection (app/selection_target.py): its synthetic data
+    features: int = selection_target.DEFAULT_FEATURES
+    informative: int = selection_target.DEFAULT_INFORMATIVE
+    data_seed: int = 0
 
     @property
     def total_steps(self) -> int:
@@ -143,6 +147,9 @@ BOUNDS: dict[str, tuple[type, float, float]] = {
     "hidden": (int, int(_HIDDEN.low), min(int(_HIDDEN.high), MAX_PAGE_HIDDEN)),
     "epsilon": (float, 0.0, 0.5),
     "flow_steps": (int, 0, MAX_FLOW_STEPS),
+    "features": (int, selection_target.MIN_FEATURES, selection_target.MAX_FEATURES),
+    "informative": (int, 1, selection_target.MAX_FEATURES),  # and at most the features
+    "data_seed": (int, 0, 2**31 - 1),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "target": rbm_targets.TARGETS,
@@ -176,7 +183,12 @@ TARGET_FIELDS = (
     "seed",
     "shared_alpha",
     "epsilon",
+    "features",
+    "informative",
+    "data_seed",
 )
+# The fields of the variable-selection target alone (a link carries them for it only)
+SELECTION_FIELDS = ("features", "informative", "data_seed")
 # Fields that define the samplers: changing one rebuilds the comparison.
 SAMPLER_FIELDS = (
     "samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device", "flow_steps",
@@ -212,6 +224,9 @@ LABELS = {
     "burn_in": "burn-in",
     "epsilon": "ε",
     "flow_steps": "flow training steps",
+    "features": "features",
+    "informative": "informative features",
+    "data_seed": "data seed",
 }
 
 
@@ -280,6 +295,14 @@ def target_defaults(target: str) -> dict:
     kind = kind_of(target)
     if kind is TargetKind.ISING:
         return {}
+    if target == selection_target.TARGET:  # a lecture's live run (app/selection_target.py)
+        return {
+            "samplers": selection_target.DEFAULT_SAMPLERS,
+            "chains": selection_target.DEFAULT_CHAINS,
+            "burn_in": selection_target.DEFAULT_BURN_IN,
+            "steps": selection_target.DEFAULT_STEPS,
+            "thin": 1,
+        }
     if kind is TargetKind.NETWORK:  # the paper's UAI protocol (appendix D)
         return {
             "samplers": network_targets.DEFAULT_SAMPLERS,
@@ -434,6 +457,14 @@ def validate(values: Mapping, samples: tuple[str, ...] = ()) -> tuple[Config, li
             value = _boolean(name, raw, warnings)
         if value is not None:
             out[name] = value
+    if "informative" in out or "features" in out:  # at most the features
+        features = out.get("features", base.features)
+        informative, note = selection_target.informative_within(
+            features, out.get("informative", base.informative)
+        )
+        if note:
+            warnings.append(note)
+        out["informative"] = informative
     if LEGACY_INVERT in values and "polarity" not in values:  # links from before polarity
         dark = _boolean("polarity", first(LEGACY_INVERT), warnings)
         if dark is not None:
@@ -453,7 +484,8 @@ def from_query_params(
 def to_query_params(cfg: Config) -> dict[str, str]:
     """Every field as a string: a link that reopens exactly this configuration (the target
     only when it is not the Ising posterior, which a link without one opens; epsilon only for
-    a preset network, the one target it shapes; the flow's training steps only with a flow
+    a preset network, the one target it shapes; the data settings only for variable selection;
+    the flow's training steps only with a flow
     sampler)."""
     out: dict[str, str] = {}
     for f in fields(Config):
@@ -461,6 +493,8 @@ def to_query_params(cfg: Config) -> dict[str, str]:
         if f.name == "target" and value == "ising":
             continue
         if f.name == "epsilon" and cfg.target not in network_targets.PRESETS:
+            continue
+        if f.name in SELECTION_FIELDS and cfg.target != selection_target.TARGET:
             continue
         if f.name == "flow_steps" and not set(cfg.samplers) & set(FLOW_SAMPLERS):
             continue

@@ -24,8 +24,25 @@ class NetworkProblem:
     layout: object = None  # the drawing layout (lsbcore.networks.layout), computed once
 
 
+@dataclass
+class SelectionProblem(NetworkProblem):
+    """Variable selection on the network page (``app/selection_target.py``): no factor graph
+    to draw, its features' inclusion probabilities instead."""
+
+    informative: tuple[int, ...] = ()  # the truly informative features, for the view to mark
+
+
 def is_network_run(run) -> bool:
     return isinstance(run.problem, NetworkProblem)
+
+
+def is_selection_run(run) -> bool:
+    return isinstance(run.problem, SelectionProblem)
+
+
+def draws_a_network(run) -> bool:
+    """Whether ``run`` samples a factor graph (the views of its factors apply)."""
+    return is_network_run(run) and not is_selection_run(run)
 
 
 def start_note(comparison) -> str | None:

@@ -15,8 +15,9 @@ import logging
 
 import streamlit as st
 
-from app import network_targets
-from app.config import BOUNDS
+from app import config as cfgmod
+from app import network_targets, selection_target
+from app.config import BOUNDS, Config
 from app.page_state import ensure, ensure_in_range
 from app.text import plain, quote
 from lsbcore import REGISTRY
@@ -57,6 +58,52 @@ def _read(file) -> None:
     state[KEPT] = (file.file_id, file.name, graph, line)
 
 
+@st.cache_resource(show_spinner=False, max_entries=16)
+def selection(features: int, informative: int, seed: int):
+    """The variable-selection target on its synthetic data, built once per server."""
+    return selection_target.SyntheticSelection(features, informative, seed)
+
+
+def _whole(sb, label: str, key: str, low: int, high: int, help: str) -> int:
+    """A whole-number input kept within ``[low, high]``; a value moved into range says so."""
+    state = st.session_state
+    value = state.get(key)
+    kept = ensure_in_range(key, int(getattr(Config(), key)), low, high)
+    if value is not None and value != kept:
+        sb.caption(f"{cfgmod.LABELS[key].capitalize()}: {value} is outside [{low}, {high}]; "
+                   f"using {kept}.")  # fmt: skip
+    state[key] = int(state[key])
+    return int(sb.number_input(label, low, high, step=1, key=key, help=help))
+
+
+def _selection(sb, inputs) -> None:
+    """The synthetic regression's size and seed, and the target built on it."""
+    _, low, high = BOUNDS["features"]
+    k = _whole(
+        sb, "Features k", "features", int(low), int(high),
+        f"Candidate features of the regression, {int(low)} to {int(high)}; each is in or out "
+        f"of the model (x_i = +1: in). Up to {selection_target.MAX_EXACT_FEATURES} the exact "
+        "inclusion probabilities are drawn too.",
+    )  # fmt: skip
+    m = _whole(
+        sb, "Informative features m", "informative", 1, k,
+        "Features with a nonzero slope in the data (at most k); the view marks them.",
+    )  # fmt: skip
+    _, low, high = BOUNDS["data_seed"]
+    seed = _whole(
+        sb, "Data seed", "data_seed", int(low), int(high),
+        "Seeds the synthetic data: the features, which of them are informative, the response.",
+    )  # fmt: skip
+    try:
+        target = selection(k, m, seed)
+    except ValueError as err:
+        sb.error(f"This data set cannot be drawn: {plain(err)}")
+        return
+    sb.caption(selection_target.describe(target))
+    inputs.network, inputs.image_id = target, f"selection:{k}:{m}:{seed}"
+    inputs.name = "variable selection"
+
+
 def _epsilon(sb) -> float:
     kind, low, high = BOUNDS["epsilon"]
     ensure_in_range("epsilon", network_targets.DEFAULT_EPSILON, low, high)
@@ -79,6 +126,10 @@ def model(sb, inputs) -> None:
     """Describe the chosen network and put it (and what identifies it) in ``inputs``."""
     state = st.session_state
     target = state["target"]
+    if target == selection_target.TARGET:
+        sb.header("The regression")
+        _selection(sb, inputs)
+        return
     sb.header("The network")
     if target in network_targets.PRESETS:
         epsilon = float(_epsilon(sb))
@@ -156,7 +207,7 @@ def samplers(sb, graph) -> None:
         "pairwise": "needs a pairwise model (its colouring into independent sets)",
     }
     for need, labels in refused.items():
-        sb.caption(f"Not offered on this network: {', '.join(labels)}: {why[need]}.")
+        sb.caption(f"Not offered on this target: {', '.join(labels)}: {why[need]}.")
 
 
 def learners() -> str:

@@ -3,8 +3,9 @@
 The target picker's network entries: MN 1 and MN 2 (``lsbcore.networks.presets``: the paper's
 Table 3 networks as the product generates them, 10 x 10 grids with near-deterministic tables of
 probability ``epsilon`` off the favoured value; ``epsilon = 0`` makes them exact zeros), and a
-network the user uploads as a UAI ``MARKOV`` or ``BAYES`` file. Every name the app takes from
-``lsbcore.networks`` and ``lsbcore.targets.factor_graph`` goes through here.
+network the user uploads as a UAI ``MARKOV`` or ``BAYES`` file; and Bayesian variable selection
+on synthetic data (``app/selection_target.py``), which runs on the same page. Every name the app
+takes from ``lsbcore.networks`` and ``lsbcore.targets.factor_graph`` goes through here.
 
 What the three kinds of target are (the app branches on their kind, ``app/target_kind.py``):
 "ising" (the segmentation posterior), "rbm" (app/rbm_targets.py) and "network" (this module).
@@ -18,14 +19,16 @@ import math
 
 import torch
 
+from app import selection_target
 from lsbcore import REGISTRY
 
-TARGETS = ("mn1", "mn2", "uai")
+TARGETS = ("mn1", "mn2", "uai", selection_target.TARGET)
 PRESETS = ("mn1", "mn2")
 TARGET_LABELS = {
     "mn1": "Markov network: MN 1",
     "mn2": "Markov network: MN 2",
     "uai": "Markov network: your .uai",
+    selection_target.TARGET: selection_target.LABEL,
 }
 # The paper's Table 3 comparison: its four fixed functions, LSB 1, LSB 2 and LSB 2' (the
 # monotone network, arXiv version) where the library has it

@@ -17,13 +17,15 @@ log = logging.getLogger(__name__)
 
 def draw(run, page: Page) -> None:
     """``page``'s tabs, the open one kept under its link parameter."""
-    open_tab, labels = page_state.Slot(page.link, None), list(page.labels)
+    views = [v for v in page.views if v.offers(run)]
+    left_out = [v.label for v in page.views if not v.offers(run)]
+    open_tab, labels = page_state.Slot(page.link, None), [v.label for v in views]
     page_state.restore_links((open_tab.key,))
     if open_tab.get() not in labels:
         open_tab.set(labels[0])
     containers = st.tabs(labels, key=open_tab.key, on_change="rerun")
     page_state.remember_links((open_tab.key,))  # the fragment does not rewrite the link
-    for tab, view in zip(containers, page.views, strict=True):
+    for tab, view in zip(containers, views, strict=True):
         if tab.open is False:
             continue
         with tab:
@@ -35,3 +37,5 @@ def draw(run, page: Page) -> None:
                 st.error(f"The {view.label} view could not be drawn: {err}")
     if page.not_offered:
         st.caption(page.not_offered)
+    if left_out:
+        st.caption(f"This target does not offer the {', '.join(left_out)} views: {page.left_out}")

@@ -371,6 +371,7 @@ def build_network_run(cfg: Config, graph, name: str) -> tuple[Run, list[str]]:
     """A fresh run of ``cfg``'s samplers (registry names) on the Markov network ``graph``, with
     traces, falling back from CUDA to the CPU as ``build_run`` does. The messages include the
     comparison's sentence on chains it moved out of zero mass at the start."""
+    from app.selection_target import SyntheticSelection
     from lsbcore.networks.layout import network_layout
 
     options = {"lr": cfg.lr, "optimizer": cfg.optimizer, "hidden": cfg.hidden}
@@ -383,9 +384,14 @@ def build_network_run(cfg: Config, graph, name: str) -> tuple[Run, list[str]]:
 
     comparison, messages = _on_a_device(cfg, make)
     note = network_run.start_note(comparison)
-    problem = network_run.NetworkProblem(
-        name=name, target=graph, layout=network_layout(graph, seed=cfg.seed)
-    )
+    if isinstance(graph, SyntheticSelection):  # variable selection: no factor graph to lay out
+        problem = network_run.SelectionProblem(
+            name=name, target=graph, informative=graph.informative
+        )
+    else:
+        problem = network_run.NetworkProblem(
+            name=name, target=graph, layout=network_layout(graph, seed=cfg.seed)
+        )
     run = Run(
         config=cfg,
         problem=problem,

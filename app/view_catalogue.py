@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from app import presentation, view_links, view_params
+from app import network_run, presentation, view_links, view_params
 from app.target_kind import TargetKind
 from app.view_links import VIEW, ViewParam
 from app.view_record import Draw, Page, View
@@ -243,6 +243,14 @@ NETWORK = Page(
             "often one sampler's chains have it at +1: near-deterministic factors lock "
             "neighbours together, and a sampler that mixes well keeps crossing between the "
             "locked patterns.",
+            offered=network_run.draws_a_network,
+        ),
+        View(
+            "Inclusion",
+            _later("inclusion", "render"),
+            "How often each sampler's chains put each feature in the regression model: the truly "
+            "informative features should stand out near 1, the others stay low.",
+            offered=network_run.is_selection_run,
         ),
         View(
             "Trace",
@@ -256,19 +264,26 @@ NETWORK = Page(
             "Effective draws per window of each sampler, the paper's Table 3 measure: higher is "
             "better, and the bars show the spread over chains.",
         ),
-        View("Balancing functions", _later("network_balancing", "render"), BALANCING_SEEING),
+        View(
+            "Balancing functions",
+            _later("network_balancing", "render"),
+            BALANCING_SEEING,
+            offered=network_run.draws_a_network,
+        ),
         View("Softmax weights", _later("weights", "render"), WEIGHTS_SEEING),
         View(
             "Block proposals",
             _later("block_proposals", "render_network"),
             BLOCKS_SEEING,
             params=view_params.BLOCK_PROPOSALS,
+            offered=network_run.draws_a_network,
         ),
     ),
     not_offered="The segmentation, pixels, proposal-map, exact-chain, tempering, annealing, "
     "importance-sampling, export and compare views are about the Ising posterior of an image, "
     "so a network run does not offer them.",
     no_pins="Pins are for the Ising and RBM pages: a network run cannot be pinned yet.",
+    left_out="they draw a Markov network's factors, which variable selection does not have.",
 )
 
 PAGES = {page.kind: page for page in (ISING, RBM, NETWORK)}

@@ -35,6 +35,12 @@ class View:
     # the images beside them)
     controls: Draw | None = None
     params: tuple[ViewParam, ...] = ()  # its own link parameters (share links)
+    # whether a run's target has what the view draws (None: every run of its page); a page's
+    # run of another target (variable selection on the network page) leaves it out
+    offered: Callable[[object], bool] | None = None
+
+    def offers(self, run) -> bool:
+        return self.offered is None or bool(self.offered(run))
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class Page:
     views: tuple[View, ...]
     not_offered: str = ""  # the sentence under the tabs: the views this page does not offer
     no_pins: str = ""  # why its runs cannot be pinned ("": they can)
+    left_out: str = ""  # why a view a run's target does not offer (``View.offered``) is left out
 
     def __post_init__(self):
         labels = self.labels

@@ -223,7 +223,13 @@ class Comparison:
             buffer = torch.empty(m, chains, 5, dtype=torch.float64)
             n0, evals0, wall0 = sampler.n_steps, sampler.n_target_evals, sampler.wall_seconds
             accepted0 = sampler.n_accepted
-            from_flips = marginals and sampler.sites_per_step == 1
+            # the marginal from the flips needs the one site each step moved: a sampler whose
+            # step counts one update but may move several (bit-flip-mh) says so
+            from_flips = (
+                marginals
+                and sampler.sites_per_step == 1
+                and getattr(sampler, "moves_one_site", True)
+            )
             before = sampler.statistics[:, 1].cpu().clone() if from_flips else None
             x0 = sampler.x.detach().cpu().reshape(chains, -1).clone() if from_flips else None
             if marginals and not from_flips:

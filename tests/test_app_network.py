@@ -84,7 +84,7 @@ def test_bad_network_link_values_are_refused_in_a_sentence():
     assert cfg.target == "ising"
     assert warnings == [
         f"target: {quote('mn9')} is not one of ising, digits-8x8, digits-16x16, own, mn1, mn2, "
-        "uai; using the default."
+        "uai, vs; using the default."
     ]
     cfg, warnings = cfgmod.validate({"target": "mn2", "samplers": "sqrt,learned,gibbs-2"})
     assert cfg.samplers == ("sqrt",)

@@ -69,7 +69,7 @@ def test_bad_target_and_samplers_in_a_link_say_so():
     assert cfg.target == "ising"
     assert warnings == [
         f"target: {quote('mnist')} is not one of ising, digits-8x8, digits-16x16, own, mn1, "
-        "mn2, uai; using the default."
+        "mn2, uai, vs; using the default."
     ]
     cfg, warnings = cfgmod.validate({"target": "digits-8x8", "samplers": "gwg,checkerboard"})
     assert cfg.samplers == ("gwg",)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, presentation
+from app import charts, network_run, presentation
 from app.mixing_diagnostics import RHAT_WARN, mixing_view, rhat_warnings, snapshot
 
 MAX_LAG = 500  # the paper's window L
@@ -44,10 +44,12 @@ def render(run) -> None:
     charts.show(view.acf, run, "autocorrelation", right)
     if presentation.is_on():
         _table(view)
+    # the paper's Table 3 is about Markov networks, not variable selection
+    table3 = " " + TABLE3 if network_run.draws_a_network(run) else ""
     st.caption(
         "Paper ESS = (L+1) / (1 + 2 Σ_{ρⱼ > 0.05} ρⱼ (1 − j/(L+1))) of the magnetisation, per "
         "chain; the bars are its mean ± std over the chains of this run (one seed; the "
-        f"reproduction command repeats seeds). Recorded every {run.config.thin} step(s). " + TABLE3
+        f"reproduction command repeats seeds). Recorded every {run.config.thin} step(s)." + table3
     )
 
 

@@ -35,6 +35,9 @@ class BitFlipMetropolis(BatchedSampler):
 
     name = "bit-flip-mh"
     uses_ratios = False  # the step scores the proposed state only
+    # a step counts round(flips) updates but may move any number of sites: the comparison's
+    # marginal then adds whole states, not single flips
+    moves_one_site = False
 
     def __init__(self, target: Target, n_chains: int, flips: float = 1.0, **common):
         flips = real(flips, "flips", MIN_FLIPS, MAX_FLIPS)
