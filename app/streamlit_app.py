@@ -26,6 +26,7 @@ from app import (  # noqa: E402
     prompt,
     rbm_targets,
     reload,
+    selection_target,
     session,
     sidebar,
     sources,
@@ -73,12 +74,18 @@ def main() -> None:
     if not present:
         st.caption(
             "Locally balanced samplers, fixed and learned (LSB, Sansone 2022), "
-            + {
-                TargetKind.RBM: "sampling a restricted Boltzmann machine (the paper's handwritten "
-                "digits, or your own data). ",
-                TargetKind.NETWORK: "sampling a Markov network with near-deterministic factors "
-                "(the paper's Table 3: MN 1 and MN 2 as generated here, or your own UAI file). ",
-            }.get(kind, "segmenting an image under an Ising prior. ")
+            + (
+                "sampling which features a linear regression needs (Bayesian variable "
+                "selection, the flow paper's Table 3, on synthetic data). "
+                if inputs.config.target == selection_target.TARGET
+                else {
+                    TargetKind.RBM: "sampling a restricted Boltzmann machine (the paper's "
+                    "handwritten digits, or your own data). ",
+                    TargetKind.NETWORK: "sampling a Markov network with near-deterministic "
+                    "factors (the paper's Table 3: MN 1 and MN 2 as generated here, or your own "
+                    "UAI file). ",
+                }.get(kind, "segmenting an image under an Ising prior. ")
+            )
             + "Configure in the sidebar, press Run (or Space), watch the tabs."
         )
         about.render()
