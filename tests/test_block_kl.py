@@ -110,7 +110,8 @@ def results_with(training_share: float, free_share: float, other_shares: list[fl
             cells.append({"determinism": d, "alpha": a, "trained": side(share),
                           "untrained": side(0.0, 1.0),
                           "context-free": side(free_share if training else 0.0, 2.0)})  # fmt: skip
-    return {"setup": {"train_determinism": 0.5, "train_alpha": 1.0}, "cells": cells}
+    setup = {"train_determinism": 0.5, "train_alpha": 1.0, "instances": 400}
+    return {"setup": setup, "cells": cells}
 
 
 def test_the_verdicts_follow_the_numbers():
@@ -121,8 +122,13 @@ def test_the_verdicts_follow_the_numbers():
     assert block_kl.generalisation_verdict(results_with(0.9, 0.0, [0.9] * 8))[0] == "holds"
     verdict, why = block_kl.generalisation_verdict(results_with(0.9, 0, [0.9] * 6 + [0.1] * 2))
     assert verdict == "inconclusive" and "6 of the 8" in why
-    worst = results_with(0.9, 0.0, [0.9] * 4 + [0.1] * 4)
+    worst = results_with(0.9, 0.0, [0.9] * 3 + [0.1] * 5)
     assert block_kl.generalisation_verdict(worst)[0] == "does not hold"
+    # 400 instances: two standard errors are 5 points, so 48% is no verdict, 40% is one
+    verdict, why = block_kl.near_zero_verdict(results_with(0.48, 0.0, [0.9] * 8))
+    assert verdict == "inconclusive" and "two standard errors" in why
+    assert block_kl.near_zero_verdict(results_with(0.4, 0.0, [0.9] * 8))[0] == "does not hold"
+    assert block_kl.majority(0.56, 400) == "yes" and block_kl.majority(0.54, 400) == "unclear"
 
 
 def test_a_tiny_run_writes_its_numbers_figure_and_section_with_both_verdicts(tmp_path, capsys):

@@ -195,10 +195,18 @@ def _name(cell: dict) -> str:
     return f"determinism {cell['determinism']:g}, alpha {cell['alpha']:g}"
 
 
+def majority(share: float, n: int) -> str:
+    """Whether a share of ``n`` KLs below ``NEAR_ZERO`` is a majority: ``"yes"``, ``"no"``, or
+    ``"unclear"`` within two standard errors of one half (``sqrt(1 / (4 n))`` each)."""
+    margin = 2 * math.sqrt(0.25 / max(n, 1))
+    return "unclear" if abs(share - 0.5) < margin else "yes" if share > 0.5 else "no"
+
+
 def near_zero_verdict(results: dict) -> tuple[str, str]:
     """Claim 1 on the training setting's cell: ``(verdict, evidence)``. Holds when most of the
-    trained network's KLs are below ``NEAR_ZERO`` and most of the context-free proposal's are
-    not; inconclusive when both are (ignoring the context does as well); else does not hold."""
+    trained network's KLs are below ``NEAR_ZERO`` (``majority``) and most of the context-free
+    proposal's are not; inconclusive when both are (ignoring the context does as well) or the
+    share is within noise of one half; else does not hold."""
     setup = results["setup"]
     cell = next((c for c in results["cells"] if _is_training(c, setup)), None)
     if cell is None:
@@ -210,27 +218,33 @@ def near_zero_verdict(results: dict) -> tuple[str, str]:
         f"against {f['below']:.0%} of the context-free proposal's (median {f['median']:.3g}) "
         f"and {u['below']:.0%} of the untrained network's (median {u['median']:.3g})"
     )
-    if t["below"] >= 0.5 and f["below"] < 0.5:
+    most = majority(t["below"], setup["instances"])
+    if most == "unclear":
+        return "inconclusive", evidence + (
+            f": {t['below']:.0%} of {setup['instances']} is within two standard errors of half"
+        )
+    if most == "yes" and majority(f["below"], setup["instances"]) == "no":
         return "holds", evidence
-    if t["below"] >= 0.5:
+    if most == "yes":
         return "inconclusive", evidence + ": ignoring the context is as close to zero"
     return "does not hold", evidence
 
 
 def generalisation_verdict(results: dict) -> tuple[str, str]:
     """Claim 2 on the other cells: holds when most of the trained network's KLs are below
-    ``NEAR_ZERO`` on every one, does not hold when on at most half of them, inconclusive in
-    between (naming where); the evidence also names the cells where training made it worse
-    than the untrained network."""
+    ``NEAR_ZERO`` (``majority``) on every one, does not hold when they are clearly not on more
+    than half of them, inconclusive otherwise (naming where); the evidence also names the cells
+    where training made it worse than the untrained network."""
     setup = results["setup"]
     others = [c for c in results["cells"] if not _is_training(c, setup)]
-    bad = [c for c in others if c["trained"]["below"] < 0.5]
+    said = [majority(c["trained"]["below"], setup["instances"]) for c in others]
+    bad = [c for c, m in zip(others, said, strict=True) if m != "yes"]
     worse = [c for c in others if c["trained"]["mean"] > c["untrained"]["mean"]]
     shares = ", ".join(f"{c['trained']['below']:.0%}" for c in others)
     evidence = (
         f"most of the trained network's KLs are below {NEAR_ZERO:g} nats on "
-        f"{len(others) - len(bad)} of the {len(others)} other settings (its shares there: "
-        f"{shares})"
+        f"{said.count('yes')} of the {len(others)} other settings, clearly not on "
+        f"{said.count('no')} (its shares there: {shares})"
     )
     if bad:
         evidence += "; not at " + "; ".join(
@@ -248,7 +262,7 @@ def generalisation_verdict(results: dict) -> tuple[str, str]:
         )
     if not bad:
         return "holds", evidence
-    if (len(others) - len(bad)) * 2 <= len(others):
+    if said.count("no") * 2 > len(others):
         return "does not hold", evidence
     return "inconclusive", evidence + ": it generalises to some settings and not to others"
 
