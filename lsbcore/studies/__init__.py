@@ -61,6 +61,9 @@ STUDIES = tuple(
          "lsbcore.studies.block_proposals.train"),
         ("block-proposals-held-out", "the block proposals' KL to the exact conditionals",
          "lsbcore.studies.block_proposals.held_out"),
+        ("block-kl", "the block-proposal slides' KL experiment: one network trained on one "
+         "determinism and alpha of grid networks, its KL on a 3 x 3 grid of them",
+         "lsbcore.studies.block_proposals.block_kl", "block-kl"),
         ("rbm-train", "train an RBM by PCD (the shipped models)", "lsbcore.rbm.train"),
         ("rbm-ground-truth", "the exact block-Gibbs truth file of an RBM",
          "lsbcore.rbm.ground_truth"),
