@@ -126,7 +126,7 @@ def train_on(contexts: torch.Tensor, k: int, steps: int, seed: int) -> BlockProp
 # ----------------------------------------------------------------- the study
 def run_study(
     k: int = 3,
-    instances: int = 200,
+    instances: int = 1000,
     steps: int = 3000,
     train_determinism: float = 0.5,
     train_alpha: float = 1.0,
@@ -379,8 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--block-size", type=int, choices=(2, 3), default=3,
                         help="k: the block's side (default 3)")  # fmt: skip
-    parser.add_argument("--instances", type=int_in(1, 100_000), default=200,
-                        help="held-out contexts per cell (default 200)")  # fmt: skip
+    parser.add_argument("--instances", type=int_in(1, 100_000), default=1000,
+                        help="held-out contexts per cell (default 1000: a share of one half "
+                        "then has a standard error of 0.016)")  # fmt: skip
     parser.add_argument("--steps", type=int_in(1, 1_000_000), default=3000,
                         help="training steps (default 3000)")  # fmt: skip
     parser.add_argument("--train-size", type=int_in(1, 1_000_000), default=TRAIN_SIZE,
