@@ -244,10 +244,10 @@ def generalisation_verdict(results: dict) -> tuple[str, str]:
     evidence = (
         f"most of the trained network's KLs are below {NEAR_ZERO:g} nats on "
         f"{said.count('yes')} of the {len(others)} other settings, clearly not on "
-        f"{said.count('no')} (its shares there: {shares})"
+        f"{said.count('no')} (its shares below {NEAR_ZERO:g} on the {len(others)}: {shares})"
     )
     if bad:
-        evidence += "; not at " + "; ".join(
+        evidence += "; not clearly at " + "; ".join(
             f"{_name(c)} (median {c['trained']['median']:.3g}, mean {c['trained']['mean']:.3g})"
             for c in bad
         )
@@ -293,7 +293,7 @@ def section(results: dict, command: str = COMMAND) -> str:
         f"{s['train_size']:,} contexts of one setting, determinism {s['train_determinism']:g} "
         f"and alpha {s['train_alpha']:g}: {s['steps']:,} Adam steps of {s['batch']} contexts "
         f"with {s['draws']} exact draws each (the product's forward-KL loss). Then "
-        f"{s['instances']} held-out contexts per cell (networks and boundaries from a seed "
+        f"{s['instances']:,} held-out contexts per cell (networks and boundaries from a seed "
         "training never reads) and KL(p || q) in nats, enumerated over the block's "
         f"{2 ** (k * k):,} states, for the trained network, the same network untrained "
         "(its exact last-site logits only) and the context-free proposal: the block's "
@@ -314,7 +314,9 @@ def section(results: dict, command: str = COMMAND) -> str:
     verdicts = (near_zero_verdict(results), generalisation_verdict(results))
     lines.append("")
     for claim, (verdict, evidence) in zip(CLAIMS, verdicts, strict=True):
-        lines.append(f"- {claim} **{verdict.capitalize()} here.** {evidence}.")
+        lines.append(
+            f"- {claim} **{verdict.capitalize()} here.** {evidence[:1].upper()}{evidence[1:]}."
+        )
     lines += [
         "",
         "How this differs from the source: the slides name p_determin and alpha without "
