@@ -344,9 +344,15 @@ def _lengths(p: dict) -> str:
             f"every sampler {p['steps']:,} steps keeping every {thin}th state ({p['draws']:,} "
             f"per chain: the paper's measurement, {p['steps'] * 100 // 100_000}% of its "
             f"10^5 steps), the flow samplers with no burn-in (flow-exact with K = "
-            f"{p['importance']} importance draws), Gibbs, Metropolis and the locally balanced "
-            f"samplers after {p['burn_in']:,} steps of burn-in, {' and '.join(COSTLY)} after "
-            f"{p['short_burn_in']:,}. The ESS per 10^4 kept samples is the paper's: {p['chains']} "
+            f"{p['importance']} importance draws), "
+            + (
+                f"every baseline after {p['burn_in']:,} steps of burn-in"
+                if p["burn_in"] == p["short_burn_in"]
+                else f"Gibbs, Metropolis and the locally balanced samplers after "
+                f"{p['burn_in']:,} steps of burn-in, {' and '.join(COSTLY)} after "
+                f"{p['short_burn_in']:,}"
+            )
+            + f". The ESS per 10^4 kept samples is the paper's: {p['chains']} "
             f"chains taken {p.get('group', 16)} at a time, each group's ESS over its kept "
             "samples, mean ± standard error over the groups of all seeds."
         )
