@@ -13,7 +13,7 @@ from lsbcore.targets.ising import IsingPosterior
 def test_a_trace_starts_at_the_start_and_moves_up_in_time():
     target = IsingPosterior(torch.full((6, 6), 1.5), 0.5)
     trace = benchmark.trace_for("neural-block", target, {"weights": "exact"}, seconds=0.2)
-    times = [t for t, _ in trace]
+    times = [t for t, *_ in trace]
     assert times[0] == 0.0 and times == sorted(times) and len(trace) >= 3
     # from a uniform random start towards all +1: the mean log p~ ends well above where it began
     assert trace[-1][1] > trace[0][1] + 10.0

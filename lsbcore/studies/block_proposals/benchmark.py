@@ -175,10 +175,10 @@ def speed_figures(block_sizes, seconds: float, quick: bool) -> list[dict]:
     return rows
 
 
-def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tuple[float, float]]:
-    """``(wall seconds, mean log p~ over chains)`` after each chunk of about one sweep (fewer
-    steps where a sweep takes longer than 0.2 s), for ``seconds`` of sampling from uniform
-    random starts (the same for every sampler)."""
+def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tuple]:
+    """``(wall seconds, mean log p~ over chains, target evaluations per chain)`` after each
+    chunk of about one sweep (fewer steps where a sweep takes longer than 0.2 s), for
+    ``seconds`` of sampling from uniform random starts (the same for every sampler)."""
     batch = target.batch if target.batch > 1 else CHAINS
     shape = (batch, *target.shape)
     x0 = (2 * torch.randint(0, 2, shape, generator=torch.Generator().manual_seed(seed)) - 1).to(
@@ -190,15 +190,16 @@ def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tupl
     per_sweep = max(1, target.n_sites // sampler.sites_per_step)
     if name == "neural-block":
         per_sweep = 2  # one step is one colour of one offset: about half the tiles
-    points = [(0.0, float(sampler.log_p.mean()))]
+    points = [(0.0, float(sampler.log_p.mean()), 0)]
     start = time.perf_counter()
     sampler.step(1)
     one = time.perf_counter() - start
-    points.append((one, float(sampler.log_p.mean())))
+    points.append((one, float(sampler.log_p.mean()), sampler.n_target_evals))
     chunk = max(1, min(per_sweep, int(0.2 / max(one, 1e-9))))  # a point every 0.2 s at most
     while time.perf_counter() - start < seconds:
         sampler.step(chunk)
-        points.append((time.perf_counter() - start, float(sampler.log_p.mean())))
+        now = time.perf_counter() - start
+        points.append((now, float(sampler.log_p.mean()), sampler.n_target_evals))
     return points
 
 
@@ -215,11 +216,12 @@ def convergence_figures(block_size: int, seconds: float, quick: bool) -> list[di
         for shown, trace in traces.items():
             first = trace[0][1]
             goal = first + 0.95 * (level - first)
-            reached = next((t for t, v in trace if v >= goal), None)
+            reached = next(((t, e) for t, v, e in trace if v >= goal), None)
             row = {
                 "target": label,
                 "sampler": shown,
-                "seconds_to_95pct": None if reached is None else round(reached, 2),
+                "seconds_to_95pct": None if reached is None else round(reached[0], 2),
+                "evals_to_95pct": None if reached is None else reached[1],
                 "tail_mean_log_p": round(tails[shown], 1),
                 "level": round(level, 1),
                 "steps_in_budget": len(trace) - 1,
@@ -230,7 +232,7 @@ def convergence_figures(block_size: int, seconds: float, quick: bool) -> list[di
 
 
 def _tail_mean(trace) -> float:
-    values = [v for _, v in trace[len(trace) * 4 // 5 :]]
+    values = [v for _, v, _ in trace[len(trace) * 4 // 5 :]]
     return sum(values) / len(values)
 
 
