@@ -148,25 +148,23 @@ class BlockProposal(nn.Module):
     def propose(self, c: torch.Tensor, x: torch.Tensor, generator: torch.Generator):
         """What one Metropolis-Hastings test needs: a draw ``y ~ q(. | c)`` and ``log q`` of
         ``y`` and of the current states ``x [N, k^2]``, ``([N, k^2], [N], [N])``. The context
-        terms are computed once, and both ``log q`` come from one ``log_prob`` call: the same
-        function scores a state forwards and backwards."""
+        terms are computed once; ``log q(y)`` is summed as the draw goes, ``log q(x)`` is one
+        ``log_prob`` call. The two ways agree to 1e-15 (``_draw``), below the rounding of the
+        target ratio itself, so the test reads one ``q`` forwards and backwards."""
         terms = self.context_terms(c)
-        y = self._draw(c, terms, generator)
-        both = self.log_prob(
-            torch.cat([y, x]), torch.cat([c, c]), [torch.cat([t, t]) for t in terms]
-        )
-        return y, both[: len(y)], both[len(y) :]
+        y, log_q_y = self._draw(c, terms, generator)
+        return y, log_q_y, self.log_prob(x, c, terms)
 
     def sample(self, c: torch.Tensor, generator: torch.Generator):
         """One block state per row of ``c`` (``[N, T]``) and its ``log q``: ``([N, k^2], [N])``,
         site by site in row-major order, from the generator's uniforms. ``log q`` is scored by
         ``log_prob``, the function the reverse move reads."""
         terms = self.context_terms(c)
-        x = self._draw(c, terms, generator)
+        x = self._draw(c, terms, generator)[0]
         return x, self.log_prob(x, c, terms)
 
     def _draw(self, c: torch.Tensor, terms: list[torch.Tensor], generator: torch.Generator):
-        """The draws of ``sample``: ``[N, k^2]``, one uniform per site.
+        """The draws of ``sample`` and their ``log q``: ``([N, k^2], [N])``, one uniform per site.
 
         The loop computes what site ``i`` needs and nothing more: the first layer's input is
         updated by one column per site (it is linear in ``x``), only the hidden units of degree
@@ -174,7 +172,7 @@ class BlockProposal(nn.Module):
         computed, and the known logit of site ``i`` sums only the terms that close there. The
         layers carry ``g = sigmoid(2 a)`` for ``tanh(a) = 2 g - 1``, the 2 and -1 folded into
         the next layer's weights and bias: one product and one sigmoid per layer and site. The
-        logits agree with ``logits`` to rounding (1e-15)."""
+        logits, and so ``log q``, agree with ``logits`` and ``log_prob`` to rounding (1e-15)."""
         n_rows, n = c.shape[0], self.motif.n
         c = c.to(torch.float64)
         dtype = self.out.weight.dtype
@@ -192,6 +190,7 @@ class BlockProposal(nn.Module):
         w_out = (self.out.weight * self.out.mask)[:, order]  # [n, H]
         # (2 g - 1) . w_out[i] + out biases: each site's prefix of units sums its own -1 terms
         out_bias = self.out.bias + terms[-1]  # [N, n]
+        log_q = torch.zeros(n_rows, dtype=torch.float64, device=c.device)
         for i in range(n):
             m = self._reads[i]  # the units site i reads, and all they read
             g = torch.sigmoid(pre[:, :m])
@@ -204,8 +203,9 @@ class BlockProposal(nn.Module):
             learned = g @ (2.0 * w_i) + (out_bias[:, i] - w_i.sum())
             logit = known + learned.to(torch.float64)
             x[:, i] = torch.where(u[:, i] < torch.sigmoid(logit), 1.0, -1.0)
+            log_q += F.logsigmoid(x[:, i] * logit)
             pre.addcmul_(x[:, i : i + 1].to(dtype), w_first[i])  # pre is this loop's own
-        return x[:, :n].contiguous()
+        return x[:, :n].contiguous(), log_q
 
     def all_log_probs(self, c: torch.Tensor) -> torch.Tensor:
         """``log q`` of every block state (``motif.states``), ``[N, 2^(k^2)]``: the proposal by
