@@ -188,9 +188,11 @@ class BlockProposal(nn.Module):
             w = (layer.weight * layer.mask)[order][:, order]
             inner.append((4.0 * w.T, 2.0 * ((layer.bias + term)[:, order] - w.sum(1))))
         w_out = (self.out.weight * self.out.mask)[:, order]  # [n, H]
-        # (2 g - 1) . w_out[i] + out biases: each site's prefix of units sums its own -1 terms
-        out_bias = self.out.bias + terms[-1]  # [N, n]
-        log_q = torch.zeros(n_rows, dtype=torch.float64, device=c.device)
+        # (2 g - 1) . w_out[i] + out biases = (2 w_out[i]) . g + (out biases - w_out[i] . 1)
+        out_bias = self.out.bias + terms[-1] - w_out.sum(1)  # [N, n]
+        w_out = 2.0 * w_out
+        c2 = 2.0 * c  # the known logits' factor 2, once
+        logits = torch.empty(n_rows, n, dtype=torch.float64, device=c.device)
         for i in range(n):
             m = self._reads[i]  # the units site i reads, and all they read
             g = torch.sigmoid(pre[:, :m])
@@ -198,14 +200,13 @@ class BlockProposal(nn.Module):
                 g = torch.sigmoid_(torch.addmm(bias[:, :m], g, weight[:m, :m]))
             closing = self._closing[i]  # the terms whose last site is i
             rest = x[:, self._others[closing]].prod(-1)  # [N, t_i]
-            known = 2.0 * (c[:, closing] * rest).sum(1)
-            w_i = w_out[i, :m]
-            learned = g @ (2.0 * w_i) + (out_bias[:, i] - w_i.sum())
-            logit = known + learned.to(torch.float64)
+            known = (c2[:, closing] * rest).sum(1)
+            learned = g @ w_out[i, :m] + out_bias[:, i]
+            logit = torch.add(known, learned.to(torch.float64), out=logits[:, i])
             x[:, i] = torch.where(u[:, i] < torch.sigmoid(logit), 1.0, -1.0)
-            log_q += F.logsigmoid(x[:, i] * logit)
             pre.addcmul_(x[:, i : i + 1].to(dtype), w_first[i])  # pre is this loop's own
-        return x[:, :n].contiguous(), log_q
+        x = x[:, :n].contiguous()
+        return x, F.logsigmoid(x * logits).sum(1)
 
     def all_log_probs(self, c: torch.Tensor) -> torch.Tensor:
         """``log q`` of every block state (``motif.states``), ``[N, 2^(k^2)]``: the proposal by
