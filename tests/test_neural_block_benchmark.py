@@ -13,7 +13,7 @@ from lsbcore.targets.ising import IsingPosterior
 def test_a_trace_starts_at_the_start_and_moves_up_in_time():
     target = IsingPosterior(torch.full((6, 6), 1.5), 0.5)
     trace = benchmark.trace_for("neural-block", target, {"weights": "exact"}, seconds=0.2)
-    times = [t for t, _ in trace]
+    times = [t for t, *_ in trace]
     assert times[0] == 0.0 and times == sorted(times) and len(trace) >= 3
     # from a uniform random start towards all +1: the mean log p~ ends well above where it began
     assert trace[-1][1] > trace[0][1] + 10.0
@@ -26,7 +26,7 @@ def test_the_samplers_compared_include_block_gibbs_within_its_limit():
 
 @pytest.mark.parametrize(
     ("argv", "sentence"),
-    [(["--parts", "speed"], "unknown parts: speed"),
+    [(["--parts", "warp"], "unknown parts: warp"),
      (["--parts", "convergence", "--block-size", "5"], "--block-size must be 2, 3 or 4")],
 )  # fmt: skip
 def test_the_command_refuses_what_it_cannot_run(argv, sentence, capsys):

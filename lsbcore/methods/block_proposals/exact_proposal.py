@@ -35,8 +35,21 @@ class ExactBlockProposal(nn.Module):
         """One exact draw per row of ``c`` and its ``log p``, by inverse CDF on one uniform per
         row (chunked as ``exact_log_probs`` is)."""
         log_p = self.motif.exact_log_probs(c)  # [N, M]
-        u = torch.rand(c.shape[0], 1, generator=generator, dtype=torch.float64, device=c.device)
-        cdf = log_p.exp().cumsum(1)
-        index = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=self.motif.n_states - 1)
+        index = self._draw(log_p, generator)
         x = self.motif.states.to(c.device)[index.squeeze(1)]
         return x, log_p.gather(1, index).squeeze(1)
+
+    def propose(self, c: torch.Tensor, x: torch.Tensor, generator: torch.Generator):
+        """A draw ``y`` and ``log p`` of ``y`` and of the current states ``x``, as
+        ``BlockProposal.propose``: the conditional enumerated once for all three."""
+        log_p = self.motif.exact_log_probs(c)  # [N, M]
+        index = self._draw(log_p, generator)
+        y = self.motif.states.to(c.device)[index.squeeze(1)]
+        log_p_x = log_p.gather(1, self.motif.codes(x).unsqueeze(1))
+        return y, log_p.gather(1, index).squeeze(1), log_p_x.squeeze(1)
+
+    def _draw(self, log_p: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Inverse CDF on one uniform per row: the drawn states' rows of ``states``, ``[N, 1]``."""
+        u = torch.rand(len(log_p), 1, generator=generator, dtype=torch.float64, device=log_p.device)
+        cdf = log_p.exp().cumsum(1)
+        return torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=self.motif.n_states - 1)

@@ -160,9 +160,10 @@ class NeuralBlockSampler(BatchedSampler):
     def _pick(self) -> Blocks:
         """This step's tiles: an offset, then one of its colours, uniformly."""
         n_offsets = len(self.tiling.offsets)
-        offset = int(self._uniforms(1).item() * n_offsets)
+        u_offset, u_colour = self._uniforms(2).tolist()  # one host read a step
+        offset = int(u_offset * n_offsets)
         colours = self.tiling.blocks(offset).n_colours
-        colour = int(self._uniforms(1).item() * colours)
+        colour = int(u_colour * colours)
         self.last_selection = (offset, colour)
         return self.selection(offset, colour)
 
@@ -176,10 +177,12 @@ class NeuralBlockSampler(BatchedSampler):
         x = self._x
         c = self.context.coefficients(x, blocks)  # [B, T, terms]
         x_b = x[:, blocks.sites]  # [B, T, k^2]
-        flat_c = c.reshape(b * n_tiles, -1)
-        y, log_q_y = self.proposal.sample(flat_c, self.generator)
+        # every tile of the colour in every chain: one batch, the context read once for the
+        # draw and both log q
+        y, log_q_y, log_q_x = self.proposal.propose(
+            c.reshape(b * n_tiles, -1), x_b.reshape(-1, m), self.generator
+        )
         y = y.view(b, n_tiles, m)
-        log_q_x = self.proposal.log_prob(x_b.reshape(-1, m), flat_c)
         log_ratio = self.context.log_ratios(x, blocks, y, c)  # [B, T]
         log_alpha = log_ratio + (log_q_x - log_q_y).view(b, n_tiles)
         accept = torch.log(self._uniforms(b, n_tiles)) < log_alpha  # [B, T]

@@ -14,6 +14,9 @@
    tile conditional (block Gibbs on the same tiles), on a paper case, a photo and a grid network.
    The figure is the seconds until the mean is 95% of the way from its start to the equilibrium
    level (the best tail mean of all samplers: they are all exact, so they share that level).
+4. **Speed** (``--parts speed``): seconds per step and microseconds per tile update (a tile of
+   one chain) of ``neural-block``, the trained network against exact tiles, k = 2, 3, 4, on a
+   64 x 64 Ising posterior (the camera photo) and a 32 x 32 grid network, 8 chains.
 
 Every figure comes from this command on the machine it names; nothing is typed in by hand.
 """
@@ -126,10 +129,56 @@ def convergence_samplers(k: int) -> list[tuple[str, str, dict]]:
     ]
 
 
-def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tuple[float, float]]:
-    """``(wall seconds, mean log p~ over chains)`` after each chunk of about one sweep (fewer
-    steps where a sweep takes longer than 0.2 s), for ``seconds`` of sampling from uniform
-    random starts (the same for every sampler)."""
+SPEED_CHAINS = 8
+
+
+def speed_targets(quick: bool) -> dict:
+    side = 16 if quick else 64
+    camera = fit_data_term(load_photo(photo_path("camera"), max_side=side)).alpha
+    grid = 8 if quick else 32
+    height, width = camera.shape[-2:]
+    return {
+        f"camera photo ({height} x {width}, lambda 1)": IsingPosterior(camera, 1.0),
+        f"grid network ({grid} x {grid}, determinism 0.9)": grid_network(grid, 0.9, seed=2),
+    }
+
+
+def speed_figures(block_sizes, seconds: float, quick: bool) -> list[dict]:
+    """Per step and per tile: steps are timed after two warm-up steps until ``seconds`` have
+    passed (at least 3 steps, at most 200); a tile update is one tile of one chain."""
+    rows = []
+    for label, target in speed_targets(quick).items():
+        for k in block_sizes:
+            for weights in ("trained", "exact"):
+                sampler = make_sampler(
+                    "neural-block", target, SPEED_CHAINS, seed=5, block_size=k, weights=weights
+                )
+                sampler.step(2)
+                tiles_before, steps = int(sampler._n_proposed.sum()), 0
+                start = time.perf_counter()
+                while steps < 3 or (time.perf_counter() - start < seconds and steps < 200):
+                    sampler.step(1)
+                    steps += 1
+                elapsed = time.perf_counter() - start
+                tiles = int(sampler._n_proposed.sum()) - tiles_before
+                row = {
+                    "target": label,
+                    "k": k,
+                    "weights": weights,
+                    "steps": steps,
+                    "s_per_step": round(elapsed / steps, 5),
+                    "us_per_tile": round(1e6 * elapsed / max(1, tiles), 2),
+                    "accept": round(sampler.block_accept_rate, 4),
+                }
+                rows.append(row)
+                print(_row(row), file=sys.stderr)
+    return rows
+
+
+def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tuple]:
+    """``(wall seconds, mean log p~ over chains, target evaluations per chain)`` after each
+    chunk of about one sweep (fewer steps where a sweep takes longer than 0.2 s), for
+    ``seconds`` of sampling from uniform random starts (the same for every sampler)."""
     batch = target.batch if target.batch > 1 else CHAINS
     shape = (batch, *target.shape)
     x0 = (2 * torch.randint(0, 2, shape, generator=torch.Generator().manual_seed(seed)) - 1).to(
@@ -141,15 +190,16 @@ def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tupl
     per_sweep = max(1, target.n_sites // sampler.sites_per_step)
     if name == "neural-block":
         per_sweep = 2  # one step is one colour of one offset: about half the tiles
-    points = [(0.0, float(sampler.log_p.mean()))]
+    points = [(0.0, float(sampler.log_p.mean()), 0)]
     start = time.perf_counter()
     sampler.step(1)
     one = time.perf_counter() - start
-    points.append((one, float(sampler.log_p.mean())))
+    points.append((one, float(sampler.log_p.mean()), sampler.n_target_evals))
     chunk = max(1, min(per_sweep, int(0.2 / max(one, 1e-9))))  # a point every 0.2 s at most
     while time.perf_counter() - start < seconds:
         sampler.step(chunk)
-        points.append((time.perf_counter() - start, float(sampler.log_p.mean())))
+        now = time.perf_counter() - start
+        points.append((now, float(sampler.log_p.mean()), sampler.n_target_evals))
     return points
 
 
@@ -166,11 +216,12 @@ def convergence_figures(block_size: int, seconds: float, quick: bool) -> list[di
         for shown, trace in traces.items():
             first = trace[0][1]
             goal = first + 0.95 * (level - first)
-            reached = next((t for t, v in trace if v >= goal), None)
+            reached = next(((t, e) for t, v, e in trace if v >= goal), None)
             row = {
                 "target": label,
                 "sampler": shown,
-                "seconds_to_95pct": None if reached is None else round(reached, 2),
+                "seconds_to_95pct": None if reached is None else round(reached[0], 2),
+                "evals_to_95pct": None if reached is None else reached[1],
                 "tail_mean_log_p": round(tails[shown], 1),
                 "level": round(level, 1),
                 "steps_in_budget": len(trace) - 1,
@@ -181,7 +232,7 @@ def convergence_figures(block_size: int, seconds: float, quick: bool) -> list[di
 
 
 def _tail_mean(trace) -> float:
-    values = [v for _, v in trace[len(trace) * 4 // 5 :]]
+    values = [v for _, v, _ in trace[len(trace) * 4 // 5 :]]
     return sum(values) / len(values)
 
 
@@ -206,7 +257,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     parts = set(args.parts.split(","))
-    unknown = parts - {"settle", "acceptance", "convergence"}
+    unknown = parts - {"settle", "acceptance", "convergence", "speed"}
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
     quick = args.quick
@@ -218,6 +269,8 @@ def main(argv=None) -> int:
         if args.block_size not in (2, 3, 4):
             parser.error(f"--block-size must be 2, 3 or 4, got {args.block_size}")
         figures["convergence"] = convergence_figures(args.block_size, seconds, quick)
+    if "speed" in parts:
+        figures["speed"] = speed_figures((2, 3, 4), 0.3 if quick else 4.0, quick)
     if "settle" in parts:
         photos = args.photos.split(",")[: 1 if quick else None]
         figures["settle"] = settle_figures(photos, (2, 4), 200 if quick else args.max_sweeps)
