@@ -116,3 +116,31 @@ def test_the_single_site_samplers_chains_are_those_of_a_full_rescoring(sampler, 
     assert torch.equal(accepted, accepted_full)
     assert int(accepted.sum()) > 0
     assert torch.allclose(log_p, log_p_full, rtol=0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("sampler", ["gibbs", "metropolis"])
+@pytest.mark.parametrize("epsilon", [1e-3, 0.0])
+def test_compiled_single_site_steps_give_the_torch_steps_chains(sampler, epsilon):
+    graph = grid_network(6, 0.5, seed=2, epsilon=epsilon)
+    runs = []
+    for backend in ("compiled", "torch"):
+        s = make_sampler(sampler, graph, 5, seed=11, backend=backend, resync_every=150)
+        assert s.backend == backend
+        s.step(400)
+        info = s.step_info
+        runs.append((s.x.clone(), s.log_p.clone(), s._n_accepted.clone(), info))
+        assert s.invariant_error() < 1e-9
+    (x, log_p, accepted, info), (x_t, log_p_t, accepted_t, info_t) = runs
+    assert torch.equal(x, x_t)
+    assert torch.equal(accepted, accepted_t)
+    assert int(accepted.sum()) > 0
+    assert torch.allclose(log_p, log_p_t, rtol=0.0, atol=1e-9)
+    assert torch.equal(info.site, info_t.site)
+    assert torch.equal(info.accepted, info_t.accepted)
+    assert torch.allclose(info.accept_prob, info_t.accept_prob, rtol=1e-12, atol=0.0)
+
+
+def test_auto_picks_the_compiled_steps_for_gibbs_on_a_factor_graph_on_the_cpu():
+    graph = grid_network(4, 0.5, seed=0)
+    assert make_sampler("gibbs", graph, 2, backend="auto").backend == "compiled"
+    assert make_sampler("barker", graph, 2, backend="auto").backend == "torch"

@@ -174,6 +174,10 @@ class FactorGraph(Target):
             self._incidence[device] = self._incidence[cpu].to(device)
         return self._incidence[device]
 
+    def incidence(self) -> Incidence:
+        """Which factors touch which variables, on the CPU (the compiled steps read it)."""
+        return self._moves_on(torch.device("cpu"))
+
     def _local(self, x_old: torch.Tensor, x_new: torch.Tensor) -> bool:
         """Whether a move is rescored from the factors it touches: on the CPU (elsewhere the
         whole network in a few kernels, with no host read), when few sites changed."""
