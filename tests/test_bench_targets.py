@@ -141,7 +141,9 @@ def test_the_factor_graph_table_names_every_sampler_of_the_workload(capsys, thre
     assert len(lines) == 2 + len(workload.runs)
     for line, run in zip(lines[2:], workload.runs, strict=True):
         assert line.startswith(f"  {run.label} ")
-        assert line.endswith(" torch")  # no compiled steps for a factor graph
+        # on a factor graph, Gibbs and Metropolis have compiled steps, the others torch ones
+        compiled = run.sampler in ("gibbs", "metropolis")
+        assert line.endswith(" compiled" if compiled else " torch")
 
 
 def test_the_torch_backend_times_torch_steps_only(capsys, threads):

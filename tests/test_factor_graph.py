@@ -196,7 +196,7 @@ def multilinear(graph: FactorGraph, x: torch.Tensor) -> torch.Tensor:
 
 def test_the_gradient_is_that_of_the_multilinear_extension_exact_at_the_corners():
     graph = random_graph(seed=6)
-    assert graph.provides == frozenset({"gradient"})
+    assert graph.provides == frozenset({"incremental", "gradient"})
     corners = all_states(8)
     assert torch.allclose(multilinear(graph, corners), graph.log_prob(corners), atol=1e-12)
     g = torch.Generator().manual_seed(6)
@@ -212,7 +212,7 @@ def test_the_gradient_is_that_of_the_multilinear_extension_exact_at_the_corners(
 
 def test_a_graph_with_zeros_offers_no_gradient_and_says_why():
     graph = random_graph(zeros=0.2, seed=7)
-    assert graph.provides == frozenset()
+    assert graph.provides == frozenset({"incremental"})
     with pytest.raises(ValueError, match="zero entries"):
         graph.grad_log_prob(all_states(8)[:2])
 
@@ -273,7 +273,7 @@ def test_a_grid_network_is_normalised_and_has_the_asked_share_of_deterministic_t
         bool(((t.exp() - 1e-3).abs() < 1e-15).view(-1, 2).any(1).all()) for t in grid.log_tables
     ]
     assert sum(near) == 6
-    assert grid.provides == frozenset({"gradient"})
+    assert grid.provides == frozenset({"incremental", "gradient"})
     hard = grid_network(3, determinism=2 / 3, seed=4, epsilon=0.0)
     assert sum(bool(torch.isneginf(t).any()) for t in hard.log_tables) == 6
     assert torch.logsumexp(hard.log_prob(all_states(9)), 0).abs() < 1e-12

@@ -107,8 +107,9 @@ class BatchedSampler(ChainBase):
         sentence that says why not (subclasses with compiled steps override it)."""
         return (
             f"the {self.name!r} sampler runs on batched torch operations on any device; the "
-            "compiled backend serves the pairwise samplers only (and, on an RBM on the CPU, gwg, "
-            "gibbs, metropolis, block-gibbs and hamming-ball). Use backend='torch'."
+            "compiled backend serves the pairwise samplers only (and, on the CPU, gwg, gibbs, "
+            "metropolis, block-gibbs and hamming-ball on an RBM, gibbs and metropolis on a factor "
+            "graph). Use backend='torch'."
         )
 
     def set_backend(self, backend: str) -> None:
@@ -294,6 +295,21 @@ def rbm_compiled_refusal(sampler: BatchedSampler, block: int = 1) -> str | None:
             f"the compiled RBM steps need block size times the largest |W| to be at most "
             f"{MAX_SHIFT:g}, got {block * sampler.target.max_abs_weight:g}; use backend='torch'."
         )
+    return None
+
+
+def factor_graph_compiled_refusal(sampler: BatchedSampler) -> str | None:
+    """None where ``lsbcore.backends.factor_kernels`` can run ``sampler`` (its target a
+    ``FactorGraph``, on the CPU, numba installed), else why not, in a sentence."""
+    from lsbcore.backends import compiled_available
+    from lsbcore.targets.factor_graph import FactorGraph
+
+    if not isinstance(sampler.target, FactorGraph):
+        return BatchedSampler.compiled_refusal(sampler)
+    if sampler.device.type != "cpu":
+        return "the compiled backend runs on the CPU only; use backend='torch' on a GPU."
+    if not compiled_available():
+        return "the compiled backend needs numba; install it or use backend='torch'."
     return None
 
 

@@ -38,6 +38,7 @@ import torch
 
 from lsbcore.checks import integer
 from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_SITES, MAX_VALUES, Target, check_layout
+from lsbcore.targets.factor_moves import Incidence, build_incidence, move_change, update_flip_scores
 from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, UAIModel, read_uai
 
 # The search of start(): restarts from fresh draws, each followed by this many repairing flips
@@ -56,6 +57,9 @@ START_NOISE = 0.2
 START_SECONDS = 30.0
 # into_support's repair from a chain's own state stops after this many flips without progress
 REPAIR_PATIENCE = 50
+# A move is rescored from the factors it touches when at most 1 / LOCAL_SHARE of the chains'
+# sites changed; beyond that, the whole network's few large gathers are cheaper
+LOCAL_SHARE = 8
 
 
 @dataclass(frozen=True)
@@ -127,10 +131,11 @@ class FactorGraph(Target):
         self.shape = check_layout(shape, n, "variables")
         self.scopes = tuple(tuple(int(v) for v in scope) for scope in scopes)
         self.log_tables = tuple(tables)
-        self.provides = frozenset(
-            {"gradient"} if all(bool(torch.isfinite(t).all()) for t in tables) else set()
-        )
+        finite = all(bool(torch.isfinite(t).all()) for t in tables)
+        self.provides = frozenset({"incremental", "gradient"} if finite else {"incremental"})
+        self._has_zeros = not finite
         self._groups = {torch.device("cpu"): _group(self.scopes, self.log_tables)}
+        self._incidence: dict[torch.device, Incidence] = {}  # built on the first move
 
     @classmethod
     def from_uai(cls, path_or_text) -> FactorGraph:
@@ -161,6 +166,25 @@ class FactorGraph(Target):
             self._groups[device] = [g.to(device) for g in self._groups[torch.device("cpu")]]
         return self._groups[device]
 
+    def _moves_on(self, device: torch.device) -> Incidence:
+        if device not in self._incidence:
+            cpu = torch.device("cpu")
+            if cpu not in self._incidence:
+                self._incidence[cpu] = build_incidence(self.n_sites, self.scopes, self.log_tables)
+            self._incidence[device] = self._incidence[cpu].to(device)
+        return self._incidence[device]
+
+    def incidence(self) -> Incidence:
+        """Which factors touch which variables, on the CPU (the compiled steps read it)."""
+        return self._moves_on(torch.device("cpu"))
+
+    def _local(self, x_old: torch.Tensor, x_new: torch.Tensor) -> bool:
+        """Whether a move is rescored from the factors it touches: on the CPU (elsewhere the
+        whole network in a few kernels, with no host read), when few sites changed."""
+        if x_old.device.type != "cpu":
+            return False
+        return int((x_old != x_new).sum()) * LOCAL_SHARE <= x_old.numel()
+
     # ----------------------------------------------------------------- scores
     def _scores(self, flat: torch.Tensor):
         """Finite part ``[B]`` and number of zero-mass factors ``[B]`` of each state."""
@@ -172,6 +196,18 @@ class FactorGraph(Target):
             finite += g.finite[index].sum(1)
             zeros += g.zero[index].sum(1)
         return finite, zeros
+
+    def _zero_counts(self, flat: torch.Tensor) -> torch.Tensor:
+        """The number of zero-mass factors ``[B]`` of each state (from the groups that have
+        zero entries)."""
+        zeros = flat.new_zeros(flat.shape[0])
+        if not self._has_zeros:
+            return zeros
+        bits = (flat > 0).long()
+        for g in self._on(flat.device):
+            if bool(g.zero.any()):
+                zeros += g.zero[g.offsets + (bits[:, g.scopes] * g.place).sum(2)].sum(1)
+        return zeros
 
     def _flip_scores(self, flat: torch.Tensor):
         """``_scores`` of the states and the change of both under each single flip ``[B, n]``."""
@@ -202,15 +238,39 @@ class FactorGraph(Target):
         return torch.where(zeros > 0, -math.inf, finite)
 
     def log_ratio(self, x: torch.Tensor, x_new: torch.Tensor) -> torch.Tensor:
-        """``log p~(x_new) - log p~(x)``, with the zero-mass rule of the module docstring."""
-        finite, zeros = self._scores(self._flat(x))
-        finite_new, zeros_new = self._scores(self._flat(x_new))
+        """``log p~(x_new) - log p~(x)``, with the zero-mass rule of the module docstring; a
+        move of few sites is scored from the factors it touches only."""
+        flat, flat_new = self._flat(x), self._flat(x_new)
+        if self._local(flat, flat_new):
+            d_finite, d_zeros = move_change(self._moves_on(flat.device), flat, flat_new)
+            zeros = self._zero_counts(flat)
+            return _log_ratio(d_finite, zeros, zeros + d_zeros)
+        finite, zeros = self._scores(flat)
+        finite_new, zeros_new = self._scores(flat_new)
         return _log_ratio(finite_new - finite, zeros, zeros_new)
 
     def flip_log_ratios(self, x: torch.Tensor) -> torch.Tensor:
         _, zeros, d_finite, d_zeros = self._flip_scores(self._flat(x))
         zeros = zeros.unsqueeze(1)
         return _log_ratio(d_finite, zeros, zeros + d_zeros).view_as(x)
+
+    # ----------------------------------------------------------------- incremental ratios
+    def ratio_cache(self, x: torch.Tensor):
+        """Per chain: the change of the finite part and of the zero-mass count under each
+        single flip ``[B, n]``, and the state's zero-mass count ``[B]``."""
+        _, zeros, d_finite, d_zeros = self._flip_scores(self._flat(x))
+        return d_finite, d_zeros, zeros
+
+    def flip_log_ratios_after(self, x_old: torch.Tensor, x_new: torch.Tensor, s_old, cache):
+        """``s`` at ``x_new`` from the cache at ``x_old``: only the factors that touch a changed
+        site are read, and only their variables' scores change (``factor_moves``)."""
+        if cache is None or not self._local(x_old, x_new):
+            cache = self.ratio_cache(x_new)
+        else:
+            cache = update_flip_scores(self._moves_on(x_old.device), x_old, x_new, *cache)
+        d_finite, d_zeros, zeros = cache
+        zeros = zeros.unsqueeze(1)
+        return _log_ratio(d_finite, zeros, zeros + d_zeros), cache
 
     def _extension(self, flat: torch.Tensor) -> torch.Tensor:
         """The multilinear extension of ``log p~`` at real ``flat [B, n]`` (finite tables):

@@ -17,9 +17,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
+from lsbcore.samplers.batched import (
+    BatchedSampler,
+    factor_graph_compiled_refusal,
+    rbm_compiled_refusal,
+)
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
+from lsbcore.targets.factor_graph import FactorGraph
 
 RULES = ("gibbs", "metropolis")
 
@@ -64,11 +69,17 @@ class BatchedUniformSiteSampler(BatchedSampler):
     compiled_uniforms_per_step = 2  # as _step draws them: the site, then the acceptance
 
     def compiled_refusal(self) -> str | None:
+        if isinstance(self.target, FactorGraph):
+            return factor_graph_compiled_refusal(self)
         return rbm_compiled_refusal(self, 1)
 
     def _compiled_steps(self, n: int) -> None:
-        """``n`` steps on an RBM by ``rbm_kernels.uniform_site_steps``: the torch step's
-        uniforms, read as it reads them, so the same chains."""
+        """``n`` steps on an RBM by ``rbm_kernels.uniform_site_steps`` (on a factor graph by
+        ``factor_kernels``'): the torch step's uniforms, read as it reads them, so the same
+        chains."""
+        if isinstance(self.target, FactorGraph):
+            self._factor_graph_steps(n)
+            return
         from lsbcore.backends.rbm_kernels import uniform_site_steps
 
         arrays = self.target.kernel_arrays()
@@ -80,6 +91,24 @@ class BatchedUniformSiteSampler(BatchedSampler):
         uniform_site_steps(
             x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), RULES.index(self.rule),
             arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
+            site.numpy(), prob.numpy(), flipped.numpy(),
+        )  # fmt: skip
+        self._x, self._log_p, self._n_accepted = x, log_p, accepted
+        self._last = StepInfo(site=site, accept_prob=prob, accepted=flipped)
+
+    def _factor_graph_steps(self, n: int) -> None:
+        from lsbcore.backends.factor_kernels import uniform_site_steps
+
+        inc = self.target.incidence()
+        u = self._uniforms(n, 2, self.n_chains)
+        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
+        site = torch.empty(self.n_chains, dtype=torch.int64)
+        prob = torch.empty(self.n_chains, dtype=torch.float64)
+        flipped = torch.empty(self.n_chains, dtype=torch.bool)
+        uniform_site_steps(
+            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), self.rule == "gibbs",
+            inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
+            inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(),
             site.numpy(), prob.numpy(), flipped.numpy(),
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted

@@ -16,6 +16,9 @@ of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch
   random weights of the same law (the public code trains that one on MNIST, which is not
   shipped; the cost of a step does not depend on the weights' values), 100 chains: ``gwg``,
   ``pas``.
+- ``grid-64``: single-site samplers (Gibbs, Metropolis, Barker, sqrt) on a 64 x 64 grid
+  network and on an Ising posterior of the same size (pairwise, compiled steps on the CPU),
+  8 chains each: how far the factor graph's steps are from the pairwise ones (issue 45).
 - ``factor-graph``: a 10 x 10 grid network like the LSB paper's MN 1 (``grid_network``), 30
   chains: Gibbs, block Gibbs, the Hamming ball sampler, the locally balanced samplers and the
   gradient ones, where the target offers a gradient.
@@ -42,6 +45,7 @@ from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.base import Target
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.grid_network import grid_network
+from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.rbm import RBM
 from lsbcore.timing import per_second
 
@@ -50,6 +54,9 @@ from lsbcore.timing import per_second
 #: the least deterministic of the UAI grids (50, 75 and 90 %). A step's cost does not depend on it.
 GRID_SIDE = 10
 GRID_DETERMINISM = 0.5
+#: The large grid network of ``--target grid-64`` (issue 45), beside an Ising posterior of the
+#: same size, whose pairwise compiled steps are the speed the single-site samplers aim at
+LARGE_SIDE = 64
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,16 @@ def rbm_target(n_visible: int, n_hidden: int, seed: int = 0) -> RBM:
 
 def grid_target(side: int = GRID_SIDE, seed: int = 0) -> FactorGraph:
     return grid_network(side, GRID_DETERMINISM, seed)
+
+
+def ising_target(side: int, seed: int = 0) -> IsingPosterior:
+    """An Ising posterior on a ``side x side`` lattice with standard normal fields."""
+    generator = torch.Generator().manual_seed(seed)
+    alpha = torch.randn(side, side, generator=generator, dtype=torch.float64)
+    return IsingPosterior(alpha, lam=1.0, boundary="free")
+
+
+SINGLE_SITE = ("gibbs", "metropolis", "barker", "sqrt")
 
 
 BALANCED = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
@@ -134,6 +151,21 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
                 Run("flsb1"),
                 Run("flsb2"),
             ),
+        ),
+    ),
+    "grid-64": (
+        Workload(
+            f"grid network {LARGE_SIDE} x {LARGE_SIDE}, 8 chains",
+            lambda: grid_target(LARGE_SIDE),
+            8,
+            tuple(Run(name) for name in SINGLE_SITE),
+        ),
+        Workload(
+            f"Ising posterior {LARGE_SIDE} x {LARGE_SIDE} (pairwise), 8 chains",
+            lambda: ising_target(LARGE_SIDE),
+            8,
+            tuple(Run(name) for name in SINGLE_SITE),
+            steps_share=50.0,  # compiled steps: long enough runs to time
         ),
     ),
 }
