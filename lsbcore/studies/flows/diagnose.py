@@ -36,7 +36,7 @@ from lsbcore.methods.flows.train import FlowTraining, TrainingSettings
 from lsbcore.studies.flows.denoising import denoising_problem
 
 DRAWS = 4096  # flow draws for the bound and the estimates' spread
-#: AIS where the transfer matrix cannot go: its standard error at 28 x 28 is about 0.02 nats
+#: AIS where the transfer matrix cannot go: its standard error at 28 x 28 is about 0.03 nats
 AIS_RUNS, AIS_TEMPERATURES = 256, 2_000
 
 
