@@ -20,7 +20,7 @@ def test_a_trace_starts_at_the_start_and_moves_up_in_time():
 
 
 def test_the_samplers_compared_include_block_gibbs_within_its_limit():
-    names = [shown for shown, _, _ in benchmark.convergence_samplers(4)]
+    names = [shown for shown, *_ in benchmark.convergence_samplers(4)]
     assert "block-gibbs 12 sites" in names and "neural-block k=4 exact tiles" in names
 
 
