@@ -9,7 +9,7 @@ import json
 import pytest
 
 from app.views import block_source
-from lsbcore.studies.block_proposals import kl_summary, race
+from lsbcore.studies.block_proposals import block_kl, kl_summary, race
 
 # ----------------------------------------------------------------- the KL summary
 
@@ -45,6 +45,9 @@ def test_the_summary_counts_every_kl_in_its_log10_bin():
     # 1.0 -> log10 0 in [0, 0.25): bin 16, all four
     assert summary["cells"][1]["untrained"]["counts"][16] == 4
     assert kl_summary.check_summary(json.loads(json.dumps(summary))) == summary
+    # the study's own page draws the same bars from its full results
+    figure = block_kl.kl_figure(_fake_results())
+    assert [list(t.y) for t in figure.data[:3]] == [expected] * 3
 
 
 def test_the_shipped_kl_summary_draws_nine_panels_of_three_proposals():
@@ -158,7 +161,7 @@ def test_a_missing_or_bad_shipped_file_is_one_sentence(tmp_path, kind, content, 
         path.write_text(content)
     results, sentence = block_source.read_asset(kind, path)
     assert results is None and words in sentence
-    assert "regenerate them with python -m lsbcore.studies" in sentence
+    assert "regenerate them with `python -m lsbcore.studies" in sentence
     assert sentence.count(". ") == 0 and "Traceback" not in sentence
 
 

@@ -42,7 +42,7 @@ def read_asset(kind: str, path) -> tuple[dict | None, str]:
     if not Path(path).is_file():
         return (
             None,
-            f"The shipped results {name} are not in this copy; regenerate them with {command}.",
+            f"The shipped results {name} are not in this copy; regenerate them with `{command}`.",
         )
     try:
         return reader(path), ""
@@ -50,7 +50,7 @@ def read_asset(kind: str, path) -> tuple[dict | None, str]:
         reason = plain(err).rstrip(".")
         return (
             None,
-            f"The shipped results cannot be shown ({reason}); regenerate them with {command}.",
+            f"The shipped results cannot be shown ({reason}); regenerate them with `{command}`.",
         )
 
 

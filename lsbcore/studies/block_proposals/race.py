@@ -112,8 +112,14 @@ def outcome(run: dict) -> str:
 def _said(row: dict | None) -> str:
     if row is None:
         return "not run"
-    t = row["seconds_to_95pct"]
-    return "never" if t is None else f"{t:g} s ({row['evals_to_95pct']:,} evaluations)"
+    t, tail = row["seconds_to_95pct"], row["tail_mean_log_p"]
+    if t is None:
+        return f"never (tail {tail:.1f})"
+    return f"{t:g} s ({row['evals_to_95pct']:,} evaluations, tail {tail:.1f})"
+
+
+def _level(run: dict) -> float:
+    return next(iter(run.values())).get("level", math.nan)
 
 
 def verdict(figures: dict) -> tuple[str, str]:
@@ -126,8 +132,8 @@ def verdict(figures: dict) -> tuple[str, str]:
     for (target, k), run in found.items():
         rivals = ", ".join(f"{role} {_said(run.get(role))}" for role in RIVALS if role in run)
         parts.append(
-            f"{target} at k = {k}: the network {_said(run.get('network'))} against {rivals} "
-            f"({results[(target, k)]})"
+            f"{target} at k = {k} (level {_level(run):.1f}): the network "
+            f"{_said(run.get('network'))} against {rivals} ({results[(target, k)]})"
         )
     evidence = "; ".join(parts)
     if "loss" in results.values():
