@@ -9,7 +9,7 @@ import json
 import pytest
 
 from app.views import block_source
-from lsbcore.studies.block_proposals import block_kl, kl_summary, race
+from lsbcore.studies.block_proposals import benchmark, block_kl, kl_summary, race
 
 # ----------------------------------------------------------------- the KL summary
 
@@ -172,3 +172,16 @@ def test_counts_that_do_not_add_up_to_n_are_refused(tmp_path):
     path.write_text(json.dumps(summary))
     results, sentence = block_source.read_asset("kl", path)
     assert results is None and "cell 2 is not a cell of the summary" in sentence
+
+
+def test_the_section_is_rewritten_from_a_figures_file_in_place(tmp_path):
+    figures = tmp_path / "race.json"
+    figures.write_text(json.dumps(_race((GRID, 4, 0.37, RIVALS))))
+    docs = tmp_path / "reproduction.md"
+    docs.write_text("# Before\n\n" + race.BEGIN + "\nSTALE TEXT\n" + race.END + "\n\n# After\n")
+    assert benchmark.main(["--from-json", str(figures), "--docs", str(docs)]) == 0
+    text = docs.read_text()
+    assert text.startswith("# Before") and text.rstrip().endswith("# After")
+    assert "STALE TEXT" not in text and text.count(race.BEGIN) == 1 and "**Holds here.**" in text
+    figures.write_text("[]")
+    assert benchmark.main(["--from-json", str(figures), "--docs", str(docs)]) == 2
