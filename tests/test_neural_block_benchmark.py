@@ -27,7 +27,9 @@ def test_the_samplers_compared_include_block_gibbs_within_its_limit():
 @pytest.mark.parametrize(
     ("argv", "sentence"),
     [(["--parts", "warp"], "unknown parts: warp"),
-     (["--parts", "convergence", "--block-size", "5"], "--block-size must be 2, 3 or 4")],
+     (["--parts", "convergence", "--block-size", "5"], "--block-size must be 2, 3 or 4"),
+     (["--parts", "convergence", "--block-size", "3,5"], "--block-size must be 2, 3 or 4"),
+     (["--parts", "speed", "--docs", "x.md"], "it needs --parts convergence")],
 )  # fmt: skip
 def test_the_command_refuses_what_it_cannot_run(argv, sentence, capsys):
     with pytest.raises(SystemExit):

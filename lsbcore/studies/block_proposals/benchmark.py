@@ -280,6 +280,8 @@ def main(argv=None) -> int:
     unknown = parts - {"settle", "acceptance", "convergence", "speed"}
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    if args.docs and "convergence" not in parts:
+        parser.error("--docs writes the race's section: it needs --parts convergence")
     quick = args.quick
     figures = {"machine": platform.platform(), "torch": torch.__version__, "quick": quick,
                "command": _command(argv)}  # fmt: skip
