@@ -58,3 +58,22 @@ def read_capped(path, max_bytes: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("it is not UTF-8 text") from None
+
+
+def read_file(path, max_bytes: int, holder: str):
+    """The JSON value in the file at ``path`` (``read_capped``, then ``loads``); every refusal
+    is a ``ValueError`` sentence that names the file, ``holder`` what it holds ("a race
+    file")."""
+    name = getattr(path, "name", None) or str(path).rsplit("/", 1)[-1]
+    try:
+        text = read_capped(path, max_bytes)
+    except OSError as err:
+        raise ValueError(f"{name} cannot be read ({err.strerror or type(err).__name__}).") from None
+    except ValueError as err:
+        raise ValueError(f"{name} cannot be read: {err}.") from None
+    try:
+        return loads(text, holder)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{name} is not JSON (line {err.lineno}, column {err.colno}).") from None
+    except ValueError as err:
+        raise ValueError(f"{name} is not {holder}: {err}") from None

@@ -13,6 +13,7 @@ import torch
 
 from app.page_state import BP_COL, BP_K, BP_ROW
 from app.views import block_proposals as bp
+from app.views import block_source
 from lsbcore.methods.block_proposals.motif import GridMotif
 from lsbcore.methods.block_proposals.proposal import BlockProposal
 from lsbcore.targets.ising import IsingPosterior
@@ -288,9 +289,17 @@ def test_the_tab_draws_with_no_error_and_follows_its_controls_and_link():
 
 def test_trained_without_weights_says_so_in_a_sentence(monkeypatch, tmp_path):
     monkeypatch.setattr(bp, "weights_file", lambda k: tmp_path / f"neural_block_k{k}.pt")
+    (tmp_path / "block_kl.json").write_text('{"setup": 1}')
+    monkeypatch.setattr(block_source, "KL_FILE", tmp_path / "block_kl.json")
+    monkeypatch.setattr(block_source, "RACE_FILE", tmp_path / "block_race.json")
     at = _open_tab(bp_k="2", bp_weights="trained")
     _healthy(at)
     assert any("not in this copy yet" in str(i.value) for i in at.info)
+    # a bad or missing shipped result: a sentence in its place, the tab still drawn
+    source = next(e for e in at.expander if e.label == block_source.TITLE)
+    said = [str(i.value).replace("\\", "") for i in source.info]  # markdown escapes off
+    assert len(said) == 2 and "not a block-kl summary" in said[0]
+    assert "block_race.json are not in this copy" in said[1]
     # the untrained histogram is still drawn
     assert "untrained" in " ".join(str(c.value) for c in at.caption)
 
@@ -319,6 +328,12 @@ def test_the_tab_draws_on_a_markov_networks_page():
     at.number_input(key=BP_COL.key).set_value(3).run()
     _healthy(at)
     assert {m.label: m.value for m in at.metric} != metrics
+    # under the tab, the source's experiments from the shipped files: both charts' captions
+    source = [e for e in at.expander if e.label == block_source.TITLE]
+    assert len(source) == 1
+    captions = " ".join(str(c.value) for c in source[0].caption)
+    assert "block-kl --summary assets/block_kl.json" in captions
+    assert "--json assets/block_race.json" in captions and "here**" in captions
 
 
 def test_the_shipped_trained_network_is_closer_to_p_than_the_untrained_one():

@@ -20,14 +20,16 @@ def test_a_trace_starts_at_the_start_and_moves_up_in_time():
 
 
 def test_the_samplers_compared_include_block_gibbs_within_its_limit():
-    names = [shown for shown, _, _ in benchmark.convergence_samplers(4)]
+    names = [shown for shown, *_ in benchmark.convergence_samplers(4)]
     assert "block-gibbs 12 sites" in names and "neural-block k=4 exact tiles" in names
 
 
 @pytest.mark.parametrize(
     ("argv", "sentence"),
     [(["--parts", "warp"], "unknown parts: warp"),
-     (["--parts", "convergence", "--block-size", "5"], "--block-size must be 2, 3 or 4")],
+     (["--parts", "convergence", "--block-size", "5"], "--block-size must be 2, 3 or 4"),
+     (["--parts", "convergence", "--block-size", "3,5"], "--block-size must be 2, 3 or 4"),
+     (["--parts", "speed", "--docs", "x.md"], "it needs --parts convergence")],
 )  # fmt: skip
 def test_the_command_refuses_what_it_cannot_run(argv, sentence, capsys):
     with pytest.raises(SystemExit):

@@ -36,7 +36,7 @@ from app.page_state import (
     ensure_in_range,
 )
 from app.text import grid_size, plain
-from app.views import pixels
+from app.views import block_source, pixels
 from lsbcore.methods.block_proposals.motif import BLOCK_SIDES, GridMotif
 from lsbcore.methods.block_proposals.pairwise_context import PairwiseBlocks
 from lsbcore.methods.block_proposals.proposal import BlockProposal
@@ -543,7 +543,13 @@ def _snapshot(run, sampler: str, take: bool):
 
 
 def render_run(run) -> None:
-    """The Block proposals tab (drawn once per page run, outside the live fragment)."""
+    """The Block proposals tab (drawn once per page run, outside the live fragment): this
+    state's tiles, then the source's experiments as shipped (``block_source``)."""
+    _render_state(run)
+    block_source.render(run)
+
+
+def _render_state(run) -> None:
     from app import charts
     from lsbcore.studies.figures import sampler_label
 

@@ -1,5 +1,5 @@
 """Learned block proposals against the samplers they would replace:
-``python -m lsbcore.studies.block_proposals.benchmark [--quick] [--json PATH]``.
+``python -m lsbcore.studies.block_proposals.benchmark [--quick] [--json PATH] [--docs FILE]``.
 
 1. **Settle**: wall seconds to a settled segmentation (``diagnostics.settled``: every site's
    ``P(x = +1)`` known to within 0.1, the chains in agreement) of 256 px photos, ``neural-block``
@@ -39,6 +39,8 @@ from lsbcore.samplers.registry import make_sampler
 from lsbcore.segmentation.data_term import fit_data_term
 from lsbcore.segmentation.segment import segment
 from lsbcore.studies.benchmarks.photos import photo_path
+from lsbcore.studies.block_proposals import race
+from lsbcore.studies.shared.doc_section import replace_section
 from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.ising import IsingPosterior
 
@@ -117,16 +119,20 @@ def convergence_targets(quick: bool) -> dict:
     }
 
 
-def convergence_samplers(k: int) -> list[tuple[str, str, dict]]:
+def convergence_samplers(k: int) -> list[tuple[str, str, dict, str]]:
+    """``(label, registry name, options, role)``; the role names the sampler in the race's
+    verdict (``race.ROLES``) whatever its label says."""
     sites = min(k * k, MAX_BLOCK)  # block Gibbs scores 2^sites states: at most 12 sites
     return [
-        ("gibbs", "gibbs", {}),
-        (f"block-gibbs {sites} sites", "block-gibbs", {"block_size": sites}),
-        ("checkerboard", "checkerboard", {}),
-        ("barker", "barker", {}),
-        (f"neural-block k={k} trained", "neural-block", {"block_size": k, "weights": "trained"}),
-        (f"neural-block k={k} exact tiles", "neural-block", {"block_size": k, "weights": "exact"}),
-    ]
+        ("gibbs", "gibbs", {}, "gibbs"),
+        (f"block-gibbs {sites} sites", "block-gibbs", {"block_size": sites}, "block-gibbs"),
+        ("checkerboard", "checkerboard", {}, "checkerboard"),
+        ("barker", "barker", {}, "barker"),
+        (f"neural-block k={k} trained", "neural-block", {"block_size": k, "weights": "trained"},
+         "network"),
+        (f"neural-block k={k} exact tiles", "neural-block", {"block_size": k, "weights": "exact"},
+         "exact-tiles"),
+    ]  # fmt: skip
 
 
 SPEED_CHAINS = 8
@@ -204,13 +210,16 @@ def trace_for(name, target, options, seconds: float, seed: int = 3) -> list[tupl
 
 
 def convergence_figures(block_size: int, seconds: float, quick: bool) -> list[dict]:
+    """Per target and sampler: seconds and evaluations to 95% of the way to the level, the tail
+    mean, and the curve thinned to at most about ``race.CURVE_POINTS`` points."""
     rows = []
     for label, target in convergence_targets(quick).items():
-        traces = {}
-        for shown, name, options in convergence_samplers(block_size):
+        traces, roles = {}, {}
+        for shown, name, options, role in convergence_samplers(block_size):
             if name == "checkerboard" and not hasattr(target, "colouring"):
                 continue
             traces[shown] = trace_for(name, target, options, seconds)
+            roles[shown] = role
         tails = {s: _tail_mean(t) for s, t in traces.items()}
         level = max(tails.values())  # all are exact: the highest tail is nearest equilibrium
         for shown, trace in traces.items():
@@ -219,15 +228,17 @@ def convergence_figures(block_size: int, seconds: float, quick: bool) -> list[di
             reached = next(((t, e) for t, v, e in trace if v >= goal), None)
             row = {
                 "target": label,
+                "k": block_size,
                 "sampler": shown,
+                "role": roles[shown],
                 "seconds_to_95pct": None if reached is None else round(reached[0], 2),
                 "evals_to_95pct": None if reached is None else reached[1],
                 "tail_mean_log_p": round(tails[shown], 1),
                 "level": round(level, 1),
                 "steps_in_budget": len(trace) - 1,
             }
-            rows.append(row)
             print(_row(row), file=sys.stderr)
+            rows.append({**row, "curve": race.thin(trace)})
     return rows
 
 
@@ -253,22 +264,38 @@ def main(argv=None) -> int:
     parser.add_argument("--max-sweeps", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0, help="convergence budget each")
     parser.add_argument("--parts", default="settle,acceptance,convergence")
-    parser.add_argument("--block-size", type=int, default=2, help="k of the convergence runs")
+    parser.add_argument("--block-size", default="2",
+                        help="k of the convergence runs: 2, 3 or 4, or several (3,4)")  # fmt: skip
+    parser.add_argument("--docs", type=out_path.output_file, metavar="FILE",
+                        help="write the race's section (block-race) of this Markdown file from the "
+                        "convergence figures")  # fmt: skip
+    parser.add_argument("--from-json", metavar="RACE",
+                        help="read the convergence figures from this file (written by --json) "
+                        "instead of running them; with --docs only")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.from_json:
+        return _docs_from(args.from_json, args.docs, parser)
     torch.set_num_threads(1)
     parts = set(args.parts.split(","))
     unknown = parts - {"settle", "acceptance", "convergence", "speed"}
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    if args.docs and "convergence" not in parts:
+        parser.error("--docs writes the race's section: it needs --parts convergence")
     quick = args.quick
-    figures = {"machine": platform.platform(), "torch": torch.__version__, "quick": quick}
+    figures = {"machine": platform.platform(), "torch": torch.__version__, "quick": quick,
+               "command": _command(argv)}  # fmt: skip
     if "acceptance" in parts:
         figures["acceptance"] = acceptance_figures((2, 3, 4), 20 if quick else 200, quick)
     if "convergence" in parts:
         seconds = 3.0 if quick else args.seconds
-        if args.block_size not in (2, 3, 4):
+        sizes = args.block_size.split(",")
+        if any(size not in ("2", "3", "4") for size in sizes):
             parser.error(f"--block-size must be 2, 3 or 4, got {args.block_size}")
-        figures["convergence"] = convergence_figures(args.block_size, seconds, quick)
+        figures["seconds"] = seconds
+        figures["convergence"] = [
+            row for k in sizes for row in convergence_figures(int(k), seconds, quick)
+        ]
     if "speed" in parts:
         figures["speed"] = speed_figures((2, 3, 4), 0.3 if quick else 4.0, quick)
     if "settle" in parts:
@@ -277,8 +304,40 @@ def main(argv=None) -> int:
     text = json.dumps(figures, indent=1)
     if args.json:
         out_path.write_text(args.json, text + "\n")
-    print(text)
+    print(json.dumps(_without_curves(figures), indent=1))
+    if args.docs and "convergence" in figures:
+        replace_section(args.docs, race.section(figures), race.BEGIN, race.END)
+        print(f"wrote the block-race section of {args.docs}", file=sys.stderr)
     return 0
+
+
+def _docs_from(path, docs, parser) -> int:
+    """The race's section of ``docs`` from a figures file, without running anything."""
+    if not docs:
+        parser.error("--from-json needs --docs FILE")
+    try:
+        figures = race.read_race(path)
+        replace_section(docs, race.section(figures), race.BEGIN, race.END)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote the block-race section of {docs} from {path}", file=sys.stderr)
+    return 0
+
+
+def _command(argv) -> str:
+    from lsbcore.studies.shared.shown_command import shown_argv
+
+    argv = sys.argv[1:] if argv is None else argv
+    shown = shown_argv(argv, private=("--json", "--from-json"))
+    return " ".join(["python -m lsbcore.studies.block_proposals.benchmark", *shown])
+
+
+def _without_curves(figures: dict) -> dict:
+    rows = figures.get("convergence")
+    if rows is None:
+        return figures
+    return {**figures, "convergence": [{k: v for k, v in r.items() if k != "curve"} for r in rows]}
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ p_determin and alpha" (histograms). This study measures both:
    marginal is from it.
 
     python -m lsbcore.studies block-kl [--block-size K] [--instances N] [--steps S]
-        [--train-determinism D] [--train-alpha A] [--json OUT] [--html OUT] [--docs FILE]
+        [--train-determinism D] [--train-alpha A] [--json OUT] [--html OUT] [--summary OUT]
+        [--docs FILE]
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ from lsbcore import interrupt, out_path
 from lsbcore.methods.block_proposals.motif import GridMotif
 from lsbcore.methods.block_proposals.proposal import BlockProposal
 from lsbcore.methods.block_proposals.train import LEARNING_RATE, nll_loss
+from lsbcore.studies.block_proposals import kl_summary
 from lsbcore.studies.block_proposals.held_out import HELD_OUT_SEED
+from lsbcore.studies.block_proposals.kl_summary import PROPOSALS, summarise
 from lsbcore.studies.block_proposals.source_networks import (
     ALPHA_RANGE,
     EPSILON,
@@ -50,8 +53,6 @@ from lsbcore.studies.shared.doc_section import replace_section
 #: The held-out grid: three determinisms by three alphas (the training setting is its centre).
 DETERMINISMS = (0.2, 0.5, 0.8)
 ALPHAS = (0.25, 1.0, 4.0)
-#: The three proposals, in the order tables and figures show them.
-PROPOSALS = ("trained", "untrained", "context-free")
 #: A KL below this (nats) counts as "near zero".
 NEAR_ZERO = 0.1
 #: Training: contexts drawn once, instances per step, exact draws per instance, hidden width.
@@ -59,8 +60,6 @@ TRAIN_SIZE = 16384
 BATCH = 256
 DRAWS = 4
 HIDDEN = {2: 64, 3: 128}
-#: KLs below this (nats) fall in the histograms' first bin (log axis).
-KL_FLOOR = 1e-4
 
 
 # ----------------------------------------------------------------- the KL
@@ -339,36 +338,9 @@ def section(results: dict, command: str = COMMAND) -> str:
 
 # ----------------------------------------------------------------- the figure
 def kl_figure(results: dict):
-    """The 3 x 3 histograms of log10 KL (nats), one panel per cell, the three proposals
-    overlaid (plotly)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    cells = results["cells"]
-    titles = [f"determinism {c['determinism']:g}, alpha {c['alpha']:g}" for c in cells]
-    figure = make_subplots(rows=len(DETERMINISMS), cols=len(ALPHAS), subplot_titles=titles,
-                           shared_xaxes=True)  # fmt: skip
-    colours = {"trained": "#F1CE63", "untrained": "#9C755F", "context-free": "#4E79A7"}
-    for index, cell in enumerate(cells):
-        row, col = divmod(index, len(ALPHAS))
-        for name, colour in colours.items():
-            values = [math.log10(max(v, KL_FLOOR)) for v in cell[name]["kl"]]
-            figure.add_trace(
-                go.Histogram(
-                    x=values, name=name, marker_color=colour, opacity=0.6,
-                    xbins={"start": math.log10(KL_FLOOR), "end": 1.5, "size": 0.25},
-                    showlegend=index == 0, legendgroup=name,
-                ),
-                row=row + 1, col=col + 1,
-            )  # fmt: skip
-    k = results["setup"]["block_size"]
-    figure.update_layout(
-        barmode="overlay", height=760,
-        title=f"KL(p || q) of the {k} x {k} block proposals on held-out grid networks "
-        "(log10 nats)",
-    )  # fmt: skip
-    figure.update_xaxes(title_text="log10 KL (nats)", row=len(DETERMINISMS))
-    return figure
+    """The 3 x 3 histograms of log10 KL (nats) from the full results, drawn as the dashboard
+    draws the shipped summary (``kl_summary.kl_figure``)."""
+    return kl_summary.kl_figure(summarise(results))
 
 
 # ----------------------------------------------------------------- the command
@@ -397,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     add_output_files(parser)
     parser.add_argument("--html", type=out_path.output_file, metavar="OUT",
                         help="write the 3 x 3 KL histograms to this page")  # fmt: skip
+    parser.add_argument("--summary", type=out_path.output_file, metavar="OUT",
+                        help="write the histograms' counts and each cell's mean, median and "
+                        "share below 0.1 (the dashboard's assets/block_kl.json)")  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small matrices: one thread is as fast, and the machine is shared
     try:
@@ -411,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{claim} {verdict.upper()}: {evidence}.")
         if args.json:
             out_path.write_json(args.json, results)
+        if args.summary:
+            out_path.write_json(args.summary, summarise(results))
         if args.html:
             out_path.write_text(args.html, kl_figure(results).to_html(include_plotlyjs=True))
         if args.docs:
@@ -428,7 +405,7 @@ def _shown(argv) -> list[str]:
     from lsbcore.studies.shared.shown_command import shown_argv
 
     argv = sys.argv[1:] if argv is None else argv
-    return shown_argv(argv, private=("--json", "--html"))
+    return shown_argv(argv, private=("--json", "--html", "--summary"))
 
 
 if __name__ == "__main__":
