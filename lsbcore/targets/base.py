@@ -217,6 +217,12 @@ class Target:
         through ``log_prob`` (``samplers.block_gibbs.block_log_probs``)."""
         raise NotImplementedError
 
+    def block_log_ratios(self, x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor):
+        """``log p~(candidate) - log p~(x)`` for the candidates of ``block_log_probs``,
+        ``[B, M]``: a target whose block moves cost only their block's local terms overrides
+        this, and the block samplers add the chain's known ``log p~`` (no whole state scored)."""
+        raise NotImplementedError
+
     # ----------------------------------------------------------------- incremental ratios
     def ratio_cache(self, x: torch.Tensor):
         """What the target keeps per chain to update its log-ratios fast (flat ``x [B, n]``);

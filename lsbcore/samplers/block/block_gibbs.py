@@ -23,9 +23,12 @@ Blocks (``blocks=``):
   order, and the sites are chosen by one ``[B, n]`` sort per sweep rather than a ``[B, n]``
   selection per step.
 
-The candidates' ``log p~`` come from one ``target.log_prob`` call on ``[B * M, n]`` states,
-chunked so that no more than ``MAX_CANDIDATE_VALUES`` numbers are built at once (``k = 12``
-on 800 sites with 100 chains is 3.3e8 of them). ``HammingBallSampler`` reuses these functions:
+On a pairwise target the candidates' ``log p~`` are the chain's own plus the block's local
+differences (``PairwiseTarget.block_log_ratios``: its sites' fields and the couplings that
+touch them); an RBM scores them from its hidden pre-activations; any other target through one
+``target.log_prob`` call on ``[B * M, n]`` states, chunked so that no more than
+``MAX_CANDIDATE_VALUES`` numbers are built at once (``k = 12`` on 800 sites with 100 chains is
+3.3e8 of them). ``HammingBallSampler`` reuses these functions:
 its step is a block update restricted to a Hamming ball.
 
 Evaluations (``docs/method.md``): a step scores ``2^k`` states, the current one included.
@@ -69,9 +72,22 @@ def block_states(x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor) -> t
     return states.scatter_(2, sites.unsqueeze(1).expand(b, m, -1), new)
 
 
-def block_log_probs(target, x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor):
-    """``log p~`` of every candidate of ``block_states``, ``[B, M]``, scored in chunks of at
-    most ``MAX_CANDIDATE_VALUES`` numbers (one ``log_prob`` call per chunk)."""
+def block_log_probs(
+    target, x: torch.Tensor, sites: torch.Tensor, flips: torch.Tensor, known=None
+) -> torch.Tensor:
+    """``log p~`` of every candidate of ``block_states``, ``[B, M]``.
+
+    ``known = (index [B], log_p [B])`` says candidate ``index[b]`` of chain ``b`` is a state
+    whose ``log p~`` the sampler keeps (its current one): a target with ``block_log_ratios``
+    (pairwise) then scores only the block's local terms, and the ratios are shifted to agree
+    with ``log_p`` there. Else the target's own ``block_log_probs`` (an RBM's), else whole
+    candidate states through ``log_prob``, in chunks of at most ``MAX_CANDIDATE_VALUES``
+    numbers."""
+    if known is not None and type(target).block_log_ratios is not Target.block_log_ratios:
+        index, log_p = known
+        ratios = target.block_log_ratios(x, sites, flips)
+        at_known = ratios.gather(1, index.unsqueeze(1)).squeeze(1)  # 0 where index is 0
+        return ratios + (log_p - at_known).unsqueeze(1)
     if type(target).block_log_probs is not Target.block_log_probs:  # the target's own scoring
         return target.block_log_probs(x, sites, flips)
     b, n = x.shape
@@ -198,7 +214,8 @@ class BlockGibbsSampler(BatchedSampler):
 
     def _step(self) -> None:
         sites = self._next_sites()
-        log_w = block_log_probs(self.target, self._x, sites, self._flips)  # [B, 2^k]
+        known = (self._no_flip, self._log_p)  # candidate 0 is x
+        log_w = block_log_probs(self.target, self._x, sites, self._flips, known)  # [B, 2^k]
         self._update_block(self._x, sites, self._flips, log_w, self._no_flip)
 
     def _update_block(self, base, sites, flips, log_w, current) -> None:

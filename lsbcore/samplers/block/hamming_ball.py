@@ -93,8 +93,9 @@ class HammingBallSampler(BlockGibbsSampler):
         m = self.ball_size
         a = (self._uniforms(self.n_chains) * m).long().clamp_(max=m - 1)  # u uniform in H_r(x)
         u = with_block(self._x, sites, self._ball[a])
-        log_w = block_log_probs(self.target, u, sites, self._ball)  # [B, M] over H_r(u)
         # x = u with ball[a] applied again (a flip undoes itself): candidate a is x
+        known = (a, self._log_p)
+        log_w = block_log_probs(self.target, u, sites, self._ball, known)  # [B, M] over H_r(u)
         self._update_block(u, sites, self._ball, log_w, a)
 
     _aux = True  # compiled steps: the auxiliary state first

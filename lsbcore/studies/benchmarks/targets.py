@@ -19,6 +19,10 @@ of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch
 - ``grid-64``: single-site samplers (Gibbs, Metropolis, Barker, sqrt) on a 64 x 64 grid
   network and on an Ising posterior of the same size (pairwise, compiled steps on the CPU),
   8 chains each: how far the factor graph's steps are from the pairwise ones (issue 45).
+- ``photo-blocks``: block Gibbs (k = 4, 8) and the Hamming ball sampler (10, 1) on the
+  256 x 256 photo posterior of ``assets/camera.png`` (``photo_target``), 4 chains, beside
+  checkerboard Gibbs on it: the block moves' site updates per second against the
+  checkerboard's (issue 45).
 - ``factor-graph``: a 10 x 10 grid network like the LSB paper's MN 1 (``grid_network``), 30
   chains: Gibbs, block Gibbs, the Hamming ball sampler, the locally balanced samplers and the
   gradient ones, where the target offers a gradient.
@@ -36,12 +40,16 @@ import platform
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from lsbcore import interrupt
 from lsbcore.samplers.base import resolve_device
 from lsbcore.samplers.registry import make_sampler
+from lsbcore.segmentation.contrast import contrast_scale
+from lsbcore.segmentation.data_term import fit_data_term
+from lsbcore.segmentation.segment import read_photo
 from lsbcore.targets.base import Target
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.grid_network import grid_network
@@ -104,6 +112,19 @@ def ising_target(side: int, seed: int = 0) -> IsingPosterior:
     return IsingPosterior(alpha, lam=1.0, boundary="free")
 
 
+PHOTO = Path(__file__).resolve().parents[3] / "assets" / "camera.png"
+#: The photo posterior's lattice: the longer side of ``PHOTO`` scaled to this (issue 45's goal)
+PHOTO_SIDE = 256
+
+
+def photo_target(side: int = PHOTO_SIDE) -> IsingPosterior:
+    """The Ising posterior ``segment`` samples for ``PHOTO`` at ``side`` (lambda 1, the fitted
+    two-class data term, contrast-sensitive edges: every edge its own weight)."""
+    photo = read_photo(PHOTO, side)
+    data = fit_data_term(photo)
+    return IsingPosterior(data.alpha, 1.0, edge_scale=contrast_scale(photo.rgb))
+
+
 SINGLE_SITE = ("gibbs", "metropolis", "barker", "sqrt")
 
 
@@ -133,6 +154,19 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
             100,
             (Run("gwg"), Run("pas")),
             steps_share=0.05,
+        ),
+    ),
+    "photo-blocks": (
+        Workload(
+            f"photo posterior {PHOTO_SIDE} x {PHOTO_SIDE} (camera.png), 4 chains",
+            photo_target,
+            4,
+            (
+                Run("checkerboard", steps_share=0.01),  # a step is a sweep
+                Run("block-gibbs", (("block_size", 4),)),
+                Run("block-gibbs", (("block_size", 8),)),
+                Run("hamming-ball", (("block_size", 10), ("radius", 1))),
+            ),
         ),
     ),
     "factor-graph": (
@@ -198,6 +232,7 @@ def measure(
         out[run.label] = {
             "steps_per_second": steps_per_second(sampler, run_steps, repeats),
             "evals_per_step": sampler.evals_per_step,
+            "sites_per_step": workload.n_chains * sampler.sites_per_step,
             "backend": sampler.backend,
         }
     return out
@@ -241,13 +276,16 @@ def table(results: dict[str, dict]) -> str:
     """The figures as text: per workload, one row per sampler."""
     lines = []
     for title, rows in results.items():
-        lines.append(f"{title:58s} {'steps/s':>10s} {'evals/step':>11s} {'steps':>9s}")
+        lines.append(
+            f"{title:58s} {'steps/s':>10s} {'site upd/s':>11s} {'evals/step':>11s} {'steps':>9s}"
+        )
         for label, row in rows.items():
             if "refused" in row:
                 lines.append(f"  {label:56s} {row['refused']}")
             else:
                 lines.append(
                     f"  {label:56s} {row['steps_per_second']:10.0f} "
+                    f"{row['steps_per_second'] * row['sites_per_step']:11.3g} "
                     f"{row['evals_per_step']:11,d} {row['backend']:>9s}"
                 )
     return "\n".join(lines)
