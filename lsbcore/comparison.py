@@ -211,56 +211,61 @@ class Comparison:
         return names
 
     def _advance_recording(self, name: str, sampler: ChainSampler, n: int, learn: bool) -> None:
-        """``n`` steps of one sampler in chunks; every ``thin``-th step becomes a record."""
+        """``n`` steps of one sampler in chunks; every ``thin``-th step becomes a record.
+
+        The bookkeeping around the steps is numpy on the step buffer (a few microseconds per
+        operation where small torch operations cost several times that): a short call, as the
+        live page makes, should cost about its steps."""
         trace = self.traces.get(name)
         chains, sites = sampler.n_chains, sampler.n_sites
         phase = PHASES.index(self.sampler_phases[name])
         marginals = self.sampler_phases[name] == "mixing" and self._accumulate_marginals
+        # the marginal from the flips needs the one site each step moved: a sampler whose
+        # step counts one update but may move several (bit-flip-mh) says so
+        from_flips = (
+            marginals and sampler.sites_per_step == 1 and getattr(sampler, "moves_one_site", True)
+        )
         done = 0
         while done < n:
             # chunks end where a resync may happen, so target evaluations grow evenly inside
             m = min(n - done, TRACE_CHUNK, sampler.steps_to_resync)
             buffer = torch.empty(m, chains, 5, dtype=torch.float64)
             n0, evals0, wall0 = sampler.n_steps, sampler.n_target_evals, sampler.wall_seconds
-            accepted0 = sampler.n_accepted
-            # the marginal from the flips needs the one site each step moved: a sampler whose
-            # step counts one update but may move several (bit-flip-mh) says so
-            from_flips = (
-                marginals
-                and sampler.sites_per_step == 1
-                and getattr(sampler, "moves_one_site", True)
-            )
-            before = sampler.statistics[:, 1].cpu().clone() if from_flips else None
-            x0 = sampler.x.detach().cpu().reshape(chains, -1).clone() if from_flips else None
+            if trace is not None:
+                accepted0 = sampler.n_accepted
+            if from_flips:  # copies: the step moves the chains in place
+                before = sampler.statistics[:, 1].cpu().numpy().copy()
+                x0 = sampler.x.detach().cpu().numpy().reshape(chains, -1).copy()
             if marginals and not from_flips:
                 self._step_adding_states(name, sampler, m, learn, buffer)
             else:
                 sampler.step(m, learn=learn, trace=buffer)
             done += m
-            steps = n0 + 1 + np.arange(m)
-            keep = np.flatnonzero(steps % self.thin == 0)
+            counts = np.arange(1, m + 1)  # steps taken so far in the chunk
+            steps = n0 + counts
+            keep = counts - 1 if self.thin == 1 else np.flatnonzero(steps % self.thin == 0)
             if keep.size == 0:
                 continue
+            values = buffer.numpy()
             if from_flips:
-                self._add_marginals(name, buffer, keep, before, x0)
+                self._add_marginals(name, values, keep, before, x0)
             if trace is None:
                 continue
-            values = buffer.numpy()
             resynced = sites if sampler.steps_to_resync == sampler.resync_every else 0
             per_step = (sampler.n_target_evals - evals0 - resynced) // m
-            evals = evals0 + per_step * (1 + np.arange(m))
-            evals[-1] = sampler.n_target_evals
-            updates = steps * sampler.sites_per_step * chains
-            rate = (accepted0 + np.cumsum(values[:, :, 3].sum(1))) / updates
-            wall = wall0 + (sampler.wall_seconds - wall0) * (1 + np.arange(m)) / m
+            evals = evals0 + per_step * counts[keep]
+            if keep[-1] == m - 1:
+                evals[-1] = sampler.n_target_evals
+            updates = steps[keep] * sampler.sites_per_step * chains
+            rate = (accepted0 + np.cumsum(values[:, :, 3].sum(1))[keep]) / updates
+            wall = wall0 + (sampler.wall_seconds - wall0) * counts[keep] / m
             fields = [values[keep, :, 1], values[keep, :, 0]]
             if self.truth is not None:
                 fields.append(((sites + values[keep, :, 2]) * 0.5) / float(sites))
             self._before_extend(name)
             trace.extend(
-                steps[keep], np.stack(fields, 1), evals[keep], rate[keep], wall[keep],
-                np.full(keep.size, phase),
-            )  # fmt: skip
+                steps[keep], np.stack(fields, 1), evals, rate, wall, np.full(keep.size, phase)
+            )
             self._after_extend(name, int(steps[keep[-1]]))
 
     def _step_adding_states(
@@ -278,26 +283,26 @@ class Comparison:
                 # Rao-Blackwellised: each site's P(x_i = +1 | x_-i), from the cached log-ratios
                 self.marginals[name].add(site_probabilities(sampler), 1)
 
-    def _add_marginals(self, name, buffer, keep, magnetisation_before, x0) -> None:
+    def _add_marginals(self, name, values, keep, magnetisation_before, x0) -> None:
         """Add the states after the kept steps to the marginals, from the flips alone.
 
         ``sum_t x_t = |kept| x_0 + sum over accepted flips (site i, step t) of
         (x_i after - x_i before) * |kept steps >= t|``; a flip's change is the change of the
-        chain's magnetisation at that step (+-2).
+        chain's magnetisation at that step (+-2). ``values`` is the step buffer ``[m, B, 5]``,
+        ``keep`` the kept steps' rows (ascending). Every term is an integer, so the sums are
+        exact whatever their order.
         """
-        m, chains = buffer.shape[0], buffer.shape[1]
-        kept = torch.zeros(m, dtype=torch.float64)
-        kept[torch.from_numpy(keep)] = 1.0
-        kept_from = kept.flip(0).cumsum(0).flip(0)  # [m]: kept steps at or after t
-        magnetisation = torch.cat([magnetisation_before.view(1, -1), buffer[:, :, 1]])
-        change = magnetisation[1:] - magnetisation[:-1]  # [m, B]: +-2 on accepted flips
-        weight = change * kept_from.unsqueeze(1)
-        total = x0 * float(keep.size)
-        rows = torch.arange(chains).expand(m, -1)
-        flat = rows * total.shape[1] + buffer[:, :, 4].long()
-        total.view(-1).index_add_(0, flat.reshape(-1), weight.reshape(-1))
+        m, chains = values.shape[0], values.shape[1]
+        kept_from = keep.size - np.searchsorted(keep, np.arange(m))  # [m]: kept steps >= t
+        change = np.diff(values[:, :, 1], axis=0, prepend=magnetisation_before[None])  # [m, B]
+        weight = change * kept_from[:, None].astype(np.float64)
+        flat = np.arange(chains) * x0.shape[1] + values[:, :, 4].astype(np.int64)  # [m, B]
+        flips = np.bincount(flat.reshape(-1), weight.reshape(-1), minlength=x0.size)
+        total = x0 * float(keep.size) + flips.reshape(x0.shape)
         states = (total + float(keep.size)) * 0.5  # sum of (x + 1) / 2
-        self.marginals[name].add(states.view(chains, *self.target.shape), keep.size)
+        self.marginals[name].add(
+            torch.from_numpy(states).view(chains, *self.target.shape), keep.size
+        )
 
     def _before_extend(self, name: str) -> None:
         """Subclasses flush what they buffer before records are appended."""

@@ -40,7 +40,7 @@ class BalancedBackends:
     def _has_kernel(self, learn: bool = False) -> bool:
         if learn:
             return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
-        return self._kernel_function() is not None
+        return isinstance(self.balancing, (FixedBalancing, MixtureBalancing, NetworkBalancing))
 
     def _compiled_learning(self, m: int, u: torch.Tensor, trace) -> int:
         """Up to ``m`` learning steps through ``learning_kernels`` from uniforms ``u [m, B, 4]``;
@@ -195,8 +195,28 @@ class BalancedBackends:
             self._kernel_state = state
         return state
 
+    def _function_key(self) -> tuple:
+        """What the kernels' form of the balancing function depends on: the function, its
+        parameters' versions (an in-place edit from outside bumps them) and addresses (a
+        ``.data`` swap moves them), and ``_parameter_writes``, which learning bumps: its writes
+        (``.data``, fused Adam) leave the versions alone."""
+        b = self.balancing
+        params = tuple((p._version, p.data_ptr()) for p in b.parameters())
+        return (b, getattr(self, "_parameter_writes", 0), params)
+
     def _kernel_function(self) -> Function | None:
-        """The balancing function as ``kernels.log_g`` takes it, or None (no kernel for it)."""
+        """The balancing function as ``kernels.log_g`` takes it, or None (no kernel for it),
+        built once per change of the function (``_function_key``), not per call: LSB 2's
+        pieces cost more than a short chunk of steps."""
+        key = self._function_key()
+        cached = getattr(self, "_kernel_function_of", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        function = self._build_kernel_function()
+        self._kernel_function_of = (key, function)
+        return function
+
+    def _build_kernel_function(self) -> Function | None:
         b = self.balancing
         empty = np.zeros(0)
         with torch.no_grad():
@@ -239,11 +259,10 @@ class BalancedBackends:
     def _device_function(self) -> Function:
         """The balancing function as the device kernel takes it (``Function`` of device
         tensors), computed once per learned function, not per chunk: LSB 2's pieces read its
-        breakpoints on the host (a sync), and they change only with the parameters. Keyed on
-        the function, its parameters' versions (an in-place edit from outside bumps them) and
-        ``_parameter_writes``, which learning bumps: its writes (``.data``, fused Adam) do not."""
+        breakpoints on the host (a sync), and they change only with the parameters
+        (``_function_key``)."""
         b = self.balancing
-        key = (b, self._parameter_writes, tuple(p._version for p in b.parameters()))
+        key = self._function_key()
         cached = getattr(self, "_device_function_of", None)
         if cached is not None and cached[0] == key:
             return cached[1]
