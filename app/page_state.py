@@ -176,6 +176,7 @@ BP_K = Slot("bp_k", 2)
 BP_WEIGHTS = Slot("bp_weights", "trained")
 BP_ROW = Slot("bp_row", 1)
 BP_COL = Slot("bp_col", 1)
+BP_RACE: Slot[tuple | None] = Slot("bp_race_run", None)  # the source's race shown (expander)
 BP_SAMPLER: Slot[str | None] = Slot("bp_sampler", None)  # the run's samplers change: not in links
 BP_PICK: Slot[dict | None] = Slot("bp_pick", None)
 # Which g where: the tab's link parameters, the upload and what was read of it, the map's

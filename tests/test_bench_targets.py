@@ -174,7 +174,7 @@ def test_bench_sends_other_targets_to_bench_targets_and_refuses_unknown_ones(mon
     assert calls == [("rbm", torch.device("cpu"), 2, 30, True)]
     with pytest.raises(SystemExit):
         bench.main(["--target", "potts"])
-    with pytest.raises(ValueError, match="target must be one of rbm, factor-graph"):
+    with pytest.raises(ValueError, match="target must be one of rbm, photo-blocks, factor-graph"):
         bench_targets.run("potts")
 
 

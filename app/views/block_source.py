@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import page_state
 from app.text import plain
 from lsbcore.studies.block_proposals import block_kl, kl_summary, race
 
@@ -20,7 +21,7 @@ ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 KL_FILE = ASSETS / "block_kl.json"
 RACE_FILE = ASSETS / "block_race.json"
 TITLE = "The source's experiments, measured here"
-RACE_KEY = "bp_race_run"
+RACE_KEY = page_state.BP_RACE.key
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -107,7 +108,7 @@ def render(run=None) -> None:
         shown = race.choices(figures)
         if len(shown) > 1:
             st.selectbox("Race", shown, key=RACE_KEY, format_func=race_label, width=420)
-        picked = st.session_state.get(RACE_KEY)
+        picked = page_state.BP_RACE.get()
         target, k = tuple(picked) if picked in shown else shown[0]
         charts.show(race.race_figure(figures, target, k), run, "block-race-source")
         st.caption(f"Regenerate with `{race.COMMAND}` (about 5 minutes). " + race_verdict(figures))
