@@ -141,8 +141,9 @@ def test_the_factor_graph_table_names_every_sampler_of_the_workload(capsys, thre
     assert len(lines) == 2 + len(workload.runs)
     for line, run in zip(lines[2:], workload.runs, strict=True):
         assert line.startswith(f"  {run.label} ")
-        # on a factor graph, Gibbs and Metropolis have compiled steps, the others torch ones
-        compiled = run.sampler in ("gibbs", "metropolis")
+        # on a factor graph, Gibbs, Metropolis and the fixed balancing functions have compiled
+        # steps, the others torch ones
+        compiled = run.sampler in ("gibbs", "metropolis", "barker", "sqrt", "min", "max")
         assert line.endswith(" compiled" if compiled else " torch")
 
 

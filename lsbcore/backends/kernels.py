@@ -130,8 +130,10 @@ def write_flip(b, site, chains, neighbours, s_new, x_new):
 
 
 @njit(cache=True, nogil=True)
-def _rebuild_row(b, s, cache, n_sites, block, function):
-    """Row ``b``'s ``gn``, block sums and shift from its exact ``s`` (the torch renormalise)."""
+def rebuild_row(b, s, cache, n_sites, block, function):
+    """Row ``b``'s ``gn``, block sums and shift from its exact ``s`` (the torch renormalise).
+    A row whose every ``g`` is 0 (a factor graph's state whose every flip leads into zero mass,
+    with ``g(0) = 0``) gets shift 0 and ``gn = 0``: nothing to propose."""
     gn, block_sum, _, shift = cache
     kind, log_w, bp, slope, icpt = function
     top = -np.inf
@@ -140,6 +142,8 @@ def _rebuild_row(b, s, cache, n_sites, block, function):
         gn[b, i] = v  # log values first, exponentiated below
         if v > top:
             top = v
+    if top == -np.inf:
+        top = 0.0
     shift[b, 0] = top
     for i in range(n_sites):
         gn[b, i] = math.exp(gn[b, i] - top)
@@ -226,7 +230,7 @@ def balanced_steps(n, chains, tables, function, cache, u, last):
                 for j in range(n_blocks):
                     total += block_sum[b, j]
                 if not (low < total < high):
-                    _rebuild_row(b, s, cache, n_sites, block, function)
+                    rebuild_row(b, s, cache, n_sites, block, function)
                     rebuilt += 1
                     total = 0.0
                     for j in range(n_blocks):

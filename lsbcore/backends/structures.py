@@ -40,6 +40,38 @@ class Chains(NamedTuple):
     trace: np.ndarray
 
 
+class FactorTables(NamedTuple):
+    """A factor graph's tables for the compiled steps (``targets.factor_moves``): each factor's
+    ``scopes`` and bit ``place`` values ``[F, K]`` (padding: place 0), its table's ``offsets``
+    ``[F]`` into the flat ``finite`` and ``zero`` parts, each variable's factors (``first [n +
+    1]``, ``factors``), and each variable's neighbourhood (``near_first [n + 1]``, ``near``,
+    itself first) with the ``slot`` there of each scope variable of each of its factors."""
+
+    scopes: np.ndarray
+    place: np.ndarray
+    offsets: np.ndarray
+    finite: np.ndarray
+    zero: np.ndarray
+    first: np.ndarray
+    factors: np.ndarray
+    near_first: np.ndarray
+    near: np.ndarray
+    slot: np.ndarray
+
+
+class FactorChains(NamedTuple):
+    """What the factor-graph steps update, per chain: states ``x [B, n]``, ``log_p [B]``,
+    ``n_accepted [B]``, the flip log-ratios ``s [B, n]`` and the two parts they come from (the
+    change of the finite part ``d_finite`` and of the zero-mass count ``d_zeros``, ``[B, n]``)."""
+
+    x: np.ndarray
+    log_p: np.ndarray
+    n_accepted: np.ndarray
+    s: np.ndarray
+    d_finite: np.ndarray
+    d_zeros: np.ndarray
+
+
 KIND_MIXTURE = 4  # Function.kind of LSB 1's mixture (0-3: the fixed functions)
 KIND_NETWORK = 5  # Function.kind of LSB 2's network
 

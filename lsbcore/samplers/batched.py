@@ -8,7 +8,10 @@ CPU, ``gwg``, ``gibbs``, ``metropolis``, ``block-gibbs`` and ``hamming-ball`` al
 compiled steps (``lsbcore.backends.rbm_kernels``, backend ``"compiled"``, the one ``"auto"``
 picks there): ``_compiled_steps`` runs a chunk of steps in one call, from uniforms of the same
 generator. They give the torch steps' chains, except the block samplers on random blocks, which
-pick blocks from other uniforms and give the torch steps' law.
+pick blocks from other uniforms and give the torch steps' law. On a ``FactorGraph`` on the CPU,
+``gibbs``, ``metropolis`` (``lsbcore.backends.factor_kernels``) and the locally balanced
+samplers with a fixed balancing function (``balanced.factor_graph_steps``) have compiled steps
+too, with the torch steps' chains.
 
 Cached per chain: ``x [B, n]`` (+-1), ``log p~(x)`` ``[B]`` and, for samplers that read them
 (``uses_ratios``), the flip log-ratios ``s [B, n]`` with the target's ``ratio_cache``. Moves go
@@ -108,8 +111,9 @@ class BatchedSampler(ChainBase):
         return (
             f"the {self.name!r} sampler runs on batched torch operations on any device; the "
             "compiled backend serves the pairwise samplers only (and, on the CPU, gwg, gibbs, "
-            "metropolis, block-gibbs and hamming-ball on an RBM, gibbs and metropolis on a factor "
-            "graph). Use backend='torch'."
+            "metropolis, block-gibbs and hamming-ball on an RBM; gibbs, metropolis and the fixed "
+            "balancing functions barker, sqrt, min and max on a factor graph). Use "
+            "backend='torch'."
         )
 
     def set_backend(self, backend: str) -> None:

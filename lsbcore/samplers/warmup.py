@@ -6,7 +6,8 @@ sampler that needs no loaded function on a 3x3 lattice with the backend ``"auto"
 CPU (the compiled loops where numba is installed) and takes two steps with statistics tracked
 and a trace, and two learning steps where it learns: the argument types real runs use. The
 samplers on any target (``SamplerSpec.batched_only``) run torch steps only and are skipped,
-except the RBM's compiled steps (``RBM_STEPS``), taken on a 6-visible RBM. Then
+except the RBM's compiled steps (``RBM_STEPS``), taken on a 6-visible RBM, and the factor
+graph's (``FACTOR_GRAPH_STEPS``), taken on a 3 x 3 grid network. Then
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
 
@@ -24,6 +25,7 @@ import time
 import torch
 
 from lsbcore.samplers.registry import REGISTRY, make_sampler
+from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.rbm import RBM
 
@@ -77,6 +79,11 @@ RBM_STEPS = (
 )  # fmt: skip
 
 
+# every compiled factor-graph step (lsbcore.backends.factor_kernels): one balanced sampler
+# compiles the kernel for every fixed function (the function is a value it reads)
+FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
+
+
 def _warm_up() -> None:
     target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
     for name, spec in REGISTRY.items():
@@ -92,6 +99,9 @@ def _warm_up() -> None:
     rbm = RBM.random(6, 3)
     for name, options in RBM_STEPS:
         make_sampler(name, rbm, 2, device="cpu", backend="auto", **options).step(2)
+    network = grid_network(3, 0.5, 0)
+    for name in FACTOR_GRAPH_STEPS:
+        make_sampler(name, network, 2, device="cpu", backend="auto").step(2)
 
 
 def compile_in_background() -> threading.Thread:

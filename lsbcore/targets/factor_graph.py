@@ -38,7 +38,14 @@ import torch
 
 from lsbcore.checks import integer
 from lsbcore.targets.base import MAX_LOCAL_FIELD, MAX_SITES, MAX_VALUES, Target, check_layout
-from lsbcore.targets.factor_moves import Incidence, build_incidence, move_change, update_flip_scores
+from lsbcore.targets.factor_moves import (
+    Incidence,
+    Neighbourhoods,
+    build_incidence,
+    build_neighbourhoods,
+    move_change,
+    update_flip_scores,
+)
 from lsbcore.targets.uai import MAX_ARITY, MAX_FACTORS, UAIModel, read_uai
 
 # The search of start(): restarts from fresh draws, each followed by this many repairing flips
@@ -136,6 +143,7 @@ class FactorGraph(Target):
         self._has_zeros = not finite
         self._groups = {torch.device("cpu"): _group(self.scopes, self.log_tables)}
         self._incidence: dict[torch.device, Incidence] = {}  # built on the first move
+        self._neighbourhoods: Neighbourhoods | None = None  # built for the first compiled step
 
     @classmethod
     def from_uai(cls, path_or_text) -> FactorGraph:
@@ -177,6 +185,12 @@ class FactorGraph(Target):
     def incidence(self) -> Incidence:
         """Which factors touch which variables, on the CPU (the compiled steps read it)."""
         return self._moves_on(torch.device("cpu"))
+
+    def neighbourhoods(self) -> Neighbourhoods:
+        """Each variable's neighbourhood through its factors, on the CPU (built once)."""
+        if self._neighbourhoods is None:
+            self._neighbourhoods = build_neighbourhoods(self.incidence())
+        return self._neighbourhoods
 
     def _local(self, x_old: torch.Tensor, x_new: torch.Tensor) -> bool:
         """Whether a move is rescored from the factors it touches: on the CPU (elsewhere the

@@ -15,6 +15,10 @@ different per chain):
 The flip scores so kept are sums in another order than a recomputation: equal to float64
 rounding (the samplers' ``resync`` recomputes them exactly now and then). Zero-mass counts are
 integers in float64 and stay exact.
+
+``Neighbourhoods`` lays out, for the compiled steps, each variable's neighbourhood through its
+factors (the variables whose flip scores a flip of it changes, itself first) and where each
+variable of each of its factors sits in it, so a step updates a few slots, not a whole row.
 """
 
 from __future__ import annotations
@@ -69,6 +73,43 @@ def build_incidence(n: int, scopes, tables) -> Incidence:
         both=torch.stack([torch.where(zero, 0.0, flat), zero.to(torch.float64)], 1),
         first=torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)]),
         factors=torch.tensor([f for fs in by_variable for f in fs], dtype=torch.long),
+    )
+
+
+@dataclass(frozen=True)
+class Neighbourhoods:
+    """Each variable's neighbourhood through its factors, compressed rows (``n`` variables)."""
+
+    first: torch.Tensor  # [n + 1] variable v's neighbourhood is members[first[v]:first[v + 1]]
+    members: torch.Tensor  # [sum of sizes] variable ids, each neighbourhood's own variable first
+    # [sum of arities, K]: for v's r-th factor (Incidence.factors' order), the slot of its p-th
+    # scope variable in v's neighbourhood; -1 in the padding
+    slot: torch.Tensor
+
+
+def build_neighbourhoods(inc: Incidence) -> Neighbourhoods:
+    """The neighbourhoods of ``inc``'s variables (once per graph: a loop over the incidences)."""
+    scopes, place = inc.scopes.tolist(), inc.place.tolist()
+    first, factors = inc.first.tolist(), inc.factors.tolist()
+    width = inc.scopes.shape[1]
+    starts, members, slot = [0], [], []
+    for v in range(len(first) - 1):
+        where = {v: 0}
+        for r in range(first[v], first[v + 1]):
+            f = factors[r]
+            row = []
+            for p in range(width):
+                if place[f][p] == 0:  # the padding repeats the scope's first variable
+                    row.append(-1)
+                    continue
+                row.append(where.setdefault(scopes[f][p], len(where)))
+            slot.append(row)
+        members.extend(where)  # a dict keeps the order of first sight: v, then the others
+        starts.append(len(members))
+    return Neighbourhoods(
+        first=torch.tensor(starts, dtype=torch.long),
+        members=torch.tensor(members, dtype=torch.long),
+        slot=torch.tensor(slot, dtype=torch.long).reshape(len(slot), width),
     )
 
 
@@ -130,4 +171,12 @@ def update_flip_scores(inc: Incidence, x_old, x_new, d_finite, d_zeros, zeros):
     return d_finite, d_zeros, zeros
 
 
-__all__ = ["Incidence", "build_incidence", "move_change", "touched", "update_flip_scores"]
+__all__ = [
+    "Incidence",
+    "Neighbourhoods",
+    "build_incidence",
+    "build_neighbourhoods",
+    "move_change",
+    "touched",
+    "update_flip_scores",
+]

@@ -193,7 +193,7 @@ def balanced_kernel(
         in_range = (total > tl.load(bounds)) & (total < tl.load(bounds + 1))
         need = accept & (in_range == 0)
         if tl.max(need.to(tl.int32), 0) > 0:  # Z left its range: rebuild with a fresh shift
-            # as kernels._rebuild_row: the log values into gn first, exponentiated below
+            # as kernels.rebuild_row: the log values into gn first, exponentiated below
             top = tl.full([BLOCK_B], float("-inf"), tl.float64)
             for i in range(n_sites):
                 s_i = tl.load(s + x_row + i, mask=need, other=0.0)

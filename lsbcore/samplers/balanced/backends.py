@@ -217,24 +217,7 @@ class BalancedBackends:
         return function
 
     def _build_kernel_function(self) -> Function | None:
-        b = self.balancing
-        empty = np.zeros(0)
-        with torch.no_grad():
-            if isinstance(b, FixedBalancing):
-                return Function(FIXED.index(b.name), np.zeros(4), empty, empty, empty)
-            if isinstance(b, MixtureBalancing):
-                log_w = b.log_weights().detach().cpu().numpy().astype(np.float64)
-                return Function(KIND_MIXTURE, log_w, empty, empty, empty)
-            if isinstance(b, NetworkBalancing):
-                breakpoints, slope, intercept = b.pieces()
-                return Function(
-                    KIND_NETWORK,
-                    np.zeros(4),
-                    np.asarray(breakpoints, dtype=np.float64),
-                    slope.detach().cpu().numpy().astype(np.float64),
-                    intercept.detach().cpu().numpy().astype(np.float64),
-                )
-        return None
+        return kernel_function(self.balancing)
 
     def _compiled_steps(self, m: int, u, trace) -> None:
         from lsbcore.backends import kernels
@@ -298,3 +281,25 @@ class BalancedBackends:
         if trace is not None:  # one copy per chunk
             trace.copy_(out)
         self._last_refs = (last[:, 0].long(), last[:, 1:2], last[:, 2:3], last[:, 3:4] > 0.5)
+
+
+def kernel_function(b) -> Function | None:
+    """The balancing function ``b`` as ``kernels.log_g`` takes it (numpy arrays), or None where
+    the kernels do not know it (LSB 2')."""
+    empty = np.zeros(0)
+    with torch.no_grad():
+        if isinstance(b, FixedBalancing):
+            return Function(FIXED.index(b.name), np.zeros(4), empty, empty, empty)
+        if isinstance(b, MixtureBalancing):
+            log_w = b.log_weights().detach().cpu().numpy().astype(np.float64)
+            return Function(KIND_MIXTURE, log_w, empty, empty, empty)
+        if isinstance(b, NetworkBalancing):
+            breakpoints, slope, intercept = b.pieces()
+            return Function(
+                KIND_NETWORK,
+                np.zeros(4),
+                np.asarray(breakpoints, dtype=np.float64),
+                slope.detach().cpu().numpy().astype(np.float64),
+                intercept.detach().cpu().numpy().astype(np.float64),
+            )
+    return None

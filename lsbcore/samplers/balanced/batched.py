@@ -26,6 +26,10 @@ anyway) where accepted, so nothing is recomputed; a learning step changes ``g`` 
 marks ``log_g`` stale, rebuilt before the next frozen step; ``resync`` recomputes all from ``x``.
 ``invariant_error()`` checks them against a recompute.
 
+On a ``FactorGraph`` on the CPU with a fixed ``g`` and exact ratios, ``backend="auto"`` takes
+compiled frozen steps (``factor_graph_steps``): the same chains from the same uniforms, a step
+costing the flipped site's neighbourhood and ``O(sqrt(n))`` for the draw.
+
 Zero mass: a flip into ``p~ = 0`` has ``s_i = -inf``; a ``g`` with ``g(0) > 0`` (``max(1, t)``,
 LSB 1, LSB 2) still proposes it, and ``Z(x')`` is then undefined: such a move is rejected
 explicitly, never through arithmetic on ``inf``. A chain whose every ``g`` is 0 stays put.
@@ -56,6 +60,7 @@ from lsbcore.balancing.restarts import restarting_chains
 from lsbcore.checks import real
 from lsbcore.numerics import SGD_MOMENTUM
 from lsbcore.samplers.balanced.common import check_objective, check_optimizer, take_balancing
+from lsbcore.samplers.balanced.factor_graph_steps import FactorGraphSteps
 from lsbcore.samplers.batched import BatchedSampler
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
@@ -123,7 +128,7 @@ def _select(accept: torch.Tensor, new, old):
     raise ValueError(f"a target's ratio cache must be tensors, got {type(new).__name__}.")
 
 
-class BatchedBalancedSampler(BatchedSampler):
+class BatchedBalancedSampler(FactorGraphSteps, BatchedSampler):
     """A locally balanced single-flip sampler on any ``Target`` (see the module docstring).
 
     Args:
@@ -233,6 +238,7 @@ class BatchedBalancedSampler(BatchedSampler):
                 log_g = self.balancing.log_g(s)
                 errors.append(_gap(self._log_g, log_g))
                 errors.append(_gap(self._log_z, torch.logsumexp(log_g, 1)))
+            errors.extend(self._compiled_cache_errors(s))  # where compiled steps ran last
         return max(errors)
 
     # ----------------------------------------------------------------- proposals

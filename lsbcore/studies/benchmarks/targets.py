@@ -16,7 +16,7 @@ of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch
   random weights of the same law (the public code trains that one on MNIST, which is not
   shipped; the cost of a step does not depend on the weights' values), 100 chains: ``gwg``,
   ``pas``.
-- ``grid-64``: single-site samplers (Gibbs, Metropolis, Barker, sqrt) on a 64 x 64 grid
+- ``grid-64``: single-site samplers (Gibbs, Metropolis, Barker, sqrt, min, max) on a 64 x 64 grid
   network and on an Ising posterior of the same size (pairwise, compiled steps on the CPU),
   8 chains each: how far the factor graph's steps are from the pairwise ones (issue 45).
 - ``photo-blocks``: block Gibbs (k = 4, 8) and the Hamming ball sampler (10, 1) on the
@@ -125,7 +125,7 @@ def photo_target(side: int = PHOTO_SIDE) -> IsingPosterior:
     return IsingPosterior(data.alpha, 1.0, edge_scale=contrast_scale(photo.rgb))
 
 
-SINGLE_SITE = ("gibbs", "metropolis", "barker", "sqrt")
+SINGLE_SITE = ("gibbs", "metropolis", "barker", "sqrt", "min", "max")
 
 
 BALANCED = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
@@ -193,6 +193,7 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
             lambda: grid_target(LARGE_SIDE),
             8,
             tuple(Run(name) for name in SINGLE_SITE),
+            steps_share=50.0,  # compiled steps, as the lattice's (--backend torch: shorten --steps)
         ),
         Workload(
             f"Ising posterior {LARGE_SIDE} x {LARGE_SIDE} (pairwise), 8 chains",
