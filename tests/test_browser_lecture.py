@@ -379,14 +379,21 @@ def test_every_rbm_and_network_view_shows_its_main_figure_whole_on_a_lecture_scr
     sampler) and the Markov network page (MN 1), after a short run: every view draws its figure
     (Acceptance and hops: its table) as it opens, none waits for a button."""
     from app.view_catalogue import NETWORK, RBM
-    from tools.screenshots import LECTURE, LECTURE_TARGETS, LECTURE_WIDE, open_lecture, walk_views
+    from tools.screenshots import (
+        LECTURE,
+        LECTURE_TARGETS,
+        LECTURE_WIDE,
+        lecture_labels,
+        open_lecture,
+        walk_views,
+    )
 
     context = browser.new_context(viewport=LECTURE)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     try:
         open_lecture(page, server.url, LECTURE_TARGETS[name], mixing=100)
-        labels = [view.label for view in (RBM if name == "rbm" else NETWORK).views]
+        labels = lecture_labels(RBM if name == "rbm" else NETWORK)
         found = walk_views(page, (LECTURE, LECTURE_WIDE), labels, tmp_path, name=name)
         off, figureless = not_whole(found)
         assert off == [], off

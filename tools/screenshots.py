@@ -266,6 +266,14 @@ def open_lecture(page, url: str, target: str = "ising", mixing: int = 2000) -> N
     page.get_by_text("· paused ·").first.wait_for(timeout=TIMEOUT_MS)
 
 
+def lecture_labels(views) -> list[str]:
+    """The views the lecture targets' pages offer: all of ``views`` (a ``Page``) but those only
+    a variable-selection run has (the network page's lecture target is MN 1)."""
+    from app import network_run
+
+    return [v.label for v in views.views if v.offered is not network_run.is_selection_run]
+
+
 def views_shots(page, url: str, out: Path, log) -> list[Path]:
     """Every view of the Ising, RBM and network pages in presentation mode, at 1280 x 720 and
     1600 x 1000, after a short run: the whole screen as the room sees it."""
@@ -279,7 +287,7 @@ def views_shots(page, url: str, out: Path, log) -> list[Path]:
     for name, target, views in pages:
         log(f"presentation mode: every view of the {target} page at two screen sizes…")
         open_lecture(page, url, target, 2000 if target == "ising" else 200)
-        labels = [view.label for view in views.views]
+        labels = lecture_labels(views)
         walk_views(page, screens, labels, out, FIGURELESS, name)
         paths += [out / f"{view_stem(s, label, name)}.png" for s in screens for label in labels]
     for path in paths:
