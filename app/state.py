@@ -724,8 +724,9 @@ def start(run: Run) -> None:
 #: What the worker imports on first use (the diagnostics: arviz-stats, which brings xarray and
 #: pandas; scipy's t and FFT). Imported here, on the page's thread, before the first worker
 #: starts: a worker importing pandas while the page imports it too (Streamlit does, for a
-#: chart) once drew "partially initialized module 'pandas' has no attribute 'Series'" in a view.
-WORKER_IMPORTS = ("arviz_stats.base", "scipy.stats", "scipy.fft")
+#: chart) once drew "partially initialized module 'pandas' has no attribute 'Series'" in a view
+#: (again on 2026-11-29, with arviz-stats no longer importing pandas: pandas itself is listed).
+WORKER_IMPORTS = ("arviz_stats.base", "scipy.stats", "scipy.fft", "pandas")
 
 
 def worker_imports() -> None:

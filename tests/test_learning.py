@@ -225,6 +225,20 @@ def test_learning_updates_parameters_and_records_history(name, backend):
 
 
 @pytest.mark.parametrize("name", LEARNED)
+def test_learning_under_a_callers_no_grad_learns_the_same(name):
+    """The app's slow-motion step holds ``torch.no_grad``; a torch learning step inside it
+    takes its gradients all the same (it once raised "does not require grad")."""
+    free, held = (
+        make_sampler(name, target_for((4, 4)), 8, seed=1, backend="torch") for _ in range(2)
+    )
+    free.step(5, learn=True)
+    with torch.no_grad():
+        held.step(5, learn=True)
+    assert_same(params_of(free), params_of(held))
+    assert not held.learning_failed and torch.equal(free.x, held.x)
+
+
+@pytest.mark.parametrize("name", LEARNED)
 def test_steps_without_learn_leave_the_parameters_unchanged(name, backend):
     sampler = make_sampler(name, target_for((4, 4)), 8, seed=1)
     sampler.step(5, learn=True)

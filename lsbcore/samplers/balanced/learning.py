@@ -155,6 +155,7 @@ class BalancedLearning:
         self.resync()
         self._log_p_learning = None
 
+    @torch.enable_grad()  # the caller may hold no_grad (the app's slow-motion step does)
     def _learn_step(self, u) -> None:
         """One burn-in step of Algorithm 1: propose, update (theta, eta), accept with theta0.
 
