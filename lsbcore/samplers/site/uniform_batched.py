@@ -76,41 +76,33 @@ class BatchedUniformSiteSampler(BatchedSampler):
     def _compiled_steps(self, n: int) -> None:
         """``n`` steps on an RBM by ``rbm_kernels.uniform_site_steps`` (on a factor graph by
         ``factor_kernels``'): the torch step's uniforms, read as it reads them, so the same
-        chains."""
+        chains. The kernels advance copies of the chains in place and fill the last step's
+        site, acceptance probability and flip."""
+        u = self._uniforms(n, 2, self.n_chains)
+        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
+        site = torch.empty(self.n_chains, dtype=torch.int64)
+        prob = torch.empty(self.n_chains, dtype=torch.float64)
+        flipped = torch.empty(self.n_chains, dtype=torch.bool)
+        chains = (x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy())
+        last = (site.numpy(), prob.numpy(), flipped.numpy())
         if isinstance(self.target, FactorGraph):
-            self._factor_graph_steps(n)
-            return
-        from lsbcore.backends.rbm_kernels import uniform_site_steps
+            from lsbcore.backends.factor_kernels import uniform_site_steps
 
-        arrays = self.target.kernel_arrays()
-        u = self._uniforms(n, 2, self.n_chains)
-        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
-        site = torch.empty(self.n_chains, dtype=torch.int64)
-        prob = torch.empty(self.n_chains, dtype=torch.float64)
-        flipped = torch.empty(self.n_chains, dtype=torch.bool)
-        uniform_site_steps(
-            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), RULES.index(self.rule),
-            arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
-            site.numpy(), prob.numpy(), flipped.numpy(),
-        )  # fmt: skip
-        self._x, self._log_p, self._n_accepted = x, log_p, accepted
-        self._last = StepInfo(site=site, accept_prob=prob, accepted=flipped)
+            inc = self.target.incidence()
+            uniform_site_steps(
+                *chains, self.rule == "gibbs",
+                inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
+                inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(), *last,
+            )  # fmt: skip
+        else:
+            from lsbcore.backends.rbm_kernels import uniform_site_steps
 
-    def _factor_graph_steps(self, n: int) -> None:
-        from lsbcore.backends.factor_kernels import uniform_site_steps
-
-        inc = self.target.incidence()
-        u = self._uniforms(n, 2, self.n_chains)
-        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
-        site = torch.empty(self.n_chains, dtype=torch.int64)
-        prob = torch.empty(self.n_chains, dtype=torch.float64)
-        flipped = torch.empty(self.n_chains, dtype=torch.bool)
-        uniform_site_steps(
-            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), self.rule == "gibbs",
-            inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
-            inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(),
-            site.numpy(), prob.numpy(), flipped.numpy(),
-        )  # fmt: skip
+            arrays = self.target.kernel_arrays()
+            uniform_site_steps(
+                *chains, RULES.index(self.rule),
+                arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
+                *last,
+            )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._last = StepInfo(site=site, accept_prob=prob, accepted=flipped)
 
