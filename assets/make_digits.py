@@ -43,6 +43,11 @@ SHIPPED = {
         # 500 persistent chains: with 100 the model drew a 4 about half the time
         dict(size=16, n_hidden=100, epochs=200, batch_size=100, lr=0.05, seed=0, n_persistent=500),
     ),
+    # the LSB paper's RBM size (784 x 250, section 5.2), on the digits upsampled to MNIST's size
+    "digits-28x28": (
+        ASSETS / "rbm_digits_28x28.npz",
+        dict(size=28, n_hidden=250, epochs=200, batch_size=100, lr=0.05, seed=0, n_persistent=500),
+    ),
 }
 
 

@@ -108,7 +108,8 @@ def test_a_model_without_shipped_truth_gets_the_sweeps_its_budget_buys():
     from lsbcore.rbm.live import RBMComparison
     from lsbcore.rbm.models import load_model
 
-    assert gt.is_shipped(load_model("digits-8x8")) and gt.is_shipped(load_model("digits-16x16"))
+    for name in ("digits-8x8", "digits-16x16", "digits-28x28"):
+        assert gt.is_shipped(load_model(name)), name
     small, large = RBM.random(12, 4, seed=2), RBM.random(4096, 200, seed=2)
     assert not gt.is_shipped(small)
     assert gt.affordable_steps(small) == gt.TRUTH_STEPS

@@ -224,10 +224,14 @@ def test_save_and_load_round_trip_exactly(tmp_path):
 
 
 def test_shipped_models_load_by_name_with_their_shapes():
-    assert set(MODELS) == {"digits-8x8", "digits-16x16"}
+    assert set(MODELS) == {"digits-8x8", "digits-16x16", "digits-28x28"}
     small, large = load_model("digits-8x8"), load_model("digits-16x16")
     assert (small.n_visible, small.n_hidden, small.shape) == (64, 50, (8, 8))
     assert (large.n_visible, large.n_hidden, large.shape) == (256, 100, (16, 16))
+    paper = load_model("digits-28x28")  # the LSB paper's RBM size
+    assert (paper.n_visible, paper.n_hidden, paper.shape) == (784, 250, (28, 28))
+    images, _ = digits(28)
+    assert pseudo_log_likelihood(paper, images) > baseline_log_likelihood(images) + 50
     # trained: far better than the factorised model on the pseudo-likelihood's own terms
     images, _ = digits(8)
     assert pseudo_log_likelihood(small, images) > baseline_log_likelihood(images) + 5

@@ -227,3 +227,28 @@ def test_a_worker_killed_mid_cell_loses_only_that_cell(client, tmp_path):
 
 def task_key_of(row: dict, grid: SweepGrid) -> str:
     return next(task_key(c) for c in grid.cells() if c.key == row["key"])
+
+
+def test_the_code_hash_reads_the_sources_that_decide_a_cells_numbers(tmp_path, monkeypatch):
+    """Every pattern names files that exist, and a change to any of them changes the hash (a
+    worker running other code is refused)."""
+    import shutil
+
+    from lsbcore.studies.sweep import driver
+
+    for pattern in driver.HASHED:
+        assert list(driver.PACKAGE.glob(pattern)), pattern
+    copy = tmp_path / "studies"
+    for pattern in driver.HASHED:
+        for path in driver.PACKAGE.glob(pattern):
+            target = copy / path.relative_to(driver.PACKAGE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    mine = code_hash()
+    monkeypatch.setattr(driver, "PACKAGE", copy)
+    assert code_hash() == mine
+    for pattern in ("experiment/run.py", "rbm/seed.py", "sweep/cell.py"):
+        path = copy / pattern
+        path.write_bytes(path.read_bytes() + b"\n# changed\n")
+        assert code_hash() != mine, pattern
+        mine = code_hash()

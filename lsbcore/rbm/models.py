@@ -28,10 +28,15 @@ MODELS: dict[str, str] = {
         "handwritten digits 16 x 16: 256 visible and 100 hidden units, trained by PCD on the "
         "same digits upsampled and binarised"
     ),
+    "digits-28x28": (
+        "handwritten digits 28 x 28: 784 visible and 250 hidden units (the LSB paper's RBM "
+        "size), trained by PCD on the same digits upsampled to MNIST's size and binarised"
+    ),
 }
 MODEL_FILES = {
     "digits-8x8": ASSETS / "rbm_digits_8x8.npz",
     "digits-16x16": ASSETS / "rbm_digits_16x16.npz",
+    "digits-28x28": ASSETS / "rbm_digits_28x28.npz",
 }
 # Largest model file read: 2^26 float64 weights (the RBM target's own cap on its values)
 MAX_MODEL_BYTES = 600 * 1000 * 1000

@@ -328,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
         "continues it.",
     )
     parser.add_argument(
-        "--data", required=True, help="digits-8x8, digits-16x16, or a .npy / .zip file"
+        "--data",
+        required=True,
+        help="digits-8x8, digits-16x16, digits-28x28, or a .npy / .zip file",
     )
     parser.add_argument("--hidden", type=int, default=50, help="hidden units (default 50)")
     parser.add_argument("--epochs", type=int, default=100)
@@ -356,8 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = interrupt.StopRequest()
     try:
         resume = read_resume(args.out) if args.resume else None
-        if args.data in ("digits-8x8", "digits-16x16"):
-            size = 8 if args.data == "digits-8x8" else 16
+        if args.data in ("digits-8x8", "digits-16x16", "digits-28x28"):
+            size = int(args.data.split("x")[-1])
             rows, shape = digits(size)[0], (size, size)
         else:
             with open(args.data, "rb") as handle:  # one byte past the cap: refused, not read

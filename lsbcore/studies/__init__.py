@@ -45,6 +45,8 @@ STUDIES = tuple(
          "lsbcore.studies.sweep.cli"),
         ("sweep-report", "the 'which g where' map of a sweep's results",
          "lsbcore.studies.sweep.report"),
+        ("sweep-rbm", "the LSB paper's RBM experiment with each sampler and seed a cell on Dask",
+         "lsbcore.studies.sweep.rbm_cells", "rbm-digits, rbm-digits-28x28"),
         ("flow-bias", "flow-latent's and flow-exact's TV to enumeration",
          "lsbcore.studies.flows.bias"),
         ("flow-diagnose", "why flow-exact moves or not: the flow's bound against the exact "

@@ -22,23 +22,27 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 import time
+from datetime import date
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from lsbcore import out_path
-from lsbcore.diagnostics.mixing import ess_bulk_per_site
 from lsbcore.rbm.ground_truth import TRUTH_SAMPLES, TRUTH_STEPS, floor_draws, ground_truth
 from lsbcore.rbm.live import RBMComparison
 from lsbcore.rbm.variants import LABELS
 from lsbcore.samplers.registry import LEARN_OPTIONS
 from lsbcore.studies.rbm.protocol import PAPER, PAPER_LABELS, QUICK
 from lsbcore.studies.rbm.report import section, summary, write_section
+from lsbcore.studies.rbm.seed import gwg_ess, log_grid, reach_floor, run_seed
 from lsbcore.studies.shared.arguments import add_option_arguments, int_in
+from lsbcore.studies.shared.commit import commit
 from lsbcore.studies.shared.results_out import write_results
-from lsbcore.studies.shared.shown_command import shown_command
+from lsbcore.studies.shared.shown_command import shown_argv
 from lsbcore.targets.rbm import RBM
 
 __all__ = [
@@ -54,132 +58,12 @@ __all__ = [
 ]
 
 FLOOR_DRAWS = 20  # independent exact draws for the floor's mean and spread
-# Chain states kept for the ESS (int8): at most this many numbers per sampler, thinned evenly
-MAX_KEPT_VALUES = 8_000_000
-MODEL_CHOICES = ("digits-8x8", "digits-16x16")
+MODEL_CHOICES = ("digits-8x8", "digits-16x16", "digits-28x28")
 
 
-# ============================================================================ measures
-def gwg_ess(series) -> np.ndarray:
-    """ESS of every column of ``series [T, d]`` as the GWG code computes it (TensorFlow
-    Probability's ``effective_sample_size`` with its defaults, NaN set to 1):
-
-        ESS = T / (-1 + 2 sum_{k < K} rho_k),   rho_k = c_k / c_0,   c_k = sum_t y_t y_{t+k} / T,
-
-    ``y`` the centred column and ``K`` the first lag with ``rho_K < 0`` (that lag and all
-    later ones are dropped). A constant column (``c_0 = 0``) has ESS 1.
-    """
-    x = np.asarray(series, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] < 2:
-        raise ValueError(f"series must have shape [T, d] with T >= 2 draws, got {x.shape}.")
-    t = x.shape[0]
-    y = x - x.mean(0)
-    size = 1 << (2 * t - 1).bit_length()  # zero padding: a linear, not circular, correlation
-    spectrum = np.fft.rfft(y, n=size, axis=0)
-    c = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=0)[:t]  # [T, d] lag sums
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = c / c[0]
-        keep = np.cumsum(rho < 0.0, axis=0) == 0  # up to the first negative lag
-        ess = t / (-1.0 + 2.0 * np.where(keep, rho, 0.0).sum(0))
-    ess[~np.isfinite(ess)] = 1.0
-    return ess
-
-
-def log_grid(total: int, points: int, burn_in: int) -> list[int]:
-    """Checkpoint steps: 0, ``points`` steps spaced evenly in log between 1 and ``total``,
-    the end of burn-in and ``total``."""
-    grid = np.unique(np.round(np.geomspace(1, max(total, 1), max(points, 2))).astype(int))
-    return sorted({0, burn_in, total, *(int(s) for s in grid if s <= total)})
-
-
-def reach_floor(curve: dict, level: float) -> dict:
-    """The first checkpoint of ``curve`` at or below ``level``: its step, evaluations and
-    seconds (None each when no checkpoint reaches it)."""
-    for i, value in enumerate(curve["log_mmd"]):
-        if value <= level:
-            return {k: curve[k][i] for k in ("step", "evals", "seconds")}
-    return {"step": None, "evals": None, "seconds": None}
-
-
-# ============================================================================ the run
-def run_seed(rbm, labels, seed, *, burn_in, steps, chains, truth, checkpoints, options,
-             progress=None) -> dict:  # fmt: skip
-    """One seed of the protocol: the comparison's curves and mixing figures per sampler."""
-    comparison = RBMComparison(rbm, labels, chains, seed=seed, truth=truth, **options)
-    total = burn_in + steps
-    grid = log_grid(total, checkpoints, burn_in)
-    n = rbm.n_visible
-    thin = max(1, math.ceil(steps * chains * n / MAX_KEPT_VALUES))
-    kept = {label: np.empty((steps // thin, chains, n), dtype=np.int8) for label in labels}
-    evals_at_mixing, seconds_at_mixing = {}, {}
-    done, row = 0, 0
-    comparison.record()
-    for target in grid[1:]:
-        while done < target:
-            if done == burn_in and comparison.phase == "burnin":
-                comparison.start_mixing()
-                evals_at_mixing = {lb: s.n_target_evals for lb, s in comparison.samplers.items()}
-                seconds_at_mixing = {lb: s.wall_seconds for lb, s in comparison.samplers.items()}
-            if done < burn_in:
-                k = min(target, burn_in) - done
-                comparison.step(k, learn=True)
-            else:  # mixing: keep every thin-th state for the ESS
-                k = min(target - done, thin - (done - burn_in) % thin)
-                comparison.step(k)
-                if (done + k - burn_in) % thin == 0 and row < len(kept[labels[0]]):
-                    for label in labels:
-                        x = comparison.samplers[label].x.reshape(chains, n)
-                        kept[label][row] = (x > 0).to("cpu", torch.int8).numpy()
-                    row += 1
-            done += k
-        comparison.record()
-        if progress:
-            progress(done / total)
-    out = {}
-    truth_bits = (truth > 0).numpy()
-    for label in labels:
-        sampler = comparison.samplers[label]
-        states = kept[label][:row]
-        chain0 = states[:, 0, :].astype(np.float64)  # [T, n]
-        hamming = (chain0[:, None, :] != truth_bits[None, :, :]).sum(-1)  # [T, truth]
-        dims, ham = gwg_ess(chain0), gwg_ess(hamming)
-        bulk = ess_bulk_per_site(states) if row >= 4 else np.full(n, math.nan)
-        evals = sampler.n_target_evals - evals_at_mixing[label]
-        seconds = sampler.wall_seconds - seconds_at_mixing[label]
-        ess = float(dims.mean())
-        out[label] = {
-            "curve": comparison.curve(label),
-            "ess_dims_mean": ess,
-            "ess_dims_std": float(dims.std()),
-            "ess_hamming_mean": float(ham.mean()),
-            "ess_bulk_mean": float(np.nanmean(bulk)) if np.isfinite(bulk).any() else None,
-            "ess_draws": int(row),
-            "mixing_evals_per_chain": int(evals),
-            "mixing_seconds": float(seconds),
-            "ess_per_eval": ess / evals if evals else None,
-            "ess_per_second": ess / seconds if seconds > 0 else None,
-            "evals_per_step_mixing": evals / steps if steps else None,
-            "accept_rate": float(sampler.accept_rate),
-            "backend": sampler.backend,
-            "hop_distance": comparison.hop_distance(label),
-        }
-    return {"thin": thin, "samplers": out}
-
-
-def run(rbm, labels, *, seeds, seed=0, burn_in, steps, chains, checkpoints=60,
-        truth_samples=TRUTH_SAMPLES, truth_steps=TRUTH_STEPS, options=None,
-        log=None) -> dict:  # fmt: skip
-    """The protocol over ``seeds`` seeds; a JSON-ready dict (see ``main``)."""
-    options = dict(options or {})
-    say = log or (lambda message: None)
-    started = time.perf_counter()
-    say(f"ground truth: {truth_samples} samples x {truth_steps:,} sweeps of block Gibbs")
-    truth = ground_truth(rbm, truth_samples, truth_steps, 0)
-    floors = floor_draws(rbm, chains, FLOOR_DRAWS, truth_samples, truth_steps, 0)
-    truth_seconds = time.perf_counter() - started
-    finite = [f for f in floors if math.isfinite(f)]
-    floor = {"mean": float(np.mean(finite)), "std": float(np.std(finite, ddof=1)),
-             "draws": floors}  # fmt: skip
+def _run_here(rbm, labels, *, seeds, seed, burn_in, steps, chains, truth, checkpoints, options,
+              say) -> list[dict]:  # fmt: skip
+    """The seeds one after another in this process, every sampler in one comparison."""
     # one-off costs (first calls, autograd set-up) are paid here, not in a sampler's seconds
     warm = RBMComparison(rbm, labels, chains, seed=seed, truth=truth, **options)
     warm.step(2, learn=True)
@@ -193,6 +77,30 @@ def run(rbm, labels, *, seeds, seed=0, burn_in, steps, chains, checkpoints=60,
         result["seed"], result["seconds"] = s, time.perf_counter() - t0
         say(f"seed {s}: {result['seconds']:.1f} s")
         runs.append(result)
+    return runs
+
+
+def run(rbm, labels, *, seeds, seed=0, burn_in, steps, chains, checkpoints=60,
+        truth_samples=TRUTH_SAMPLES, truth_steps=TRUTH_STEPS, options=None,
+        log=None, cells=None) -> dict:  # fmt: skip
+    """The protocol over ``seeds`` seeds; a JSON-ready dict (see ``main``). ``cells``: a
+    function that runs the seeds elsewhere (``cells.on_sweep``) and returns their results."""
+    options = dict(options or {})
+    say = log or (lambda message: None)
+    started = time.perf_counter()
+    say(f"ground truth: {truth_samples} samples x {truth_steps:,} sweeps of block Gibbs")
+    truth = ground_truth(rbm, truth_samples, truth_steps, 0)
+    floors = floor_draws(rbm, chains, FLOOR_DRAWS, truth_samples, truth_steps, 0)
+    truth_seconds = time.perf_counter() - started
+    finite = [f for f in floors if math.isfinite(f)]
+    floor = {"mean": float(np.mean(finite)), "std": float(np.std(finite, ddof=1)),
+             "draws": floors}  # fmt: skip
+    if cells is not None:  # on the sweep: each (sampler, seed) a cell on a Dask worker
+        runs = cells()
+    else:
+        runs = _run_here(rbm, labels, seeds=seeds, seed=seed, burn_in=burn_in, steps=steps,
+                         chains=chains, truth=truth, checkpoints=checkpoints, options=options,
+                         say=say)  # fmt: skip
     level = floor["mean"] + floor["std"]
     for result in runs:
         for figures in result["samplers"].values():
@@ -272,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--docs", type=out_path.output_file,
         help="write the generated RBM section into this Markdown file (docs/reproduction.md)",
     )  # fmt: skip
+    parser.add_argument(
+        "--from-results", type=Path, metavar="JSON",
+        help="write the section from a results.json of an earlier run (no sampling)",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true")
     return parser
 
@@ -286,8 +198,14 @@ def _load(parser, name: str) -> RBM:
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    return execute(list(sys.argv[1:] if argv is None else argv), build_parser())
+
+
+def execute(argv: list[str], parser, cells_for=None, command=("python", "-m",
+            "lsbcore.experiment")) -> int:  # fmt: skip
+    """The command with ``parser``'s ``argv``: the seeds here, or elsewhere when ``cells_for``
+    (``lsbcore.studies.sweep.rbm_cells``) gives ``(cells, info)`` for ``run(cells=)`` from the
+    arguments and the protocol; the results and the section say ``command``."""
     args = parser.parse_args(argv)
     protocol = dict(QUICK if args.quick else PAPER)
     name = "quick" if args.quick else "paper"
@@ -300,6 +218,8 @@ def main(argv=None) -> int:
         if getattr(args, key) is not None:
             protocol[key] = getattr(args, key)
             name = "custom"
+    if args.from_results is not None:
+        return _from_results(parser, args)
     rbm = _load(parser, args.model)
     torch.set_num_threads(args.threads)
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
@@ -308,14 +228,24 @@ def main(argv=None) -> int:
         f"chains, burn-in {protocol['burn_in']:,}, {protocol['steps']:,} sampling iterations, "
         f"{args.seeds} seed(s)"
     )
-    results = run(
-        rbm, args.samplers, seeds=args.seeds, seed=args.seed, burn_in=protocol["burn_in"],
-        steps=protocol["steps"], chains=protocol["chains"], checkpoints=args.checkpoints,
-        truth_samples=args.truth_samples, truth_steps=args.truth_steps,
-        options={"lr": args.lr, "optimizer": args.optimizer}, log=say,
-    )  # fmt: skip
+    cells, sweep_info = cells_for(args, protocol) if cells_for is not None else (None, {})
+    try:
+        results = run(
+            rbm, args.samplers, seeds=args.seeds, seed=args.seed, burn_in=protocol["burn_in"],
+            steps=protocol["steps"], chains=protocol["chains"], checkpoints=args.checkpoints,
+            truth_samples=args.truth_samples, truth_steps=args.truth_steps,
+            options={"lr": args.lr, "optimizer": args.optimizer}, log=say, cells=cells,
+        )  # fmt: skip
+    except (RuntimeError, ValueError) as err:
+        if cells is None:
+            raise
+        print(f"{' '.join(command[2:])}: {err}", file=sys.stderr)
+        return 1
+    if sweep_info:
+        results["sweep"] = sweep_info
+    results["date"], results["commit"] = date.today().isoformat(), commit()
     results["config"] = {
-        "command": shown_command(argv),
+        "command": shlex.join([*command, *shown_argv(argv)]),
         "model": args.model,
         "model_description": rbm.describe(),
         "n_visible": rbm.n_visible,
@@ -330,6 +260,20 @@ def main(argv=None) -> int:
         "optimizer": args.optimizer,
         "threads": args.threads,
     }
+    if not args.quiet:
+        print(summary(results), file=sys.stderr, flush=True)
+    return write_results(results, args.out, args.docs, section, write_section, "RBM", say)
+
+
+def _from_results(parser, args) -> int:
+    """``--from-results``: the section (and summary) of an earlier run's results.json."""
+    from lsbcore.studies.rbm.report import read_results
+
+    try:
+        results = read_results(args.from_results)
+    except (OSError, ValueError) as err:
+        parser.error(f"--from-results {args.from_results}: {getattr(err, 'strerror', None) or err}")
+    say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     if not args.quiet:
         print(summary(results), file=sys.stderr, flush=True)
     return write_results(results, args.out, args.docs, section, write_section, "RBM", say)

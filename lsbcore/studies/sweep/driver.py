@@ -44,9 +44,10 @@ __all__ = [
     "task_key",
 ]
 
-PACKAGE = Path(__file__).resolve().parents[2]  # lsbcore/
-#: The sources that decide a cell's numbers, beside the samplers the task imports.
-HASHED = ("sweep/*.py", "experiment/run.py")
+PACKAGE = Path(__file__).resolve().parents[1]  # lsbcore/studies/
+#: The sources that decide a cell's numbers, beside the samplers the task imports: the sweep's,
+#: the experiment's sampler task and the RBM protocol's seed (``rbm_cells``)
+HASHED = ("sweep/*.py", "experiment/run.py", "rbm/seed.py")
 IN_FLIGHT_PER_THREAD = 3  # cells in flight per worker thread: enough that no worker idles
 CONNECT_TIMEOUT_S = 10.0
 _ADDRESS = re.compile(r"^tcp://(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
@@ -107,7 +108,8 @@ def task_key(cell: Cell) -> str:
 
 
 def code_hash() -> str:
-    """SHA-1 of the sources that decide a cell's numbers (``HASHED``, under ``lsbcore/``)."""
+    """SHA-1 of the sources that decide a cell's numbers (``HASHED``, under
+    ``lsbcore/studies/``)."""
     digest = hashlib.sha1()
     for pattern in HASHED:
         for path in sorted(PACKAGE.glob(pattern)):
