@@ -122,7 +122,8 @@ def test_the_paper_size_model_has_a_section_of_its_own(runs, tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("{not json", "not a results.json of the RBM experiment"),
+        ("{not json", "results.json is not JSON (line 1, column 2)"),
+        ('{"runs": NaN}', "NaN is not a number a results.json of the RBM experiment may hold"),
         ('{"config": {}}', "it needs config, floor, floor_level, runs, total_seconds"),
         ('{"config": {}, "floor": {}, "floor_level": 0, "runs": [], "total_seconds": 1}',
          "no finished seed"),
@@ -140,5 +141,8 @@ def test_a_bad_results_file_gets_a_sentence(tmp_path, capsys, content, message):
 def test_a_bad_cells_file_is_refused_in_a_sentence(tmp_path):
     path = tmp_path / "cells.json"
     path.write_text('{"cells": []}')
-    with pytest.raises(ValueError, match="is not a cells file"):
+    with pytest.raises(ValueError, match="cells.json is not a cells file"):
+        CellFile(path, resume=True)
+    path.write_bytes(b"\xff" * 10)
+    with pytest.raises(ValueError, match="cells.json cannot be read: it is not UTF-8 text"):
         CellFile(path, resume=True)

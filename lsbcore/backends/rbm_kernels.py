@@ -287,7 +287,7 @@ def _candidate_log_weights(xb, sig, sites, flips, b_vis, exp_w, exp_neg_w, f, lo
 
 
 @njit(cache=True, nogil=True)
-def _draw_index(log_w, w, u):
+def draw_index(log_w, w, u):
     """As ``block_gibbs.draw_index`` on ``weights_of(log_w)``: the first positive weight whose
     CDF reaches ``u`` times the CDF at the last positive weight; fills ``w``, returns the
     index and ``sum(w)``."""
@@ -384,7 +384,7 @@ def block_steps(
                     _apply(xb, a_base, w_t, sites, flips, current)
                     _refresh_sig(a_base, sig_base)
             _candidate_log_weights(xb, sig_base, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w)
-            q, total = _draw_index(log_w, w, u[choice_at + b])
+            q, total = draw_index(log_w, w, u[choice_at + b])
             moved = q != current
             if step == steps - 1:
                 for s in range(k):

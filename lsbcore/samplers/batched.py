@@ -110,10 +110,10 @@ class BatchedSampler(ChainBase):
         sentence that says why not (subclasses with compiled steps override it)."""
         return (
             f"the {self.name!r} sampler runs on batched torch operations on any device; the "
-            "compiled backend serves the pairwise samplers only (and, on the CPU, gwg, gibbs, "
-            "metropolis, block-gibbs and hamming-ball on an RBM; gibbs, metropolis and the fixed "
-            "balancing functions barker, sqrt, min and max on a factor graph). Use "
-            "backend='torch'."
+            "compiled backend serves the pairwise samplers only (and, on the CPU, block-gibbs "
+            "and hamming-ball on pairwise targets; gwg, gibbs, metropolis, block-gibbs and "
+            "hamming-ball on an RBM; gibbs, metropolis and the fixed balancing functions barker, "
+            "sqrt, min and max on a factor graph). Use backend='torch'."
         )
 
     def set_backend(self, backend: str) -> None:

@@ -6,7 +6,8 @@ sampler that needs no loaded function on a 3x3 lattice with the backend ``"auto"
 CPU (the compiled loops where numba is installed) and takes two steps with statistics tracked
 and a trace, and two learning steps where it learns: the argument types real runs use. The
 samplers on any target (``SamplerSpec.batched_only``) run torch steps only and are skipped,
-except the RBM's compiled steps (``RBM_STEPS``), taken on a 6-visible RBM, and the factor
+except the RBM's compiled steps (``RBM_STEPS``), taken on a 6-visible RBM (the block moves on the
+lattice too), and the factor
 graph's (``FACTOR_GRAPH_STEPS``), taken on a 3 x 3 grid network. Then
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
@@ -95,10 +96,13 @@ def _warm_up() -> None:
         if sampler.learnable:
             sampler.step(2, learn=True, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
         sampler.step(2, trace=torch.zeros(2, 2, 5, dtype=torch.float64))
-    # the RBM's compiled steps (lsbcore.backends.rbm_kernels): "auto" picks them on the CPU
+    # the RBM's compiled steps (lsbcore.backends.rbm_kernels) and the pairwise block moves
+    # (lsbcore.backends.block_kernels): "auto" picks them on the CPU
     rbm = RBM.random(6, 3)
     for name, options in RBM_STEPS:
         make_sampler(name, rbm, 2, device="cpu", backend="auto", **options).step(2)
+        if name in ("block-gibbs", "hamming-ball"):
+            make_sampler(name, target, 2, device="cpu", backend="auto", **options).step(2)
     network = grid_network(3, 0.5, 0)
     for name in FACTOR_GRAPH_STEPS:
         make_sampler(name, network, 2, device="cpu", backend="auto").step(2)

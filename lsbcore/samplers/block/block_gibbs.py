@@ -44,6 +44,7 @@ from lsbcore.checks import integer
 from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 #: Largest block: 2^12 = 4096 states scored per chain and step.
 MAX_BLOCK = 12
@@ -145,6 +146,18 @@ def add_block_law(rows, target, x, sites, flips, weight: float) -> None:
     q = torch.softmax(block_log_probs(target, x, sites, flips), 1)  # [B, M]
     codes = state_codes_of(block_states(x, sites, flips))  # [B, M]
     rows.scatter_add_(1, codes, weight * q)
+
+
+def pairwise_block_refusal(sampler) -> str | None:
+    """None where ``block_kernels`` can run the block sampler ``sampler`` on its pairwise
+    target (on the CPU, numba installed), else why not, in a sentence."""
+    from lsbcore.backends import compiled_available
+
+    if sampler.device.type != "cpu":
+        return "the compiled backend runs on the CPU only; use backend='torch' on a GPU."
+    if not compiled_available():
+        return "the compiled backend needs numba; install it or use backend='torch'."
+    return None
 
 
 def check_block_size(block_size, n_sites: int) -> int:
@@ -249,6 +262,8 @@ class BlockGibbsSampler(BatchedSampler):
         return self._flips
 
     def compiled_refusal(self) -> str | None:
+        if isinstance(self.target, PairwiseTarget):
+            return pairwise_block_refusal(self)
         return rbm_compiled_refusal(self, self._most_flips())
 
     def _most_flips(self) -> int:
@@ -256,13 +271,14 @@ class BlockGibbsSampler(BatchedSampler):
         return getattr(self, "block_size", 1)
 
     def _compiled_steps(self, n: int) -> None:
-        """``n`` steps on an RBM by ``rbm_kernels.block_steps``. "sweep" and "shuffled" read
-        the torch step's uniforms as it reads them (the same chains); "random" picks each
-        block from ``k`` uniforms (``rbm_kernels.pick_block``): the torch step's law, other
-        draws."""
+        """``n`` steps on an RBM by ``rbm_kernels.block_steps``, on a pairwise target by
+        ``block_kernels.pairwise_block_steps``. "sweep" and "shuffled" read the torch step's
+        uniforms as it reads them (the same chains); "random" picks each block from ``k``
+        uniforms (``rbm_kernels.pick_block``): the torch step's law, other draws."""
         from lsbcore.backends.rbm_kernels import BLOCK_MODES, block_layout, block_steps
 
-        arrays = self.target.kernel_arrays()
+        pairwise = isinstance(self.target, PairwiseTarget)
+        arrays = None if pairwise else self.target.kernel_arrays()
         mode = BLOCK_MODES.index(self.blocks)
         layout, sweeps, count, position = block_layout(
             n, self.n_chains, self.n_sites, self.block_size, mode, self._aux, self._position,
@@ -279,17 +295,38 @@ class BlockGibbsSampler(BatchedSampler):
         )
         sites = torch.empty(self.n_chains, self.block_size, dtype=torch.int64)
         last = torch.empty(2, self.n_chains, dtype=torch.float64)
-        block_steps(
-            x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
-            torch.stack(self.sweep_blocks).numpy(), orders.numpy(), self._candidates().numpy(),
-            self._aux, arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
-            arrays["exp_neg_w"], sites.numpy(), last.numpy(),
-        )  # fmt: skip
+        blocks = torch.stack(self.sweep_blocks).numpy()
+        if pairwise:  # the chains' flip log-ratios, moved with every flip of the steps
+            from lsbcore.backends.block_kernels import pairwise_block_steps
+
+            s = self.target.flip_log_ratios(x).contiguous()
+            pairwise_block_steps(
+                x.numpy(), s.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
+                blocks, orders.numpy(), self._candidates().numpy(), self._aux,
+                *self._pairwise_tables(), sites.numpy(), last.numpy(),
+            )  # fmt: skip
+        else:
+            block_steps(
+                x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode, blocks,
+                orders.numpy(), self._candidates().numpy(), self._aux, arrays["w_t"],
+                arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
+                sites.numpy(), last.numpy(),
+            )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._position = position
         if sweeps:
             self._order = orders[-1]
         self._last = StepInfo(sites=sites, accept_prob=last[0], accepted=last[1] > 0)
+
+    def _pairwise_tables(self) -> tuple:
+        """The pairwise target's neighbour and coupling tables as numpy arrays (built once
+        per target)."""
+        cached = getattr(self, "_tables_of", None)
+        if cached is None or cached[0] is not self.target:
+            tables = (self.target.neighbourhood.contiguous().numpy(),
+                      self.target.coupling.contiguous().numpy())  # fmt: skip
+            self._tables_of = cached = (self.target, tables)
+        return cached[1]
 
     # ----------------------------------------------------------------- the exact law
     def transition_probabilities(self, block: int | None = None) -> torch.Tensor:

@@ -9,15 +9,14 @@ The section sits between ``BEGIN`` and ``END`` markers; ``write_section`` replac
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 import re
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 
+from lsbcore import bounded_json
 from lsbcore.rbm.variants import display_name
 from lsbcore.studies.rbm.protocol import PAPER
 from lsbcore.studies.shared.commit import commit
@@ -472,13 +471,9 @@ def write_section(path, text: str) -> None:
 def read_results(path) -> dict:
     """A results.json written by the experiment command, checked for the parts the section
     reads (a sentence on anything else)."""
-    path = Path(path)
-    if path.stat().st_size > MAX_RESULTS_BYTES:
-        raise ValueError(f"the file is larger than {MAX_RESULTS_BYTES // 10**6} MB.")
-    try:
-        results = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"not a results.json of the RBM experiment ({err}).") from None
+    results = bounded_json.read_file(
+        path, MAX_RESULTS_BYTES, "a results.json of the RBM experiment"
+    )
     needed = ("config", "floor", "floor_level", "runs", "total_seconds")
     if not isinstance(results, dict) or any(k not in results for k in needed):
         raise ValueError(

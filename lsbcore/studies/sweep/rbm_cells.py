@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lsbcore import out_path
+from lsbcore import bounded_json, out_path
 
 __all__ = [
     "CellFile", "RBMCell", "RBMGrid", "assemble", "build_parser", "grid_of", "main", "on_sweep",
@@ -168,17 +168,13 @@ class CellFile:
 
 def read_cells(path: Path) -> dict:
     """A ``CellFile``'s contents, checked for its shape (a sentence on anything else)."""
-    path = Path(path)
-    if path.stat().st_size > MAX_CELL_FILE_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_CELL_FILE_BYTES // 10**6} MB.")
-    try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path} is not a cells file ({err}).") from None
+    data = bounded_json.read_file(path, MAX_CELL_FILE_BYTES, "a cells file")
     if not isinstance(data, dict) or not all(
         isinstance(data.get(k), t) for k, t in (("cells", dict), ("failures", list), ("runs", list))
     ):
-        raise ValueError(f"{path} is not a cells file (it needs cells, failures and runs).")
+        raise ValueError(
+            f"{Path(path).name} is not a cells file (it needs cells, failures and runs)."
+        )
     return data
 
 

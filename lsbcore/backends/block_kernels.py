@@ -1,0 +1,127 @@
+"""Compiled block moves on pairwise targets: block Gibbs and the Hamming ball sampler (numba, CPU).
+
+A candidate ``y`` differs from ``x`` on a set ``F`` of the block's sites, and on a pairwise
+target its log-ratio is the flip log-ratios of ``F`` plus one term per coupled pair inside it:
+
+    log p~(y) - log p~(x) = sum_{i in F} s_i + sum_{i < j in F} c_ij x_i x_j,
+
+``s_i = -2 x_i f_i`` the chain's flip log-ratios and ``c_ij = 4 w_ij`` the target's coupling
+(``targets.pairwise_target.flip_tables``: flipping ``i`` moves ``s_j`` by ``c_ij x_j x_i``).
+So a step reads the block's ``k`` log-ratios and the couplings among its sites, scores its
+``M`` candidates in ``O(M k + k^2)`` whatever the size of the target, and a move updates the
+flipped sites' neighbourhoods: the cost of the block, not of the state. The Hamming ball's
+auxiliary state is never written: with ``a`` its pattern, candidate ``q`` differs from ``x`` on
+the sites where ``a`` and ``q`` disagree.
+
+Uniforms, blocks and draws follow ``rbm_kernels.block_steps`` exactly (``block_layout``,
+``pick_block``, ``draw_index``), so "sweep" and "shuffled" blocks give the torch step's chains
+(``blocks="random"``: the same law, other draws; see ``rbm_kernels``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from lsbcore.backends.rbm_kernels import draw_index, pick_block
+
+__all__ = ["pairwise_block_steps"]
+
+
+@njit(cache=True, nogil=True)
+def _pair_terms(xb, sites, neighbours, coupling, pair):
+    """``pair [k, k]``: ``c_ij x_i x_j`` for the block's sites ``i = sites[a], j = sites[c]``
+    (0 where they are not neighbours). Slot 0 of a site is the site itself, and its unused
+    slots repeat it."""
+    k = sites.shape[0]
+    for a in range(k):
+        for c in range(k):
+            pair[a, c] = 0.0
+    for a in range(k):
+        i = sites[a]
+        for slot in range(1, neighbours.shape[1]):
+            j = neighbours[i, slot]
+            if j == i:
+                break
+            for c in range(k):
+                if sites[c] == j:
+                    pair[a, c] = coupling[i, slot] * xb[i] * xb[j]
+
+
+@njit(cache=True, nogil=True)
+def _log_weights(sb, sites, pair, flips, aux_row, log_w):
+    """``log p~`` of every candidate minus that of ``x`` into ``log_w [M]``: candidate ``q``
+    flips the sites where ``flips[q]`` and ``flips[aux_row]`` disagree (``aux_row`` 0: the
+    identity, block Gibbs)."""
+    count, k = flips.shape
+    for q in range(count):
+        total = 0.0
+        for a in range(k):
+            if flips[q, a] * flips[aux_row, a] < 0.0:
+                total += sb[sites[a]]
+                for c in range(a):
+                    if flips[q, c] * flips[aux_row, c] < 0.0:
+                        total += pair[a, c]
+        log_w[q] = total
+
+
+@njit(cache=True, nogil=True)
+def _flip(xb, sb, i, neighbours, coupling):
+    """Flip site ``i`` of one chain: its neighbours' log-ratios move by ``c_ij x_j x_i``, its own
+    changes sign."""
+    x_i = xb[i]
+    for slot in range(1, neighbours.shape[1]):
+        j = neighbours[i, slot]
+        if j == i:
+            break
+        sb[j] += coupling[i, slot] * xb[j] * x_i
+    sb[i] = -sb[i]
+    xb[i] = -x_i
+
+
+@njit(cache=True, nogil=True)
+def pairwise_block_steps(
+    x, s, log_p, n_accepted, u, layout, mode, sweep_blocks, orders, flips, aux, neighbours,
+    coupling, last_sites, last,
+):  # fmt: skip
+    """``T = layout.shape[0]`` block steps of every chain of a pairwise target, in place: block
+    Gibbs over the candidates ``flips [M, k]`` (``aux`` False) or the Hamming ball sampler with
+    the ball ``flips`` (``aux`` True). ``x, s [B, n]``: states and flip log-ratios; ``log_p``,
+    ``n_accepted [B]``; ``u``, ``layout``, ``mode``, ``sweep_blocks``, ``orders``,
+    ``last_sites`` and ``last`` as in ``rbm_kernels.block_steps``."""
+    steps, chains = layout.shape[0], x.shape[0]
+    n = x.shape[1]
+    count, k = flips.shape
+    log_w, w = np.empty(count), np.empty(count)
+    sites, chosen = np.empty(k, np.int64), np.empty(k, np.int64)
+    pair = np.empty((k, k))
+    for b in range(chains):
+        xb, sb = x[b], s[b]
+        current_order = 0
+        for step in range(steps):
+            block_at, aux_at, choice_at, position = layout[step]
+            if mode == 0:
+                pick_block(u[block_at + b * k : block_at + (b + 1) * k], n, k, sites, chosen)
+            else:
+                if block_at >= 0:  # a new sweep: this chain's new order of the sites
+                    current_order = block_at
+                for a in range(k):
+                    slot = sweep_blocks[position, a]
+                    sites[a] = slot if mode == 1 else orders[current_order, b, slot]
+            current = 0
+            if aux:
+                current = min(int(u[aux_at + b] * count), count - 1)
+            _pair_terms(xb, sites, neighbours, coupling, pair)
+            _log_weights(sb, sites, pair, flips, current, log_w)
+            q, total = draw_index(log_w, w, u[choice_at + b])
+            moved = q != current
+            if step == steps - 1:
+                for a in range(k):
+                    last_sites[b, a] = sites[a]
+                last[0, b], last[1, b] = 1.0 - w[current] / total, moved
+            if moved:
+                log_p[b] += log_w[q]
+                for a in range(k):
+                    if flips[q, a] * flips[current, a] < 0.0:
+                        _flip(xb, sb, sites[a], neighbours, coupling)
+                        n_accepted[b] += 1

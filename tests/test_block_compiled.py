@@ -1,0 +1,145 @@
+"""Compiled block moves on pairwise targets (``lsbcore.backends.block_kernels``, issue 45): block
+Gibbs and the Hamming ball sampler give the torch step's chains on sweep and shuffled blocks,
+the exact one-step law on random blocks, and keep ``log p~`` and the counters exact."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from lsbcore.backends import block_kernels, rbm_kernels
+from lsbcore.exact.states import all_states
+from lsbcore.samplers.registry import make_sampler
+from tests.test_block_local_scores import ising, random_mrf
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+TARGETS = {
+    "mrf": lambda: random_mrf(9, 0),
+    "mrf, a field per chain": lambda: random_mrf(9, 1, chains=12),
+    "ising free": lambda: ising(4, 5, "free", False, 2),
+    "ising periodic, edge scale": lambda: ising(4, 4, "periodic", True, 3),
+    "ising 2-wide torus (a multigraph)": lambda: ising(2, 5, "periodic", True, 4),
+}
+SAMPLERS = {
+    "block-gibbs 2": ("block-gibbs", {"block_size": 2}),
+    "block-gibbs 4": ("block-gibbs", {"block_size": 4}),
+    "hamming-ball 4 1": ("hamming-ball", {"block_size": 4, "radius": 1}),
+    "hamming-ball 5 2": ("hamming-ball", {"block_size": 5, "radius": 2}),
+}
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("blocks", ["sweep", "shuffled"])
+def test_sweep_blocks_give_the_torch_chains(sampler, target, blocks):
+    """The same uniforms, read the same way: the same states, also when the backends take
+    turns within a sweep."""
+    name, options = SAMPLERS[sampler]
+    model = TARGETS[target]()
+    options = dict(options, blocks=blocks, resync_every=37)
+    torch_run = make_sampler(name, model, 12, seed=3, backend="torch", **options)
+    compiled = make_sampler(name, model, 12, seed=3, backend="compiled", **options)
+    torch_run.step(80)
+    compiled.step(7)
+    compiled.set_backend("torch")
+    compiled.step(3)
+    compiled.set_backend("compiled")
+    compiled.step(70)
+    assert torch.equal(compiled.x, torch_run.x)
+    assert torch.allclose(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
+    assert compiled.n_accepted == torch_run.n_accepted > 0
+    assert torch.equal(compiled.last_proposal["sites"], torch_run.last_proposal["sites"])
+    assert torch.equal(compiled.last_proposal["accepted"], torch_run.last_proposal["accepted"])
+    assert torch.allclose(
+        compiled.last_proposal["accept_prob"], torch_run.last_proposal["accept_prob"], atol=1e-9
+    )
+    assert compiled.invariant_error() < 1e-10
+
+
+def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
+    """The compiled step's law from ``x`` over state codes by quadrature: every ordered block,
+    every auxiliary index and ``grid`` centres of the draw's uniform (each state's share within
+    ``1 / grid`` of its probability; as ``tests/test_rbm_kernels.kernel_law``)."""
+    n, k = sampler.n_sites, sampler.block_size
+    candidates = sampler._candidates().numpy()
+    aux = [(a + 0.5) / len(candidates) for a in range(len(candidates))] if sampler._aux else []
+    rows = []
+    for cells in itertools.product(*(range(n - j) for j in range(k))):
+        block = [(r + 0.5) / (n - j) for j, r in enumerate(cells)]
+        for extra in [[a] for a in aux] or [[]]:
+            rows.append(block + extra)
+    head = np.repeat(np.array(rows), grid, axis=0)
+    draw = np.tile((np.arange(grid) + 0.5) / grid, len(rows))
+    chains = head.shape[0]
+    layout, _, count, _ = rbm_kernels.block_layout(1, chains, n, k, 0, sampler._aux, 0, 1)
+    u = np.concatenate([head[:, :k].reshape(-1), head[:, k:].T.reshape(-1), draw])
+    assert u.shape == (count,)
+    states = np.repeat(x.numpy()[None], chains, axis=0)
+    s = sampler.target.flip_log_ratios(torch.from_numpy(states)).numpy().copy()
+    log_p = np.zeros(chains)
+    accepted = np.zeros(chains, np.int64)
+    block_kernels.pairwise_block_steps(
+        states, s, log_p, accepted, u, layout, 0, np.zeros((1, k), np.int64),
+        np.zeros((1, chains, n), np.int64), candidates, sampler._aux, *sampler._pairwise_tables(),
+        np.empty((chains, k), np.int64), np.empty((2, chains)),
+    )  # fmt: skip
+    after = torch.from_numpy(states)
+    # log p~, the log-ratios and the counts moved with each chain: exact for the state reached
+    exact = sampler.target.log_prob(after) - sampler.target.log_prob(x[None])
+    assert np.allclose(log_p, exact.numpy(), atol=1e-10)
+    assert np.allclose(s, sampler.target.flip_log_ratios(after).numpy(), atol=1e-10)
+    assert np.array_equal(accepted, (after != x[None]).sum(1).numpy())
+    codes = ((after > 0).long() << torch.arange(n)).sum(1)
+    return torch.bincount(codes, minlength=2**n).double() / chains
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "grid"),
+    [
+        ("block-gibbs", {"block_size": 2}, 2000),
+        ("block-gibbs", {"block_size": 3}, 200),
+        ("hamming-ball", {"block_size": 3, "radius": 1}, 200),
+        ("hamming-ball", {"block_size": 3, "radius": 2}, 100),
+    ],
+)
+@pytest.mark.parametrize("target", ["mrf", "ising 2-wide torus (a multigraph)"])
+def test_random_blocks_have_the_exact_one_step_law(name, options, grid, target):
+    """Against ``transition_probabilities`` (the torch step's law, itself checked against
+    enumeration in ``test_block_samplers``)."""
+    model = TARGETS[target]()
+    n = model.n_sites
+    starts = all_states(n)[torch.tensor([0, 101, 2**n - 1])]
+    exact = make_sampler(name, model, 3, x0=starts, backend="torch", **options)
+    rows = exact.transition_probabilities()
+    compiled = make_sampler(name, model, 1, backend="compiled", **options)
+    for row, x in zip(rows, starts, strict=True):
+        law = kernel_law(compiled, x, grid)
+        assert float((law - row).abs().max()) <= 1.0 / grid + 1e-12
+        assert float(law.sum()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_random_blocks_keep_log_p_and_the_counters(sampler):
+    name, options = SAMPLERS[sampler]
+    model = ising(12, 12, "free", True, 7, chains=6)
+    run = make_sampler(name, model, 6, seed=2, resync_every=10**6, **options)
+    assert run.backend == "compiled"
+    before = run.x.clone()
+    run.step(1)
+    assert run.n_accepted == int((run.x != before).sum())
+    assert torch.equal(run.last_proposal["accepted"], (run.x != before).flatten(1).any(1))
+    run.step(400)
+    assert run.invariant_error() < 1e-10
+    assert run.n_target_evals == 1 + 401 * run.evals_per_step
+    assert 0 < run.accept_rate < 1
+
+
+def test_the_compiled_block_steps_serve_pairwise_targets_on_the_cpu_only():
+    model = random_mrf(6, 0)
+    assert make_sampler("block-gibbs", model, 2).backend == "compiled"
+    assert make_sampler("hamming-ball", model, 2, block_size=4).backend == "compiled"
+    assert make_sampler("block-gibbs", model, 2, backend="torch").backend == "torch"
