@@ -38,6 +38,8 @@ import math
 import numpy as np
 from numba import njit
 
+from lsbcore.backends.kernels import log_g
+
 #: Largest ``|delta_j|`` a move's ``F_j = e^(delta_j)`` may need: ``k max|W| <= MAX_SHIFT``
 #: keeps every ``F_j`` and ``t_j F_j`` finite in float64.
 MAX_SHIFT = 600.0
@@ -161,13 +163,19 @@ def _gradient(sig, w, b_vis, g):
 
 
 @njit(cache=True, nogil=True)
-def _proposal_cdf(x, g, logits, cdf):
-    """``logits = -x g`` (half the first-order ratios), ``cdf = cumsum(exp(logits - top))``;
-    returns ``top + log(cdf[-1])``, the log-normaliser (as ``draw_site`` computes it)."""
+def _proposal_cdf(x, g, function, logits, cdf):
+    """``logits = log g(e^s~)`` of the first-order ratios ``s~ = -2 x g`` (``function`` kind 1,
+    sqrt, the GWG proposal: ``-x g``, half of them, to the last bit), ``cdf = cumsum(exp(logits
+    - top))``; returns ``top + log(cdf[-1])``, the log-normaliser (as ``draw_site`` computes
+    it)."""
+    kind, log_w, breakpoints, slope, intercept = function
     n = x.shape[0]
     top = -math.inf
     for k in range(n):
-        logits[k] = -x[k] * g[k]
+        if kind == 1:
+            logits[k] = -x[k] * g[k]
+        else:
+            logits[k] = log_g(kind, -2.0 * x[k] * g[k], log_w, breakpoints, slope, intercept)
         top = max(top, logits[k])
     total = 0.0
     for k in range(n):
@@ -177,11 +185,12 @@ def _proposal_cdf(x, g, logits, cdf):
 
 
 @njit(cache=True, nogil=True)
-def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w, last):
-    """``T = u.shape[0]`` Gibbs-with-Gradients steps of every chain, ``u [T, 2, B]`` as the
-    torch step reads it (``u[t, 0]`` draws the site by inverse CDF, ``u[t, 1]`` accepts).
-    ``grad`` is the cached gradient (kept); ``last [3, B]``: the last step's site, acceptance
-    probability and decision."""
+def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w, last, function):
+    """``T = u.shape[0]`` steps of every chain of the gradient-approximated locally balanced
+    sampler with ``function`` (a ``structures.Function``; kind 1, sqrt, is Gibbs with
+    Gradients, the others FLSB), ``u [T, 2, B]`` as the torch step reads it (``u[t, 0]`` draws
+    the site by inverse CDF, ``u[t, 1]`` accepts). ``grad`` is the cached gradient (kept);
+    ``last [3, B]``: the last step's site, acceptance probability and decision."""
     steps = u.shape[0]
     chains, n = x.shape
     m = c.shape[0]
@@ -193,7 +202,7 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
     for b in range(chains):
         xb, ab, gb = x[b], a[b], grad[b]
         _refresh_sig(ab, sig)
-        log_z = _proposal_cdf(xb, gb, logits, cdf)
+        log_z = _proposal_cdf(xb, gb, function, logits, cdf)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
             target = u[step, 0, b] * cdf[n - 1]
@@ -215,7 +224,7 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
             _refresh_sig(a_new, sig_new)
             _gradient(sig_new, w, b_vis, g_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
-            log_z_new = _proposal_cdf(xb, g_new, logits_new, cdf_new)
+            log_z_new = _proposal_cdf(xb, g_new, function, logits_new, cdf_new)
             log_q_reverse = logits_new[i] - log_z_new
             log_a = min(0.0, log_ratio + log_q_reverse - log_q_forward)
             if math.isnan(log_a):

@@ -164,7 +164,14 @@ class GibbsWithGradients(GradientSampler):
     def _compiled_steps(self, n: int) -> None:
         """``n`` steps on an RBM by ``rbm_kernels.gwg_steps``: the torch step's uniforms, read
         as it reads them, so the same chains."""
+        import numpy as np
+
         from lsbcore.backends.rbm_kernels import gwg_steps
+        from lsbcore.backends.structures import Function
+        from lsbcore.balancing.functions import FIXED
+
+        empty = np.zeros(0)
+        sqrt = Function(FIXED.index("sqrt"), np.zeros(4), empty, empty, empty)  # GWG's g
 
         arrays = self.target.kernel_arrays()
         u = self._uniforms(n, 2, self.n_chains)
@@ -174,7 +181,7 @@ class GibbsWithGradients(GradientSampler):
         gwg_steps(
             x.numpy(), log_p.numpy(), grad.numpy(), accepted.numpy(), u.numpy(),
             arrays["w"], arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
-            arrays["exp_neg_w"], last.numpy(),
+            arrays["exp_neg_w"], last.numpy(), sqrt,
         )  # fmt: skip
         self._x, self._log_p, self._grad, self._n_accepted = x, log_p, grad, accepted
         self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)

@@ -1,0 +1,85 @@
+"""Compiled frozen FLSB steps on an RBM: the gradient-approximated locally balanced samplers
+(FLSB 1 and 2 frozen after burn-in, and FLSB with any fixed function) by
+``rbm_kernels.gwg_steps``, the kernel of Gibbs with Gradients with the proposal's ``g`` as a
+parameter (``kernels.log_g``: the fixed functions, LSB 1's mixture, LSB 2's network in its
+piecewise-linear form).
+
+The kernel reads the torch step's uniforms as it reads them (the site, then the decision), so a
+seed gives the torch chains (up to rounding). It keeps the gradient ``d`` per chain, which the
+torch step holds as ``s~ = -2 x d``: ``d = -x s~ / 2`` exactly, and back. Learning steps stay
+torch (``step(learn=True)`` never reaches here).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lsbcore.samplers.batched import rbm_compiled_refusal
+from lsbcore.samplers.chain_base import StepInfo
+from lsbcore.targets.rbm import RBM
+
+
+class RBMGradientSteps:
+    """Compiled frozen steps of ``BatchedBalancedSampler`` with gradient ratios on an ``RBM`` (a
+    mixin before ``FactorGraphSteps``, which serves factor graphs; other targets go on to it)."""
+
+    compiled_uniforms_per_step = 2  # as _step draws them: the site, then the decision
+
+    def compiled_refusal(self) -> str | None:
+        if not isinstance(self.target, RBM):
+            return super().compiled_refusal()
+        why = rbm_compiled_refusal(self)
+        if why is not None:
+            return why
+        if self.ratios != "gradient":
+            return (
+                f"the {self.name!r} sampler reads exact ratios; the compiled steps on an RBM "
+                "propose from gradient estimates (FLSB, GWG). Use backend='torch'."
+            )
+        from lsbcore.samplers.balanced.backends import kernel_function
+
+        if kernel_function(self.balancing) is None:
+            return (
+                f"the compiled steps know the fixed functions, LSB 1 and LSB 2, not "
+                f"{self.balancing.name!r}; use backend='torch'."
+            )
+        return None
+
+    def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
+        if learn:  # the function may change: the kernel's form of it is built again
+            self._learning_calls = getattr(self, "_learning_calls", 0) + 1
+        super().step(n, learn=learn, trace=trace)
+
+    def _rbm_function(self):
+        """The balancing function as ``kernels.log_g`` takes it, built once per change of the
+        function (LSB 2's pieces cost more than a short chunk of steps): a learning call, or
+        an edit of its parameters from outside (their versions and addresses)."""
+        from lsbcore.samplers.balanced.backends import kernel_function
+
+        b = self.balancing
+        key = (b, getattr(self, "_learning_calls", 0),
+               tuple((p._version, p.data_ptr()) for p in b.parameters()))  # fmt: skip
+        cached = getattr(self, "_rbm_function_of", None)
+        if cached is None or cached[0] != key:
+            cached = self._rbm_function_of = (key, kernel_function(b))
+        return cached[1]
+
+    def _compiled_steps(self, n: int) -> None:
+        if not isinstance(self.target, RBM):
+            return super()._compiled_steps(n)
+        from lsbcore.backends.rbm_kernels import gwg_steps
+
+        arrays = self.target.kernel_arrays()
+        u = self._uniforms(n, 2, self.n_chains)
+        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
+        grad = (-0.5 * x * self._s_tilde).contiguous()
+        last = torch.empty(3, self.n_chains, dtype=torch.float64)
+        gwg_steps(
+            x.numpy(), log_p.numpy(), grad.numpy(), accepted.numpy(), u.numpy(), arrays["w"],
+            arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
+            last.numpy(), self._rbm_function(),
+        )  # fmt: skip
+        self._x, self._log_p, self._n_accepted = x, log_p, accepted
+        self._s_tilde = -2.0 * x * grad
+        self._rebuild()  # log g and log Z of the new ratios
+        self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)
