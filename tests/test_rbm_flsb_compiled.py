@@ -1,27 +1,38 @@
 """Compiled frozen FLSB steps on an RBM (``samplers.balanced.rbm_steps``, issue 45): after torch
-learning steps, FLSB 1 and FLSB 2 take compiled frozen steps that give the torch step's chains,
-keep their caches exact, and rebuild the kernel's form of the function when it is learnt
-again."""
+learning steps, FLSB 1 takes compiled frozen steps (as does FLSB with a fixed function) that give
+the torch step's chains and keep the caches exact; the kernel's form of the function is built
+again after more learning; FLSB 2 and the exact-ratio samplers stay torch, in a sentence."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from lsbcore.balancing.functions import FixedBalancing
+from lsbcore.samplers.balanced.batched import BatchedBalancedSampler
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-@pytest.mark.parametrize("name", ["flsb1", "flsb2"])
+def build(name: str, target, backend: str):
+    if name == "flsb1":
+        return make_sampler(name, target, 9, seed=5, backend=backend, lr=0.05)
+    return BatchedBalancedSampler(
+        target, 9, FixedBalancing(name), ratios="gradient", seed=5, backend=backend
+    )
+
+
+@pytest.mark.parametrize("name", ["flsb1", "barker", "min", "max"])
 @pytest.mark.parametrize("scale", [0.3, 1.5], ids=["mild", "sharp"])
 def test_frozen_flsb_steps_give_the_torch_chains(name, scale):
     target = RBM.random(40, 10, seed=3, scale=scale)
-    runs = [make_sampler(name, target, 9, seed=5, backend=b, lr=0.05) for b in ("torch", "auto")]
+    runs = [build(name, target, backend) for backend in ("torch", "auto")]
     assert [r.backend for r in runs] == ["torch", "compiled"]
     for run in runs:
-        run.step(40, learn=True)  # torch in both: the same function and chains
+        if run.learnable:
+            run.step(40, learn=True)  # torch in both: the same function and chains
     torch_run, compiled = runs
     torch_run.step(150)
     compiled.step(20)
@@ -41,11 +52,23 @@ def test_frozen_flsb_steps_give_the_torch_chains(name, scale):
     assert compiled.n_target_evals == torch_run.n_target_evals
 
 
+def test_ratios_beyond_the_linear_range_take_the_log_space_proposal():
+    """A sharp RBM whose first-order ratios pass +-600: the kernel's log-space path, the same
+    chains."""
+    target = RBM.random(30, 6, seed=2, scale=150.0)  # |W| up to 484, within MAX_SHIFT
+    runs = [build("max", target, backend) for backend in ("torch", "auto")]
+    assert float(runs[0]._s_tilde.abs().max()) > 600
+    for run in runs:
+        run.step(60)
+    assert torch.equal(runs[0].x, runs[1].x)
+    assert runs[1].invariant_error() < 1e-10
+
+
 def test_learning_between_frozen_calls_rebuilds_the_kernels_function():
-    """A frozen call, more learning, another frozen call: the second reads the new function
+    """A frozen call, more learning, another frozen call: the second reads the new weights
     (the torch run, stepped the same way, agrees)."""
     target = RBM.random(30, 8, seed=1, scale=1.0)
-    runs = [make_sampler("flsb2", target, 6, seed=2, backend=b, lr=0.1) for b in ("torch", "auto")]
+    runs = [make_sampler("flsb1", target, 6, seed=2, backend=b, lr=0.3) for b in ("torch", "auto")]
     for run in runs:
         run.step(20, learn=True)
         run.step(30)
@@ -55,8 +78,11 @@ def test_learning_between_frozen_calls_rebuilds_the_kernels_function():
     assert runs[1].invariant_error() < 1e-10
 
 
-def test_exact_ratios_on_an_rbm_stay_torch_in_a_sentence():
+def test_flsb2_and_exact_ratios_on_an_rbm_stay_torch_in_a_sentence():
     target = RBM.random(12, 3, seed=0)
+    assert make_sampler("flsb2", target, 2).backend == "torch"
+    with pytest.raises(ValueError, match="whose torch step is faster"):
+        make_sampler("flsb2", target, 2, backend="compiled")
     assert make_sampler("lsb1", target, 2).backend == "torch"
     with pytest.raises(ValueError, match="reads exact ratios; the compiled steps on an RBM"):
         make_sampler("barker", target, 2, backend="compiled")

@@ -39,10 +39,14 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import log_g
+from lsbcore.backends.structures import KIND_MIXTURE
 
 #: Largest ``|delta_j|`` a move's ``F_j = e^(delta_j)`` may need: ``k max|W| <= MAX_SHIFT``
 #: keeps every ``F_j`` and ``t_j F_j`` finite in float64.
 MAX_SHIFT = 600.0
+# FLSB's proposal is computed as g(t) itself (one exp a site) while every |s~| is at most this:
+# t = e^s~ and every term of g stay far inside float64's range (e^+-600 of 1e+-308)
+LINEAR_LIMIT = 600.0
 # The running product of ratios is folded into its logarithm outside [1e-30, 1e30]: a factor is
 # at most e^600 (1e260), so the product never overflows
 _FOLD = 1e30
@@ -163,13 +167,43 @@ def _gradient(sig, w, b_vis, g):
 
 
 @njit(cache=True, nogil=True)
-def _proposal_cdf(x, g, function, logits, cdf):
-    """``logits = log g(e^s~)`` of the first-order ratios ``s~ = -2 x g`` (``function`` kind 1,
-    sqrt, the GWG proposal: ``-x g``, half of them, to the last bit), ``cdf = cumsum(exp(logits
-    - top))``; returns ``top + log(cdf[-1])``, the log-normaliser (as ``draw_site`` computes
-    it)."""
+def _linear_g(kind, t, weights):
+    """``g(t)`` of a fixed function (``kind`` 0, 2, 3) or LSB 1's mixture (4, ``weights`` its
+    softmax weights), for ``t = e^s`` with ``|s| <= LINEAR_LIMIT``: one ``exp`` a site, where
+    the log-space form takes four to seven transcendental calls."""
+    if kind == 0:
+        return t / (1.0 + t)
+    if kind == 2:
+        return min(1.0, t)
+    if kind == 3:
+        return max(1.0, t)
+    return (weights[0] * t / (1.0 + t) + weights[1] * math.sqrt(t) + weights[2] * min(1.0, t)
+            + weights[3] * max(1.0, t))  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _proposal_cdf(x, g, function, weights, logits, cdf):
+    """The proposal of the first-order ratios ``s~ = -2 x g``: ``cdf`` the cumulative sums of
+    ``g(e^s~)`` up to one factor, ``logits`` each site's ``g`` in the scale the second value
+    returned names, and ``log Z`` (as ``draw_site`` computes it). Returns ``(log Z, linear)``:
+    ``linear`` True when ``logits`` holds ``g`` itself (``_linear_g``: every ``|s~|`` within
+    ``LINEAR_LIMIT``), False when it holds ``log g``. GWG (``function`` kind 1, sqrt) keeps
+    ``log g = -x g``, half the ratios, to the last bit."""
     kind, log_w, breakpoints, slope, intercept = function
     n = x.shape[0]
+    if kind != 1 and kind <= KIND_MIXTURE:
+        linear = True
+        for k in range(n):
+            if abs(2.0 * x[k] * g[k]) > LINEAR_LIMIT:
+                linear = False
+                break
+        if linear:
+            total = 0.0
+            for k in range(n):
+                logits[k] = _linear_g(kind, math.exp(-2.0 * x[k] * g[k]), weights)
+                total += logits[k]
+                cdf[k] = total
+            return math.log(total), True
     top = -math.inf
     for k in range(n):
         if kind == 1:
@@ -181,7 +215,7 @@ def _proposal_cdf(x, g, function, logits, cdf):
     for k in range(n):
         total += math.exp(logits[k] - top)
         cdf[k] = total
-    return top + math.log(total)
+    return top + math.log(total), False
 
 
 @njit(cache=True, nogil=True)
@@ -199,10 +233,11 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
     logits, cdf = np.empty(n), np.empty(n)
     logits_new, cdf_new, g_new = np.empty(n), np.empty(n), np.empty(n)
+    weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     for b in range(chains):
         xb, ab, gb = x[b], a[b], grad[b]
         _refresh_sig(ab, sig)
-        log_z = _proposal_cdf(xb, gb, function, logits, cdf)
+        log_z, linear = _proposal_cdf(xb, gb, function, weights, logits, cdf)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
             target = u[step, 0, b] * cdf[n - 1]
@@ -214,7 +249,7 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
                 else:
                     hi = mid
             i = min(lo, n - 1)
-            log_q_forward = logits[i] - log_z
+            log_q_forward = (math.log(logits[i]) if linear else logits[i]) - log_z
             x_i = xb[i]
             table = _shift_table(x_i, i, exp_w, exp_neg_w)
             log_ratio = -x_i * b_vis[i] + _log_prod_single(sig, table)
@@ -224,8 +259,8 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
             _refresh_sig(a_new, sig_new)
             _gradient(sig_new, w, b_vis, g_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
-            log_z_new = _proposal_cdf(xb, g_new, function, logits_new, cdf_new)
-            log_q_reverse = logits_new[i] - log_z_new
+            log_z_new, linear_new = _proposal_cdf(xb, g_new, function, weights, logits_new, cdf_new)
+            log_q_reverse = (math.log(logits_new[i]) if linear_new else logits_new[i]) - log_z_new
             log_a = min(0.0, log_ratio + log_q_reverse - log_q_forward)
             if math.isnan(log_a):
                 log_a = -math.inf
@@ -235,7 +270,7 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
             if accept:
                 log_p[b] += log_ratio
                 n_accepted[b] += 1
-                log_z = log_z_new
+                log_z, linear = log_z_new, linear_new
                 for j in range(m):
                     ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
                 for k in range(n):

@@ -1,8 +1,8 @@
 """Compiled frozen FLSB steps on an RBM: the gradient-approximated locally balanced samplers
-(FLSB 1 and 2 frozen after burn-in, and FLSB with any fixed function) by
+with a fixed function or LSB 1's mixture (FLSB 1 frozen after burn-in) by
 ``rbm_kernels.gwg_steps``, the kernel of Gibbs with Gradients with the proposal's ``g`` as a
-parameter (``kernels.log_g``: the fixed functions, LSB 1's mixture, LSB 2's network in its
-piecewise-linear form).
+parameter, computed as ``g(t)`` itself (one ``exp`` a site). LSB 2's network (FLSB 2) keeps
+torch steps: in the kernel it costs more than torch's vectorised step (``compiled_refusal``).
 
 The kernel reads the torch step's uniforms as it reads them (the site, then the decision), so a
 seed gives the torch chains (up to rounding). It keeps the gradient ``d`` per chain, which the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from lsbcore.backends.structures import KIND_MIXTURE
 from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
@@ -38,10 +39,15 @@ class RBMGradientSteps:
             )
         from lsbcore.samplers.balanced.backends import kernel_function
 
-        if kernel_function(self.balancing) is None:
+        function = kernel_function(self.balancing)
+        if function is None or function.kind > KIND_MIXTURE:
+            # LSB 2's network costs about eight transcendental calls a site in the kernel
+            # (scalar libm) against torch's vectorised ones: 423 against 650 steps/s on the
+            # 100 x 25 RBM, 293 against 452 on 784 x 250 (BENCHMARKS.md)
             return (
-                f"the compiled steps know the fixed functions, LSB 1 and LSB 2, not "
-                f"{self.balancing.name!r}; use backend='torch'."
+                f"the compiled FLSB steps on an RBM serve the fixed functions and LSB 1's mixture "
+                f"(one exp a site), not {self.balancing.name!r}, whose torch step is faster; use "
+                "backend='torch'."
             )
         return None
 
