@@ -4,16 +4,15 @@ the exact one-step law on random blocks, and keep ``log p~`` and the counters ex
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 import torch
 
-from lsbcore.backends import block_kernels, rbm_kernels
+from lsbcore.backends import block_kernels
 from lsbcore.exact.states import all_states
 from lsbcore.samplers.registry import make_sampler
 from tests.test_block_local_scores import ising, random_mrf
+from tests.test_rbm_kernels import quadrature_uniforms
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -61,23 +60,12 @@ def test_sweep_blocks_give_the_torch_chains(sampler, target, blocks):
 
 
 def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
-    """The compiled step's law from ``x`` over state codes by quadrature: every ordered block,
-    every auxiliary index and ``grid`` centres of the draw's uniform (each state's share within
-    ``1 / grid`` of its probability; as ``tests/test_rbm_kernels.kernel_law``)."""
+    """The compiled step's law from ``x`` over state codes by quadrature
+    (``tests/test_rbm_kernels.quadrature_uniforms``)."""
     n, k = sampler.n_sites, sampler.block_size
     candidates = sampler._candidates().numpy()
-    aux = [(a + 0.5) / len(candidates) for a in range(len(candidates))] if sampler._aux else []
-    rows = []
-    for cells in itertools.product(*(range(n - j) for j in range(k))):
-        block = [(r + 0.5) / (n - j) for j, r in enumerate(cells)]
-        for extra in [[a] for a in aux] or [[]]:
-            rows.append(block + extra)
-    head = np.repeat(np.array(rows), grid, axis=0)
-    draw = np.tile((np.arange(grid) + 0.5) / grid, len(rows))
-    chains = head.shape[0]
-    layout, _, count, _ = rbm_kernels.block_layout(1, chains, n, k, 0, sampler._aux, 0, 1)
-    u = np.concatenate([head[:, :k].reshape(-1), head[:, k:].T.reshape(-1), draw])
-    assert u.shape == (count,)
+    u, layout = quadrature_uniforms(sampler, grid)
+    chains = len(u) // (k + sampler._aux + 1)
     states = np.repeat(x.numpy()[None], chains, axis=0)
     s = sampler.target.flip_log_ratios(torch.from_numpy(states)).numpy().copy()
     log_p = np.zeros(chains)

@@ -124,15 +124,15 @@ def test_pick_block_gives_every_ordered_block_exactly_once():
     assert sorted(seen) == sorted(itertools.permutations(range(n), k))
 
 
-def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
-    """The compiled step's law from ``x`` (``[2^n]`` over state codes) by quadrature: every
-    ordered block (cell centres, as above), every auxiliary index, and ``grid`` centres of the
-    candidate draw's uniform. Per block and auxiliary index a candidate's share of the centres is
-    within ``1 / grid`` of its probability, so each state's is too."""
+def quadrature_uniforms(sampler, grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """One step's uniforms for every ordered block (cell centres, as above), every auxiliary
+    index and ``grid`` centres of the candidate draw's uniform, laid out as ``block_layout``
+    lays them (blocks, auxiliary indices, draws): ``(u, layout)``, a chain per combination.
+    Per block and auxiliary index a candidate's share of the centres is within ``1 / grid`` of
+    its probability, so each state's is too."""
     n, k = sampler.n_sites, sampler.block_size
     candidates = sampler._candidates().numpy()
     aux = [(a + 0.5) / len(candidates) for a in range(len(candidates))] if sampler._aux else []
-    arrays = sampler.target.kernel_arrays()
     rows = []
     for cells in itertools.product(*(range(n - j) for j in range(k))):
         block = [(r + 0.5) / (n - j) for j, r in enumerate(cells)]
@@ -141,12 +141,22 @@ def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
     head = np.repeat(np.array(rows), grid, axis=0)  # [B, k + aux]
     draw = np.tile((np.arange(grid) + 0.5) / grid, len(rows))  # [B]
     chains = head.shape[0]
-    # one step's uniforms as block_layout lays them out: blocks, auxiliary indices, draws
     layout, _, count, _ = rbm_kernels.block_layout(1, chains, n, k, 0, sampler._aux, 0, 1)
     u = np.concatenate([head[:, :k].reshape(-1), head[:, k:].T.reshape(-1), draw])
     assert u.shape == (count,) and list(layout[0, :3]) == (
         [0, chains * k, chains * (k + 1)] if sampler._aux else [0, -1, chains * k]
     )
+    return u, layout
+
+
+def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
+    """The compiled step's law from ``x`` (``[2^n]`` over state codes) by quadrature
+    (``quadrature_uniforms``)."""
+    n, k = sampler.n_sites, sampler.block_size
+    candidates = sampler._candidates().numpy()
+    arrays = sampler.target.kernel_arrays()
+    u, layout = quadrature_uniforms(sampler, grid)
+    chains = len(u) // (k + sampler._aux + 1)
     states = np.repeat(x.numpy()[None], chains, axis=0)
     log_p = np.zeros(chains)
     rbm_kernels.block_steps(

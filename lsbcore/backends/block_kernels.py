@@ -14,7 +14,7 @@ auxiliary state is never written: with ``a`` its pattern, candidate ``q`` differ
 the sites where ``a`` and ``q`` disagree.
 
 Uniforms, blocks and draws follow ``rbm_kernels.block_steps`` exactly (``block_layout``,
-``pick_block``, ``draw_index``), so "sweep" and "shuffled" blocks give the torch step's chains
+``step_block``, ``draw_index``), so "sweep" and "shuffled" blocks give the torch step's chains
 (``blocks="random"``: the same law, other draws; see ``rbm_kernels``).
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.rbm_kernels import draw_index, pick_block
+from lsbcore.backends.rbm_kernels import draw_index, step_block
 
 __all__ = ["pairwise_block_steps"]
 
@@ -99,15 +99,10 @@ def pairwise_block_steps(
         xb, sb = x[b], s[b]
         current_order = 0
         for step in range(steps):
-            block_at, aux_at, choice_at, position = layout[step]
-            if mode == 0:
-                pick_block(u[block_at + b * k : block_at + (b + 1) * k], n, k, sites, chosen)
-            else:
-                if block_at >= 0:  # a new sweep: this chain's new order of the sites
-                    current_order = block_at
-                for a in range(k):
-                    slot = sweep_blocks[position, a]
-                    sites[a] = slot if mode == 1 else orders[current_order, b, slot]
+            _, aux_at, choice_at, _ = layout[step]
+            current_order = step_block(
+                u, layout[step], mode, sweep_blocks, orders, current_order, b, n, sites, chosen
+            )
             current = 0
             if aux:
                 current = min(int(u[aux_at + b] * count), count - 1)

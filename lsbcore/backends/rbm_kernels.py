@@ -298,6 +298,24 @@ def pick_block(u_row, n, k, sites, chosen):
 
 
 @njit(cache=True, nogil=True)
+def step_block(u, row, mode, sweep_blocks, orders, current_order, b, n, sites, chosen):
+    """Chain ``b``'s block for the step of ``layout`` row ``row`` (see ``block_steps``) into
+    ``sites [k]``; returns the index in ``orders`` of the chain's order of the sites now (a
+    new one where a sweep starts, "shuffled")."""
+    block_at, position = row[0], row[3]
+    k = sites.shape[0]
+    if mode == 0:
+        pick_block(u[block_at + b * k : block_at + (b + 1) * k], n, k, sites, chosen)
+        return current_order
+    if block_at >= 0:  # a new sweep: this chain's new order of the sites
+        current_order = block_at
+    for s in range(k):
+        slot = sweep_blocks[position, s]
+        sites[s] = slot if mode == 1 else orders[current_order, b, slot]
+    return current_order
+
+
+@njit(cache=True, nogil=True)
 def _candidate_log_weights(xb, sig, sites, flips, b_vis, exp_w, exp_neg_w, f, log_w):
     """``log p~`` of every candidate (``xb`` with ``sites`` multiplied by ``flips[q]``) minus
     that of ``xb``, into ``log_w [M]``; ``f`` scratch ``[m]``."""
@@ -402,15 +420,10 @@ def block_steps(
         _refresh_sig(ab, sig)
         current_order = 0
         for step in range(steps):
-            block_at, aux_at, choice_at, position = layout[step]
-            if mode == 0:
-                pick_block(u[block_at + b * k : block_at + (b + 1) * k], n, k, sites, chosen)
-            else:
-                if block_at >= 0:  # a new sweep: this chain's new order of the sites
-                    current_order = block_at
-                for s in range(k):
-                    slot = sweep_blocks[position, s]
-                    sites[s] = slot if mode == 1 else orders[current_order, b, slot]
+            _, aux_at, choice_at, _ = layout[step]
+            current_order = step_block(
+                u, layout[step], mode, sweep_blocks, orders, current_order, b, n, sites, chosen
+            )
             for s in range(k):
                 before[s] = xb[sites[s]]
             current = 0
@@ -480,6 +493,7 @@ __all__ = [
     "block_steps",
     "gwg_steps",
     "pick_block",
+    "step_block",
     "pre_activations",
     "uniform_site_steps",
 ]
