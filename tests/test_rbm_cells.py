@@ -116,7 +116,10 @@ def test_the_paper_size_model_has_a_section_of_its_own(runs, tmp_path):
     begin, end = report.markers(report.PAPER_SIZE_MODEL)
     assert text.count(report.BEGIN) == text.count(begin) == text.count(end) == 1
     assert text.index(report.END) < text.index(begin)
-    assert "at the paper's size: 784 x 250" in text[text.index(begin) :]
+    large_text = text[text.index(begin) :]
+    assert "at the paper's size: 784 x 250" in large_text
+    assert "Other data, the same size" in large_text and "A smaller model" not in large_text
+    assert "A smaller model" in text[: text.index(begin)]
 
 
 @pytest.mark.parametrize(
