@@ -148,6 +148,7 @@ SERIAL_FILES = {
     "test_experiment.py",
     "test_load.py",
     "test_random_use.py",
+    "test_rbm_cells.py",
     "test_sweep_cli.py",
     "test_sweep_driver.py",
 }
