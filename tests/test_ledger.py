@@ -48,7 +48,22 @@ def test_table_2_has_a_claim_per_cell_read_from_its_marks(page):
     assert statuses["1,barker"] == "reproduced"
 
 
-@pytest.mark.parametrize("section", ["rbm-digits", "flow-denoising"])
+def test_the_small_rbms_claims_are_each_named_beside_the_paper_size_verdict(page):
+    """The 64 x 50 RBM's section judges the claims the 784 x 250 one judges (the ledger's
+    status): each of its bullets has a ledger entry checked on the paper-size section whose
+    figures name the small model's result too (Table 4's counts are the same on both)."""
+    text = document.sections(page)["rbm-digits"].split("### Which claims hold", 1)[1]
+    bullets = [ln for ln in text.split("\n### ", 1)[0].splitlines() if ln.startswith("- ")]
+    assert bullets
+    for bullet in bullets:
+        entries = [c for c in CLAIMS if c.check and c.check.section == "rbm-digits-28x28"
+                   and c.check.anchor in bullet]  # fmt: skip
+        assert entries, bullet[:80]
+        if "Table 4" not in bullet:
+            assert any("64 x 50" in c.figure for c in entries), bullet[:80]
+
+
+@pytest.mark.parametrize("section", ["rbm-digits-28x28", "flow-denoising"])
 def test_every_claim_a_section_judges_has_a_ledger_entry(page, section):
     text = document.sections(page)[section].split("### Which claims hold", 1)[1]
     bullets = [ln for ln in text.split("\n### ", 1)[0].splitlines() if ln.startswith("- ")]

@@ -15,7 +15,7 @@ of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch
   and ``flsb2``, ``pas``, ``dmala``, ``sqrt``, ``gibbs`` for context; then RBM 784 x 500 with
   random weights of the same law (the public code trains that one on MNIST, which is not
   shipped; the cost of a step does not depend on the weights' values), 100 chains: ``gwg``,
-  ``pas``.
+  ``flsb1``, ``flsb2``, ``pas``.
 - ``grid-64``: single-site samplers (Gibbs, Metropolis, Barker, sqrt, min, max) on a 64 x 64 grid
   network and on an Ising posterior of the same size (pairwise, compiled steps on the CPU),
   8 chains each: how far the factor graph's steps are from the pairwise ones (issue 45).
@@ -152,7 +152,7 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
             "RBM 784 x 500, random weights, 100 chains",
             lambda: rbm_target(784, 500),
             100,
-            (Run("gwg"), Run("pas")),
+            (Run("gwg"), Run("flsb1"), Run("flsb2"), Run("pas")),
             steps_share=0.05,
         ),
     ),
