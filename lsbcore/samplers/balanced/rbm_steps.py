@@ -87,5 +87,7 @@ class RBMGradientSteps:
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._s_tilde = -2.0 * x * grad
-        self._rebuild()  # log g and log Z of the new ratios
+        # the torch step's log g and log Z: rebuilt only where a torch step reads them next
+        # (the kernel computes its own), not after every call
+        self._stale = True
         self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)
