@@ -73,7 +73,8 @@ def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
     block_kernels.pairwise_block_steps(
         states, s, log_p, accepted, u, layout, 0, np.zeros((1, k), np.int64),
         np.zeros((1, chains, n), np.int64), candidates, sampler._aux, *sampler._pairwise_tables(),
-        np.empty((chains, k), np.int64), np.empty((2, chains)),
+        np.empty((chains, k), np.int64), np.empty((2, chains)), np.zeros((0, chains, 5)),
+        np.zeros(n),
     )  # fmt: skip
     after = torch.from_numpy(states)
     # log p~, the log-ratios and the counts moved with each chain: exact for the state reached

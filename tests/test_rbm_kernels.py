@@ -163,7 +163,8 @@ def kernel_law(sampler, x: torch.Tensor, grid: int) -> torch.Tensor:
         states, log_p, np.zeros(chains, np.int64), u, layout, 0, np.zeros((1, k), np.int64),
         np.zeros((1, chains, n), np.int64), candidates, sampler._aux, arrays["w_t"],
         arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
-        np.empty((chains, k), np.int64), np.empty((2, chains)),
+        np.empty((chains, k), np.int64), np.empty((2, chains)), np.zeros((0, chains, 5)),
+        np.zeros(n),
     )  # fmt: skip
     codes = ((torch.from_numpy(states) > 0).long() << torch.arange(n)).sum(1)
     # log p~ moved with each chain: exact for the state it reached

@@ -108,10 +108,11 @@ cfg = replace(Config(), samplers=samplers, steps=steps)
 run, _ = state.build_run(cfg, sources.build_problem(cfg))
 state.advance(run, 100.0, cfg.burn_in + 200)
 calls, step = [], run.comparison.step
-def counted(n, learn=False):
+def counted(n, learn=False, names=None):
     calls.append(n)
-    step(n, learn=learn)
+    step(n, learn=learn, names=names)
 run.comparison.step = counted
+state.worker_imports()  # once per server, before its first run: not the worker's rate
 steps0, cpu0 = run.n_steps, time.process_time()
 state.start(run)
 start = time.perf_counter()
@@ -119,6 +120,8 @@ while time.perf_counter() - start < seconds:
     time.sleep(0.1)
     run.last_seen = time.perf_counter()
 state.pause(run)
+if run.error:
+    raise SystemExit(run.error)
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
 print(json.dumps({"steps_per_second": (run.n_steps - steps0) / wall,
     "steps_per_cpu_second": (run.n_steps - steps0) / cpu, "calls_per_second": len(calls) / wall,

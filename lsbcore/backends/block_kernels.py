@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.rbm_kernels import draw_index, step_block
 
 __all__ = ["pairwise_block_steps"]
@@ -82,13 +83,13 @@ def _flip(xb, sb, i, neighbours, coupling):
 @njit(cache=True, nogil=True)
 def pairwise_block_steps(
     x, s, log_p, n_accepted, u, layout, mode, sweep_blocks, orders, flips, aux, neighbours,
-    coupling, last_sites, last,
+    coupling, last_sites, last, trace, truth,
 ):  # fmt: skip
     """``T = layout.shape[0]`` block steps of every chain of a pairwise target, in place: block
     Gibbs over the candidates ``flips [M, k]`` (``aux`` False) or the Hamming ball sampler with
     the ball ``flips`` (``aux`` True). ``x, s [B, n]``: states and flip log-ratios; ``log_p``,
     ``n_accepted [B]``; ``u``, ``layout``, ``mode``, ``sweep_blocks``, ``orders``,
-    ``last_sites`` and ``last`` as in ``rbm_kernels.block_steps``."""
+    ``last_sites``, ``last``, ``trace`` and ``truth`` as in ``rbm_kernels.block_steps``."""
     steps, chains = layout.shape[0], x.shape[0]
     n = x.shape[1]
     count, k = flips.shape
@@ -98,6 +99,7 @@ def pairwise_block_steps(
     for b in range(chains):
         xb, sb = x[b], s[b]
         current_order = 0
+        sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             _, aux_at, choice_at, _ = layout[step]
             current_order = step_block(
@@ -114,9 +116,15 @@ def pairwise_block_steps(
                 for a in range(k):
                     last_sites[b, a] = sites[a]
                 last[0, b], last[1, b] = 1.0 - w[current] / total, moved
+            changed = 0
             if moved:
                 log_p[b] += log_w[q]
                 for a in range(k):
                     if flips[q, a] * flips[current, a] < 0.0:
-                        _flip(xb, sb, sites[a], neighbours, coupling)
+                        i = sites[a]
+                        sum_x -= 2.0 * xb[i]
+                        overlap -= 2.0 * xb[i] * truth[i]
+                        _flip(xb, sb, i, neighbours, coupling)
                         n_accepted[b] += 1
+                        changed += 1
+            trace_row(trace, step, b, log_p[b], sum_x, overlap, changed, -1)

@@ -34,7 +34,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.kernels import log_g, rebuild_row
+from lsbcore.backends.kernels import log_g, rebuild_row, trace_row, trace_start
 from lsbcore.numerics import LOG_RANGE, MAX_LOG_G
 
 
@@ -64,15 +64,18 @@ def _flip_log_ratio(x, b, site, scopes, place, offsets, finite, zero, first, fac
 @njit(cache=True, nogil=True)
 def uniform_site_steps(
     x, log_p, accepted, u, gibbs, scopes, place, offsets, finite, zero, first, factors,
-    site_out, prob_out, flipped_out,
+    site_out, prob_out, flipped_out, trace, truth,
 ):  # fmt: skip
     """``n`` steps of every chain, in place: ``u [n, 2, B]`` (the site, then the decision);
     site ``i = floor(u0 n)`` flips with probability ``sigmoid(s_i)`` (Gibbs) or
     ``min(1, e^s_i)`` (Metropolis), never into zero mass; ``site_out``, ``prob_out`` and
-    ``flipped_out [B]`` receive the last step's site, flip probability and decision."""
+    ``flipped_out [B]`` receive the last step's site, flip probability and decision;
+    ``trace [n, B, 5]`` (or length 0) every step's row (``kernels.trace_row``), ``truth [n]``
+    the overlap's."""
     n_steps = u.shape[0]
     n_chains, n_sites = x.shape
     for b in range(n_chains):
+        sum_x, overlap = trace_start(trace, x[b], truth)
         for t in range(n_steps):
             site = min(int(u[t, 0, b] * n_sites), n_sites - 1)
             s = _flip_log_ratio(x, b, site, scopes, place, offsets, finite, zero, first, factors)
@@ -84,9 +87,12 @@ def uniform_site_steps(
                 log_flip = min(s, 0.0)
             flip = s > -math.inf and math.log(u[t, 1, b]) < log_flip
             if flip:
+                sum_x -= 2.0 * x[b, site]
+                overlap -= 2.0 * x[b, site] * truth[site]
                 x[b, site] = -x[b, site]
                 log_p[b] += s
                 accepted[b] += 1
+            trace_row(trace, t, b, log_p[b], sum_x, overlap, 1.0 if flip else 0.0, site)
             if t == n_steps - 1:
                 site_out[b] = site
                 prob_out[b] = math.exp(log_flip)
@@ -121,14 +127,16 @@ def _draw_site(b, target, gn, block_sum, block, n_sites):
 
 
 @njit(cache=True, nogil=True)
-def balanced_steps(n, chains, tables, function, cache, u, site_out, prob_out, flipped_out):
+def balanced_steps(
+    n, chains, tables, function, cache, u, site_out, prob_out, flipped_out, trace, truth
+):
     """``n`` frozen locally balanced steps of every chain on a factor graph, in place (see the
     module docstring).
 
     ``u [n, 2, B]``: the site, then the decision (the torch step's layout); ``site_out``,
     ``prob_out`` and ``flipped_out [B]`` receive the last step's site, acceptance probability
-    (0 for a flip into zero mass or from a chain with ``Z = 0``) and decision. Returns the
-    number of rows rebuilt for range.
+    (0 for a flip into zero mass or from a chain with ``Z = 0``) and decision; ``trace`` and
+    ``truth`` as in ``uniform_site_steps``. Returns the number of rows rebuilt for range.
     """
     x, log_p, n_accepted, s, d_finite, d_zeros = chains
     scopes, place, offsets, finite, zero, first, factors, near_first, near, slot = tables
@@ -151,6 +159,7 @@ def balanced_steps(n, chains, tables, function, cache, u, site_out, prob_out, fl
         total = 0.0
         for j in range(n_blocks):
             total += block_sum[b, j]
+        sum_x, overlap = trace_start(trace, x[b], truth)
         for t in range(n):
             site = _draw_site(b, u[t, 0, b] * total, gn, block_sum, block, n_sites)
             s_i = s[b, site]
@@ -199,6 +208,8 @@ def balanced_steps(n, chains, tables, function, cache, u, site_out, prob_out, fl
                 prob = total / max(total, z_new)
                 accept = u[t, 1, b] * max(total, z_new) < total
             if accept:
+                sum_x -= 2.0 * x[b, site]
+                overlap -= 2.0 * x[b, site] * truth[site]
                 x[b, site] = -x[b, site]
                 log_p[b] += s_i
                 n_accepted[b] += 1
@@ -231,6 +242,7 @@ def balanced_steps(n, chains, tables, function, cache, u, site_out, prob_out, fl
                     total = 0.0
                     for j in range(n_blocks):
                         total += block_sum[b, j]
+            trace_row(trace, t, b, log_p[b], sum_x, overlap, 1.0 if accept else 0.0, site)
             if t == n - 1:
                 site_out[b] = site
                 prob_out[b] = prob

@@ -100,6 +100,32 @@ def record_step(trace, t, b, stats, changed, site):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def trace_start(trace, xb, truth):
+    """``sum_i x_i`` and ``x . truth`` of one chain's state, where a kernel keeps a step trace
+    (0, 0 without one: ``trace`` of length 0)."""
+    sum_x = 0.0
+    overlap = 0.0
+    if trace.shape[0] > 0:
+        for i in range(xb.shape[0]):
+            sum_x += xb[i]
+            overlap += xb[i] * truth[i]
+    return sum_x, overlap
+
+
+@njit(cache=True, nogil=True, inline="always")
+def trace_row(trace, t, b, log_p, sum_x, overlap, changed, site):
+    """Row ``t`` of chain ``b`` of a batched sampler's step trace (``BatchedSampler.step``):
+    ``log p~``, ``sum x``, ``x . truth``, the sites changed and the proposed site (-1 for a
+    block). Nothing without a trace."""
+    if trace.shape[0] > 0:
+        trace[t, b, 0] = log_p
+        trace[t, b, 1] = sum_x
+        trace[t, b, 2] = overlap
+        trace[t, b, 3] = changed
+        trace[t, b, 4] = site
+
+
+@njit(cache=True, nogil=True, inline="always")
 def flip_values(b, site, x, s, tables, s_new, x_new):
     """The neighbourhood of ``site`` in chain ``b`` after flipping it, into ``s_new, x_new [K]``:
     ``s_i -> -s_i``, ``s_j -> s_j + coupling_ij x_j x_i`` (spec 1, ``x_i`` before the flip).

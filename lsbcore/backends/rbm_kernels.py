@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.kernels import log_g
+from lsbcore.backends.kernels import log_g, trace_row, trace_start
 from lsbcore.backends.structures import KIND_MIXTURE
 
 #: Largest ``|delta_j|`` a move's ``F_j = e^(delta_j)`` may need: ``k max|W| <= MAX_SHIFT``
@@ -117,11 +117,13 @@ def pre_activations(x, w_t, c, a):
 # ----------------------------------------------------------------- gibbs / metropolis
 @njit(cache=True, nogil=True)
 def uniform_site_steps(
-    x, log_p, n_accepted, u, rule, w_t, b_vis, c, exp_w, exp_neg_w, last_site, last_prob, last_acc
-):
+    x, log_p, n_accepted, u, rule, w_t, b_vis, c, exp_w, exp_neg_w, last_site, last_prob, last_acc,
+    trace, truth,
+):  # fmt: skip
     """``T = u.shape[0]`` random-scan steps (``rule`` 0: gibbs, 1: metropolis) of every chain,
     ``u [T, 2, B]`` as the torch step reads it: ``u[t, 0]`` picks the site, ``u[t, 1]``
-    accepts."""
+    accepts. ``trace [T, B, 5]`` (or length 0) receives every step's row (``trace_row``) with
+    ``truth [n]`` for the overlap."""
     steps = u.shape[0]
     chains, n = x.shape
     m = c.shape[0]
@@ -131,6 +133,7 @@ def uniform_site_steps(
     for b in range(chains):
         xb, ab = x[b], a[b]
         _refresh_sig(ab, sig)
+        sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             i = min(int(u[step, 0, b] * n), n - 1)
             x_i = xb[i]
@@ -148,6 +151,9 @@ def uniform_site_steps(
                 xb[i] = -x_i
                 log_p[b] += s
                 n_accepted[b] += 1
+                sum_x -= 2.0 * x_i
+                overlap -= 2.0 * x_i * truth[i]
+            trace_row(trace, step, b, log_p[b], sum_x, overlap, 1.0 if accept else 0.0, i)
 
 
 # ----------------------------------------------------------------- gibbs with gradients
@@ -219,12 +225,15 @@ def _proposal_cdf(x, g, function, weights, logits, cdf):
 
 
 @njit(cache=True, nogil=True)
-def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w, last, function):
+def gwg_steps(
+    x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w, last, function, trace, truth
+):
     """``T = u.shape[0]`` steps of every chain of the gradient-approximated locally balanced
     sampler with ``function`` (a ``structures.Function``; kind 1, sqrt, is Gibbs with
     Gradients, the others FLSB), ``u [T, 2, B]`` as the torch step reads it (``u[t, 0]`` draws
     the site by inverse CDF, ``u[t, 1]`` accepts). ``grad`` is the cached gradient (kept);
-    ``last [3, B]``: the last step's site, acceptance probability and decision."""
+    ``last [3, B]``: the last step's site, acceptance probability and decision; ``trace`` and
+    ``truth`` as in ``uniform_site_steps``."""
     steps = u.shape[0]
     chains, n = x.shape
     m = c.shape[0]
@@ -238,6 +247,7 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
         xb, ab, gb = x[b], a[b], grad[b]
         _refresh_sig(ab, sig)
         log_z, linear = _proposal_cdf(xb, gb, function, weights, logits, cdf)
+        sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
             target = u[step, 0, b] * cdf[n - 1]
@@ -275,8 +285,11 @@ def gwg_steps(x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
                     ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
                 for k in range(n):
                     gb[k], logits[k], cdf[k] = g_new[k], logits_new[k], cdf_new[k]
+                sum_x -= 2.0 * x_i
+                overlap -= 2.0 * x_i * truth[i]
             else:
                 xb[i] = x_i
+            trace_row(trace, step, b, log_p[b], sum_x, overlap, 1.0 if accept else 0.0, i)
 
 
 # ----------------------------------------------------------------- block moves
@@ -389,7 +402,7 @@ BLOCK_MODES = ("random", "sweep", "shuffled")
 @njit(cache=True, nogil=True)
 def block_steps(
     x, log_p, n_accepted, u, layout, mode, sweep_blocks, orders, flips, aux, w_t, b_vis, c,
-    exp_w, exp_neg_w, last_sites, last,
+    exp_w, exp_neg_w, last_sites, last, trace, truth,
 ):  # fmt: skip
     """``T = layout.shape[0]`` block steps of every chain on blocks of ``k = flips.shape[1]``
     sites: block Gibbs over the candidates ``flips [M, k]`` (``aux`` False), or the Hamming
@@ -403,7 +416,7 @@ def block_steps(
     candidate's uniforms (one per chain each), and the sweep position, the block of
     ``sweep_blocks [nb, k]`` (modes 1 "sweep": those sites; 2: those slots of the order).
     ``last_sites [B, k]`` and ``last [2, B]`` (probability of moving, moved) describe the last
-    step."""
+    step; ``trace`` and ``truth`` as in ``uniform_site_steps`` (the site: -1, a block)."""
     steps, chains = layout.shape[0], x.shape[0]
     n = x.shape[1]
     count, k = flips.shape
@@ -419,6 +432,7 @@ def block_steps(
         xb, ab = x[b], a[b]
         _refresh_sig(ab, sig)
         current_order = 0
+        sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             _, aux_at, choice_at, _ = layout[step]
             current_order = step_block(
@@ -447,6 +461,7 @@ def block_steps(
                 for s in range(k):
                     last_sites[b, s] = sites[s]
                 last[0, b], last[1, b] = 1.0 - w[current] / total, moved
+            changed = 0
             if moved:
                 log_p[b] += log_base + log_w[q]
                 _apply(xb, a_base, w_t, sites, flips, q)
@@ -456,9 +471,13 @@ def block_steps(
                 for s in range(k):
                     if xb[sites[s]] != before[s]:
                         n_accepted[b] += 1
+                        changed += 1
+                        sum_x -= 2.0 * before[s]
+                        overlap -= 2.0 * before[s] * truth[sites[s]]
             elif current > 0:  # back to x: undo the auxiliary flips on the states
                 for s in range(k):
                     xb[sites[s]] = before[s]
+            trace_row(trace, step, b, log_p[b], sum_x, overlap, changed, -1)
 
 
 def block_layout(

@@ -11,7 +11,8 @@ generator. They give the torch steps' chains, except the block samplers on rando
 pick blocks from other uniforms and give the torch steps' law. On a ``FactorGraph`` on the CPU,
 ``gibbs``, ``metropolis`` (``lsbcore.backends.factor_kernels``) and the locally balanced
 samplers with a fixed balancing function (``balanced.factor_graph_steps``) have compiled steps
-too, with the torch steps' chains.
+too, with the torch steps' chains. The kernels write a step trace as the torch loop does (a
+``Comparison`` recording every step runs them compiled too).
 
 Cached per chain: ``x [B, n]`` (+-1), ``log p~(x)`` ``[B]`` and, for samplers that read them
 (``uses_ratios``), the flip log-ratios ``s [B, n]`` with the target's ``ratio_cache``. Moves go
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
 from lsbcore.samplers.base import resolve_device
@@ -202,8 +204,8 @@ class BatchedSampler(ChainBase):
         """
         n = self._check_step(n, learn, trace)
         start = time.perf_counter()
-        if self.backend == "compiled" and trace is None and not learn:
-            self._run_compiled(n)
+        if self.backend == "compiled" and not learn:
+            self._run_compiled(n, trace)
             n = 0
         for t in range(n):
             before = self._x if trace is not None else None
@@ -221,22 +223,34 @@ class BatchedSampler(ChainBase):
         """One step of every chain."""
         raise NotImplementedError
 
-    def _run_compiled(self, n: int) -> None:
+    def _run_compiled(self, n: int, trace: torch.Tensor | None = None) -> None:
         """``n`` steps by ``_compiled_steps`` in chunks that end where a resync is due (as the
-        torch loop resyncs) and whose uniforms fit in ``COMPILED_UNIFORMS``."""
+        torch loop resyncs) and whose uniforms fit in ``COMPILED_UNIFORMS``; the kernels write
+        ``trace``'s rows as the torch loop's ``_fill_trace`` does."""
         most = max(1, COMPILED_UNIFORMS // (self.n_chains * self.compiled_uniforms_per_step))
-        while n > 0:
-            chunk = min(n, self.resync_every - self._since_resync, most)
-            self._compiled_steps(chunk)
+        done = 0
+        while done < n:
+            chunk = min(n - done, self.resync_every - self._since_resync, most)
+            part = None if trace is None else trace[done : done + chunk]
+            self._compiled_steps(chunk, *self._kernel_trace(part))
             self._count_step(chunk)
-            n -= chunk
+            done += chunk
 
     #: Uniforms one compiled step draws per chain (subclasses with compiled steps set it).
     compiled_uniforms_per_step = 1
 
-    def _compiled_steps(self, n: int) -> None:
-        """``n`` steps of every chain by compiled loops (where ``compiled_refusal`` is None)."""
+    def _compiled_steps(self, n: int, trace: np.ndarray, truth: np.ndarray) -> None:
+        """``n`` steps of every chain by compiled loops (where ``compiled_refusal`` is None),
+        each step's row written into ``trace [n, B, 5]`` (length 0: none) with ``truth [n]``
+        for the overlap (``_kernel_trace``)."""
         raise NotImplementedError
+
+    def _kernel_trace(self, trace: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray]:
+        """``trace`` and the truth as a kernel writes them (numpy views; an empty trace when
+        none is asked)."""
+        if trace is None:
+            return np.zeros((0, self.n_chains, 5)), np.zeros(self.n_sites)
+        return trace.numpy(), self._truth_values[: self.n_sites].cpu().numpy()
 
     def _learn_step(self) -> None:
         raise NotImplementedError

@@ -52,7 +52,7 @@ class FactorGraphSteps:
             )
         return None
 
-    def _compiled_steps(self, n: int) -> None:
+    def _compiled_steps(self, n: int, trace, truth) -> None:
         """``n`` frozen steps by ``factor_kernels.balanced_steps`` on copies of the chains'
         state (a view the caller holds keeps the old one, as after a torch step)."""
         from lsbcore.backends import factor_kernels
@@ -72,7 +72,7 @@ class FactorGraphSteps:
         )  # fmt: skip
         factor_kernels.balanced_steps(
             n, chains, self._factor_tables(), self._fixed_function(), cache, u.numpy(),
-            site.numpy(), prob.numpy(), flipped.numpy(),
+            site.numpy(), prob.numpy(), flipped.numpy(), trace, truth,
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted, self._s = x, log_p, accepted, s
         self._cache = (d_finite, d_zeros, zeros)

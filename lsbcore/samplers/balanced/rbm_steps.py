@@ -70,9 +70,9 @@ class RBMGradientSteps:
             cached = self._rbm_function_of = (key, kernel_function(b))
         return cached[1]
 
-    def _compiled_steps(self, n: int) -> None:
+    def _compiled_steps(self, n: int, trace, truth) -> None:
         if not isinstance(self.target, RBM):
-            return super()._compiled_steps(n)
+            return super()._compiled_steps(n, trace, truth)
         from lsbcore.backends.rbm_kernels import gwg_steps
 
         arrays = self.target.kernel_arrays()
@@ -83,7 +83,7 @@ class RBMGradientSteps:
         gwg_steps(
             x.numpy(), log_p.numpy(), grad.numpy(), accepted.numpy(), u.numpy(), arrays["w"],
             arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
-            last.numpy(), self._rbm_function(),
+            last.numpy(), self._rbm_function(), trace, truth,
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._s_tilde = -2.0 * x * grad

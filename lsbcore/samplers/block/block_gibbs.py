@@ -270,7 +270,7 @@ class BlockGibbsSampler(BatchedSampler):
         """Sites one move flips at most (1 until the block size is set)."""
         return getattr(self, "block_size", 1)
 
-    def _compiled_steps(self, n: int) -> None:
+    def _compiled_steps(self, n: int, trace, truth) -> None:
         """``n`` steps on an RBM by ``rbm_kernels.block_steps``, on a pairwise target by
         ``block_kernels.pairwise_block_steps``. "sweep" and "shuffled" read the torch step's
         uniforms as it reads them (the same chains); "random" picks each block from ``k``
@@ -303,14 +303,14 @@ class BlockGibbsSampler(BatchedSampler):
             pairwise_block_steps(
                 x.numpy(), s.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
                 blocks, orders.numpy(), self._candidates().numpy(), self._aux,
-                *self._pairwise_tables(), sites.numpy(), last.numpy(),
+                *self._pairwise_tables(), sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
         else:
             block_steps(
                 x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode, blocks,
                 orders.numpy(), self._candidates().numpy(), self._aux, arrays["w_t"],
                 arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
-                sites.numpy(), last.numpy(),
+                sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._position = position

@@ -161,7 +161,7 @@ class GibbsWithGradients(GradientSampler):
     def compiled_refusal(self) -> str | None:
         return rbm_compiled_refusal(self, 1)
 
-    def _compiled_steps(self, n: int) -> None:
+    def _compiled_steps(self, n: int, trace, truth) -> None:
         """``n`` steps on an RBM by ``rbm_kernels.gwg_steps``: the torch step's uniforms, read
         as it reads them, so the same chains."""
         import numpy as np
@@ -181,7 +181,7 @@ class GibbsWithGradients(GradientSampler):
         gwg_steps(
             x.numpy(), log_p.numpy(), grad.numpy(), accepted.numpy(), u.numpy(),
             arrays["w"], arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
-            arrays["exp_neg_w"], last.numpy(), sqrt,
+            arrays["exp_neg_w"], last.numpy(), sqrt, trace, truth,
         )  # fmt: skip
         self._x, self._log_p, self._grad, self._n_accepted = x, log_p, grad, accepted
         self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)

@@ -73,7 +73,7 @@ class BatchedUniformSiteSampler(BatchedSampler):
             return factor_graph_compiled_refusal(self)
         return rbm_compiled_refusal(self, 1)
 
-    def _compiled_steps(self, n: int) -> None:
+    def _compiled_steps(self, n: int, trace, truth) -> None:
         """``n`` steps on an RBM by ``rbm_kernels.uniform_site_steps`` (on a factor graph by
         ``factor_kernels``'): the torch step's uniforms, read as it reads them, so the same
         chains. The kernels advance copies of the chains in place and fill the last step's
@@ -92,7 +92,7 @@ class BatchedUniformSiteSampler(BatchedSampler):
             uniform_site_steps(
                 *chains, self.rule == "gibbs",
                 inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
-                inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(), *last,
+                inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(), *last, trace, truth,
             )  # fmt: skip
         else:
             from lsbcore.backends.rbm_kernels import uniform_site_steps
@@ -101,7 +101,7 @@ class BatchedUniformSiteSampler(BatchedSampler):
             uniform_site_steps(
                 *chains, RULES.index(self.rule),
                 arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
-                *last,
+                *last, trace, truth,
             )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._last = StepInfo(site=site, accept_prob=prob, accepted=flipped)
