@@ -116,8 +116,8 @@ state.worker_imports()  # once per server, before its first run: not the worker'
 steps0, cpu0 = run.n_steps, time.process_time()
 state.start(run)
 start = time.perf_counter()
-while time.perf_counter() - start < seconds:
-    time.sleep(0.1)
+while time.perf_counter() - start < seconds and run.running:  # until the window or the run ends
+    time.sleep(0.01)
     run.last_seen = time.perf_counter()
 state.pause(run)
 if run.error:
