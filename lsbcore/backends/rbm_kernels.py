@@ -174,11 +174,13 @@ def _gradient(sig, w, b_vis, g):
 
 @njit(cache=True, nogil=True)
 def _linear_g(kind, t, weights):
-    """``g(t)`` of a fixed function (``kind`` 0, 2, 3) or LSB 1's mixture (4, ``weights`` its
+    """``g(t)`` of a fixed function (``kind`` 0-3) or LSB 1's mixture (4, ``weights`` its
     softmax weights), for ``t = e^s`` with ``|s| <= LINEAR_LIMIT``: one ``exp`` a site, where
     the log-space form takes four to seven transcendental calls."""
     if kind == 0:
         return t / (1.0 + t)
+    if kind == 1:
+        return math.sqrt(t)
     if kind == 2:
         return min(1.0, t)
     if kind == 3:
@@ -188,40 +190,64 @@ def _linear_g(kind, t, weights):
 
 
 @njit(cache=True, nogil=True)
-def _proposal_cdf(x, g, function, weights, logits, cdf):
-    """The proposal of the first-order ratios ``s~ = -2 x g``: ``cdf`` the cumulative sums of
-    ``g(e^s~)`` up to one factor, ``logits`` each site's ``g`` in the scale the second value
+def ratio_cdf(s, function, weights, logits, cdf, gwg):
+    """The locally balanced proposal of the ratios ``s [n]``: ``cdf`` the cumulative sums of
+    ``g(e^s)`` up to one factor, ``logits`` each site's ``g`` in the scale the second value
     returned names, and ``log Z`` (as ``draw_site`` computes it). Returns ``(log Z, linear)``:
-    ``linear`` True when ``logits`` holds ``g`` itself (``_linear_g``: every ``|s~|`` within
-    ``LINEAR_LIMIT``), False when it holds ``log g``. GWG (``function`` kind 1, sqrt) keeps
-    ``log g = -x g``, half the ratios, to the last bit."""
+    ``linear`` True when ``logits`` holds ``g`` itself (``_linear_g``: every ``|s|`` within
+    ``LINEAR_LIMIT``), False when it holds ``log g``. With ``gwg`` (GWG's sqrt on its
+    first-order ratios) ``log g = s / 2`` to the last bit, as its torch step."""
     kind, log_w, breakpoints, slope, intercept = function
-    n = x.shape[0]
-    if kind != 1 and kind <= KIND_MIXTURE:
+    n = s.shape[0]
+    if not gwg and kind <= KIND_MIXTURE:
         linear = True
         for k in range(n):
-            if abs(2.0 * x[k] * g[k]) > LINEAR_LIMIT:
+            if abs(s[k]) > LINEAR_LIMIT:
                 linear = False
                 break
         if linear:
             total = 0.0
             for k in range(n):
-                logits[k] = _linear_g(kind, math.exp(-2.0 * x[k] * g[k]), weights)
+                logits[k] = _linear_g(kind, math.exp(s[k]), weights)
                 total += logits[k]
                 cdf[k] = total
             return math.log(total), True
     top = -math.inf
     for k in range(n):
-        if kind == 1:
-            logits[k] = -x[k] * g[k]
+        if gwg:
+            logits[k] = 0.5 * s[k]
         else:
-            logits[k] = log_g(kind, -2.0 * x[k] * g[k], log_w, breakpoints, slope, intercept)
+            logits[k] = log_g(kind, s[k], log_w, breakpoints, slope, intercept)
         top = max(top, logits[k])
     total = 0.0
     for k in range(n):
         total += math.exp(logits[k] - top)
         cdf[k] = total
     return top + math.log(total), False
+
+
+@njit(cache=True, nogil=True)
+def _proposal_cdf(x, g, function, weights, logits, cdf, s):
+    """``ratio_cdf`` of the first-order ratios ``s~ = -2 x g`` (written into ``s``); GWG
+    (``function`` kind 1, sqrt) keeps ``log g = -x g``, half the ratios, to the last bit."""
+    for k in range(x.shape[0]):
+        s[k] = -2.0 * x[k] * g[k]
+    return ratio_cdf(s, function, weights, logits, cdf, function.kind == 1)
+
+
+@njit(cache=True, nogil=True)
+def _search(cdf, target):
+    """The first index whose ``cdf`` exceeds ``target`` (torch's ``searchsorted(right=True)``),
+    at most the last."""
+    n = cdf.shape[0]
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cdf[mid] <= target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return min(lo, n - 1)
 
 
 @njit(cache=True, nogil=True)
@@ -240,25 +266,17 @@ def gwg_steps(
     a = np.empty((chains, m))
     pre_activations(x, w_t, c, a)
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
-    logits, cdf = np.empty(n), np.empty(n)
+    logits, cdf, scratch = np.empty(n), np.empty(n), np.empty(n)
     logits_new, cdf_new, g_new = np.empty(n), np.empty(n), np.empty(n)
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     for b in range(chains):
         xb, ab, gb = x[b], a[b], grad[b]
         _refresh_sig(ab, sig)
-        log_z, linear = _proposal_cdf(xb, gb, function, weights, logits, cdf)
+        log_z, linear = _proposal_cdf(xb, gb, function, weights, logits, cdf, scratch)
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
-            target = u[step, 0, b] * cdf[n - 1]
-            lo, hi = 0, n  # searchsorted(right=True)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if cdf[mid] <= target:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            i = min(lo, n - 1)
+            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
             log_q_forward = (math.log(logits[i]) if linear else logits[i]) - log_z
             x_i = xb[i]
             table = _shift_table(x_i, i, exp_w, exp_neg_w)
@@ -269,7 +287,9 @@ def gwg_steps(
             _refresh_sig(a_new, sig_new)
             _gradient(sig_new, w, b_vis, g_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
-            log_z_new, linear_new = _proposal_cdf(xb, g_new, function, weights, logits_new, cdf_new)
+            log_z_new, linear_new = _proposal_cdf(
+                xb, g_new, function, weights, logits_new, cdf_new, scratch
+            )
             log_q_reverse = (math.log(logits_new[i]) if linear_new else logits_new[i]) - log_z_new
             log_a = min(0.0, log_ratio + log_q_reverse - log_q_forward)
             if math.isnan(log_a):
@@ -285,6 +305,167 @@ def gwg_steps(
                     ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
                 for k in range(n):
                     gb[k], logits[k], cdf[k] = g_new[k], logits_new[k], cdf_new[k]
+                sum_x -= 2.0 * x_i
+                overlap -= 2.0 * x_i * truth[i]
+            else:
+                xb[i] = x_i
+            trace_row(trace, step, b, log_p[b], sum_x, overlap, 1.0 if accept else 0.0, i)
+
+
+# ----------------------------------------------------------------- exact locally balanced
+@njit(cache=True, nogil=True)
+def _exact_ratios(xb, sig, b_vis, exp_w, exp_neg_w, s):
+    """Every site's exact flip log-ratio ``s_k = -x_k b_k + sum_j softplus(a_j + delta_jk) -
+    softplus(a_j)`` into ``s [n]``, one logarithm a site (``_log_prod_single``)."""
+    for k in range(xb.shape[0]):
+        x_k = xb[k]
+        s[k] = -x_k * b_vis[k] + _log_prod_single(sig, _shift_table(x_k, k, exp_w, exp_neg_w))
+
+
+@njit(cache=True, nogil=True)
+def _exact_ratio_exps(xb, sig, exp_w_rows, exp_neg_w_rows, exp_b, exp_neg_b, t):
+    """Every site's ``t_k = e^(s_k)`` into ``t [n]`` as a product of the shift tables, hidden
+    unit by hidden unit across all sites (independent products the compiler runs side by side,
+    no logarithm). Finite while ``sum_j |W_jk| + |b_k| <= LINEAR_LIMIT``."""
+    n = xb.shape[0]
+    for k in range(n):
+        t[k] = exp_neg_b[k] if xb[k] > 0.0 else exp_b[k]
+    for j in range(sig.shape[1]):
+        p, q = sig[0, j], sig[1, j]
+        pos, neg = exp_w_rows[j], exp_neg_w_rows[j]
+        for k in range(n):
+            t[k] *= q + p * (neg[k] if xb[k] > 0.0 else pos[k])
+
+
+@njit(cache=True, nogil=True)
+def _linear_cdf(kind, t, weights, cdf):
+    """Cumulative sums of ``g(t)`` into ``cdf``; returns ``Z``."""
+    total = 0.0
+    for k in range(t.shape[0]):
+        total += _linear_g(kind, t[k], weights)
+        cdf[k] = total
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _accept_flip(log_z, log_z_new, s_i, u_accept):
+    """``(log A, accept)`` of a proposed flip: ``A = min(1, Z(x) / Z(x'))``, the balancing
+    property (spec 2); never into zero mass, nor from a chain with ``Z = 0``."""
+    log_a = min(0.0, log_z - log_z_new)
+    if math.isnan(log_a) or not (s_i > -math.inf and log_z > -math.inf):
+        log_a = -math.inf
+    return log_a, math.log(u_accept) < log_a
+
+
+@njit(cache=True, nogil=True)
+def balanced_steps(x, log_p, n_accepted, s, a, u, arrays, last, function, trace, truth):
+    """``T = u.shape[0]`` frozen steps of every chain of the locally balanced sampler with exact
+    ratios and ``function`` (any ``structures.Function``), in place: ``s [B, n]`` the chains'
+    exact flip log-ratios and ``a [B, m]`` their hidden pre-activations (the torch step's
+    cache, kept). ``u [T, 2, B]`` as the torch step reads it (``u[t, 0]`` draws the site by
+    inverse CDF, ``u[t, 1]`` accepts with ``min(1, Z(x) / Z(x'))``); ``arrays``: ``w_t``,
+    ``b_vis``, ``exp_w``, ``exp_neg_w``, ``exp_w_rows``, ``exp_neg_w_rows``, ``exp_b``,
+    ``exp_neg_b``, ``ratio_bound`` (``RBM.kernel_arrays``); ``last [3, B]``, ``trace`` and
+    ``truth`` as in ``gwg_steps``.
+
+    ``Z(x')`` needs every ratio at ``x'`` (the torch step: ``n m`` softplus). A function with a
+    linear form (``_linear_g``) on an RBM whose ratios stay within ``LINEAR_LIMIT`` takes
+    ``t = e^s`` as products of the shift tables and ``g(t)`` itself: ``n m`` multiply-adds and
+    no logarithm a site; otherwise one logarithm a site and ``log g``."""
+    w_t, b_vis, exp_w, exp_neg_w, rows, neg_rows, exp_b, exp_neg_b, bound = arrays
+    if function.kind <= KIND_MIXTURE and bound[0] <= LINEAR_LIMIT:
+        _linear_balanced(x, log_p, n_accepted, s, a, u, w_t, rows, neg_rows, exp_b, exp_neg_b,
+                         last, function, trace, truth)  # fmt: skip
+    else:
+        _log_balanced(x, log_p, n_accepted, s, a, u, w_t, b_vis, exp_w, exp_neg_w, last,
+                      function, trace, truth)  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _linear_balanced(
+    x, log_p, n_accepted, s, a, u, w_t, rows, neg_rows, exp_b, exp_neg_b, last, function, trace,
+    truth,
+):  # fmt: skip
+    """``balanced_steps`` on ``t = e^s`` and ``g(t)``; ``s`` written back at the end."""
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = a.shape[1]
+    sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
+    weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
+    for b in range(chains):
+        xb, ab = x[b], a[b]
+        t, cdf, t_new, cdf_new = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+        _refresh_sig(ab, sig)
+        _exact_ratio_exps(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t)
+        log_z = math.log(_linear_cdf(function.kind, t, weights, cdf))
+        sum_x, overlap = trace_start(trace, xb, truth)
+        for step in range(steps):
+            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            x_i = xb[i]
+            for j in range(m):
+                a_new[j] = ab[j]
+            _add_flip(a_new, w_t, i, x_i)
+            _refresh_sig(a_new, sig_new)
+            xb[i] = -x_i  # the proposed state, undone below if rejected
+            _exact_ratio_exps(xb, sig_new, rows, neg_rows, exp_b, exp_neg_b, t_new)
+            log_z_new = math.log(_linear_cdf(function.kind, t_new, weights, cdf_new))
+            s_i = math.log(t[i])
+            log_a, accept = _accept_flip(log_z, log_z_new, s_i, u[step, 1, b])
+            if step == steps - 1:
+                last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), accept
+            if accept:
+                log_p[b] += s_i
+                n_accepted[b] += 1
+                log_z = log_z_new
+                t, t_new, cdf, cdf_new = t_new, t, cdf_new, cdf
+                for j in range(m):
+                    ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
+                sum_x -= 2.0 * x_i
+                overlap -= 2.0 * x_i * truth[i]
+            else:
+                xb[i] = x_i
+            trace_row(trace, step, b, log_p[b], sum_x, overlap, 1.0 if accept else 0.0, i)
+        for k in range(n):
+            s[b, k] = math.log(t[k])
+
+
+@njit(cache=True, nogil=True)
+def _log_balanced(
+    x, log_p, n_accepted, s, a, u, w_t, b_vis, exp_w, exp_neg_w, last, function, trace, truth
+):  # fmt: skip
+    """``balanced_steps`` on the log-ratios and ``log g``."""
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = a.shape[1]
+    sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
+    logits, cdf, s_new, cdf_new = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
+    for b in range(chains):
+        xb, ab, sb = x[b], a[b], s[b]
+        _refresh_sig(ab, sig)
+        log_z = ratio_cdf(sb, function, weights, logits, cdf, False)[0]
+        sum_x, overlap = trace_start(trace, xb, truth)
+        for step in range(steps):
+            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            x_i, s_i = xb[i], sb[i]
+            for j in range(m):
+                a_new[j] = ab[j]
+            _add_flip(a_new, w_t, i, x_i)
+            _refresh_sig(a_new, sig_new)
+            xb[i] = -x_i  # the proposed state, undone below if rejected
+            _exact_ratios(xb, sig_new, b_vis, exp_w, exp_neg_w, s_new)
+            log_z_new = ratio_cdf(s_new, function, weights, logits, cdf_new, False)[0]
+            log_a, accept = _accept_flip(log_z, log_z_new, s_i, u[step, 1, b])
+            if step == steps - 1:
+                last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), accept
+            if accept:
+                log_p[b] += s_i
+                n_accepted[b] += 1
+                log_z = log_z_new
+                for j in range(m):
+                    ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
+                for k in range(n):
+                    sb[k], cdf[k] = s_new[k], cdf_new[k]
                 sum_x -= 2.0 * x_i
                 overlap -= 2.0 * x_i * truth[i]
             else:
@@ -508,6 +689,7 @@ def block_layout(
 __all__ = [
     "BLOCK_MODES",
     "MAX_SHIFT",
+    "balanced_steps",
     "block_layout",
     "block_steps",
     "gwg_steps",

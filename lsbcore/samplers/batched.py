@@ -4,9 +4,10 @@
 samples an RBM, a factor graph or a pairwise network alike, on any device, and reads nothing on
 the host inside a chunk of steps. The compiled and device kernels (``samplers.base.Sampler``)
 serve pairwise targets only; the registry sends every other target here. On an ``RBM`` on the
-CPU, ``gwg``, ``gibbs``, ``metropolis``, ``block-gibbs`` and ``hamming-ball`` also have
-compiled steps (``lsbcore.backends.rbm_kernels``, backend ``"compiled"``, the one ``"auto"``
-picks there): ``_compiled_steps`` runs a chunk of steps in one call, from uniforms of the same
+CPU, ``gwg``, ``gibbs``, ``metropolis``, ``block-gibbs``, ``hamming-ball`` and the locally
+balanced samplers (frozen; ``balanced.rbm_steps``) also have compiled steps
+(``lsbcore.backends.rbm_kernels``, backend ``"compiled"``, the one ``"auto"`` picks there):
+``_compiled_steps`` runs a chunk of steps in one call, from uniforms of the same
 generator. They give the torch steps' chains, except the block samplers on random blocks, which
 pick blocks from other uniforms and give the torch steps' law. On a ``FactorGraph`` on the CPU,
 ``gibbs``, ``metropolis`` (``lsbcore.backends.factor_kernels``) and the locally balanced
@@ -113,9 +114,10 @@ class BatchedSampler(ChainBase):
         return (
             f"the {self.name!r} sampler runs on batched torch operations on any device; the "
             "compiled backend serves the pairwise samplers only (and, on the CPU, block-gibbs "
-            "and hamming-ball on pairwise targets; gwg, gibbs, metropolis, block-gibbs and "
-            "hamming-ball on an RBM; gibbs, metropolis and the fixed balancing functions barker, "
-            "sqrt, min and max on a factor graph). Use backend='torch'."
+            "and hamming-ball on pairwise targets; gwg, gibbs, metropolis, block-gibbs, "
+            "hamming-ball and the locally balanced samplers on an RBM; gibbs, metropolis and the "
+            "fixed balancing functions barker, sqrt, min and max on a factor graph). Use "
+            "backend='torch'."
         )
 
     def set_backend(self, backend: str) -> None:

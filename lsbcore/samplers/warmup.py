@@ -71,9 +71,10 @@ def site_update_rate() -> float | None:
     return _rate[0] if _rate else None
 
 
-# every compiled RBM step, by its block picker (random, sweep and shuffled blocks differ)
+# every compiled RBM step, by its block picker (random, sweep and shuffled blocks differ); one
+# exact locally balanced sampler compiles its kernel for every function (a value it reads)
 RBM_STEPS = (
-    ("gwg", {}), ("gibbs", {}), ("metropolis", {}),
+    ("gwg", {}), ("gibbs", {}), ("metropolis", {}), ("barker", {}),
     *(("block-gibbs", {"block_size": 2, "blocks": b}) for b in ("random", "sweep", "shuffled")),
     *(("hamming-ball", {"block_size": 3, "radius": 1, "blocks": b})
       for b in ("random", "sweep", "shuffled")),

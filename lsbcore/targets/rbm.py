@@ -225,18 +225,28 @@ class RBM(Target):
     def kernel_arrays(self) -> dict[str, np.ndarray]:
         """The arrays ``lsbcore.backends.rbm_kernels`` reads (float64, contiguous, built
         once): ``w`` ``[m, n]``, ``w_t`` ``[n, m]``, the shift tables ``exp_w = e^(W^T)`` and
-        ``exp_neg_w = e^(-W^T)`` ``[n, m]``, ``b_vis`` ``[n]`` and ``c`` ``[m]``."""
+        ``exp_neg_w = e^(-W^T)`` ``[n, m]`` and by hidden unit ``exp_w_rows = e^W``,
+        ``exp_neg_w_rows = e^(-W)`` ``[m, n]``, ``b_vis`` ``[n]``, ``exp_b = e^b``,
+        ``exp_neg_b = e^(-b)`` ``[n]``, ``c`` ``[m]``, and ``ratio_bound [1]``: the largest
+        ``sum_j |W_jk| + |b_k|``, a bound on every flip's ``|log-ratio|``."""
         if self._kernel_arrays is None:
             w = np.ascontiguousarray(self.W.numpy())
             w_t = np.ascontiguousarray(w.T)
-            self._kernel_arrays = {
-                "w": w,
-                "w_t": w_t,
-                "exp_w": np.exp(w_t),
-                "exp_neg_w": np.exp(-w_t),
-                "b_vis": np.ascontiguousarray(self.b_visible.numpy()),
-                "c": np.ascontiguousarray(self.b_hidden.numpy()),
-            }
+            b = np.ascontiguousarray(self.b_visible.numpy())
+            with np.errstate(over="ignore"):  # an infinite table is refused where it matters
+                self._kernel_arrays = {
+                    "w": w,
+                    "w_t": w_t,
+                    "exp_w": np.exp(w_t),
+                    "exp_neg_w": np.exp(-w_t),
+                    "exp_w_rows": np.exp(w),
+                    "exp_neg_w_rows": np.exp(-w),
+                    "b_vis": b,
+                    "exp_b": np.exp(b),
+                    "exp_neg_b": np.exp(-b),
+                    "c": np.ascontiguousarray(self.b_hidden.numpy()),
+                    "ratio_bound": np.array([float((np.abs(w).sum(0) + np.abs(b)).max())]),
+                }
         return self._kernel_arrays
 
     # ----------------------------------------------------------------- ground truth

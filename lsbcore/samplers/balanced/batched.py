@@ -28,9 +28,10 @@ marks ``log_g`` stale, rebuilt before the next frozen step; ``resync`` recompute
 
 On a ``FactorGraph`` on the CPU with a fixed ``g`` and exact ratios, ``backend="auto"`` takes
 compiled frozen steps (``factor_graph_steps``): the same chains from the same uniforms, a step
-costing the flipped site's neighbourhood and ``O(sqrt(n))`` for the draw. On an ``RBM`` with
-gradient ratios (FLSB) and a function the kernels know, frozen steps are compiled too
-(``rbm_steps``: Gibbs with Gradients' kernel with ``g`` as a parameter), the same chains.
+costing the flipped site's neighbourhood and ``O(sqrt(n))`` for the draw. On an ``RBM`` frozen
+steps are compiled too (``rbm_steps``): with gradient ratios (FLSB) and a function the kernels
+know, Gibbs with Gradients' kernel with ``g`` as a parameter; with exact ratios, any of the
+paper's functions, every ratio at ``x'`` from the shift tables. The same chains.
 
 Zero mass: a flip into ``p~ = 0`` has ``s_i = -inf``; a ``g`` with ``g(0) > 0`` (``max(1, t)``,
 LSB 1, LSB 2) still proposes it, and ``Z(x')`` is then undefined: such a move is rejected
@@ -63,7 +64,7 @@ from lsbcore.checks import real
 from lsbcore.numerics import SGD_MOMENTUM
 from lsbcore.samplers.balanced.common import check_objective, check_optimizer, take_balancing
 from lsbcore.samplers.balanced.factor_graph_steps import FactorGraphSteps
-from lsbcore.samplers.balanced.rbm_steps import RBMGradientSteps
+from lsbcore.samplers.balanced.rbm_steps import RBMBalancedSteps
 from lsbcore.samplers.batched import BatchedSampler
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
@@ -131,7 +132,7 @@ def _select(accept: torch.Tensor, new, old):
     raise ValueError(f"a target's ratio cache must be tensors, got {type(new).__name__}.")
 
 
-class BatchedBalancedSampler(RBMGradientSteps, FactorGraphSteps, BatchedSampler):
+class BatchedBalancedSampler(RBMBalancedSteps, FactorGraphSteps, BatchedSampler):
     """A locally balanced single-flip sampler on any ``Target`` (see the module docstring).
 
     Args:

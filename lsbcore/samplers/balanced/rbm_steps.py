@@ -1,13 +1,19 @@
-"""Compiled frozen FLSB steps on an RBM: the gradient-approximated locally balanced samplers
-with a fixed function or LSB 1's mixture (FLSB 1 frozen after burn-in) by
-``rbm_kernels.gwg_steps``, the kernel of Gibbs with Gradients with the proposal's ``g`` as a
-parameter, computed as ``g(t)`` itself (one ``exp`` a site). LSB 2's network (FLSB 2) keeps
-torch steps: in the kernel it costs more than torch's vectorised step (``compiled_refusal``).
+"""Compiled frozen locally balanced steps on an RBM, both kinds of ratios.
 
-The kernel reads the torch step's uniforms as it reads them (the site, then the decision), so a
-seed gives the torch chains (up to rounding). It keeps the gradient ``d`` per chain, which the
-torch step holds as ``s~ = -2 x d``: ``d = -x s~ / 2`` exactly, and back. Learning steps stay
-torch (``step(learn=True)`` never reaches here).
+- Gradient ratios (FLSB) with a fixed function or LSB 1's mixture (FLSB 1 frozen after
+  burn-in): ``rbm_kernels.gwg_steps``, the kernel of Gibbs with Gradients with the proposal's
+  ``g`` as a parameter, computed as ``g(t)`` itself (one ``exp`` a site). It keeps the gradient
+  ``d`` per chain, which the torch step holds as ``s~ = -2 x d``: ``d = -x s~ / 2`` exactly,
+  and back. LSB 2's network (FLSB 2) keeps torch steps: in the kernel it costs more than
+  torch's vectorised step (``compiled_refusal``).
+- Exact ratios (``barker``, ``sqrt``, ``min``, ``max``, LSB 1 and LSB 2 frozen after burn-in):
+  ``rbm_kernels.balanced_steps``, on the torch step's own caches (the ratios ``s`` and the
+  hidden pre-activations), every ratio at ``x'`` from a product of the shift tables (``n m``
+  multiply-adds and ``n`` logarithms a step, where the torch step takes ``n m`` softplus).
+
+The kernels read the torch step's uniforms as it reads them (the site, then the decision), so a
+seed gives the torch chains (up to rounding). Learning steps stay torch (``step(learn=True)``
+never reaches here).
 """
 
 from __future__ import annotations
@@ -19,10 +25,14 @@ from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
 
+#: The arrays of ``RBM.kernel_arrays`` that ``rbm_kernels.balanced_steps`` reads, in its order
+EXACT_TABLES = ("w_t", "b_vis", "exp_w", "exp_neg_w", "exp_w_rows", "exp_neg_w_rows", "exp_b",
+                "exp_neg_b", "ratio_bound")  # fmt: skip
 
-class RBMGradientSteps:
-    """Compiled frozen steps of ``BatchedBalancedSampler`` with gradient ratios on an ``RBM`` (a
-    mixin before ``FactorGraphSteps``, which serves factor graphs; other targets go on to it)."""
+
+class RBMBalancedSteps:
+    """Compiled frozen steps of ``BatchedBalancedSampler`` on an ``RBM`` (a mixin before
+    ``FactorGraphSteps``, which serves factor graphs; other targets go on to it)."""
 
     compiled_uniforms_per_step = 2  # as _step draws them: the site, then the decision
 
@@ -32,15 +42,15 @@ class RBMGradientSteps:
         why = rbm_compiled_refusal(self)
         if why is not None:
             return why
-        if self.ratios != "gradient":
-            return (
-                f"the {self.name!r} sampler reads exact ratios; the compiled steps on an RBM "
-                "propose from gradient estimates (FLSB, GWG). Use backend='torch'."
-            )
         from lsbcore.samplers.balanced.backends import kernel_function
 
         function = kernel_function(self.balancing)
-        if function is None or function.kind > KIND_MIXTURE:
+        if function is None:
+            return (
+                f"the compiled steps on an RBM know the paper's balancing functions, not "
+                f"{self.balancing.name!r}; use backend='torch'."
+            )
+        if self.ratios == "gradient" and function.kind > KIND_MIXTURE:
             # LSB 2's network costs about eight transcendental calls a site in the kernel
             # (scalar libm) against torch's vectorised ones: 423 against 650 steps/s on the
             # 100 x 25 RBM, 293 against 452 on 784 x 250 (BENCHMARKS.md)
@@ -73,6 +83,8 @@ class RBMGradientSteps:
     def _compiled_steps(self, n: int, trace, truth) -> None:
         if not isinstance(self.target, RBM):
             return super()._compiled_steps(n, trace, truth)
+        if self.ratios == "exact":
+            return self._exact_steps(n, trace, truth)
         from lsbcore.backends.rbm_kernels import gwg_steps
 
         arrays = self.target.kernel_arrays()
@@ -90,4 +102,23 @@ class RBMGradientSteps:
         # the torch step's log g and log Z: rebuilt only where a torch step reads them next
         # (the kernel computes its own), not after every call
         self._stale = True
+        self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)
+
+    def _exact_steps(self, n: int, trace, truth) -> None:
+        """``n`` frozen steps with exact ratios by ``rbm_kernels.balanced_steps`` on copies of
+        the chains' state and caches (a view the caller holds keeps the old ones)."""
+        from lsbcore.backends.rbm_kernels import balanced_steps
+
+        arrays = self.target.kernel_arrays()
+        u = self._uniforms(n, 2, self.n_chains)
+        x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
+        s, a = self._s.clone().contiguous(), self._cache.clone().contiguous()
+        last = torch.empty(3, self.n_chains, dtype=torch.float64)
+        tables = tuple(arrays[k] for k in EXACT_TABLES)
+        balanced_steps(
+            x.numpy(), log_p.numpy(), accepted.numpy(), s.numpy(), a.numpy(), u.numpy(), tables,
+            last.numpy(), self._rbm_function(), trace, truth,
+        )  # fmt: skip
+        self._x, self._log_p, self._n_accepted, self._s, self._cache = x, log_p, accepted, s, a
+        self._stale = True  # the torch step's log g and log Z: rebuilt where next read
         self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)
