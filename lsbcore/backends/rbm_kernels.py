@@ -338,6 +338,25 @@ def _exact_ratio_exps(xb, sig, exp_w_rows, exp_neg_w_rows, exp_b, exp_neg_b, t):
 
 
 @njit(cache=True, nogil=True)
+def exact_ratios(x, a, tables, s):
+    """Every chain's exact flip log-ratios into ``s [B, n]`` from its states ``x [B, n]`` of +-1
+    and hidden pre-activations ``a [B, m]`` (``RBM.flip_log_ratios`` on the CPU): products of the
+    shift tables and one logarithm a site where every ratio is bounded by ``LINEAR_LIMIT``,
+    else a logarithm of each product's folded part. ``tables``: ``RBM.ratio_tables``."""
+    _, b_vis, exp_w, exp_neg_w, rows, neg_rows, exp_b, exp_neg_b, bound = tables
+    chains, n = x.shape
+    sig, t = np.empty((2, a.shape[1])), np.empty(n)
+    for b in range(chains):
+        _refresh_sig(a[b], sig)
+        if bound[0] <= LINEAR_LIMIT:
+            _exact_ratio_exps(x[b], sig, rows, neg_rows, exp_b, exp_neg_b, t)
+            for k in range(n):
+                s[b, k] = math.log(t[k])
+        else:
+            _exact_ratios(x[b], sig, b_vis, exp_w, exp_neg_w, s[b])
+
+
+@njit(cache=True, nogil=True)
 def _linear_cdf(kind, t, weights, cdf):
     """Cumulative sums of ``g(t)`` into ``cdf``; returns ``Z``."""
     total = 0.0
@@ -692,6 +711,7 @@ __all__ = [
     "balanced_steps",
     "block_layout",
     "block_steps",
+    "exact_ratios",
     "gwg_steps",
     "pick_block",
     "step_block",

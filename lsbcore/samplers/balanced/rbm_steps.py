@@ -25,10 +25,6 @@ from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
 
-#: The arrays of ``RBM.kernel_arrays`` that ``rbm_kernels.balanced_steps`` reads, in its order
-EXACT_TABLES = ("w_t", "b_vis", "exp_w", "exp_neg_w", "exp_w_rows", "exp_neg_w_rows", "exp_b",
-                "exp_neg_b", "ratio_bound")  # fmt: skip
-
 
 class RBMBalancedSteps:
     """Compiled frozen steps of ``BatchedBalancedSampler`` on an ``RBM`` (a mixin before
@@ -109,12 +105,11 @@ class RBMBalancedSteps:
         the chains' state and caches (a view the caller holds keeps the old ones)."""
         from lsbcore.backends.rbm_kernels import balanced_steps
 
-        arrays = self.target.kernel_arrays()
         u = self._uniforms(n, 2, self.n_chains)
         x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
         s, a = self._s.clone().contiguous(), self._cache.clone().contiguous()
         last = torch.empty(3, self.n_chains, dtype=torch.float64)
-        tables = tuple(arrays[k] for k in EXACT_TABLES)
+        tables = self.target.ratio_tables()
         balanced_steps(
             x.numpy(), log_p.numpy(), accepted.numpy(), s.numpy(), a.numpy(), u.numpy(), tables,
             last.numpy(), self._rbm_function(), trace, truth,
