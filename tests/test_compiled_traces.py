@@ -141,3 +141,12 @@ def test_a_recording_comparison_on_an_rbm_runs_its_compiled_steps():
             torch.testing.assert_close(  # the start's acceptance rate is NaN in both
                 torch.as_tensor(ours[field]), torch.as_tensor(theirs[field]), equal_nan=True
             )
+
+
+def test_the_recorded_benchmark_runs_every_sampler_compiled(capsys):
+    from lsbcore.studies.benchmarks import recorded
+
+    assert recorded.main(["--seconds", "0.01", "--call", "8"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) == sum(len(names) for *_, names in recorded.cases())
+    assert all(row.endswith("compiled") for row in rows), rows
