@@ -61,6 +61,27 @@ def test_compiled_balanced_steps_give_the_torch_steps_chains(name, epsilon):
         assert sampler.invariant_error() < 1e-9
 
 
+@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
+@pytest.mark.parametrize("epsilon", [1e-3, 0.0])
+def test_learned_functions_frozen_take_compiled_steps_with_the_torch_steps_chains(name, epsilon):
+    """Burn-in learns on torch steps (both runs alike), then the frozen function's steps are
+    compiled: the torch run's chains, its caches exact after a resync inside."""
+    graph = grid_network(6, 0.5, seed=3, epsilon=epsilon)
+    runs = {}
+    for backend in ("compiled", "torch"):
+        sampler = make_sampler(name, graph, 5, seed=11, backend=backend, resync_every=150)
+        sampler.step(60, learn=True)
+        sampler.balancing.frozen()
+        sampler.step(400)
+        runs[backend] = sampler
+    compiled, torch_run = runs["compiled"], runs["torch"]
+    assert torch.equal(compiled.x, torch_run.x)
+    assert torch.equal(compiled._n_accepted, torch_run._n_accepted)
+    assert torch.allclose(compiled.log_p, torch_run.log_p, rtol=0.0, atol=1e-9)
+    assert torch.equal(compiled.step_info.site, torch_run.step_info.site)
+    assert compiled.invariant_error() < 1e-9
+
+
 def test_short_calls_keep_the_proposal_cache_and_give_one_long_calls_chains():
     """The kernel's cache is kept between calls (and rebuilt after a torch step): fifty calls
     of one step, a torch step among them, are one call of fifty steps."""
@@ -153,19 +174,19 @@ def test_the_compiled_cache_equals_a_recompute_after_thousands_of_steps(name):
 
 
 # ----------------------------------------------------------------- which backend
-def test_auto_picks_the_compiled_steps_for_a_fixed_function_on_a_factor_graph():
+def test_auto_picks_the_compiled_steps_for_the_papers_functions_on_a_factor_graph():
     graph = grid_network(4, 0.5, seed=0)
-    for name in FIXED:
+    for name in (*FIXED, "lsb1", "lsb2"):  # LSB 1 and 2: frozen steps compiled, learning torch
         assert make_sampler(name, graph, 2, backend="auto").backend == "compiled"
-    # learning and gradient ratios keep torch steps
-    assert make_sampler("lsb1", graph, 2, backend="auto").backend == "torch"
+    # gradient ratios and a function the kernels do not know keep torch steps
     assert make_sampler("flsb1", graph, 2, backend="auto").backend == "torch"
+    assert make_sampler("lsb2-monotone", graph, 2, backend="auto").backend == "torch"
 
 
 def test_the_compiled_backend_is_refused_where_it_does_not_serve_in_a_sentence():
     graph = grid_network(4, 0.5, seed=0)
-    with pytest.raises(ValueError, match="know the fixed balancing functions"):
-        make_sampler("lsb2", graph, 2, backend="compiled")
+    with pytest.raises(ValueError, match="know the paper's balancing functions"):
+        make_sampler("lsb2-monotone", graph, 2, backend="compiled")
     with pytest.raises(ValueError, match="read exact ratios only"):
         BatchedBalancedSampler(
             graph, 2, make_balancing("sqrt"), ratios="gradient", backend="compiled"

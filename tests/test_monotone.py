@@ -337,7 +337,7 @@ def test_the_registry_builds_it_on_torch_steps_and_refuses_compiled_in_a_sentenc
     with pytest.raises(ValueError, match="has no compiled steps"):
         pairwise.set_backend("compiled")
     assert pairwise.backend == "torch"
-    with pytest.raises(ValueError, match="factor graph know the fixed balancing functions"):
+    with pytest.raises(ValueError, match="factor graph know the paper's balancing functions"):
         make_sampler("lsb2-monotone", graph, 2, backend="compiled")
     assert make_sampler("lsb2-monotone", graph, 2).backend == "torch"
     with pytest.raises(ValueError, match="groups must be an integer between 1 and 32"):

@@ -303,3 +303,25 @@ def kernel_function(b) -> Function | None:
                 intercept.detach().cpu().numpy().astype(np.float64),
             )
     return None
+
+
+class CompiledFunction:
+    """The balancing function as the batched samplers' kernels take it (a mixin of
+    ``BatchedBalancedSampler``'s compiled steps on RBMs and factor graphs)."""
+
+    def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
+        if learn:  # the function may change: the kernel's form of it is built again
+            self._learning_calls = getattr(self, "_learning_calls", 0) + 1
+        super().step(n, learn=learn, trace=trace)
+
+    def _compiled_function(self) -> Function:
+        """``kernel_function`` of the balancing function, built once per change of it (LSB 2's
+        pieces cost more than a short chunk of steps): a learning call, or an edit of its
+        parameters from outside (their versions and addresses)."""
+        b = self.balancing
+        key = (b, getattr(self, "_learning_calls", 0),
+               tuple((p._version, p.data_ptr()) for p in b.parameters()))  # fmt: skip
+        cached = getattr(self, "_compiled_function_of", None)
+        if cached is None or cached[0] != key:
+            cached = self._compiled_function_of = (key, kernel_function(b))
+        return cached[1]

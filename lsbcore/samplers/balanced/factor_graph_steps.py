@@ -10,9 +10,9 @@ sampler's own ratio cache (``d_finite``, ``d_zeros``: ``FactorGraph.ratio_cache`
 torch step's uniforms as it reads them, so a seed gives the same chains on both backends (a
 decision could differ only where a uniform falls within rounding of a threshold).
 
-Served: a ``FactorGraph`` on the CPU, exact ratios, a fixed balancing function (``barker``,
-``sqrt``, ``min``, ``max``), frozen steps. Learning (LSB 1, LSB 2) and gradient ratios (FLSB)
-take torch steps.
+Served: a ``FactorGraph`` on the CPU, exact ratios, any of the paper's balancing functions
+(``barker``, ``sqrt``, ``min``, ``max``, LSB 1 and LSB 2 frozen after burn-in), frozen steps.
+Learning steps and gradient ratios (FLSB) take torch steps.
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ import numpy as np
 import torch
 
 from lsbcore.backends.structures import FactorChains, FactorTables, ProposalCache
-from lsbcore.balancing.functions import FIXED, FixedBalancing
-from lsbcore.samplers.balanced.backends import kernel_function
+from lsbcore.samplers.balanced.backends import CompiledFunction
 from lsbcore.samplers.batched import factor_graph_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 
 
-class FactorGraphSteps:
+class FactorGraphSteps(CompiledFunction):
     """Compiled frozen steps of ``BatchedBalancedSampler`` on a ``FactorGraph`` (a mixin: it
     uses the sampler's ``_x``, ``_log_p``, ``_n_accepted``, ``_s`` and ratio ``_cache``)."""
 
@@ -45,10 +44,10 @@ class FactorGraphSteps:
                 "(FLSB); the compiled steps on a factor graph read exact ratios only. Use "
                 "backend='torch'."
             )
-        if not isinstance(self.balancing, FixedBalancing):
+        if self._compiled_function() is None:
             return (
-                f"the compiled steps on a factor graph know the fixed balancing functions "
-                f"({', '.join(FIXED)}), not {self.balancing.name!r}; use backend='torch'."
+                f"the compiled steps on a factor graph know the paper's balancing functions, "
+                f"not {self.balancing.name!r}; use backend='torch'."
             )
         return None
 
@@ -71,7 +70,7 @@ class FactorGraphSteps:
             d_zeros.numpy(),
         )  # fmt: skip
         factor_kernels.balanced_steps(
-            n, chains, self._factor_tables(), self._fixed_function(), cache, u.numpy(),
+            n, chains, self._factor_tables(), self._compiled_function(), cache, u.numpy(),
             site.numpy(), prob.numpy(), flipped.numpy(), trace, truth,
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted, self._s = x, log_p, accepted, s
@@ -97,7 +96,8 @@ class FactorGraphSteps:
             np.zeros((b, (n_blocks + 1) * block)), np.zeros((b, n_blocks)), np.zeros((b, 1)),
             np.zeros((b, 1)),
         )  # fmt: skip
-        factor_kernels.proposal_cache(self._s.contiguous().numpy(), self._fixed_function(), cache)
+        function = self._compiled_function()
+        factor_kernels.proposal_cache(self._s.contiguous().numpy(), function, cache)
         self._proposal_of = (self.n_steps, self._s, cache)
         return cache
 
@@ -136,9 +136,3 @@ class FactorGraphSteps:
             )  # fmt: skip
             self._factor_tables_of = kept = (self.target, tables)
         return kept[1]
-
-    def _fixed_function(self):
-        """The fixed balancing function as ``kernels.log_g`` takes it (built once)."""
-        if getattr(self, "_function_of", (None,))[0] is not self.balancing:
-            self._function_of = (self.balancing, kernel_function(self.balancing))
-        return self._function_of[1]

@@ -21,12 +21,13 @@ from __future__ import annotations
 import torch
 
 from lsbcore.backends.structures import KIND_MIXTURE
+from lsbcore.samplers.balanced.backends import CompiledFunction
 from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
 
 
-class RBMBalancedSteps:
+class RBMBalancedSteps(CompiledFunction):
     """Compiled frozen steps of ``BatchedBalancedSampler`` on an ``RBM`` (a mixin before
     ``FactorGraphSteps``, which serves factor graphs; other targets go on to it)."""
 
@@ -38,9 +39,7 @@ class RBMBalancedSteps:
         why = rbm_compiled_refusal(self)
         if why is not None:
             return why
-        from lsbcore.samplers.balanced.backends import kernel_function
-
-        function = kernel_function(self.balancing)
+        function = self._compiled_function()
         if function is None:
             return (
                 f"the compiled steps on an RBM know the paper's balancing functions, not "
@@ -57,25 +56,6 @@ class RBMBalancedSteps:
             )
         return None
 
-    def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
-        if learn:  # the function may change: the kernel's form of it is built again
-            self._learning_calls = getattr(self, "_learning_calls", 0) + 1
-        super().step(n, learn=learn, trace=trace)
-
-    def _rbm_function(self):
-        """The balancing function as ``kernels.log_g`` takes it, built once per change of the
-        function (LSB 2's pieces cost more than a short chunk of steps): a learning call, or
-        an edit of its parameters from outside (their versions and addresses)."""
-        from lsbcore.samplers.balanced.backends import kernel_function
-
-        b = self.balancing
-        key = (b, getattr(self, "_learning_calls", 0),
-               tuple((p._version, p.data_ptr()) for p in b.parameters()))  # fmt: skip
-        cached = getattr(self, "_rbm_function_of", None)
-        if cached is None or cached[0] != key:
-            cached = self._rbm_function_of = (key, kernel_function(b))
-        return cached[1]
-
     def _compiled_steps(self, n: int, trace, truth) -> None:
         if not isinstance(self.target, RBM):
             return super()._compiled_steps(n, trace, truth)
@@ -91,7 +71,7 @@ class RBMBalancedSteps:
         gwg_steps(
             x.numpy(), log_p.numpy(), grad.numpy(), accepted.numpy(), u.numpy(), arrays["w"],
             arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
-            last.numpy(), self._rbm_function(), trace, truth,
+            last.numpy(), self._compiled_function(), trace, truth,
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._s_tilde = -2.0 * x * grad
@@ -112,7 +92,7 @@ class RBMBalancedSteps:
         tables = self.target.ratio_tables()
         balanced_steps(
             x.numpy(), log_p.numpy(), accepted.numpy(), s.numpy(), a.numpy(), u.numpy(), tables,
-            last.numpy(), self._rbm_function(), trace, truth,
+            last.numpy(), self._compiled_function(), trace, truth,
         )  # fmt: skip
         self._x, self._log_p, self._n_accepted, self._s, self._cache = x, log_p, accepted, s, a
         self._stale = True  # the torch step's log g and log Z: rebuilt where next read
