@@ -92,11 +92,16 @@ def test_a_stand_in_workload_gives_a_figure_per_sampler_and_a_sentence_for_an_un
 def test_slow_workloads_and_samplers_take_their_share_of_the_steps(monkeypatch):
     timed = []
     monkeypatch.setattr(
-        bench_targets, "steps_per_second", lambda sampler, steps, repeats: timed.append(steps) or 1
+        bench_targets,
+        "steps_per_second",
+        lambda sampler, steps, repeats, learn: timed.append((steps, learn)) or 1,
     )
-    runs = (Run("barker"), Run("gibbs", steps_share=0.1), Run("sqrt", steps_share=1e-6))
-    measure(Workload("shares", small_mrf, 2, runs, steps_share=0.5), "cpu", 100, 1)
-    assert timed == [50, 5, 2]  # never fewer than 2
+    runs = (Run("barker"), Run("gibbs", steps_share=0.1), Run("sqrt", steps_share=1e-6),
+            Run("lsb1", steps_share=0.2, learn=True))  # fmt: skip
+    rows = measure(Workload("shares", small_mrf, 2, runs, steps_share=0.5), "cpu", 100, 1)
+    # never fewer than 2; the learning run times learning steps and says they ran on torch
+    assert timed == [(50, False), (5, False), (2, False), (10, True)]
+    assert "lsb1 (learning)" in rows
 
 
 def test_a_sampler_refused_for_the_target_shows_the_registrys_sentence():
@@ -141,9 +146,9 @@ def test_the_factor_graph_table_names_every_sampler_of_the_workload(capsys, thre
     assert len(lines) == 2 + len(workload.runs)
     for line, run in zip(lines[2:], workload.runs, strict=True):
         assert line.startswith(f"  {run.label} ")
-        # on a factor graph, Gibbs, Metropolis and the fixed balancing functions have compiled
-        # steps, the others torch ones
-        compiled = run.sampler in ("gibbs", "metropolis", "barker", "sqrt", "min", "max")
+        # on a factor graph, Gibbs, Metropolis and the paper's balancing functions with exact
+        # ratios have compiled (frozen) steps, the others torch ones
+        compiled = run.sampler in ("gibbs", "metropolis", *bench_targets.BALANCED)
         assert line.endswith(" compiled" if compiled else " torch")
 
 

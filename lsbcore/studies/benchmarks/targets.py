@@ -34,6 +34,7 @@ sentence instead of a number.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -46,6 +47,7 @@ import torch
 
 from lsbcore import interrupt
 from lsbcore.samplers.base import resolve_device
+from lsbcore.samplers.batched import BatchedSampler
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.segmentation.contrast import contrast_scale
 from lsbcore.segmentation.data_term import fit_data_term
@@ -70,15 +72,18 @@ LARGE_SIDE = 64
 @dataclass(frozen=True)
 class Run:
     """One sampler with its options, as ``make_sampler(name, ..., **options)`` takes them;
-    ``steps_share`` scales the workload's steps for a sampler whose steps are slow."""
+    ``steps_share`` scales the workload's steps for a sampler whose steps are slow; ``learn``
+    times its learning (burn-in) steps."""
 
     sampler: str
     options: tuple[tuple[str, object], ...] = ()
     steps_share: float = 1.0
+    learn: bool = False
 
     @property
     def label(self) -> str:
-        return " ".join([self.sampler, *(f"{k}={v}" for k, v in self.options)])
+        words = [self.sampler, *(f"{k}={v}" for k, v in self.options)]
+        return " ".join(words + (["(learning)"] if self.learn else []))
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,7 @@ SINGLE_SITE = ("gibbs", "metropolis", "barker", "sqrt", "min", "max")
 
 
 BALANCED = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
+LEARNED = ("flsb1", "flsb2", "lsb1", "lsb2")  # their learning steps (burn-in) timed too
 WORKLOADS: dict[str, tuple[Workload, ...]] = {
     "rbm": (
         Workload(
@@ -146,13 +152,23 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
                 Run("sqrt", steps_share=0.1),  # exact ratios: n evaluations a step
                 Run("gibbs"),
                 Run("metropolis"),
+                *(Run(name, steps_share=0.1) for name in ("barker", "lsb1", "lsb2")),
+                *(Run(name, steps_share=0.05, learn=True) for name in LEARNED),
             ),
         ),
         Workload(
             "RBM 784 x 500, random weights, 100 chains",
             lambda: rbm_target(784, 500),
             100,
-            (Run("gwg"), Run("flsb1"), Run("flsb2"), Run("pas")),
+            (
+                Run("gwg"),
+                Run("flsb1"),
+                Run("flsb2"),
+                Run("pas"),
+                Run("lsb1", steps_share=0.1),  # exact ratios: every ratio at x', n m a step
+                *(Run(name, steps_share=0.1, learn=True) for name in ("flsb1", "flsb2")),
+                Run("lsb1", steps_share=0.01, learn=True),
+            ),
             steps_share=0.05,
         ),
     ),
@@ -207,9 +223,11 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
 TARGETS = tuple(WORKLOADS)
 
 
-def steps_per_second(sampler, steps: int, repeats: int) -> float:
-    """``sampler.step`` timed by the benchmarks' rule (``lsbcore.timing.per_second``)."""
-    return per_second(sampler.step, steps, repeats)
+def steps_per_second(sampler, steps: int, repeats: int, learn: bool = False) -> float:
+    """``sampler.step`` (learning steps with ``learn``) timed by the benchmarks' rule
+    (``lsbcore.timing.per_second``)."""
+    advance = functools.partial(sampler.step, learn=True) if learn else sampler.step
+    return per_second(advance, steps, repeats)
 
 
 def measure(
@@ -230,11 +248,13 @@ def measure(
             out[run.label] = {"refused": str(err)}
             continue
         run_steps = max(2, round(steps * workload.steps_share * run.steps_share))
+        learning = run.learn and isinstance(sampler, BatchedSampler)
         out[run.label] = {
-            "steps_per_second": steps_per_second(sampler, run_steps, repeats),
+            "steps_per_second": steps_per_second(sampler, run_steps, repeats, run.learn),
             "evals_per_step": sampler.evals_per_step,
             "sites_per_step": workload.n_chains * sampler.sites_per_step,
-            "backend": sampler.backend,
+            # a batched sampler's learning steps are torch steps whatever its backend
+            "backend": "torch" if learning else sampler.backend,
         }
     return out
 
