@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from lsbcore.balancing.base import Balancing
 from lsbcore.balancing.functions import FIXED, make_balancing
 from lsbcore.exact.states import all_states, state_codes
 from lsbcore.exact.transition import flip_matrix
@@ -61,7 +62,7 @@ def test_compiled_balanced_steps_give_the_torch_steps_chains(name, epsilon):
         assert sampler.invariant_error() < 1e-9
 
 
-@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
+@pytest.mark.parametrize("name", ["lsb1", "lsb2", "lsb2-monotone"])
 @pytest.mark.parametrize("epsilon", [1e-3, 0.0])
 def test_learned_functions_frozen_take_compiled_steps_with_the_torch_steps_chains(name, epsilon):
     """Burn-in learns on torch steps (both runs alike), then the frozen function's steps are
@@ -176,17 +177,27 @@ def test_the_compiled_cache_equals_a_recompute_after_thousands_of_steps(name):
 # ----------------------------------------------------------------- which backend
 def test_auto_picks_the_compiled_steps_for_the_papers_functions_on_a_factor_graph():
     graph = grid_network(4, 0.5, seed=0)
-    for name in (*FIXED, "lsb1", "lsb2"):  # LSB 1 and 2: frozen steps compiled, learning torch
+    # the learned ones: frozen steps compiled, learning steps torch
+    for name in (*FIXED, "lsb1", "lsb2", "lsb2-monotone"):
         assert make_sampler(name, graph, 2, backend="auto").backend == "compiled"
-    # gradient ratios and a function the kernels do not know keep torch steps
+    # gradient ratios keep torch steps
     assert make_sampler("flsb1", graph, 2, backend="auto").backend == "torch"
-    assert make_sampler("lsb2-monotone", graph, 2, backend="auto").backend == "torch"
+
+
+class Unknown(Balancing):
+    """A balancing function no kernel knows (sqrt's log g, written anew)."""
+
+    name = "unknown"
+
+    def log_g(self, s: torch.Tensor) -> torch.Tensor:
+        return 0.5 * s
 
 
 def test_the_compiled_backend_is_refused_where_it_does_not_serve_in_a_sentence():
     graph = grid_network(4, 0.5, seed=0)
-    with pytest.raises(ValueError, match="know the paper's balancing functions"):
-        make_sampler("lsb2-monotone", graph, 2, backend="compiled")
+    with pytest.raises(ValueError, match="know the paper's balancing functions, not 'unknown'"):
+        BatchedBalancedSampler(graph, 2, Unknown(), backend="compiled")
+    assert BatchedBalancedSampler(graph, 2, Unknown(), backend="auto").backend == "torch"
     with pytest.raises(ValueError, match="read exact ratios only"):
         BatchedBalancedSampler(
             graph, 2, make_balancing("sqrt"), ratios="gradient", backend="compiled"

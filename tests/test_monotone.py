@@ -323,23 +323,28 @@ def test_an_unknown_kind_names_the_three_learned_kinds():
 
 
 # ----------------------------------------------------------------- the registry
-def test_the_registry_builds_it_on_torch_steps_and_refuses_compiled_in_a_sentence():
+def test_the_registry_builds_it_with_compiled_frozen_steps_and_the_torch_chains():
+    """Its frozen steps run the compiled kernels (``kernels.log_g`` reads phi's pieces) on a
+    lattice and a factor graph, and give the torch steps' chains after a burn-in that learned
+    on torch steps (no learning kernel knows its network)."""
     ising, graph = ising_3x3(), network_with_zeros()
     pairwise = make_sampler("lsb2-monotone", ising, 2, groups=3, units=7)
-    assert pairwise.backend == "torch"  # "auto": no compiled kernel knows this function
+    assert pairwise.backend == "compiled"
+    assert not pairwise._uses_compiled(True) and pairwise._uses_compiled(False)
     assert (pairwise.balancing.groups, pairwise.balancing.units) == (3, 7)
     assert pairwise.name == "lsb2-monotone" and pairwise.learnable
-    pairwise.set_backend("auto")
-    assert pairwise.backend == "torch"
-    with pytest.raises(ValueError, match="has no compiled steps") as info:
-        make_sampler("lsb2-monotone", ising, 2, backend="compiled")
-    assert str(info.value).endswith(".")
-    with pytest.raises(ValueError, match="has no compiled steps"):
-        pairwise.set_backend("compiled")
-    assert pairwise.backend == "torch"
-    with pytest.raises(ValueError, match="factor graph know the paper's balancing functions"):
-        make_sampler("lsb2-monotone", graph, 2, backend="compiled")
-    assert make_sampler("lsb2-monotone", graph, 2).backend == "torch"
+    assert make_sampler("lsb2-monotone", graph, 2).backend == "compiled"
+    for target in (ising, graph):
+        runs = []
+        for backend in ("compiled", "torch"):
+            sampler = make_sampler("lsb2-monotone", target, 4, seed=3, backend=backend)
+            sampler.step(30, learn=True)
+            sampler.balancing.frozen()
+            sampler.step(300)
+            runs.append(sampler)
+        assert torch.equal(runs[0].x, runs[1].x)
+        assert torch.equal(runs[0]._n_accepted, runs[1]._n_accepted)
+        assert runs[0].invariant_error() < 1e-9
     with pytest.raises(ValueError, match="groups must be an integer between 1 and 32"):
         make_sampler("lsb2-monotone", ising, 2, groups=33)
     # one seed, one function; another seed, another

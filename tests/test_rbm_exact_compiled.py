@@ -21,7 +21,7 @@ from lsbcore.targets.rbm import RBM
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-FUNCTIONS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2")
+FUNCTIONS = ("barker", "sqrt", "min", "max", "lsb1", "lsb2", "lsb2-monotone")
 MODELS = {
     # every |log-ratio| bounded by sum_j |W_jk| + |b_k| <= LINEAR_LIMIT: the products' path
     "bounded": lambda: RBM.random(14, 6, seed=4, scale=0.8),

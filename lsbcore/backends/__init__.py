@@ -18,6 +18,9 @@ import importlib.util
 import torch
 
 from lsbcore.backends.device import unavailable_reason
+from lsbcore.backends.kernel_cache import drop_stale
+
+drop_stale()  # before any kernel module is compiled or loaded from numba's cache
 
 BACKENDS = ("auto", "compiled", "torch", "device")
 

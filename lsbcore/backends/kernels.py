@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.structures import KIND_MIXTURE
+from lsbcore.backends.structures import KIND_MIXTURE, KIND_MONOTONE
 from lsbcore.numerics import LOG_2, LOG_RANGE, MAX_LOG_G
 
 
@@ -60,6 +60,34 @@ def component_log_g(s, out):
     out[3] = max(0.0, s)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _line(w, b, s):
+    """``w s + b``, its limit ``b`` where ``w = 0`` and ``s`` is infinite (not NaN)."""
+    return b if w == 0.0 else w * s + b
+
+
+@njit(cache=True, nogil=True)
+def _piece(s, starts):
+    """The last piece whose start is at most ``s`` (``starts`` ascending, the first ``-inf``)."""
+    lo, hi = 0, starts.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if starts[mid] <= s:
+            lo = mid + 1
+        else:
+            hi = mid
+    return max(lo - 1, 0)
+
+
+@njit(cache=True, nogil=True)
+def _log_g_monotone(s, starts, slope, intercept):
+    """LSB 2': ``min(phi(s), s + phi(-s))`` with ``phi`` piecewise linear (``balancing.
+    monotone``); ``phi(-s)`` reads a piece ``(w, b)``, so the second term is ``(1 - w) s + b``."""
+    k = _piece(s, starts)
+    j = _piece(-s, starts)
+    return min(_line(slope[k], intercept[k], s), _line(1.0 - slope[j], intercept[j], s))
+
+
 @njit(cache=True, nogil=True)
 def log_g(kind, s, log_w, breakpoints, slope, intercept):
     """``log g(e^s)`` of one balancing function (``kind``: see ``structures.Function``)."""
@@ -82,6 +110,8 @@ def log_g(kind, s, log_w, breakpoints, slope, intercept):
         for k in range(4):
             total += math.exp(terms[k] - top)
         return top + math.log(total)
+    if kind == KIND_MONOTONE:
+        return _log_g_monotone(s, breakpoints, slope, intercept)
     a = _log_softplus_piece(s, breakpoints, slope, intercept)
     b = s + _log_softplus_piece(-s, breakpoints, slope, intercept)
     top = max(a, b)

@@ -74,12 +74,15 @@ class FactorChains(NamedTuple):
 
 KIND_MIXTURE = 4  # Function.kind of LSB 1's mixture (0-3: the fixed functions)
 KIND_NETWORK = 5  # Function.kind of LSB 2's network
+KIND_MONOTONE = 6  # Function.kind of LSB 2' (a monotone min-max network; batched samplers only)
 
 
 class Function(NamedTuple):
     """A balancing function for ``kernels.log_g``: ``kind`` 0-3 the fixed functions (order of
     ``FIXED``), 4 a mixture with log-weights ``log_w`` (LSB 1), 5 LSB 2's network in its
-    piecewise-linear form (``breakpoints``, ``slope``, ``intercept``). Numpy arrays for the
+    piecewise-linear form (``breakpoints``, ``slope``, ``intercept``), 6 LSB 2' with ``phi``'s
+    pieces (``breakpoints`` their starts, the first ``-inf``; each piece's ``slope`` and
+    ``intercept``: ``MonotoneBalancing.pieces``). Numpy arrays for the
     compiled kernels; device tensors for ``device.balanced``, which reads the same fields."""
 
     kind: int

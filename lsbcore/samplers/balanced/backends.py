@@ -15,11 +15,14 @@ the learning state of ``BalancedLearning``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from lsbcore.backends.structures import (
     KIND_MIXTURE,
+    KIND_MONOTONE,
     KIND_NETWORK,
     Function,
     Learner,
@@ -31,6 +34,7 @@ from lsbcore.backends.structures import (
     ProposalCache,
 )
 from lsbcore.balancing.functions import FIXED, FixedBalancing, MixtureBalancing, NetworkBalancing
+from lsbcore.balancing.monotone import MonotoneBalancing
 
 
 class BalancedBackends:
@@ -38,9 +42,10 @@ class BalancedBackends:
     backends (the torch steps are the sampler's own ``_step`` and ``_learn_step``)."""
 
     def _has_kernel(self, learn: bool = False) -> bool:
-        if learn:
+        if learn:  # LSB 2' learns on torch steps: no learning kernel knows its network
             return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
-        return isinstance(self.balancing, (FixedBalancing, MixtureBalancing, NetworkBalancing))
+        known = (FixedBalancing, MixtureBalancing, NetworkBalancing, MonotoneBalancing)
+        return isinstance(self.balancing, known)
 
     def _compiled_learning(self, m: int, u: torch.Tensor, trace) -> int:
         """Up to ``m`` learning steps through ``learning_kernels`` from uniforms ``u [m, B, 4]``;
@@ -285,7 +290,8 @@ class BalancedBackends:
 
 def kernel_function(b) -> Function | None:
     """The balancing function ``b`` as ``kernels.log_g`` takes it (numpy arrays), or None where
-    the kernels do not know it (LSB 2')."""
+    the kernels do not know it (LSB 2' only on the batched samplers' kernels: the pairwise
+    ones gate it out with ``_has_kernel``)."""
     empty = np.zeros(0)
     with torch.no_grad():
         if isinstance(b, FixedBalancing):
@@ -293,6 +299,17 @@ def kernel_function(b) -> Function | None:
         if isinstance(b, MixtureBalancing):
             log_w = b.log_weights().detach().cpu().numpy().astype(np.float64)
             return Function(KIND_MIXTURE, log_w, empty, empty, empty)
+        if isinstance(b, MonotoneBalancing):  # phi's pieces that are used (unused: start +inf)
+            starts, units = b.pieces()
+            used = starts < math.inf
+            units = units[used]
+            return Function(
+                KIND_MONOTONE,
+                np.zeros(4),
+                starts[used].cpu().numpy().astype(np.float64),
+                b.slope.detach().reshape(-1)[units].cpu().numpy().astype(np.float64),
+                b.intercept.detach().reshape(-1)[units].cpu().numpy().astype(np.float64),
+            )
         if isinstance(b, NetworkBalancing):
             breakpoints, slope, intercept = b.pieces()
             return Function(

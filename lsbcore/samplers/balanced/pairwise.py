@@ -86,14 +86,14 @@ class LocallyBalancedSampler(BalancedLearning, BalancedBackends, Sampler):
             raise
 
     def _torch_without_kernel(self, asked: str) -> None:
-        """A balancing function the compiled kernels do not know (LSB 2') takes torch steps:
-        ``"auto"`` resolves to torch for it, and ``"compiled"`` asked for is refused."""
+        """A balancing function the compiled kernels do not know takes torch steps: ``"auto"``
+        resolves to torch for it, and ``"compiled"`` asked for is refused."""
         if self.backend != "compiled" or self._kernel_function() is not None:
             return
         if asked == "compiled":
             raise ValueError(
                 f"the {self.name!r} sampler has no compiled steps: the compiled kernels know "
-                "the fixed functions, LSB 1 and LSB 2, not its balancing function "
+                "the fixed functions, LSB 1, LSB 2 and LSB 2', not its balancing function "
                 f"{self.balancing.name!r}; use backend='torch' or 'auto' (which runs torch)."
             )
         self.backend = "torch"
