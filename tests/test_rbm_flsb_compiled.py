@@ -10,6 +10,7 @@ import torch
 
 from lsbcore.balancing.functions import FixedBalancing
 from lsbcore.samplers.balanced.batched import BatchedBalancedSampler
+from lsbcore.samplers.balanced.rbm_steps import FLSB2_COMPILED_MAX
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 
@@ -78,11 +79,24 @@ def test_learning_between_frozen_calls_rebuilds_the_kernels_function():
     assert runs[1].invariant_error() < 1e-10
 
 
-def test_flsb2_stays_torch_in_a_sentence():
-    target = RBM.random(12, 3, seed=0)
-    assert make_sampler("flsb2", target, 2).backend == "torch"
-    with pytest.raises(ValueError, match="whose torch step is faster"):
-        make_sampler("flsb2", target, 2, backend="compiled")
-    # exact ratios: every paper function compiled (tests/test_rbm_exact_compiled.py)
-    assert make_sampler("lsb1", target, 2).backend == "compiled"
-    assert make_sampler("lsb2-monotone", target, 2).backend == "compiled"
+def test_flsb2_runs_compiled_where_measured_faster_and_gives_the_torch_chains():
+    """``"auto"`` takes the kernel for FLSB 2 on few chains of a small RBM (as the RBM page
+    runs it) and torch beyond ``FLSB2_COMPILED_MAX`` chain-sites; asked for, the kernel runs at
+    any size. Either way the torch chains."""
+    small, large = RBM.random(12, 3, seed=0), RBM.random(100, 25, seed=0)
+    assert make_sampler("flsb2", small, 8).backend == "compiled"
+    assert 100 * 100 > FLSB2_COMPILED_MAX
+    assert make_sampler("flsb2", large, 100).backend == "torch"
+    assert make_sampler("flsb2", large, 100, backend="compiled").backend == "compiled"
+    assert make_sampler("lsb1", small, 2).backend == "compiled"  # exact ratios: every function
+    target = RBM.random(40, 10, seed=3, scale=1.5)
+    runs = []
+    for backend in ("torch", "compiled"):
+        sampler = make_sampler("flsb2", target, 9, seed=5, backend=backend)
+        sampler.step(40, learn=True)  # torch in both
+        sampler.balancing.frozen()
+        sampler.step(200)
+        runs.append(sampler)
+    assert torch.equal(runs[0].x, runs[1].x)
+    assert runs[0].n_accepted == runs[1].n_accepted > 0
+    assert runs[1].invariant_error() < 1e-10

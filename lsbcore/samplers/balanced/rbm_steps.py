@@ -4,12 +4,13 @@
   burn-in): ``rbm_kernels.gwg_steps``, the kernel of Gibbs with Gradients with the proposal's
   ``g`` as a parameter, computed as ``g(t)`` itself (one ``exp`` a site). It keeps the gradient
   ``d`` per chain, which the torch step holds as ``s~ = -2 x d``: ``d = -x s~ / 2`` exactly,
-  and back. LSB 2's network (FLSB 2) keeps torch steps: in the kernel it costs more than
-  torch's vectorised step (``compiled_refusal``).
-- Exact ratios (``barker``, ``sqrt``, ``min``, ``max``, LSB 1 and LSB 2 frozen after burn-in):
-  ``rbm_kernels.balanced_steps``, on the torch step's own caches (the ratios ``s`` and the
-  hidden pre-activations), every ratio at ``x'`` from a product of the shift tables (``n m``
-  multiply-adds and ``n`` logarithms a step, where the torch step takes ``n m`` softplus).
+  and back. LSB 2's network (FLSB 2) runs there too, in log space (about eight transcendental
+  calls a site): ``"auto"`` picks it on few chains of a small RBM only, where it beats torch's
+  vectorised step (``torch_is_faster``).
+- Exact ratios (``barker``, ``sqrt``, ``min``, ``max``, LSB 1, LSB 2 and LSB 2' frozen after
+  burn-in): ``rbm_kernels.balanced_steps``, on the torch step's own caches (the ratios ``s`` and
+  the hidden pre-activations), every ratio at ``x'`` from a product of the shift tables (``n m``
+  multiply-adds, where the torch step takes ``n m`` softplus).
 
 The kernels read the torch step's uniforms as it reads them (the site, then the decision), so a
 seed gives the torch chains (up to rounding). Learning steps stay torch (``step(learn=True)``
@@ -20,11 +21,14 @@ from __future__ import annotations
 
 import torch
 
-from lsbcore.backends.structures import KIND_MIXTURE
+from lsbcore.backends.structures import KIND_MIXTURE, KIND_NETWORK
 from lsbcore.samplers.balanced.backends import CompiledFunction
 from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
+
+#: Chains x visible units up to which ``"auto"`` runs FLSB 2 on the compiled kernel
+FLSB2_COMPILED_MAX = 4096
 
 
 class RBMBalancedSteps(CompiledFunction):
@@ -45,16 +49,23 @@ class RBMBalancedSteps(CompiledFunction):
                 f"the compiled steps on an RBM know the paper's balancing functions, not "
                 f"{self.balancing.name!r}; use backend='torch'."
             )
-        if self.ratios == "gradient" and function.kind > KIND_MIXTURE:
-            # LSB 2's network costs about eight transcendental calls a site in the kernel
-            # (scalar libm) against torch's vectorised ones: 423 against 650 steps/s on the
-            # 100 x 25 RBM, 293 against 452 on 784 x 250 (BENCHMARKS.md)
+        if self.ratios == "gradient" and function.kind > KIND_NETWORK:
             return (
-                f"the compiled FLSB steps on an RBM serve the fixed functions and LSB 1's mixture "
-                f"(one exp a site), not {self.balancing.name!r}, whose torch step is faster; use "
-                "backend='torch'."
+                f"the compiled FLSB steps on an RBM know the paper's functions, not "
+                f"{self.balancing.name!r}; use backend='torch'."
             )
         return None
+
+    def torch_is_faster(self) -> bool:
+        """FLSB 2's network costs about eight transcendental calls a site in the kernel (scalar
+        libm), its torch step a few vectorised operations and a fixed launch cost: the kernel
+        wins on few chains of a small RBM, torch beyond ``FLSB2_COMPILED_MAX`` chain-sites
+        (measured, BENCHMARKS.md: 1.07-4.3x at 2,048-4,096, 0.88x at 6,272, 0.59x at 10,000)."""
+        if not isinstance(self.target, RBM) or self.ratios != "gradient":
+            return False
+        function = self._compiled_function()
+        big = self.n_chains * self.n_sites > FLSB2_COMPILED_MAX
+        return function is not None and function.kind > KIND_MIXTURE and big
 
     def _compiled_steps(self, n: int, trace, truth) -> None:
         if not isinstance(self.target, RBM):
