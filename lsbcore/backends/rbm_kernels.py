@@ -357,6 +357,39 @@ def exact_ratios(x, a, tables, s):
 
 
 @njit(cache=True, nogil=True)
+def _chain_tables(xb, rows, neg_rows, exp_b, exp_neg_b, table, bias):
+    """One chain's shift tables at its state: ``table [m, n]`` the factor ``e^(-x_k W_jk)`` of
+    every hidden unit and site, ``bias [n]`` ``e^(-x_k b_k)`` (a flip moves one column)."""
+    for k in range(xb.shape[0]):
+        bias[k] = exp_neg_b[k] if xb[k] > 0.0 else exp_b[k]
+    for j in range(table.shape[0]):
+        for k in range(xb.shape[0]):
+            table[j, k] = neg_rows[j, k] if xb[k] > 0.0 else rows[j, k]
+
+
+@njit(cache=True, nogil=True)
+def _flip_column(x_i, i, rows, neg_rows, exp_b, exp_neg_b, table, bias):
+    """The tables after site ``i`` (at ``x_i``) flips: its column and bias for ``-x_i``."""
+    bias[i] = exp_b[i] if x_i > 0.0 else exp_neg_b[i]
+    for j in range(table.shape[0]):
+        table[j, i] = rows[j, i] if x_i > 0.0 else neg_rows[j, i]
+
+
+@njit(cache=True, nogil=True)
+def _table_products(sig, table, bias, t):
+    """``t_k = bias_k prod_j (sigmoid(-a_j) + sigmoid(a_j) table_jk)``: independent products
+    the compiler runs side by side across sites."""
+    n = t.shape[0]
+    for k in range(n):
+        t[k] = bias[k]
+    for j in range(sig.shape[1]):
+        p, q = sig[0, j], sig[1, j]
+        row = table[j]
+        for k in range(n):
+            t[k] *= q + p * row[k]
+
+
+@njit(cache=True, nogil=True)
 def _linear_cdf(kind, t, weights, cdf):
     """Cumulative sums of ``g(t)`` into ``cdf``; returns ``Z``."""
     total = 0.0
@@ -411,11 +444,13 @@ def _linear_balanced(
     m = a.shape[1]
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
+    table, bias = np.empty((m, n)), np.empty(n)
     for b in range(chains):
         xb, ab = x[b], a[b]
         t, cdf, t_new, cdf_new = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
         _refresh_sig(ab, sig)
-        _exact_ratio_exps(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t)
+        _chain_tables(xb, rows, neg_rows, exp_b, exp_neg_b, table, bias)
+        _table_products(sig, table, bias, t)
         log_z = math.log(_linear_cdf(function.kind, t, weights, cdf))
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
@@ -426,7 +461,8 @@ def _linear_balanced(
             _add_flip(a_new, w_t, i, x_i)
             _refresh_sig(a_new, sig_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
-            _exact_ratio_exps(xb, sig_new, rows, neg_rows, exp_b, exp_neg_b, t_new)
+            _flip_column(x_i, i, rows, neg_rows, exp_b, exp_neg_b, table, bias)
+            _table_products(sig_new, table, bias, t_new)
             log_z_new = math.log(_linear_cdf(function.kind, t_new, weights, cdf_new))
             s_i = math.log(t[i])
             log_a, accept = _accept_flip(log_z, log_z_new, s_i, u[step, 1, b])
@@ -443,6 +479,7 @@ def _linear_balanced(
                 overlap -= 2.0 * x_i * truth[i]
             else:
                 xb[i] = x_i
+                _flip_column(-x_i, i, rows, neg_rows, exp_b, exp_neg_b, table, bias)
             trace_row(trace, step, b, log_p[b], sum_x, overlap, 1.0 if accept else 0.0, i)
         for k in range(n):
             s[b, k] = math.log(t[k])
