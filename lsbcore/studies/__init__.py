@@ -73,6 +73,8 @@ STUDIES = tuple(
          "lsbcore.studies.benchmarks.samplers"),
         ("bench-targets", "samplers beyond pairwise (RBM, factor graph)",
          "lsbcore.studies.benchmarks.targets"),
+        ("bench-recorded", "samplers recorded at every step (the network page, an RBM)",
+         "lsbcore.studies.benchmarks.recorded"),
         ("bench-photos", "lsbcore.segment on the shipped photos",
          "lsbcore.studies.benchmarks.photos"),
         ("bench-boxes", "lsbcore.segment with a box prompt on public photos: seconds to "

@@ -1,4 +1,4 @@
-"""Samplers recorded at every step: ``python -m lsbcore.studies.benchmarks.recorded``.
+"""Samplers recorded at every step: ``python -m lsbcore.studies bench-recorded``.
 
 A ``Comparison`` with traces at every step (``thin=1``), as the network page runs one, after a
 short burn-in, mixing: each sampler stepped alone in calls of ``--call`` steps for ``--seconds``,
@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.comparison import Comparison
 from lsbcore.networks.presets import preset
 from lsbcore.samplers import warmup
@@ -60,4 +61,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.recorded"))
