@@ -99,6 +99,13 @@ def _add_flip(a, w_t, i, x_i):
         a[j] += d * row[j]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _take_hidden(a, sig, a_new, sig_new):
+    """An accepted move's pre-activations and sigmoids become the chain's."""
+    for j in range(a.shape[0]):
+        a[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
+
+
 @njit(cache=True, nogil=True)
 def pre_activations(x, w_t, c, a):
     """``a[b] = c + W v[b]`` for every chain, ``v = (1 + x) / 2``."""
@@ -301,8 +308,7 @@ def gwg_steps(
                 log_p[b] += log_ratio
                 n_accepted[b] += 1
                 log_z, linear = log_z_new, linear_new
-                for j in range(m):
-                    ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
+                _take_hidden(ab, sig, a_new, sig_new)
                 for k in range(n):
                     gb[k], logits[k], cdf[k] = g_new[k], logits_new[k], cdf_new[k]
                 sum_x -= 2.0 * x_i
@@ -473,8 +479,7 @@ def _linear_balanced(
                 n_accepted[b] += 1
                 log_z = log_z_new
                 t, t_new, cdf, cdf_new = t_new, t, cdf_new, cdf
-                for j in range(m):
-                    ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
+                _take_hidden(ab, sig, a_new, sig_new)
                 sum_x -= 2.0 * x_i
                 overlap -= 2.0 * x_i * truth[i]
             else:
@@ -518,8 +523,7 @@ def _log_balanced(
                 log_p[b] += s_i
                 n_accepted[b] += 1
                 log_z = log_z_new
-                for j in range(m):
-                    ab[j], sig[0, j], sig[1, j] = a_new[j], sig_new[0, j], sig_new[1, j]
+                _take_hidden(ab, sig, a_new, sig_new)
                 for k in range(n):
                     sb[k], cdf[k] = s_new[k], cdf_new[k]
                 sum_x -= 2.0 * x_i
