@@ -263,8 +263,14 @@ class Comparison:
             if self.truth is not None:
                 fields.append(((sites + values[keep, :, 2]) * 0.5) / float(sites))
             self._before_extend(name)
-            trace.extend(
-                steps[keep], np.stack(fields, 1), evals, rate, wall, np.full(keep.size, phase)
+            trace.extend(  # records built by the trace's rules: steps rise, one phase
+                steps[keep],
+                np.stack(fields, 1),
+                evals,
+                rate,
+                wall,
+                np.full(keep.size, phase),
+                checked=False,
             )
             self._after_extend(name, int(steps[keep[-1]]))
 

@@ -368,6 +368,17 @@ class Trace:
         self._last_phase = phase_id
         return True
 
+    def _records(self, step, values, phase, checked: bool = True):
+        """``extend``'s arguments as arrays, checked (``_check_records``) or only converted;
+        None when empty."""
+        if checked:
+            return self._check_records(step, values, phase)
+        step = np.asarray(step, dtype=np.int64).reshape(-1)
+        if step.size == 0:
+            return None
+        values = np.asarray(values, dtype=np.float32)
+        return step, values, np.asarray(phase, dtype=np.int8).reshape(-1)
+
     def _check_records(self, step, values, phase):
         """``extend``'s arguments as arrays, after the rules of ``record``; None when empty."""
         step = np.asarray(step, dtype=np.int64).reshape(-1)
@@ -391,14 +402,18 @@ class Trace:
             raise ValueError("phase cannot go back from 'mixing' to 'burnin'")
         return step, values, phase
 
-    def extend(self, step, values, target_evals, accept_rate, wall_s, phase) -> None:
+    def extend(
+        self, step, values, target_evals, accept_rate, wall_s, phase, checked: bool = True
+    ) -> None:
         """Append ``k`` records at once: ``values [k, len(fields), n_chains]`` (the stored
         fields, in order) and ``[k]`` scalars; ``phase`` holds indices into ``PHASES``. The
-        rules of ``record`` apply (steps increase, the phase never goes back)."""
-        checked = self._check_records(step, values, phase)
-        if checked is None:
+        rules of ``record`` apply (steps increase, the phase never goes back); ``checked=False``
+        skips checking them, for a caller that builds its records by those rules
+        (``Comparison``: a short call costs its checks' small numpy operations otherwise)."""
+        records = self._records(step, values, phase, checked)
+        if records is None:
             return
-        step, values, phase = checked
+        step, values, phase = records
         k = step.size
         columns = {
             "step": step,

@@ -112,15 +112,18 @@ class ArrayTrace(Trace):
         self._values = self._values[: self._n].copy()
         self._scalars = {k: v[: self._n].copy() for k, v in self._scalars.items()}
 
-    def extend(self, step, values, target_evals, accept_rate, wall_s, phase) -> None:
+    def extend(
+        self, step, values, target_evals, accept_rate, wall_s, phase, checked: bool = True
+    ) -> None:
         """Append ``k`` records: ``values [k, len(fields), n_chains]`` and ``[k]`` scalars.
 
-        ``phase`` holds indices into ``PHASES`` (0 burn-in, 1 mixing).
+        ``phase`` holds indices into ``PHASES`` (0 burn-in, 1 mixing); ``checked`` as
+        ``Trace.extend``.
         """
-        checked = self._check_records(step, values, phase)
-        if checked is None:
+        records = self._records(step, values, phase, checked)
+        if records is None:
             return
-        step, values, phase = checked
+        step, values, phase = records
         k = step.size
         self._reserve(k)
         sl = slice(self._n, self._n + k)
