@@ -36,6 +36,19 @@ from app import config
 from app.view_catalogue import ISING
 from lsbcore import CSV_COLUMNS
 from tools.browser_kit import steps_shown
+from tools.screenshots import (
+    _FIGURES,
+    _MAIN_FIGURE,
+    FIGURE_WAIT_MS,
+    FIGURELESS,
+    LECTURE,
+    LECTURE_TARGETS,
+    LECTURE_WIDE,
+    RUN_TIMEOUT_MS,
+    lecture_labels,
+    view_stem,
+    wait_for_mixing,
+)
 
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=TIMEOUT_MS)
@@ -44,6 +57,7 @@ PANEL = '[role="tabpanel"]:visible'
 # a long default run capped at 1000 steps per redraw: it cannot finish while a test looks, and
 # leaves the 2-core machine some room for the browser
 LONG = replace(config.Config(), steps=200_000, burn_in=200, speed="1000")
+SCREENS = (LECTURE, LECTURE_WIDE)  # a projector's whole screen, and a large one
 
 
 @pytest.fixture(params=[800, 1600], ids=lambda w: f"{w}px")
@@ -322,8 +336,60 @@ def test_exports_report_traces_and_a_chart(browser, server, tmp_path):
         server.check()
 
 
+# ----------------------------------------------------------------------------- every view
+QUIET_LOOKS = 3  # the page is at rest once this many looks in a row, LOOK_MS apart, agree
+LOOK_MS = 100
+# one look: the open view's main figure where ``walk_views`` measures it, and how many charts
+# and images the view has drawn
+_LOOK = f"""() => {{
+  const panel = [...document.querySelectorAll('[role="tabpanel"]')].find(p => p.offsetParent);
+  const drawn = panel ? panel.querySelectorAll('.js-plotly-plot .main-svg, img').length : -1;
+  return JSON.stringify([({_MAIN_FIGURE})(), drawn]); }}"""
+# at rest: the script run has finished (an RBM's MMD view draws its noise floor, seconds of
+# Gibbs sampling, after its curves) and the last QUIET_LOOKS looks saw the same page (Plotly's
+# first drawing, or its redrawing at a new width, is over)
+_AT_REST = f"""n => {{
+  const rest = window.__lsbRest || (window.__lsbRest = {{last: null, same: 0}});
+  const now = ({_LOOK})();
+  if (now === rest.last) rest.same += 1; else {{ rest.last = now; rest.same = 0; }}
+  return rest.same >= n && document.querySelector('[data-testid="stApp"]')
+    ?.getAttribute('data-test-script-state') === 'notRunning'; }}"""
+
+
+def at_rest(page) -> None:
+    """Wait until the page is at rest (``_AT_REST``)."""
+    page.evaluate("() => { window.__lsbRest = null; }")
+    page.wait_for_function(_AT_REST, arg=QUIET_LOOKS, polling=LOOK_MS, timeout=RUN_TIMEOUT_MS)
+
+
+def walk_every_view(page, labels, out, figureless=(), name: str = "") -> dict:
+    """``walk_views``' walk with waits on the page instead of fixed pauses: at 1280 x 720, then
+    at 1600 x 1000, every view's tab opened, and once the page is at rest, where its main
+    figure lies (``(size, label) -> _MAIN_FIGURE``'s answer), that it shows no error, and a
+    screenshot of the screen (``view_stem``)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    found = {}
+    for screen in SCREENS:
+        page.set_viewport_size(screen)
+        for label in labels:
+            open_tab(page, label)
+            panel = page.locator(f"{PANEL}:visible")
+            panel.locator(".lsb-seeing").first.wait_for()  # the view is drawn
+            if label not in figureless:
+                try:  # the figure (the caller sees none if it never comes)
+                    panel.locator(_FIGURES).first.wait_for(timeout=FIGURE_WAIT_MS)
+                except PlaywrightTimeout:
+                    pass
+            at_rest(page)
+            found[f"{screen['width']}x{screen['height']}", label] = page.evaluate(_MAIN_FIGURE)
+            assert_healthy(page)
+            page.screenshot(path=str(out / f"{view_stem(screen, label, name)}.png"))
+    return found
+
+
 def not_whole(found: dict) -> tuple[list[str], set[str]]:
-    """From ``walk_views``' answer: each view whose main figure is not whole on the screen
+    """From ``walk_every_view``' answer: each view whose main figure is not whole on the screen
     below the page's header (or that scrolled the page), or one of whose charts has its x-axis
     title run into its legend, in a short sentence; and the views that drew no figure."""
     off, figureless = [], set()
@@ -351,8 +417,6 @@ def test_every_view_shows_its_main_figure_whole_on_a_lecture_screen(browser, ser
     scrolling, and no chart's x-axis title runs into its legend. One page walks every view at
     both sizes; its screenshots land in a temporary folder (``python -m tools.screenshots
     --only views`` keeps them in docs/screenshots/)."""
-    from tools.screenshots import FIGURELESS, LECTURE, LECTURE_WIDE, walk_views
-
     context = browser.new_context(viewport=LECTURE)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
@@ -360,7 +424,7 @@ def test_every_view_shows_its_main_figure_whole_on_a_lecture_screen(browser, ser
         open_app(page, app_url(server.url, {**config.to_query_params(LONG), "present": "1"}))
         run_a_little(page)
         labels = [view.label for view in ISING.views]
-        found = walk_views(page, (LECTURE, LECTURE_WIDE), labels, tmp_path, FIGURELESS)
+        found = walk_every_view(page, labels, tmp_path, FIGURELESS)
         off, figureless = not_whole(found)
         assert off == [], off
         assert figureless <= FIGURELESS, figureless - FIGURELESS
@@ -376,25 +440,23 @@ def test_every_rbm_and_network_view_shows_its_main_figure_whole_on_a_lecture_scr
     browser, server, tmp_path, name
 ):
     """The same on the RBM page (the paper's 16 x 16 digits: the digit grid whole, a row per
-    sampler) and the Markov network page (MN 1), after a short run: every view draws its figure
-    (Acceptance and hops: its table) as it opens, none waits for a button."""
+    sampler) and the Markov network page (MN 1), after a short run (100 burn-in steps, in which
+    the learned functions learn, then 100 of mixing): every view draws its figure (Acceptance
+    and hops: its table) as it opens, none waits for a button."""
     from app.view_catalogue import NETWORK, RBM
-    from tools.screenshots import (
-        LECTURE,
-        LECTURE_TARGETS,
-        LECTURE_WIDE,
-        lecture_labels,
-        open_lecture,
-        walk_views,
-    )
 
     context = browser.new_context(viewport=LECTURE)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     try:
-        open_lecture(page, server.url, LECTURE_TARGETS[name], mixing=100)
+        query = {"present": "1", "speed": "1000", "target": LECTURE_TARGETS[name]}
+        open_app(page, app_url(server.url, {**query, "burn_in": "100"}), RUN_TIMEOUT_MS)
+        button(page, "run").click()
+        wait_for_mixing(page, 100)
+        button(page, "pause").click()
+        expect(page.get_by_text("· paused ·").first).to_be_visible()
         labels = lecture_labels(RBM if name == "rbm" else NETWORK)
-        found = walk_views(page, (LECTURE, LECTURE_WIDE), labels, tmp_path, name=name)
+        found = walk_every_view(page, labels, tmp_path, name=name)
         off, figureless = not_whole(found)
         assert off == [], off
         assert figureless == set(), figureless
