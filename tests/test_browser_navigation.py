@@ -56,7 +56,11 @@ def wait_for_steps(page, least: int) -> int:
 
 
 def test_a_photo_keeps_its_prompt_run_and_resolution_across_a_change_of_source(page, server):
-    open_app(page, app_url(server.url, {"burn_in": "5", "chains": "2"}))
+    # a run that cannot end by itself while the test looks: a small photo's run settles (and
+    # pauses itself, Pause disabled) within a second at full speed, so "stop when settled" is
+    # off and the speed capped at 50 steps a second (the photo's run lasts minutes)
+    query = {"burn_in": "5", "chains": "2", "until_settled": "0", "speed": "10"}
+    open_app(page, app_url(server.url, query))
     choose(page, "source", "Your image")
     page.locator(".st-key-upload input[type=file]").set_input_files(
         {"name": "disc.png", "mimeType": "image/png", "buffer": photo_png(60, 90)}
@@ -75,10 +79,11 @@ def test_a_photo_keeps_its_prompt_run_and_resolution_across_a_change_of_source(p
     drag(page, (0.2, 0.15), (0.8, 0.85))
     page.get_by_text("Your prompt: a box").first.wait_for()
     button(page, "run").click()
-    steps = wait_for_steps(page, 5)
+    wait_for_steps(page, 5)
     button(page, "pause").click()
-    page.wait_for_timeout(500)
+    page.get_by_text("· paused ·").first.wait_for()  # the status line's last count
     steps = steps_shown(page)
+    assert steps >= 5
     choose(page, "source", "Paper case")
     page.get_by_text("Case 3").first.wait_for()
     choose(page, "source", "Your image")
