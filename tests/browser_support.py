@@ -1,8 +1,11 @@
 """Fixtures and helpers for the end-to-end tests in headless Chromium.
 
 - ``server`` (module scope): ``streamlit run app/streamlit_app.py`` on a free port, started from
-  the project root; it yields the base URL once ``/_stcore/health`` answers "ok", and is
-  terminated afterwards. A test that finds it dead fails with the server's stderr.
+  the project root; it yields the base URL once ``/_stcore/health`` answers "ok". One server
+  serves every module of the session (each test has sessions of its own, and a page left
+  stops its run within seconds): a module that finds it dead or not answering starts another,
+  and the last is terminated as pytest ends. A test that finds it dead fails with the
+  server's stderr.
 - ``browser`` (module scope): Debian's Chromium (``/usr/bin/chromium``) through Playwright. When
   it is missing the tests fail (never skip) and say to install Debian's ``chromium`` package.
 - ``page``: a fresh browser context (its own Streamlit session) and page per test, 1400x900.
@@ -41,6 +44,13 @@ from tools.browser_kit import (  # noqa: F401  (re-exported for the test modules
     wait_for_chain_change,
 )
 
+try:  # every module's expect() waits as long as its other waits, whichever module ran first
+    from playwright.sync_api import expect  # (the setting is global to the process)
+
+    expect.set_options(timeout=TIMEOUT_MS)
+except ImportError:  # the browser fixture says what to install
+    pass
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts" / "browser"
 VIEWPORT = {"width": 1400, "height": 900}
@@ -61,20 +71,36 @@ class Server:
             pytest.fail(self.process.describe("stopped answering its health check"))
 
 
-@pytest.fixture(scope="module", name="server")
-def server_fixture():
+# pytest's config holds the session's server: test modules import this file both as
+# ``browser_support`` and as ``tests.browser_support``, two modules with globals of their own
+_SERVER_ATTR = "_lsb_streamlit_server"
+
+
+def shared_server(config) -> StreamlitServer:
+    """The session's server: the one running, or a new one (stopped as pytest ends) when there
+    is none or it died or stopped answering. Starting and stopping a server, and its first
+    pages (imports, caches such as an RBM's noise floor), cost seconds a module."""
+    process = getattr(config, _SERVER_ATTR, None)
+    if process is not None and process.alive() and process.healthy():
+        return process
+    if process is not None:
+        process.stop()
     process = StreamlitServer()
     try:
         process.start()
     except ServerError as err:
         pytest.fail(str(err))
-    handle = Server(process)
-    try:
-        yield handle
-        if not process.alive():
-            pytest.fail(process.describe("died during the tests"))
-    finally:
-        process.stop()
+    setattr(config, _SERVER_ATTR, process)
+    config.add_cleanup(process.stop)
+    return process
+
+
+@pytest.fixture(scope="module", name="server")
+def server_fixture(request):
+    process = shared_server(request.config)
+    yield Server(process)
+    if not process.alive():
+        pytest.fail(process.describe("died during the tests"))
 
 
 @pytest.fixture(scope="module", name="browser")

@@ -1,9 +1,10 @@
 """The dashboard as people use it: a real server, headless Chromium, clicks and uploads.
 
-One Streamlit server for the module; each test opens its own browser context (so its own
-Streamlit session). The tests wait on explicit page conditions (a tab selected, an image
-changed, a text shown) with generous time limits: two cores are shared by the server, its
-sampling threads and the browser. Each stage leaves a screenshot in ``artifacts/browser/``.
+One Streamlit server (the session's, shared with the other browser modules); each test opens
+its own browser context (so its own Streamlit session). The tests wait on explicit page
+conditions (a tab selected, an image changed, a text shown) with generous time limits: two
+cores are shared by the server, its sampling threads and the browser. Each stage leaves a
+screenshot in ``artifacts/browser/``.
 
 Chromium must be installed (Debian's ``chromium``; ``make test`` installs it as root): without
 it these tests fail rather than skip.

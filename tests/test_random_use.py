@@ -33,6 +33,7 @@ from browser_support import (  # noqa: F401  (the *_fixture names register fixtu
     browser_fixture,
     button,
     open_app,
+    shared_server,
     shot,
 )
 from PIL import Image
@@ -51,6 +52,9 @@ TREE = Path(os.environ.get("LSB_RANDOM_USE_ROOT", ROOT)).resolve()
 VERBOSE = bool(os.environ.get("LSB_RANDOM_USE_VERBOSE"))  # print the moves and their times
 SETTLE_S = 30.0  # the longest a move's rerun may take on two busy cores
 ACTION_MS = 5_000  # a click or key that cannot happen within this is a move not taken
+# a select's list opens within a moment of its opener's click, or not at all (nothing left to
+# choose, or the click only took the focus from the list closed just before): no longer wait
+LIST_MS = 2_000
 # what an unhandled failure leaves on the page
 BROKEN_TEXTS = ("Traceback", "KeyError", "Something went wrong", "has no key", 'File "/')
 SIDEBAR = '[data-testid="stSidebar"]'
@@ -138,8 +142,8 @@ def open_list(page, key: str):
     opener.first.click()
     options = page.locator('[role="listbox"] [role="option"]')
     try:
-        options.first.wait_for(timeout=ACTION_MS)
-    except Exception:  # nothing left to choose
+        options.first.wait_for(timeout=LIST_MS)
+    except Exception:  # nothing left to choose, or the list did not open
         page.keyboard.press("Escape")
         return None
     return options
@@ -308,8 +312,11 @@ def walk(page, seed: int, moves: int, check) -> None:
 
 # ----------------------------------------------------------------------------- the test
 @pytest.fixture(scope="module", name="server")
-def tree_server():
-    process = StreamlitServer() if TREE == ROOT else StreamlitServer(root=TREE)
+def tree_server(request):
+    if TREE == ROOT:  # this checkout: the session's server, which the browser modules share
+        yield shared_server(request.config)
+        return
+    process = StreamlitServer(root=TREE)
     try:
         process.start()
     except ServerError as err:
