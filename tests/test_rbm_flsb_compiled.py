@@ -10,7 +10,7 @@ import torch
 
 from lsbcore.balancing.functions import FixedBalancing
 from lsbcore.samplers.balanced.batched import BatchedBalancedSampler
-from lsbcore.samplers.balanced.rbm_steps import FLSB2_COMPILED_MAX
+from lsbcore.samplers.balanced.rbm_steps import FLSB2_COMPILED_MAX, LSB2_COMPILED_MAX, LSB2_WIDE
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 
@@ -89,6 +89,12 @@ def test_flsb2_runs_compiled_where_measured_faster_and_gives_the_torch_chains():
     assert make_sampler("flsb2", large, 100).backend == "torch"
     assert make_sampler("flsb2", large, 100, backend="compiled").backend == "compiled"
     assert make_sampler("lsb1", small, 2).backend == "compiled"  # exact ratios: every function
+    # LSB 2 with exact ratios: the kernel on few chains or a wide RBM, torch on many narrow ones
+    assert make_sampler("lsb2", small, 8).backend == "compiled"
+    assert make_sampler("lsb2", large, 100).backend == "torch"
+    assert make_sampler("lsb1", large, 100).backend == "compiled"
+    wide = RBM.random(30, LSB2_WIDE, seed=1)
+    assert 100 * 30 > LSB2_COMPILED_MAX and make_sampler("lsb2", wide, 100).backend == "compiled"
     target = RBM.random(40, 10, seed=3, scale=1.5)
     runs = []
     for backend in ("torch", "compiled"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from lsbcore.backends.structures import KIND_MIXTURE, KIND_NETWORK
+from lsbcore.backends.structures import KIND_NETWORK
 from lsbcore.samplers.balanced.backends import CompiledFunction
 from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
@@ -29,6 +29,9 @@ from lsbcore.targets.rbm import RBM
 
 #: Chains x visible units up to which ``"auto"`` runs FLSB 2 on the compiled kernel
 FLSB2_COMPILED_MAX = 4096
+#: ... and LSB 2 with exact ratios, on RBMs with fewer than ``LSB2_WIDE`` hidden units
+LSB2_COMPILED_MAX = 2048
+LSB2_WIDE = 100
 
 
 class RBMBalancedSteps(CompiledFunction):
@@ -57,15 +60,23 @@ class RBMBalancedSteps(CompiledFunction):
         return None
 
     def torch_is_faster(self) -> bool:
-        """FLSB 2's network costs about eight transcendental calls a site in the kernel (scalar
+        """LSB 2's network costs about eight transcendental calls a site in the kernels (scalar
         libm), its torch step a few vectorised operations and a fixed launch cost: the kernel
-        wins on few chains of a small RBM, torch beyond ``FLSB2_COMPILED_MAX`` chain-sites
-        (measured, BENCHMARKS.md: 1.07-4.3x at 2,048-4,096, 0.88x at 6,272, 0.59x at 10,000)."""
-        if not isinstance(self.target, RBM) or self.ratios != "gradient":
+        wins on few chains of a small RBM (measured, BENCHMARKS.md). FLSB 2: torch beyond
+        ``FLSB2_COMPILED_MAX`` chain-sites (1.07-4.3x at 2,048-4,096, 0.59-0.88x beyond). LSB 2
+        with exact ratios, whose step also takes ``n m`` products: torch beyond
+        ``LSB2_COMPILED_MAX`` chain-sites unless the RBM has ``LSB2_WIDE`` hidden units or more
+        (1.07-3.4x at 512-4,096 with 100 hidden units and 6,272 with 250; 0.55-0.86x at
+        4,000-10,000 with 25 or 50)."""
+        if not isinstance(self.target, RBM):
             return False
         function = self._compiled_function()
-        big = self.n_chains * self.n_sites > FLSB2_COMPILED_MAX
-        return function is not None and function.kind > KIND_MIXTURE and big
+        if function is None or function.kind != KIND_NETWORK:
+            return False
+        size = self.n_chains * self.n_sites
+        if self.ratios == "gradient":
+            return size > FLSB2_COMPILED_MAX
+        return size > LSB2_COMPILED_MAX and self.target.n_hidden < LSB2_WIDE
 
     def _compiled_steps(self, n: int, trace, truth) -> None:
         if not isinstance(self.target, RBM):
