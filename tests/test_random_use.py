@@ -52,9 +52,10 @@ TREE = Path(os.environ.get("LSB_RANDOM_USE_ROOT", ROOT)).resolve()
 VERBOSE = bool(os.environ.get("LSB_RANDOM_USE_VERBOSE"))  # print the moves and their times
 SETTLE_S = 30.0  # the longest a move's rerun may take on two busy cores
 ACTION_MS = 5_000  # a click or key that cannot happen within this is a move not taken
-# a select's list opens within a moment of its opener's click, or not at all (nothing left to
-# choose, or the click only took the focus from the list closed just before): no longer wait
+# a select's list opens within a moment of its opener's click, or not at all (the click only
+# took the focus from the list closed just before: measured, the next click opens it)
 LIST_MS = 2_000
+EMPTY_LIST = '[role="listbox"][data-empty="true"]'  # nothing left to choose
 # what an unhandled failure leaves on the page
 BROKEN_TEXTS = ("Traceback", "KeyError", "Something went wrong", "has no key", 'File "/')
 SIDEBAR = '[data-testid="stSidebar"]'
@@ -141,9 +142,15 @@ def open_list(page, key: str):
         return None
     opener.first.click()
     options = page.locator('[role="listbox"] [role="option"]')
-    try:
-        options.first.wait_for(timeout=LIST_MS)
-    except Exception:  # nothing left to choose, or the list did not open
+    try:  # an option to click, or the list saying it has none (its "No results" is drawn as
+        # an option that is never visible: a multiselect with every option chosen)
+        page.locator(f"{EMPTY_LIST}, [role=listbox] [role=option]:visible").first.wait_for(
+            state="attached", timeout=LIST_MS
+        )
+        nothing = page.locator(EMPTY_LIST).count() > 0
+    except Exception:  # the list did not open
+        nothing = True
+    if nothing:
         page.keyboard.press("Escape")
         return None
     return options
