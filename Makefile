@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: run test lint bench browser clean reproduction
+.PHONY: run test lint bench browser clean reproduction gpu-cache
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,20 @@ reproduction: $(VENV)/.runtime
 
 bench: $(VENV)/.runtime
 	$(PY) -m lsbcore.studies.benchmarks.samplers
+
+# A lent GPU's kernels compiled ahead, here (tools/gpu, README "A lent GPU's window"): the device
+# tests' launches and the GPU benchmark's, compiled for sm_90 under the GPU machines' Triton
+# 3.6 and Python 3.12 into .gpu/cache, which the device call carries
+GPU_TESTS := tests/test_device_balanced.py tests/test_device_learning.py \
+	tests/test_device_syncs.py tests/test_device_checkerboard.py
+gpu-cache: $(VENV)/.dev
+	rm -rf .gpu/cache .gpu/tests.jsonl .gpu/bench.jsonl && mkdir -p .gpu
+	$(PY) -m tools.gpu.launches --out .gpu/tests.jsonl -- -q -p no:cacheprovider $(GPU_TESTS) \
+	  -k "not locally_balanced_matches_the_exact_posterior"  # 2,048 lanes here, 1 on a GPU
+	$(PY) -m tools.gpu.launches --out .gpu/bench.jsonl --dry -- bench-gpu \
+	  --workloads block-gibbs paper photo
+	$(PY) -m tools.gpu.cache --launches .gpu/tests.jsonl .gpu/bench.jsonl --out .gpu/cache \
+	  --triton 3.6.0 --python 3.12
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -234,3 +234,33 @@ def test_switching_backends_while_learning_keeps_the_compiled_chains(name):
         compiled.step(2, learn=True)
         device.step(2, learn=True)
         assert_same_learners(compiled, device)
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_more_chains_than_a_learning_kernels_lanes_learn_with_torch_steps(name, monkeypatch):
+    """Above ``learning.MAX_LANES`` chains the device backend learns with torch steps (one
+    program cannot hold them all) and its chains are the torch backend's, step for step."""
+    from lsbcore.backends.device import learning, mixture
+
+    monkeypatch.setattr(learning, "MAX_LANES", 2)
+
+    def launched(*args, **kwargs):
+        raise AssertionError("a learning kernel was launched for more chains than its lanes")
+
+    monkeypatch.setattr(mixture, "mixture_learning_steps", launched)
+    monkeypatch.setattr(network_kernels, "network_learning_steps", launched)
+    target = lattice((3, 3), "free")
+    on_torch = make_sampler(name, target, 3, seed=7, backend="torch", restart_prob=0.0)
+    device = make_sampler(
+        name, target, 3, seed=7, backend="device", device=DEVICE, restart_prob=0.0
+    )
+    cpu_uniforms(device, twin=on_torch)
+    for sampler in (on_torch, device):
+        sampler.step(6, learn=True)
+    assert not device._has_device_learning()
+    assert torch.equal(on_torch._x, device._x.cpu())
+    assert on_torch.n_steps == device.n_steps == 6
+    for ours, theirs in zip(device._learned_params(), on_torch._learned_params(), strict=True):
+        close(ours, theirs, 1e-12)
+    monkeypatch.setattr(learning, "MAX_LANES", 128)
+    assert device._has_device_learning()  # the paper's chains stay on the kernels

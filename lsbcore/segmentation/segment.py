@@ -416,11 +416,14 @@ def refits_left(done: int, moved: float | None, refits: int = REFITS) -> bool:
     return done < refits and (moved is None or moved >= REFIT_STABLE)
 
 
-def _sample_until_settled(target, sampler, n_chains, seed, x0, sweeps, max_sweeps, options):
+def _sample_until_settled(
+    target, sampler, n_chains, seed, x0, sweeps, max_sweeps, options, device="cpu"
+):
     """Sample ``target`` from ``x0``: exactly ``sweeps`` sweeps, or until the marginal has
     settled (at least MIN_SWEEPS, at most ``max_sweeps``). Returns the sampler, the block
-    sums of its draws, the last verdict and the sweeps run."""
-    chain = make_sampler(sampler, target, n_chains, seed=seed, device="cpu", x0=x0, **options)
+    sums of its draws, the last verdict and the sweeps run. ``device``: the CPU for
+    ``segment``; the GPU benchmark (``lsbcore.studies.benchmarks.gpu``) times CUDA too."""
+    chain = make_sampler(sampler, target, n_chains, seed=seed, device=device, x0=x0, **options)
     per_sweep = steps_per_sweep(chain)
     blocks = BlockSums()
     done, verdict = 0, None

@@ -75,6 +75,8 @@ STUDIES = tuple(
          "lsbcore.studies.benchmarks.targets"),
         ("bench-recorded", "samplers recorded at every step (the network page, an RBM)",
          "lsbcore.studies.benchmarks.recorded"),
+        ("bench-gpu", "the GPU's figures (issue 41), each saved the moment it is measured",
+         "lsbcore.studies.benchmarks.gpu"),
         ("bench-photos", "lsbcore.segment on the shipped photos",
          "lsbcore.studies.benchmarks.photos"),
         ("bench-boxes", "lsbcore.segment with a box prompt on public photos: seconds to "

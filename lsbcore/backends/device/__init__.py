@@ -9,6 +9,12 @@ six samplers of the paper comparison: barker, sqrt, min, max, LSB 1 and LSB 2), 
 ``network`` (LSB 1's and LSB 2's learning steps, one launch per chunk) with ``learning`` (the
 objective, optimiser, draw and flip they share), ``primitives`` and ``cross_compile``.
 
+Values that change from launch to launch (a chunk's length, the step counter, a colour, a
+fresh-cache flag, LSB 2's number of pieces) are not specialised (``do_not_specialize``): Triton
+would otherwise compile a kernel again whenever one of them turns 1 or a multiple of 16 (about a
+minute a learning kernel on a GPU machine, mid-run), and the cache built ahead
+(``tools/gpu/cache.py``) could not know which to build.
+
 Triton is imported lazily: the library works without it, and ``resolve_backend`` says why the
 ``"device"`` backend cannot run where it cannot.
 """

@@ -112,7 +112,7 @@ def _row_sum(row, base, count, ok):
     return total
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("m", "n_breakpoints"))  # per-launch values: one compile (__init__)
 def balanced_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,

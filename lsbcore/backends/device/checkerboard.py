@@ -61,7 +61,7 @@ def _flips(u, s):
     return u < 1.0 / (1.0 + tl.exp(-s))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("c",))  # per-launch values: one compile (__init__)
 def colour_update_kernel(
     x_in, s_in, x_out, s_out, u, colour, pull_site, pull_coupling, truth, partial,
     c, n_chains, n_sites, width, n_tiles,

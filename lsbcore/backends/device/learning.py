@@ -44,6 +44,11 @@ _MOMENTUM = tl.constexpr(SGD_MOMENTUM)
 
 TILE = 32  # sites per tile of a lattice-wide pass: BLOCK_B x TILE doubles in registers
 WARPS = 8  # one program holds the whole step: the SM's register file, no spills
+#: The most chains a learning kernel holds on its lanes (BLOCK_B, a power of 2). The kernels
+#: were built for the paper's 30 chains (BLOCK_B 32); at 1,024 chains the lanes' tiles are far
+#: beyond a program's registers (their PTX ran to 6.5-8.8 MB, and ptxas took over 3 minutes
+#: and 4 GB for each one on dev-cpu without finishing). More chains learn with torch steps.
+MAX_LANES = 128
 
 
 @triton.jit

@@ -124,7 +124,7 @@ def _log_weights(params):
     return t0 - top - norm, t1 - top - norm, t2 - top - norm, t3 - top - norm
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("m", "fresh"))  # per-launch values: one compile (__init__)
 def mixture_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,

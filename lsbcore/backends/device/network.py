@@ -201,7 +201,7 @@ def _flip_units(grad, coef1, coef2, w, params, hidden, s_units, i_units, b2_grad
     return s_units, i_units, b2_grad + tl.sum(tl.sum(c1 + c2, 1), 0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("t",))  # per-launch values: one compile (__init__)
 def lattice_kernel(
     s, u_cache, scale, small, g_buf, theta, partial, halt,
     t, n_chains, n_sites, width, hidden, span,
@@ -284,7 +284,7 @@ def _two_level_draw(
     return start + draw_in(g_buf, base + start, span, count, inner, ok, TILE)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("t0", "m", "fresh"))  # per-launch values: one compile (__init__)
 def network_kernel(
     x, s, n_accepted, stats, truth, trace,
     neighbours, sign, coupling, unique,

@@ -86,7 +86,10 @@ class BalancedBackends:
         return taken
 
     def _has_device_learning(self) -> bool:
-        return isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
+        from lsbcore.backends.device.learning import MAX_LANES
+
+        learned = isinstance(self.balancing, (MixtureBalancing, NetworkBalancing))
+        return learned and self.n_chains <= MAX_LANES  # one program holds every chain
 
     def _device_learning(self, m: int, u: torch.Tensor, trace) -> int:
         """Up to ``m`` learning steps as one device kernel launch (``backends.device``) from
