@@ -52,7 +52,8 @@ bench: $(VENV)/.runtime
 
 # A lent GPU's kernels compiled ahead, here (tools/gpu, README "A lent GPU's window"): the device
 # tests' launches and the GPU benchmark's, compiled for sm_90 under the GPU machines' Triton
-# 3.6 and Python 3.12 into .gpu/cache, which the device call carries
+# 3.6 and Python 3.12 into .gpu/cache, and the two packages those machines lack, which the
+# device call carries (tools/gpu/device.sh)
 GPU_TESTS := tests/test_device_balanced.py tests/test_device_learning.py \
 	tests/test_device_syncs.py tests/test_device_checkerboard.py
 gpu-cache: $(VENV)/.dev
@@ -63,6 +64,9 @@ gpu-cache: $(VENV)/.dev
 	  --workloads block-gibbs paper photo
 	$(PY) -m tools.gpu.cache --launches .gpu/tests.jsonl .gpu/bench.jsonl --out .gpu/cache \
 	  --triton 3.6.0 --python 3.12
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux2014_x86_64 -d .gpu/wheels-gpu \
+	  PyMaxflow==1.3.2 zuko==1.6.0
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -24,12 +24,14 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def run_session(out: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    command = [sys.executable, "-m", "tools.gpu.session", "--out", str(out), *args]
+def run_device_script(out: Path, *args: str) -> subprocess.CompletedProcess:
+    """``tools/gpu/device.sh`` as the device tool runs it (``$OUT`` set, ``python3`` first on
+    the path: here this environment's)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
+    env.update(OUT=str(out), PATH=os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]]))
     return subprocess.run(
-        command, capture_output=True, text=True, cwd=ROOT, timeout=400,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        ["bash", "tools/gpu/device.sh", *args], capture_output=True, text=True, cwd=ROOT,
+        timeout=400, env=env,
     )  # fmt: skip
 
 
@@ -37,7 +39,7 @@ def run_session(out: Path, *args: str) -> subprocess.CompletedProcess:
 def test_a_session_runs_its_phases_in_the_interpreter_and_writes_each_result(tmp_path):
     pytest.importorskip("triton")
     out = tmp_path / "out"
-    done = run_session(
+    done = run_device_script(
         out, "--device", "cpu", "--tiny", "--budget", "300", "--seconds", "0.05",
         "--tests", ONE_TEST, "--workloads", "block-gibbs", "--cache", str(tmp_path / "none"),
     )  # fmt: skip

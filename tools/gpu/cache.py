@@ -22,9 +22,11 @@ this Python (the tests).
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -165,6 +167,21 @@ def by_kernel(records: list[dict], jobs: int) -> list[list[dict]]:
     return shares
 
 
+def cache_folder(kernel_hash: str) -> str:
+    """The folder Triton's file cache keeps a compiled kernel in (its hash in base 32)."""
+    return base64.b32encode(bytes.fromhex(kernel_hash)).decode().rstrip("=")
+
+
+def drop_others(cache_dir: Path, hashes: list[str]) -> int:
+    """Remove every kernel of ``cache_dir`` but those of ``hashes`` (an earlier build's), so
+    that what travels is this build; returns how many were removed."""
+    keep = {cache_folder(h) for h in hashes}
+    others = [d for d in cache_dir.iterdir() if d.is_dir() and d.name not in keep]
+    for folder in others:
+        shutil.rmtree(folder)
+    return len(others)
+
+
 #: what a cache hit loads: the metadata and the binary (the IR and PTX are for reading only)
 KEPT = (".json", ".cubin")
 
@@ -260,6 +277,7 @@ def build(launch_files, out: Path, arch: int, libtriton_sha256: str | None, jobs
         "launches": len(records),
         "kernels": compiled,
         "seconds": round(time.perf_counter() - start, 1),
+        "dropped": drop_others(out, [line["hash"] for line in compiled]),
         "groups": relocate(out, prune=True),
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))

@@ -4,8 +4,8 @@ returned (the device tool's ``files_at``). The tests it lists are those collecte
 passed (failed, errored, or never reached before the run was cut off); the workloads, those of
 the CUDA benchmark without their ``done`` line. Then, on the GPU:
 
-    run(command="python3 -m tools.gpu.session --out $OUT --rerun .gpu/rerun.json",
-        carry=[".gpu/cache", ".gpu/rerun.json"])
+    run(command="bash tools/gpu/device.sh --rerun .gpu/rerun.json",
+        carry=[".gpu/cache", ".gpu/wheels-gpu", ".gpu/rerun.json"])
 """
 
 from __future__ import annotations

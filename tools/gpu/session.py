@@ -1,9 +1,10 @@
 """The one prepared command for a lent GPU (issue 41): ``python3 -m tools.gpu.session --out
-$OUT [--budget SECONDS] [--rerun FILE]``, run from the repository's root with ``.gpu/cache``
-carried (``tools.gpu.cache``). The device tool's call:
+$OUT [--budget SECONDS] [--rerun FILE]``, run from the repository's root by
+``tools/gpu/device.sh`` (which installs the two packages the GPU machines lack) with
+``.gpu/cache`` and ``.gpu/wheels-gpu`` carried (``make gpu-cache``). The device tool's call:
 
-    run(command="python3 -m tools.gpu.session --out $OUT --budget 540", carry=[".gpu/cache"],
-        timeout_s=600)
+    run(command="bash tools/gpu/device.sh --budget 540",
+        carry=[".gpu/cache", ".gpu/wheels-gpu"], timeout_s=600)
 
 Phases, each capped so that the whole fits ``--budget`` seconds, each result written under
 ``--out`` the moment it exists (a run cut off still returns all it did):
@@ -197,7 +198,8 @@ def main(argv=None) -> int:
             parser.error(f"--rerun: not a rerun file ({err}).")
     args.out.mkdir(exist_ok=True)
     session = Session(args.out, args.budget)
-    env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]  # device.sh's wheels
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(paths)}
     if args.cache.is_dir():
         env["TRITON_CACHE_DIR"] = str(args.cache.resolve())
         os.environ["TRITON_CACHE_DIR"] = env["TRITON_CACHE_DIR"]
