@@ -127,6 +127,13 @@ def paper_problem(side: int, chains: int):
     return dataclasses.replace(case, target=target, x0=case.x0[rows])
 
 
+def sampler_figure(sampler, device: torch.device, seconds: float) -> dict:
+    """A sampler's steps per second (``rate``) and the backend its steps ran on."""
+    steps_per_second, steps, spent = rate(sampler.step, device, seconds)
+    return {"steps_per_second": steps_per_second, "steps": steps, "seconds": spent,
+            "backend": sampler.backend}  # fmt: skip
+
+
 def backend_on(device: torch.device) -> str:
     """The device kernels on CUDA (torch where a sampler has none), the compiled steps on the
     CPU."""
@@ -193,17 +200,8 @@ def rbm(device, backend: str, size: str, seconds: float):
             sampler = make_sampler(
                 name, target, chains, seed=0, device=device, backend=backend, **options
             )
-            steps_per_second, steps, spent = rate(sampler.step, device, seconds)
             label = f"RBM {n_visible} x {n_hidden}, {chains} chains, {name}"
-            yield (
-                label,
-                {
-                    "steps_per_second": steps_per_second,
-                    "steps": steps,
-                    "seconds": spent,
-                    "backend": sampler.backend,
-                },
-            )
+            yield label, sampler_figure(sampler, device, seconds)
 
 
 def photo(device, backend: str, size: str, seconds: float):
@@ -263,17 +261,8 @@ def neural_block(device, backend: str, size: str, seconds: float):
                 block_size=k,
                 weights="trained",
             )
-            steps_per_second, steps, spent = rate(sampler.step, device, seconds)
             label = f"neural-block k = {k}, {chains} chains of {side} x {side}"
-            yield (
-                label,
-                {
-                    "steps_per_second": steps_per_second,
-                    "steps": steps,
-                    "seconds": spent,
-                    "backend": sampler.backend,
-                },
-            )
+            yield label, sampler_figure(sampler, device, seconds)
 
 
 WORKLOADS = {
