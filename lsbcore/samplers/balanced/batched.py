@@ -62,6 +62,7 @@ from lsbcore.balancing.objective import lsb_loss_and_grads
 from lsbcore.balancing.restarts import restarting_chains
 from lsbcore.checks import real
 from lsbcore.numerics import SGD_MOMENTUM
+from lsbcore.samplers.balanced.backends import load_kernel_state
 from lsbcore.samplers.balanced.common import check_objective, check_optimizer, take_balancing
 from lsbcore.samplers.balanced.factor_graph_steps import FactorGraphSteps
 from lsbcore.samplers.balanced.rbm_steps import RBMBalancedSteps
@@ -404,6 +405,7 @@ class BatchedBalancedSampler(RBMBalancedSteps, FactorGraphSteps, BatchedSampler)
                 self._torch_optimizer = torch.optim.Adam(params, lr=self.lr)
             else:
                 self._torch_optimizer = torch.optim.SGD(params, lr=self.lr, momentum=SGD_MOMENTUM)
+            load_kernel_state(self, self._torch_optimizer)  # compiled learning ran before
         return self._torch_optimizer
 
     def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:

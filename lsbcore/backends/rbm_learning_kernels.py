@@ -1,0 +1,321 @@
+"""Compiled learning steps (Algorithm 1, spec 5) of LSB 1 on an RBM (numba, CPU): exact ratios
+(``lsb1``) and gradient-approximated ones (FLSB 1, ``flsb1``).
+
+The torch learning step (``BatchedBalancedSampler._learn_step``) evaluates ``log g_theta`` at
+every site of ``x``, ``x'`` and ``x~`` and differentiates through it by autograd. LSB 1's
+``g_theta = sum_c w_c g_c`` is linear in its weights ``w = softmax(theta)``, so everything the
+loss needs from a state is its four component sums ``S_c = sum_k g_c(t_k)``
+(``Z_theta = sum_c w_c S_c``, ``d log Z / d log w_c = w_c S_c / Z``) and, at the flipped sites,
+the four ``g_c(t_i)`` (``d log g / d log w_c = w_c g_c(t_i) / g(t_i)``): the gradient in theta
+comes by hand from a handful of numbers per chain, and the loss's own algebra is
+``learning_kernels.chain_objective``, shared with the pairwise kernels, as is the optimiser
+(``learning_kernels._optimise``: Adam or SGD with momentum, as ``torch.optim``).
+
+What costs is the ratios at ``x'`` and ``x~``: with exact ratios every ``t_k = e^(s_k)`` is a
+product over the hidden units of the shift tables (``rbm_kernels``: ``n m`` multiply-adds a
+state, no logarithm); with FLSB the first-order ratios ``s~ = -2 x d`` need the gradient
+``d = (b + W^T sigmoid(a)) / 2`` (``n m`` multiply-adds) and one ``exp`` a site. Each chain keeps
+its ratios as ``t`` and its hidden pre-activations and their sigmoids between steps.
+
+Learning couples the chains (the loss is a mean over them and theta changes every step): the
+steps are the outer loop, the chains the inner one. The kernels read the torch step's uniforms
+as it reads them (``u [T, 3, B]``: the site by inverse CDF, the decision, the uniform site of
+``x~``), so a seed gives the torch chains, parameters and losses (up to rounding).
+
+Both kernels work on ``g(t)`` itself (linear in ``t``), which is exact while every ratio is
+within ``LEARNING_LIMIT`` (``ratio_bound``, a bound on every ``|s|`` and ``|s~|``): then every
+``g_c(t)`` lies in ``[e^-R / 2, e^R]`` and no ``g(t'_k) / Z(x)`` reaches the torch objective's
+cap ``e^MAX_LOG_G`` (``2 e^(2R) <= e^600``), so the cap never binds and needs no test. Beyond
+it the torch step runs (``RBMBalancedSteps``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lsbcore.backends.kernels import trace_row, trace_start
+from lsbcore.backends.learning_kernels import (
+    LOOP_MATH,
+    _optimise,
+    _softplus,
+    chain_objective,
+    eta_terms,
+)
+from lsbcore.backends.rbm_kernels import (
+    _add_flip,
+    _chain_tables,
+    _flip_column,
+    _refresh_sig,
+    _search,
+    _table_products,
+)
+from lsbcore.numerics import MAX_LOG_G
+
+#: The largest ratio bound (``RBM.kernel_arrays()["ratio_bound"]``) for which the learning
+#: kernels' linear form is exact: ``2 e^(2R) <= e^MAX_LOG_G`` (the module docstring)
+LEARNING_LIMIT = 0.5 * (MAX_LOG_G - math.log(2.0)) - 1e-9
+#: Chains x hidden units x sites up to which each chain keeps its shift-factor table (as the
+#: frozen steps do: products of contiguous rows, a flip moving one column; 32 MB); beyond it
+#: every product selects its factor by the site's state
+TABLE_LIMIT = 1 << 22
+#: Columns of a learning call's history rows: loss, eta, failed, then the four weights
+HISTORY_COLUMNS = 7
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _components(t, out):
+    """``g_c(t)`` of the four fixed functions (barker, sqrt, min, max) into ``out[0..3]``."""
+    out[0] = t / (1.0 + t)
+    out[1] = math.sqrt(t)
+    out[2] = min(1.0, t)
+    out[3] = max(1.0, t)
+
+
+@njit(cache=True, nogil=True)
+def _selected_products(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t):
+    """``rbm_kernels._exact_ratio_exps`` (every ``t_k`` a product of the shift tables at the
+    state ``xb``) with both factors loaded before the state picks one: a select the compiler
+    runs across sites side by side, where a conditional load stays scalar."""
+    n = xb.shape[0]
+    for k in range(n):
+        up, down = exp_neg_b[k], exp_b[k]
+        t[k] = up if xb[k] > 0.0 else down
+    for j in range(sig.shape[1]):
+        p, q = sig[0, j], sig[1, j]
+        pos, neg = rows[j], neg_rows[j]
+        for k in range(n):
+            up, down = neg[k], pos[k]
+            t[k] *= q + p * (up if xb[k] > 0.0 else down)
+
+
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+def _mixture_values(t, weights, g, sums):
+    """``g_theta(t_k) = sum_c w_c g_c(t_k)`` into ``g [n]`` and the four component sums
+    ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms: sites side by side)."""
+    s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
+    w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
+    for k in range(t.shape[0]):
+        tk = t[k]
+        barker, root, low, high = tk / (1.0 + tk), math.sqrt(tk), min(1.0, tk), max(1.0, tk)
+        s0 += barker
+        s1 += root
+        s2 += low
+        s3 += high
+        g[k] = w0 * barker + w1 * root + w2 * low + w3 * high
+    sums[0], sums[1], sums[2], sums[3] = s0, s1, s2, s3
+
+
+@njit(cache=True, nogil=True)
+def _running_sums(g, cdf):
+    """``cdf`` the running sums of ``g`` in order (as torch's ``cumsum``); returns the total."""
+    total = 0.0
+    for k in range(g.shape[0]):
+        total += g[k]
+        cdf[k] = total
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+def _component_sums(t, sums):
+    """The four component sums ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms:
+    the loop may reorder the sums and run sites side by side)."""
+    s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
+    for k in range(t.shape[0]):
+        tk = t[k]
+        s0 += tk / (1.0 + tk)
+        s1 += math.sqrt(tk)
+        s2 += min(1.0, tk)
+        s3 += max(1.0, tk)
+    sums[0], sums[1], sums[2], sums[3] = s0, s1, s2, s3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _site_terms(t, weights, values, resp):
+    """``log g_theta(t)`` and its gradient in the log-weights, ``w_c g_c(t) / g(t)`` (``resp``);
+    ``values`` scratch."""
+    _components(t, values)
+    g = 0.0
+    for c in range(4):
+        values[c] *= weights[c]
+        g += values[c]
+    for c in range(4):
+        resp[c] = values[c] / g
+    return math.log(g)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _softmax(params, weights):
+    """``softmax(theta)`` of ``params[:4]`` into ``weights``."""
+    top = max(max(params[0], params[1]), max(params[2], params[3]))
+    norm = 0.0
+    for c in range(4):
+        weights[c] = math.exp(params[c] - top)
+        norm += weights[c]
+    for c in range(4):
+        weights[c] /= norm
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record(history, step, loss, params, failed, weights):
+    """The history row of a step: loss, eta, failed, the weights after the update."""
+    _softmax(params, weights)
+    history[step, 0], history[step, 1], history[step, 2] = loss, _softplus(params[4]), failed
+    for c in range(4):
+        history[step, 3 + c] = weights[c]
+
+
+@njit(cache=True, nogil=True)
+def _update(learner, grad_log_w, grad_eta, slope, loss, weights, failed):
+    """theta's gradient from that of ``log w = log_softmax(theta)``, then one optimiser step;
+    after a step that left the parameters or the loss non-finite, the last good parameters stay
+    for good (``failed[0]``), as the torch step's ``_guard`` pins them. Returns the failure."""
+    params = learner.params
+    grads = np.empty(5)
+    total = grad_log_w.sum()
+    for c in range(4):
+        grads[c] = grad_log_w[c] - weights[c] * total
+    grads[4] = grad_eta * slope
+    good = params.copy()
+    bad = _optimise(learner, grads, loss)
+    if failed[0] > 0.0:
+        params[:] = good
+    if bad:
+        failed[0] = 1.0
+    return failed[0]
+
+
+@njit(cache=True, nogil=True)
+def exact_mixture_learning(x, n_accepted, s, a, u, tables, tabled, learner, history, last,
+                           failed, trace, truth):  # fmt: skip
+    """``T = u.shape[0]`` LSB 1 learning steps with exact ratios on an RBM, in place.
+
+    ``x [B, n]`` +-1, ``s [B, n]`` the exact flip log-ratios and ``a [B, m]`` the hidden
+    pre-activations (the torch step's caches, kept), ``learner.log_p [B]`` log p~ (kept),
+    ``learner.params = [theta (4), eta_raw]`` with the optimiser's state; ``u [T, 3, B]`` as
+    the torch step reads it; ``tables``: ``RBM.ratio_tables``; ``tabled``: each chain keeps its
+    shift-factor table ``[m, n]`` (``TABLE_LIMIT``), else the products select their factors.
+    ``history [T, 7]`` receives each step's loss, eta, failed and weights; ``last [3, B]`` the
+    last step's site, acceptance probability and decision; ``failed [1]`` is set (and the
+    parameters pinned) by a step that diverged; ``trace`` and ``truth`` as in
+    ``rbm_kernels.balanced_steps``.
+
+    Per chain: ``Z(x)`` and the proposal's CDF, ``i`` and ``j``, every ratio at ``x'`` and at
+    ``x~`` (``2 n m`` multiply-adds), their component sums; ``T_theta(x'|x) = g(t_i) / max(Z,
+    Z')`` (``objective.lsb_loss_and_grads``), then the update and the acceptance under theta0,
+    ``min(1, Z / Z')``.
+    """
+    w_t, _, _, _, rows, neg_rows, exp_b, exp_neg_b, _ = tables
+    params, log_p = learner.params, learner.log_p
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = a.shape[1]
+    t = np.exp(s)  # [B, n]: the ratios as t = e^s
+    table = np.empty((chains, m, n) if tabled else (1, 1, 1))
+    bias = np.empty((chains, n) if tabled else (1, 1))
+    if tabled:
+        for b in range(chains):
+            _chain_tables(x[b], rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
+    t_new = np.empty((2, chains, n))  # at x' and at x~
+    a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
+    sums = np.empty((3, chains, 4))  # S_c at x, x', x~
+    z = np.empty((3, chains))
+    resp = np.empty((2, chains, 4))  # d log g / d log w_c at t_i and t_j
+    log_g = np.empty((2, chains))
+    sites = np.empty((2, chains), dtype=np.int64)
+    g, cdf, values = np.empty(n), np.empty(n), np.empty(4)
+    weights, grad_log_w = np.empty(4), np.empty(4)
+    sum_x, overlap = np.zeros(chains), np.zeros(chains)
+    for b in range(chains):
+        sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
+    for step in range(steps):
+        _softmax(params, weights)
+        for b in range(chains):
+            xb = x[b]
+            _mixture_values(t[b], weights, g, sums[0, b])
+            z[0, b] = _running_sums(g, cdf)
+            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            j = min(int(u[step, 2, b] * n), n - 1)
+            sites[0, b], sites[1, b] = i, j
+            for f in range(2):
+                site = sites[f, b]
+                log_g[f, b] = _site_terms(t[b, site], weights, values, resp[f, b])
+                x_site = xb[site]
+                for h in range(m):
+                    a_new[f, b, h] = a[b, h]
+                _add_flip(a_new[f, b], w_t, site, x_site)
+                _refresh_sig(a_new[f, b], sig_new[f, b])
+                if tabled:  # the site's column flipped, the products, the column back
+                    _flip_column(x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
+                    _table_products(sig_new[f, b], table[b], bias[b], t_new[f, b])
+                    _flip_column(-x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b],
+                                 bias[b])  # fmt: skip
+                else:
+                    xb[site] = -x_site
+                    _selected_products(xb, sig_new[f, b], rows, neg_rows, exp_b, exp_neg_b,
+                                       t_new[f, b])  # fmt: skip
+                    xb[site] = x_site
+                _component_sums(t_new[f, b], sums[1 + f, b])
+                z[1 + f, b] = 0.0
+                for c in range(4):
+                    z[1 + f, b] += weights[c] * sums[1 + f, b, c]
+        # the loss and its gradient in log w (objective.lsb_loss_and_grads, by hand)
+        eta, log_eta_1, slope = eta_terms(params[4])
+        top = log_p.max()
+        loss, grad_eta = 0.0, 0.0
+        grad_log_w[:] = 0.0
+        for b in range(chains):
+            log_z = math.log(z[0, b])
+            dz0 = (z[1, b] - z[0, b]) / z[0, b]  # (Z(x') - Z(x)) / Z(x)
+            dz1 = (z[2, b] - z[0, b]) / z[0, b]
+            den0, den1 = 1.0 + max(dz0, 0.0), 1.0 + max(dz1, 0.0)
+            log_q0 = log_g[0, b] - log_z
+            s_i = math.log(t[b, sites[0, b]])
+            term, grad_t, grad_t_uniform, grad_eta_b = chain_objective(
+                log_q0 - math.log(den0), log_g[1, b] - log_z - math.log(den1),
+                log_p[b] - top, log_q0, log_p[b] + s_i, eta, log_eta_1, chains,
+            )  # fmt: skip
+            loss += term
+            grad_eta += grad_eta_b
+            # log T = log g(t_site) - log Z - log(1 + relu(dz)), dz = (Z_f - Z) / Z
+            grad_dz0, grad_dz1 = -grad_t / den0, -grad_t_uniform / den1
+            grad_log_z = grad_dz0 + grad_dz1
+            grad_dz0 = grad_dz0 if dz0 > 0.0 else 0.0
+            grad_dz1 = grad_dz1 if dz1 > 0.0 else 0.0
+            for c in range(4):
+                wc = weights[c] / z[0, b]
+                grad_log_w[c] += (
+                    grad_log_z * weights[c] * sums[0, b, c] / z[0, b]
+                    + grad_t * resp[0, b, c]
+                    + grad_t_uniform * resp[1, b, c]
+                    + grad_dz0 * wc * (sums[1, b, c] - sums[0, b, c])
+                    + grad_dz1 * wc * (sums[2, b, c] - sums[0, b, c])
+                )
+        loss /= chains
+        bad = _update(learner, grad_log_w, grad_eta / chains, slope, loss, weights, failed)
+        _record(history, step, loss, params, bad, weights)
+        # accept x' with theta0: A = Z / max(Z, Z')
+        for b in range(chains):
+            i = sites[0, b]
+            log_a = -math.log1p(max((z[1, b] - z[0, b]) / z[0, b], 0.0))
+            accept = math.log(u[step, 1, b]) < log_a
+            last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), 1.0 if accept else 0.0
+            if accept:
+                x_i = x[b, i]
+                log_p[b] += math.log(t[b, i])
+                x[b, i] = -x_i
+                n_accepted[b] += 1
+                if tabled:
+                    _flip_column(x_i, i, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
+                for k in range(n):
+                    t[b, k] = t_new[0, b, k]
+                for h in range(m):
+                    a[b, h] = a_new[0, b, h]
+                sum_x[b] -= 2.0 * x_i
+                overlap[b] -= 2.0 * x_i * truth[i]
+            trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
+    for b in range(chains):
+        for k in range(n):
+            s[b, k] = math.log(t[b, k])

@@ -1,0 +1,166 @@
+"""LSB 1's learning steps run compiled on an RBM (issue 45 item 3): from the same uniforms they
+give the torch learning step's chains, parameters, losses and caches, with Adam and with SGD,
+on both forms of the products (each chain's shift-factor table, or factors selected by the
+state), through resyncs, restarts, backend switches and a divergence; ``auto`` takes them, and
+an RBM whose ratios exceed the kernel's range learns on torch steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lsbcore.backends import rbm_learning_kernels
+from lsbcore.samplers.registry import make_sampler
+from lsbcore.targets.rbm import RBM
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def bounded():
+    """Ratios bounded well inside the kernel's range."""
+    return RBM.random(14, 6, seed=4, scale=0.8)
+
+
+def learner(target, backend, name="lsb1", n_chains=6, seed=5, **options):
+    sampler = make_sampler(name, target, n_chains, seed=seed, backend=backend, **options)
+    assert sampler.backend == backend
+    return sampler
+
+
+def assert_same_run(compiled, torch_run, exact_chains=True):
+    """The two samplers are where the other is: chains, counts, parameters, history, caches."""
+    if exact_chains:
+        assert torch.equal(compiled.x, torch_run.x)
+        assert torch.equal(compiled._n_accepted, torch_run._n_accepted)
+    torch.testing.assert_close(
+        compiled._parameter_vector(), torch_run._parameter_vector(), rtol=1e-9, atol=1e-12
+    )
+    torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
+    torch.testing.assert_close(compiled._s, torch_run._s, rtol=1e-10, atol=1e-9)
+    torch.testing.assert_close(compiled._cache, torch_run._cache, rtol=1e-12, atol=1e-12)
+    rows, rows_t = compiled.history._rows, torch_run.history._rows
+    assert len(rows) == len(rows_t) > 0
+    for row, row_t in zip(rows, rows_t, strict=True):
+        assert row[0] == row_t[0]  # the step
+        values = [row[1], row[2], *row[3]]  # loss, eta, the four weights
+        np.testing.assert_allclose(values, [row_t[1], row_t[2], *row_t[3]], rtol=1e-8, atol=1e-12)
+    info, info_t = compiled.step_info, torch_run.step_info
+    assert torch.equal(info.site, info_t.site)
+    assert torch.equal(info.accepted, info_t.accepted)
+    torch.testing.assert_close(info.accept_prob, info_t.accept_prob, rtol=1e-9, atol=1e-12)
+    assert compiled.n_target_evals == torch_run.n_target_evals
+    assert compiled.n_steps == torch_run.n_steps
+    assert compiled.invariant_error() < 1e-9
+
+
+@pytest.mark.parametrize("tabled", [True, False], ids=["tables", "selected factors"])
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_compiled_lsb1_learning_gives_the_torch_steps_chains_parameters_and_losses(
+    optimizer, tabled, monkeypatch
+):
+    if not tabled:
+        monkeypatch.setattr(rbm_learning_kernels, "TABLE_LIMIT", 0)
+    target = bounded()
+    runs = {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(target, backend, optimizer=optimizer, lr=0.05, resync_every=70)
+        sampler.step(150, learn=True)  # resyncs inside
+        runs[backend] = sampler
+    compiled, torch_run = runs["compiled"], runs["torch"]
+    assert compiled.learns_compiled() and not torch_run.learns_compiled()
+    assert_same_run(compiled, torch_run)
+    # it learned: the weights moved well away from the uniform start
+    weights = torch.softmax(compiled.balancing.theta.detach(), 0)
+    assert float((weights - 0.25).abs().max()) > 0.05
+    assert 0 < int(compiled._n_accepted.sum()) < 150 * compiled.n_chains
+    # and the frozen steps after it agree as well
+    for sampler in runs.values():
+        sampler.balancing.frozen()
+        sampler.step(100)
+    assert torch.equal(compiled.x, torch_run.x)
+
+
+def test_restarts_inside_a_call_give_the_torch_chains():
+    """The paper's Q1 restarts (here frequent) cut the compiled call where the torch loop
+    restarts chains, from the same generator."""
+    target = bounded()
+    runs = {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(target, backend, restart_prob=0.02, seed=11)
+        sampler.step(120, learn=True)
+        runs[backend] = sampler
+    assert_same_run(runs["compiled"], runs["torch"])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_short_calls_and_torch_learning_steps_among_them_give_one_long_calls_run(optimizer):
+    """The optimiser's state passes between the kernel and ``torch.optim`` when the backend
+    changes mid-burn-in: one run, whatever the calls and backends."""
+    target = bounded()
+    long = learner(target, "compiled", optimizer=optimizer)
+    long.step(60, learn=True)
+    short = learner(target, "compiled", optimizer=optimizer)
+    backends = ["compiled", "torch", "compiled", "torch", "compiled"]
+    for steps, backend in zip([12, 7, 20, 9, 12], backends, strict=True):
+        short.set_backend(backend)
+        short.step(steps, learn=True)
+    short.set_backend("compiled")
+    assert_same_run(short, long)
+
+
+def test_a_step_trace_of_learning_steps_is_the_torch_steps_trace():
+    target = bounded()
+    traces = {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(target, backend)
+        sampler.track_statistics()
+        trace = torch.zeros(40, sampler.n_chains, 5, dtype=torch.float64)
+        sampler.step(40, learn=True, trace=trace)
+        traces[backend] = trace
+    torch.testing.assert_close(traces["compiled"], traces["torch"], rtol=0, atol=1e-9)
+    assert float(traces["compiled"][:, :, 3].sum()) > 0  # moves were recorded
+
+
+def test_a_non_finite_loss_stops_compiled_learning_as_the_torch_step_does():
+    """A NaN log p~ makes the loss NaN: the parameters stay the last good ones, the history
+    stops, the sampler warns and goes on with frozen (compiled) steps; the torch run does the
+    same, step for step."""
+    target = bounded()
+    runs = {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(target, backend)
+        sampler.step(10, learn=True)
+        good = sampler._parameter_vector().clone()
+        recorded = len(sampler.history)
+        sampler._log_p = sampler._log_p.clone()
+        sampler._log_p[2] = math.nan
+        with pytest.warns(RuntimeWarning, match="stops learning and keeps its last good"):
+            sampler.step(8, learn=True)
+        assert sampler.learning_failed
+        torch.testing.assert_close(sampler._parameter_vector(), good, rtol=0, atol=0)
+        assert len(sampler.history) == recorded
+        sampler.step(20, learn=True)  # frozen steps from now on
+        torch.testing.assert_close(sampler._parameter_vector(), good, rtol=0, atol=0)
+        runs[backend] = sampler
+    assert torch.equal(runs["compiled"].x, runs["torch"].x)
+    assert runs["compiled"].n_steps == runs["torch"].n_steps == 38
+
+
+def test_auto_learns_compiled_and_a_model_beyond_the_kernels_range_learns_on_torch():
+    sampler = make_sampler("lsb1", bounded(), 4, seed=0)
+    assert sampler.backend == "compiled" and sampler.learns_compiled()
+    wide = RBM.random(10, 20, seed=6, scale=45.0)  # ratios far beyond LEARNING_LIMIT
+    assert float(wide.kernel_arrays()["ratio_bound"][0]) > rbm_learning_kernels.LEARNING_LIMIT
+    runs = {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(wide, backend, n_chains=4)
+        assert not sampler.learns_compiled()
+        sampler.step(30, learn=True)
+        runs[backend] = sampler
+    assert_same_run(runs["compiled"], runs["torch"])
+    # LSB 2 learns on torch steps whatever the backend
+    assert not make_sampler("lsb2", bounded(), 4, seed=0).learns_compiled()
