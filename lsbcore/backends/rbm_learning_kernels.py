@@ -48,9 +48,13 @@ from lsbcore.backends.rbm_kernels import (
     _add_flip,
     _chain_tables,
     _flip_column,
+    _gradient,
+    _log_prod_single,
     _refresh_sig,
     _search,
+    _shift_table,
     _table_products,
+    pre_activations,
 )
 from lsbcore.numerics import MAX_LOG_G
 
@@ -319,3 +323,142 @@ def exact_mixture_learning(x, n_accepted, s, a, u, tables, tabled, learner, hist
     for b in range(chains):
         for k in range(n):
             s[b, k] = math.log(t[b, k])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min_share(log_q, log_reverse):
+    """How ``d min(log_q, log_reverse)`` splits between its two arguments, as autograd's
+    ``torch.minimum`` (half each at a tie)."""
+    if log_q < log_reverse:
+        return 1.0
+    if log_q > log_reverse:
+        return 0.0
+    return 0.5
+
+
+@njit(cache=True, nogil=True)
+def gradient_mixture_learning(x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
+                              learner, history, last, failed, trace, truth):  # fmt: skip
+    """``T = u.shape[0]`` FLSB 1 learning steps (LSB 1 on the first-order ratios
+    ``s~ = -2 x d``, ``d = grad log p~(x)``) on an RBM, in place: Algorithm 2's objective with
+    ``T(x'|x) = min(Q~(x'|x), p~(x')/p~(x) Q~(x|x'))`` (``batched.lsb_mh_loss``), for ``x'`` and
+    for the uniform flip ``x~``.
+
+    ``x [B, n]`` +-1, ``log_p [B]`` (``learner.log_p`` is it) and ``grad [B, n]`` the cached
+    gradient ``d`` (kept); ``w``, ``w_t``, ``b_vis``, ``c``, ``exp_w``, ``exp_neg_w`` from
+    ``RBM.kernel_arrays``; the rest as in ``exact_mixture_learning``. Per chain: ``Z(x)`` and
+    the proposal's CDF from ``t~ = e^(s~)``, ``i`` and ``j``, each flip's exact ``log p~`` ratio
+    (``m`` products), gradient at the flipped state (``n m`` multiply-adds) and its ``Z``.
+    """
+    params = learner.params
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = c.shape[0]
+    a, sig = np.empty((chains, m)), np.empty((chains, 2, m))
+    pre_activations(x, w_t, c, a)
+    for b in range(chains):
+        _refresh_sig(a[b], sig[b])
+    t = np.empty((chains, n))  # e^(s~) at x
+    for b in range(chains):
+        for k in range(n):
+            t[b, k] = math.exp(-2.0 * x[b, k] * grad[b, k])
+    t_new, grad_new = np.empty((2, chains, n)), np.empty((2, chains, n))
+    a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
+    sums = np.empty((3, chains, 4))  # S_c at x, x', x~
+    z = np.empty((3, chains))
+    resp = np.empty((2, 2, chains, 4))  # [forward / reverse, flip]: d log g / d log w_c
+    log_g = np.empty((2, 2, chains))
+    log_ratio = np.empty((2, chains))
+    sites = np.empty((2, chains), dtype=np.int64)
+    g, cdf, values = np.empty(n), np.empty(n), np.empty(4)
+    weights, grad_log_w = np.empty(4), np.empty(4)
+    log_t, share, log_a = np.empty(2), np.empty(2), np.empty(chains)
+    sum_x, overlap = np.zeros(chains), np.zeros(chains)
+    for b in range(chains):
+        sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
+    for step in range(steps):
+        _softmax(params, weights)
+        for b in range(chains):
+            xb = x[b]
+            _mixture_values(t[b], weights, g, sums[0, b])
+            z[0, b] = _running_sums(g, cdf)
+            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            j = min(int(u[step, 2, b] * n), n - 1)
+            sites[0, b], sites[1, b] = i, j
+            for f in range(2):
+                site = sites[f, b]
+                log_g[0, f, b] = _site_terms(t[b, site], weights, values, resp[0, f, b])
+                x_site = xb[site]
+                table = _shift_table(x_site, site, exp_w, exp_neg_w)
+                log_ratio[f, b] = -x_site * b_vis[site] + _log_prod_single(sig[b], table)
+                for h in range(m):
+                    a_new[f, b, h] = a[b, h]
+                _add_flip(a_new[f, b], w_t, site, x_site)
+                _refresh_sig(a_new[f, b], sig_new[f, b])
+                _gradient(sig_new[f, b], w, b_vis, grad_new[f, b])
+                xb[site] = -x_site  # the flipped state's first-order ratios
+                _first_order_exps(xb, grad_new[f, b], t_new[f, b])
+                xb[site] = x_site
+                _component_sums(t_new[f, b], sums[1 + f, b])
+                z[1 + f, b] = 0.0
+                for cc in range(4):
+                    z[1 + f, b] += weights[cc] * sums[1 + f, b, cc]
+                log_g[1, f, b] = _site_terms(t_new[f, b, site], weights, values, resp[1, f, b])
+        # the loss (batched.lsb_mh_loss) and its gradient in log w, by hand
+        eta, log_eta_1, slope = eta_terms(params[4])
+        top = log_p.max()
+        loss, grad_eta = 0.0, 0.0
+        grad_log_w[:] = 0.0
+        for b in range(chains):
+            log_z = math.log(z[0, b])
+            for f in range(2):
+                log_q = log_g[0, f, b] - log_z
+                log_reverse = log_ratio[f, b] + log_g[1, f, b] - math.log(z[1 + f, b])
+                log_t[f] = min(log_q, log_reverse)
+                share[f] = _min_share(log_q, log_reverse)
+            log_q0 = log_g[0, 0, b] - log_z
+            log_a[b] = log_t[0] - log_q0
+            term, grad_t, grad_t_uniform, grad_eta_b = chain_objective(
+                log_t[0], log_t[1], log_p[b] - top, log_q0, log_p[b] + log_ratio[0, b], eta,
+                log_eta_1, chains,
+            )  # fmt: skip
+            loss += term
+            grad_eta += grad_eta_b
+            for f in range(2):
+                gf = grad_t if f == 0 else grad_t_uniform
+                forward, reverse = gf * share[f], gf * (1.0 - share[f])
+                for cc in range(4):
+                    # log Q~ = log g(t_site) - log Z(x); log Q~ reverse likewise at the flip
+                    share_x = weights[cc] * sums[0, b, cc] / z[0, b]
+                    share_flip = weights[cc] * sums[1 + f, b, cc] / z[1 + f, b]
+                    grad_log_w[cc] += forward * (resp[0, f, b, cc] - share_x) + reverse * (
+                        resp[1, f, b, cc] - share_flip
+                    )
+        loss /= chains
+        bad = _update(learner, grad_log_w, grad_eta / chains, slope, loss, weights, failed)
+        _record(history, step, loss, params, bad, weights)
+        # accept x' with theta0: log A = log T - log Q~ = min(0, log R)
+        for b in range(chains):
+            i = sites[0, b]
+            accept = math.log(u[step, 1, b]) < log_a[b]
+            last[0, b], last[1, b], last[2, b] = i, math.exp(log_a[b]), 1.0 if accept else 0.0
+            if accept:
+                x_i = x[b, i]
+                log_p[b] += log_ratio[0, b]
+                x[b, i] = -x_i
+                n_accepted[b] += 1
+                for k in range(n):
+                    t[b, k], grad[b, k] = t_new[0, b, k], grad_new[0, b, k]
+                for h in range(m):
+                    a[b, h] = a_new[0, b, h]
+                    sig[b, 0, h], sig[b, 1, h] = sig_new[0, b, 0, h], sig_new[0, b, 1, h]
+                sum_x[b] -= 2.0 * x_i
+                overlap[b] -= 2.0 * x_i * truth[i]
+            trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
+
+
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+def _first_order_exps(xb, d, t):
+    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k``: the first-order ratios as ``t``."""
+    for k in range(xb.shape[0]):
+        t[k] = math.exp(-2.0 * xb[k] * d[k])

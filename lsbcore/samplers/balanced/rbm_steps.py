@@ -1,4 +1,5 @@
-"""Compiled frozen locally balanced steps on an RBM, both kinds of ratios.
+"""Compiled locally balanced steps on an RBM, both kinds of ratios: frozen ones, and LSB 1's
+learning steps.
 
 - Gradient ratios (FLSB) with a fixed function or LSB 1's mixture (FLSB 1 frozen after
   burn-in): ``rbm_kernels.gwg_steps``, the kernel of Gibbs with Gradients with the proposal's
@@ -15,12 +16,13 @@
 The kernels read the torch step's uniforms as it reads them (the site, then the decision), so a
 seed gives the torch chains (up to rounding).
 
-Learning steps (burn-in) of LSB 1 with exact ratios are compiled too
-(``rbm_learning_kernels.exact_mixture_learning``): the same chains, parameters and losses as
-the torch learning step from the same uniforms, in chunks that end where the torch loop would
-restart chains (the paper's Q1) or resync; the optimiser's state passes between the kernel and
-``torch.optim`` when the backend changes. LSB 2's learning and LSB 1's on RBMs whose ratios
-exceed ``LEARNING_LIMIT`` stay torch.
+Learning steps (burn-in) of LSB 1 are compiled too, with exact ratios (``lsb1``:
+``rbm_learning_kernels.exact_mixture_learning``) and gradient ones (``flsb1``:
+``gradient_mixture_learning``): the same chains, parameters and losses as the torch learning
+step from the same uniforms, in chunks that end where the torch loop would restart chains (the
+paper's Q1) or resync; the optimiser's state passes between the kernels and ``torch.optim``
+when the backend changes. LSB 2's learning (``lsb2``, ``flsb2``) and LSB 1's on RBMs whose
+ratios exceed ``LEARNING_LIMIT`` stay torch.
 """
 
 from __future__ import annotations
@@ -132,12 +134,12 @@ class RBMBalancedSteps(CompiledFunction):
 
     # ----------------------------------------------------------------- learning (LSB 1)
     def learns_compiled(self) -> bool:
-        """Whether ``step(learn=True)`` runs the compiled learning kernel: LSB 1 with exact
-        ratios on an RBM on the compiled backend, every ratio within the kernel's
-        ``LEARNING_LIMIT`` (the torch learning step otherwise)."""
+        """Whether ``step(learn=True)`` runs a compiled learning kernel: LSB 1 (exact ratios)
+        or FLSB 1 (gradient ones) on an RBM on the compiled backend, every ratio within the
+        kernels' ``LEARNING_LIMIT`` (the torch learning step otherwise)."""
         if self.backend != "compiled" or not isinstance(self.target, RBM):
             return False
-        if not isinstance(self.balancing, MixtureBalancing) or self.ratios != "exact":
+        if not isinstance(self.balancing, MixtureBalancing):
             return False
         from lsbcore.backends.rbm_learning_kernels import LEARNING_LIMIT
 
@@ -171,15 +173,15 @@ class RBMBalancedSteps(CompiledFunction):
         self._finish_step(start)
 
     def _learning_chunk(self, steps: int, trace) -> None:
-        """``steps`` learning steps by ``exact_mixture_learning`` on copies of the chains' state
-        and caches; the parameters, the history's rows and a divergence come back as the torch
-        step leaves them (``_guard``, ``_pending``)."""
+        """``steps`` learning steps by ``exact_mixture_learning`` (LSB 1) or
+        ``gradient_mixture_learning`` (FLSB 1) on copies of the chains' state and caches; the
+        parameters, the history's rows and a divergence come back as the torch step leaves
+        them (``_guard``, ``_pending``)."""
         from lsbcore.backends import rbm_learning_kernels as kernels
 
         b = self.n_chains
         u = self._uniforms(steps, 3, b)
         x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
-        s, a = self._s.clone().contiguous(), self._cache.clone().contiguous()
         params = self._parameter_vector().clone()
         learner = Learner(
             params.numpy(),
@@ -192,13 +194,26 @@ class RBMBalancedSteps(CompiledFunction):
         history = np.zeros((steps, kernels.HISTORY_COLUMNS))
         last = torch.empty(3, b, dtype=torch.float64)
         failed = np.array([1.0 if bool(self._failed) else 0.0])
-        tabled = b * self.n_sites * self.target.n_hidden <= kernels.TABLE_LIMIT
-        kernels.exact_mixture_learning(
-            x.numpy(), accepted.numpy(), s.numpy(), a.numpy(), u.numpy(),
-            self.target.ratio_tables(), tabled, learner, history, last.numpy(), failed,
-            *self._kernel_trace(trace),
-        )  # fmt: skip
-        self._x, self._log_p, self._n_accepted, self._s, self._cache = x, log_p, accepted, s, a
+        if self.ratios == "exact":
+            s, a = self._s.clone().contiguous(), self._cache.clone().contiguous()
+            tabled = b * self.n_sites * self.target.n_hidden <= kernels.TABLE_LIMIT
+            kernels.exact_mixture_learning(
+                x.numpy(), accepted.numpy(), s.numpy(), a.numpy(), u.numpy(),
+                self.target.ratio_tables(), tabled, learner, history, last.numpy(), failed,
+                *self._kernel_trace(trace),
+            )  # fmt: skip
+            self._s, self._cache = s, a
+        else:  # the torch step's s~ = -2 x d, as the kernel's d and back (exact: x = +-1)
+            grad = (-0.5 * x * self._s_tilde).contiguous()
+            arrays = self.target.kernel_arrays()
+            kernels.gradient_mixture_learning(
+                x.numpy(), log_p.numpy(), accepted.numpy(), grad.numpy(), u.numpy(),
+                arrays["w"], arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
+                arrays["exp_neg_w"], learner, history, last.numpy(), failed,
+                *self._kernel_trace(trace),
+            )  # fmt: skip
+            self._s_tilde = -2.0 * x * grad
+        self._x, self._log_p, self._n_accepted = x, log_p, accepted
         torch.nn.utils.vector_to_parameters(params, self._learned_params())
         self._last_good = params.clone()
         self._failed = self._failed | bool(failed[0])
