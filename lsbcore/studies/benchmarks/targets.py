@@ -167,7 +167,7 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
                 Run("pas"),
                 Run("lsb1", steps_share=0.1),  # exact ratios: every ratio at x', n m a step
                 *(Run(name, steps_share=0.1, learn=True) for name in ("flsb1", "flsb2")),
-                Run("lsb1", steps_share=0.01, learn=True),
+                Run("lsb1", steps_share=0.1, learn=True),
             ),
             steps_share=0.05,
         ),
@@ -249,12 +249,14 @@ def measure(
             continue
         run_steps = max(2, round(steps * workload.steps_share * run.steps_share))
         learning = run.learn and isinstance(sampler, BatchedSampler)
+        # a batched sampler's learning steps are torch steps unless it has a learning kernel
+        # (LSB 1 and FLSB 1 on an RBM: ``learns_compiled``)
+        compiled = getattr(sampler, "learns_compiled", lambda: False)()
         out[run.label] = {
             "steps_per_second": steps_per_second(sampler, run_steps, repeats, run.learn),
             "evals_per_step": sampler.evals_per_step,
             "sites_per_step": workload.n_chains * sampler.sites_per_step,
-            # a batched sampler's learning steps are torch steps whatever its backend
-            "backend": "torch" if learning else sampler.backend,
+            "backend": ("compiled" if compiled else "torch") if learning else sampler.backend,
         }
     return out
 
