@@ -1,5 +1,5 @@
 """Compiled frozen FLSB steps on an RBM (``samplers.balanced.rbm_steps``, issue 45): after
-learning steps (compiled for FLSB 1, ``tests/test_rbm_learning_compiled.py``; torch for FLSB 2),
+learning steps (compiled, ``tests/test_rbm_learning_compiled.py``),
 FLSB 1 takes compiled frozen steps (as does FLSB with a fixed function) that give the torch
 step's chains and keep the caches exact; the kernel's form of the function is built again after
 more learning; FLSB 2 runs compiled where measured faster."""
@@ -100,7 +100,7 @@ def test_flsb2_runs_compiled_where_measured_faster_and_gives_the_torch_chains():
     runs = []
     for backend in ("torch", "compiled"):
         sampler = make_sampler("flsb2", target, 9, seed=5, backend=backend)
-        sampler.step(40, learn=True)  # torch in both
+        sampler.step(40, learn=True)  # the same function on both backends
         sampler.balancing.frozen()
         sampler.step(200)
         runs.append(sampler)

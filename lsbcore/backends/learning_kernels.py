@@ -431,6 +431,25 @@ def network_pieces(params, hidden):
 
 
 @njit(cache=True, nogil=True)
+def network_param_grads(params, hidden, active, g_slope, g_icpt):
+    """The gradient in the flat parameters ``[w1, b1, w2, b2, eta_raw]`` from those in every
+    piece's slope and intercept (``network_pieces``): ``slope_p = sum_h a_ph w2_h w1_h``,
+    ``icpt_p = sum_h a_ph w2_h b1_h + b2``. ``eta_raw``'s entry is left 0."""
+    grads = np.zeros(params.shape[0])
+    for h in range(hidden):
+        w1, b1, w2 = params[h], params[hidden + h], params[2 * hidden + h]
+        s_sum, i_sum = 0.0, 0.0
+        for p in range(g_slope.shape[0]):
+            s_sum += active[p, h] * g_slope[p]
+            i_sum += active[p, h] * g_icpt[p]
+        grads[h] = w2 * s_sum
+        grads[hidden + h] = w2 * i_sum
+        grads[2 * hidden + h] = w1 * s_sum + b1 * i_sum
+    grads[3 * hidden] = g_icpt.sum()
+    return grads
+
+
+@njit(cache=True, nogil=True)
 def _piece(v, breakpoints):
     k = 0
     for cut in breakpoints:
@@ -610,18 +629,7 @@ def network_learning_step(t, chains, tables, learner, hidden, u_step, out, cache
                     p = flip_piece[f, b, kk, side]
                     g_slope[p] += c * flip_input[f, b, kk, side]
                     g_icpt[p] += c
-    # chained to the weights: slope_p = sum_h a_ph w2_h w1_h, icpt_p = sum_h a_ph w2_h b1_h + b2
-    grads = np.zeros(params.shape[0])
-    for h in range(hidden):
-        w1, b1, w2 = params[h], params[hidden + h], params[2 * hidden + h]
-        s_sum, i_sum = 0.0, 0.0
-        for p in range(n_pieces):
-            s_sum += active[p, h] * g_slope[p]
-            i_sum += active[p, h] * g_icpt[p]
-        grads[h] = w2 * s_sum
-        grads[hidden + h] = w2 * i_sum
-        grads[2 * hidden + h] = w1 * s_sum + b1 * i_sum
-    grads[3 * hidden] = g_icpt.sum()
+    grads = network_param_grads(params, hidden, active, g_slope, g_icpt)
     grads[3 * hidden + 1] = grad_eta
     failed = _optimise(learner, grads, loss)
     losses[t] = loss

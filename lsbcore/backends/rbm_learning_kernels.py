@@ -1,21 +1,27 @@
-"""Compiled learning steps (Algorithm 1, spec 5) of LSB 1 on an RBM (numba, CPU): exact ratios
-(``lsb1``) and gradient-approximated ones (FLSB 1, ``flsb1``).
+"""Compiled learning steps (Algorithm 1, spec 5) of LSB 1 and LSB 2 on an RBM (numba, CPU),
+with exact ratios (``lsb1``, ``lsb2``: ``exact_learning``) and gradient-approximated ones
+(``flsb1``, ``flsb2``: ``gradient_learning``).
 
 The torch learning step (``BatchedBalancedSampler._learn_step``) evaluates ``log g_theta`` at
-every site of ``x``, ``x'`` and ``x~`` and differentiates through it by autograd. LSB 1's
-``g_theta = sum_c w_c g_c`` is linear in its weights ``w = softmax(theta)``, so everything the
-loss needs from a state is its four component sums ``S_c = sum_k g_c(t_k)``
-(``Z_theta = sum_c w_c S_c``, ``d log Z / d log w_c = w_c S_c / Z``) and, at the flipped sites,
-the four ``g_c(t_i)`` (``d log g / d log w_c = w_c g_c(t_i) / g(t_i)``): the gradient in theta
-comes by hand from a handful of numbers per chain, and the loss's own algebra is
-``learning_kernels.chain_objective``, shared with the pairwise kernels, as is the optimiser
-(``learning_kernels._optimise``: Adam or SGD with momentum, as ``torch.optim``).
+every site of ``x``, ``x'`` and ``x~`` and differentiates through it by autograd. Here the
+gradient comes by hand through a few numbers ``phi`` the function is linear in (or piecewise
+linear): LSB 1's ``g_theta = sum_c w_c g_c`` in its log-weights ``phi = log w``
+(``dZ / d log w_c = w_c S_c`` with the component sums ``S_c = sum_k g_c(t_k)``; at a site
+``d log g / d log w_c = w_c g_c(t) / g(t)``), LSB 2's network in the slope and intercept of
+each of its pieces (``learning_kernels.network_pieces``: ``z = slope_p u + intercept_p`` on
+piece ``p``, ``g = (softplus(z(u)) + t softplus(z(-u))) / 2``), chained to the weights as the
+pairwise kernel does (``network_param_grads``). Each state contributes ``dZ / dphi`` and each
+flipped site ``d log g / dphi``; the loss's own algebra is ``learning_kernels.chain_objective``,
+shared with the pairwise kernels, as is the optimiser (``learning_kernels._optimise``: Adam or
+SGD with momentum, as ``torch.optim``).
 
 What costs is the ratios at ``x'`` and ``x~``: with exact ratios every ``t_k = e^(s_k)`` is a
 product over the hidden units of the shift tables (``rbm_kernels``: ``n m`` multiply-adds a
 state, no logarithm); with FLSB the first-order ratios ``s~ = -2 x d`` need the gradient
-``d = (b + W^T sigmoid(a)) / 2`` (``n m`` multiply-adds) and one ``exp`` a site. Each chain keeps
-its ratios as ``t`` and its hidden pre-activations and their sigmoids between steps.
+``d = (b + W^T sigmoid(a)) / 2`` (``n m`` multiply-adds) and one ``exp`` a site; and ``g`` at
+the ``3 n`` sites of ``x``, ``x'``, ``x~``: a division and a square root a site for LSB 1, two
+softplus (an ``exp`` and a ``log1p`` each, scalar library calls: numba has no vector ones here)
+for LSB 2. Each chain keeps its ratios as ``t`` and its hidden pre-activations between steps.
 
 Learning couples the chains (the loss is a mean over them and theta changes every step): the
 steps are the outer loop, the chains the inner one. The kernels read the torch step's uniforms
@@ -25,8 +31,10 @@ as it reads them (``u [T, 3, B]``: the site by inverse CDF, the decision, the un
 Both kernels work on ``g(t)`` itself (linear in ``t``), which is exact while every ratio is
 within ``LEARNING_LIMIT`` (``ratio_bound``, a bound on every ``|s|`` and ``|s~|``): then every
 ``g_c(t)`` lies in ``[e^-R / 2, e^R]`` and no ``g(t'_k) / Z(x)`` reaches the torch objective's
-cap ``e^MAX_LOG_G`` (``2 e^(2R) <= e^600``), so the cap never binds and needs no test. Beyond
-it the torch step runs (``RBMBalancedSteps``).
+cap ``e^MAX_LOG_G`` (``2 e^(2R) <= e^600``), so for LSB 1 the cap never binds and needs no test.
+LSB 2's ``g`` also depends on its weights: the cap could bind only once ``h`` spans about
+``e^(600 - 2R)`` over its input range, far beyond a network fitted near ``sqrt``; that is not
+checked. Beyond ``LEARNING_LIMIT`` the torch step runs (``RBMBalancedSteps``).
 """
 
 from __future__ import annotations
@@ -40,9 +48,12 @@ from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.learning_kernels import (
     LOOP_MATH,
     _optimise,
+    _piece,
     _softplus,
     chain_objective,
     eta_terms,
+    network_param_grads,
+    network_pieces,
 )
 from lsbcore.backends.rbm_kernels import (
     _add_flip,
@@ -56,6 +67,7 @@ from lsbcore.backends.rbm_kernels import (
     _table_products,
     pre_activations,
 )
+from lsbcore.backends.structures import KIND_MIXTURE
 from lsbcore.numerics import MAX_LOG_G
 
 #: The largest ratio bound (``RBM.kernel_arrays()["ratio_bound"]``) for which the learning
@@ -65,8 +77,8 @@ LEARNING_LIMIT = 0.5 * (MAX_LOG_G - math.log(2.0)) - 1e-9
 #: frozen steps do: products of contiguous rows, a flip moving one column; 32 MB); beyond it
 #: every product selects its factor by the site's state
 TABLE_LIMIT = 1 << 22
-#: Columns of a learning call's history rows: loss, eta, failed, then the four weights
-HISTORY_COLUMNS = 7
+#: Columns of a learning call's history rows: loss, eta, failed, then LSB 1's four weights
+HISTORY_COLUMNS = {"mixture": 7, "network": 3}
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -137,16 +149,84 @@ def _component_sums(t, sums):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _site_terms(t, weights, values, resp):
-    """``log g_theta(t)`` and its gradient in the log-weights, ``w_c g_c(t) / g(t)`` (``resp``);
-    ``values`` scratch."""
-    _components(t, values)
-    g = 0.0
-    for c in range(4):
-        values[c] *= weights[c]
-        g += values[c]
-    for c in range(4):
-        resp[c] = values[c] / g
+def _softplus_slope(z):
+    """``h = softplus(z)`` and ``dh / dz`` as the torch network computes them
+    (``NetworkBalancing.log_h``): ``e^z`` below -30, ``z`` (slope 1) above 20."""
+    if z < -30.0:
+        e = math.exp(z)
+        return e, e
+    if z > 20.0:
+        return z, 1.0
+    e = math.exp(z)
+    return math.log1p(e), e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _network_g(t, breakpoints, slope, intercept, dphi):
+    """LSB 2's ``g(t) = (h(u) + t h(-u)) / 2``, ``u = t / (1 + t) - 1/2``, through the network's
+    pieces (``learning_kernels.network_pieces``); adds ``dg / d(slope_p, intercept_p)`` into
+    ``dphi [2 P]`` (slopes, then intercepts)."""
+    u = t / (1.0 + t) - 0.5
+    k1, k2 = _piece(u, breakpoints), _piece(-u, breakpoints)
+    h1, d1 = _softplus_slope(slope[k1] * u + intercept[k1])
+    h2, d2 = _softplus_slope(-slope[k2] * u + intercept[k2])
+    a1, a2 = 0.5 * d1, 0.5 * t * d2
+    p = slope.shape[0]
+    dphi[k1] += a1 * u
+    dphi[p + k1] += a1
+    dphi[k2] -= a2 * u
+    dphi[p + k2] += a2
+    return 0.5 * (h1 + t * h2)
+
+
+@njit(cache=True, nogil=True)
+def _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, sums):
+    """``g(t_k)`` of every site into ``g [n]`` and ``dZ / dphi`` into ``dphi`` (zeroed first):
+    LSB 1's ``phi = log w`` (``dZ / d log w_c = w_c S_c``), LSB 2's the pieces' slopes and
+    intercepts. ``sums [4]`` scratch."""
+    dphi[:] = 0.0
+    if kind == KIND_MIXTURE:
+        _mixture_values(t, weights, g, sums)
+        for c in range(4):
+            dphi[c] = weights[c] * sums[c]
+    else:
+        for k in range(t.shape[0]):
+            g[k] = _network_g(t[k], breakpoints, slope, intercept, dphi)
+
+
+@njit(cache=True, nogil=True)
+def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, sums):
+    """``Z = sum_k g(t_k)``, with ``dZ / dphi`` into ``dphi`` (``_state_values`` without the
+    sites' values: LSB 1 sums its components side by side)."""
+    dphi[:] = 0.0
+    total = 0.0
+    if kind == KIND_MIXTURE:
+        _component_sums(t, sums)
+        for c in range(4):
+            dphi[c] = weights[c] * sums[c]
+            total += dphi[c]
+    else:
+        for k in range(t.shape[0]):
+            total += _network_g(t[k], breakpoints, slope, intercept, dphi)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _site_log_g(kind, t, weights, breakpoints, slope, intercept, values, dsite):
+    """``log g(t)`` of one site and ``d log g / dphi`` into ``dsite``; ``values [4]`` scratch."""
+    dsite[:] = 0.0
+    if kind == KIND_MIXTURE:
+        _components(t, values)
+        g = 0.0
+        for c in range(4):
+            values[c] *= weights[c]
+            g += values[c]
+        for c in range(4):
+            dsite[c] = values[c] / g
+        return math.log(g)
+    g = _network_g(t, breakpoints, slope, intercept, dsite)
+    for q in range(dsite.shape[0]):
+        dsite[q] /= g
     return math.log(g)
 
 
@@ -162,54 +242,83 @@ def _softmax(params, weights):
         weights[c] /= norm
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _record(history, step, loss, params, failed, weights):
-    """The history row of a step: loss, eta, failed, the weights after the update."""
-    _softmax(params, weights)
-    history[step, 0], history[step, 1], history[step, 2] = loss, _softplus(params[4]), failed
-    for c in range(4):
-        history[step, 3 + c] = weights[c]
+@njit(cache=True, nogil=True)
+def _function_now(kind, params, hidden, weights):
+    """The function under the current parameters: LSB 1's weights (into ``weights``), LSB 2's
+    pieces ``(breakpoints, slope, intercept, active)``, and the number of ``phi``."""
+    if kind == KIND_MIXTURE:
+        _softmax(params, weights)
+        return np.zeros(0), np.zeros(1), np.zeros(1), np.zeros((1, 1)), 4
+    breakpoints, slope, intercept, active = network_pieces(params, hidden)
+    return breakpoints, slope, intercept, active, 2 * slope.shape[0]
 
 
 @njit(cache=True, nogil=True)
-def _update(learner, grad_log_w, grad_eta, slope, loss, weights, failed):
-    """theta's gradient from that of ``log w = log_softmax(theta)``, then one optimiser step;
-    after a step that left the parameters or the loss non-finite, the last good parameters stay
-    for good (``failed[0]``), as the torch step's ``_guard`` pins them. Returns the failure."""
+def _update(kind, learner, hidden, grad_phi, grad_eta, weights, active, loss, failed, history,
+            step):  # fmt: skip
+    """The gradient in the parameters from that in ``phi`` (LSB 1: ``log_softmax``'s backward;
+    LSB 2: the pieces' active units), one optimiser step, and the step's history row (loss,
+    eta, failed, LSB 1's weights after the update). After a step that left the parameters or
+    the loss non-finite, the last good parameters stay for good (``failed[0]``), as the torch
+    step's ``_guard`` pins them."""
     params = learner.params
-    grads = np.empty(5)
-    total = grad_log_w.sum()
-    for c in range(4):
-        grads[c] = grad_log_w[c] - weights[c] * total
-    grads[4] = grad_eta * slope
+    eta_at = params.shape[0] - 1
+    if kind == KIND_MIXTURE:
+        grads = np.zeros(5)
+        total = grad_phi.sum()
+        for c in range(4):
+            grads[c] = grad_phi[c] - weights[c] * total
+    else:
+        p = grad_phi.shape[0] // 2
+        grads = network_param_grads(params, hidden, active, grad_phi[:p], grad_phi[p:])
+    grads[eta_at] = grad_eta
     good = params.copy()
     bad = _optimise(learner, grads, loss)
     if failed[0] > 0.0:
         params[:] = good
     if bad:
         failed[0] = 1.0
-    return failed[0]
+    history[step, 0], history[step, 1], history[step, 2] = (
+        loss,
+        _softplus(params[eta_at]),
+        failed[0],
+    )
+    if kind == KIND_MIXTURE:
+        _softmax(params, weights)
+        for c in range(4):
+            history[step, 3 + c] = weights[c]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flip_state(b, site, x, a, a_new, sig_new, w_t):
+    """Chain ``b``'s hidden pre-activations and their sigmoids with ``site`` flipped."""
+    for h in range(a.shape[1]):
+        a_new[h] = a[b, h]
+    _add_flip(a_new, w_t, site, x[b, site])
+    _refresh_sig(a_new, sig_new)
 
 
 @njit(cache=True, nogil=True)
-def exact_mixture_learning(x, n_accepted, s, a, u, tables, tabled, learner, history, last,
-                           failed, trace, truth):  # fmt: skip
-    """``T = u.shape[0]`` LSB 1 learning steps with exact ratios on an RBM, in place.
+def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner, history, last,
+                   failed, trace, truth):  # fmt: skip
+    """``T = u.shape[0]`` learning steps with exact ratios on an RBM, in place, of LSB 1
+    (``kind`` ``KIND_MIXTURE``, ``learner.params = [theta (4), eta_raw]``) or LSB 2
+    (``KIND_NETWORK``, ``[w1, b1, w2, b2, eta_raw]`` of ``hidden`` units).
 
     ``x [B, n]`` +-1, ``s [B, n]`` the exact flip log-ratios and ``a [B, m]`` the hidden
-    pre-activations (the torch step's caches, kept), ``learner.log_p [B]`` log p~ (kept),
-    ``learner.params = [theta (4), eta_raw]`` with the optimiser's state; ``u [T, 3, B]`` as
-    the torch step reads it; ``tables``: ``RBM.ratio_tables``; ``tabled``: each chain keeps its
-    shift-factor table ``[m, n]`` (``TABLE_LIMIT``), else the products select their factors.
-    ``history [T, 7]`` receives each step's loss, eta, failed and weights; ``last [3, B]`` the
-    last step's site, acceptance probability and decision; ``failed [1]`` is set (and the
-    parameters pinned) by a step that diverged; ``trace`` and ``truth`` as in
-    ``rbm_kernels.balanced_steps``.
+    pre-activations (the torch step's caches, kept), ``learner.log_p [B]`` log p~ (kept), the
+    optimiser's state in ``learner``; ``u [T, 3, B]`` as the torch step reads it; ``tables``:
+    ``RBM.ratio_tables``; ``tabled``: each chain keeps its shift-factor table ``[m, n]``
+    (``TABLE_LIMIT``), else the products select their factors. ``history [T, 3 or 7]``
+    receives each step's loss, eta, failed (and LSB 1's weights); ``last [3, B]`` the last
+    step's site, acceptance probability and decision; ``failed [1]`` is set (and the parameters
+    pinned) by a step that diverged; ``trace`` and ``truth`` as in ``rbm_kernels.balanced_steps``.
 
     Per chain: ``Z(x)`` and the proposal's CDF, ``i`` and ``j``, every ratio at ``x'`` and at
-    ``x~`` (``2 n m`` multiply-adds), their component sums; ``T_theta(x'|x) = g(t_i) / max(Z,
-    Z')`` (``objective.lsb_loss_and_grads``), then the update and the acceptance under theta0,
-    ``min(1, Z / Z')``.
+    ``x~`` (``2 n m`` multiply-adds) and their ``Z``; ``T_theta(x'|x) = g(t_i) / max(Z, Z')``
+    (``objective.lsb_loss_and_grads``) and its gradient in ``phi`` (each state's ``dZ / dphi``
+    and the flipped sites' ``d log g / dphi``), then the update and the acceptance under
+    theta0, ``min(1, Z / Z')``.
     """
     w_t, _, _, _, rows, neg_rows, exp_b, exp_neg_b, _ = tables
     params, log_p = learner.params, learner.log_p
@@ -224,33 +333,31 @@ def exact_mixture_learning(x, n_accepted, s, a, u, tables, tabled, learner, hist
             _chain_tables(x[b], rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
     t_new = np.empty((2, chains, n))  # at x' and at x~
     a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
-    sums = np.empty((3, chains, 4))  # S_c at x, x', x~
-    z = np.empty((3, chains))
-    resp = np.empty((2, chains, 4))  # d log g / d log w_c at t_i and t_j
+    z = np.empty((3, chains))  # Z at x, x', x~
     log_g = np.empty((2, chains))
     sites = np.empty((2, chains), dtype=np.int64)
-    g, cdf, values = np.empty(n), np.empty(n), np.empty(4)
-    weights, grad_log_w = np.empty(4), np.empty(4)
+    g, cdf, values, sums = np.empty(n), np.empty(n), np.empty(4), np.empty(4)
+    weights = np.empty(4)
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
     for b in range(chains):
         sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
     for step in range(steps):
-        _softmax(params, weights)
+        breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
+        dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
+        dsite = np.empty((2, chains, n_phi))  # d log g / dphi at t_i and t_j
         for b in range(chains):
             xb = x[b]
-            _mixture_values(t[b], weights, g, sums[0, b])
+            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], sums)
             z[0, b] = _running_sums(g, cdf)
             i = _search(cdf, u[step, 0, b] * cdf[n - 1])
             j = min(int(u[step, 2, b] * n), n - 1)
             sites[0, b], sites[1, b] = i, j
             for f in range(2):
                 site = sites[f, b]
-                log_g[f, b] = _site_terms(t[b, site], weights, values, resp[f, b])
+                log_g[f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
+                                          intercept, values, dsite[f, b])  # fmt: skip
                 x_site = xb[site]
-                for h in range(m):
-                    a_new[f, b, h] = a[b, h]
-                _add_flip(a_new[f, b], w_t, site, x_site)
-                _refresh_sig(a_new[f, b], sig_new[f, b])
+                _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
                 if tabled:  # the site's column flipped, the products, the column back
                     _flip_column(x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
                     _table_products(sig_new[f, b], table[b], bias[b], t_new[f, b])
@@ -261,15 +368,13 @@ def exact_mixture_learning(x, n_accepted, s, a, u, tables, tabled, learner, hist
                     _selected_products(xb, sig_new[f, b], rows, neg_rows, exp_b, exp_neg_b,
                                        t_new[f, b])  # fmt: skip
                     xb[site] = x_site
-                _component_sums(t_new[f, b], sums[1 + f, b])
-                z[1 + f, b] = 0.0
-                for c in range(4):
-                    z[1 + f, b] += weights[c] * sums[1 + f, b, c]
-        # the loss and its gradient in log w (objective.lsb_loss_and_grads, by hand)
-        eta, log_eta_1, slope = eta_terms(params[4])
+                z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
+                                         intercept, dz[1 + f, b], sums)  # fmt: skip
+        # the loss and its gradient in phi (objective.lsb_loss_and_grads, by hand)
+        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
         top = log_p.max()
         loss, grad_eta = 0.0, 0.0
-        grad_log_w[:] = 0.0
+        grad_phi = np.zeros(n_phi)
         for b in range(chains):
             log_z = math.log(z[0, b])
             dz0 = (z[1, b] - z[0, b]) / z[0, b]  # (Z(x') - Z(x)) / Z(x)
@@ -283,23 +388,21 @@ def exact_mixture_learning(x, n_accepted, s, a, u, tables, tabled, learner, hist
             )  # fmt: skip
             loss += term
             grad_eta += grad_eta_b
-            # log T = log g(t_site) - log Z - log(1 + relu(dz)), dz = (Z_f - Z) / Z
+            # log T = log g(t_site) - log Z - log(1 + relu(dz)), dz = (Z_f - Z) / Z: through
+            # log Z, the two dz and the flipped sites' log g
             grad_dz0, grad_dz1 = -grad_t / den0, -grad_t_uniform / den1
             grad_log_z = grad_dz0 + grad_dz1
             grad_dz0 = grad_dz0 if dz0 > 0.0 else 0.0
             grad_dz1 = grad_dz1 if dz1 > 0.0 else 0.0
-            for c in range(4):
-                wc = weights[c] / z[0, b]
-                grad_log_w[c] += (
-                    grad_log_z * weights[c] * sums[0, b, c] / z[0, b]
-                    + grad_t * resp[0, b, c]
-                    + grad_t_uniform * resp[1, b, c]
-                    + grad_dz0 * wc * (sums[1, b, c] - sums[0, b, c])
-                    + grad_dz1 * wc * (sums[2, b, c] - sums[0, b, c])
-                )
-        loss /= chains
-        bad = _update(learner, grad_log_w, grad_eta / chains, slope, loss, weights, failed)
-        _record(history, step, loss, params, bad, weights)
+            c_x = (grad_log_z - grad_dz0 - grad_dz1) / z[0, b]
+            c_new, c_uniform = grad_dz0 / z[0, b], grad_dz1 / z[0, b]
+            for q in range(n_phi):
+                grad_phi[q] += (
+                    c_x * dz[0, b, q] + c_new * dz[1, b, q] + c_uniform * dz[2, b, q]
+                    + grad_t * dsite[0, b, q] + grad_t_uniform * dsite[1, b, q]
+                )  # fmt: skip
+        _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
+                loss / chains, failed, history, step)  # fmt: skip
         # accept x' with theta0: A = Z / max(Z, Z')
         for b in range(chains):
             i = sites[0, b]
@@ -336,18 +439,25 @@ def _min_share(log_q, log_reverse):
     return 0.5
 
 
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+def _first_order_exps(xb, d, t):
+    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k``: the first-order ratios as ``t``."""
+    for k in range(xb.shape[0]):
+        t[k] = math.exp(-2.0 * xb[k] * d[k])
+
+
 @njit(cache=True, nogil=True)
-def gradient_mixture_learning(x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, exp_w, exp_neg_w,
-                              learner, history, last, failed, trace, truth):  # fmt: skip
-    """``T = u.shape[0]`` FLSB 1 learning steps (LSB 1 on the first-order ratios
-    ``s~ = -2 x d``, ``d = grad log p~(x)``) on an RBM, in place: Algorithm 2's objective with
-    ``T(x'|x) = min(Q~(x'|x), p~(x')/p~(x) Q~(x|x'))`` (``batched.lsb_mh_loss``), for ``x'`` and
-    for the uniform flip ``x~``.
+def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, exp_w,
+                      exp_neg_w, learner, history, last, failed, trace, truth):  # fmt: skip
+    """``T = u.shape[0]`` FLSB learning steps (LSB 1 or 2, ``kind`` and ``hidden`` as in
+    ``exact_learning``, on the first-order ratios ``s~ = -2 x d``, ``d = grad log p~(x)``) on an
+    RBM, in place: Algorithm 2's objective with ``T(x'|x) = min(Q~(x'|x), p~(x')/p~(x)
+    Q~(x|x'))`` (``batched.lsb_mh_loss``), for ``x'`` and for the uniform flip ``x~``.
 
     ``x [B, n]`` +-1, ``log_p [B]`` (``learner.log_p`` is it) and ``grad [B, n]`` the cached
     gradient ``d`` (kept); ``w``, ``w_t``, ``b_vis``, ``c``, ``exp_w``, ``exp_neg_w`` from
-    ``RBM.kernel_arrays``; the rest as in ``exact_mixture_learning``. Per chain: ``Z(x)`` and
-    the proposal's CDF from ``t~ = e^(s~)``, ``i`` and ``j``, each flip's exact ``log p~`` ratio
+    ``RBM.kernel_arrays``; the rest as in ``exact_learning``. Per chain: ``Z(x)`` and the
+    proposal's CDF from ``t~ = e^(s~)``, ``i`` and ``j``, each flip's exact ``log p~`` ratio
     (``m`` products), gradient at the flipped state (``n m`` multiply-adds) and its ``Z``.
     """
     params = learner.params
@@ -360,55 +470,51 @@ def gradient_mixture_learning(x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, e
         _refresh_sig(a[b], sig[b])
     t = np.empty((chains, n))  # e^(s~) at x
     for b in range(chains):
-        for k in range(n):
-            t[b, k] = math.exp(-2.0 * x[b, k] * grad[b, k])
+        _first_order_exps(x[b], grad[b], t[b])
     t_new, grad_new = np.empty((2, chains, n)), np.empty((2, chains, n))
     a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
-    sums = np.empty((3, chains, 4))  # S_c at x, x', x~
-    z = np.empty((3, chains))
-    resp = np.empty((2, 2, chains, 4))  # [forward / reverse, flip]: d log g / d log w_c
-    log_g = np.empty((2, 2, chains))
+    z = np.empty((3, chains))  # Z at x, x', x~
+    log_g = np.empty((2, 2, chains))  # [forward / reverse, flip]
     log_ratio = np.empty((2, chains))
     sites = np.empty((2, chains), dtype=np.int64)
-    g, cdf, values = np.empty(n), np.empty(n), np.empty(4)
-    weights, grad_log_w = np.empty(4), np.empty(4)
+    g, cdf, values, sums = np.empty(n), np.empty(n), np.empty(4), np.empty(4)
+    weights = np.empty(4)
     log_t, share, log_a = np.empty(2), np.empty(2), np.empty(chains)
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
     for b in range(chains):
         sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
     for step in range(steps):
-        _softmax(params, weights)
+        breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
+        dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
+        dsite = np.empty((2, 2, chains, n_phi))  # d log g / dphi at the sites, [x or flip, f]
         for b in range(chains):
             xb = x[b]
-            _mixture_values(t[b], weights, g, sums[0, b])
+            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], sums)
             z[0, b] = _running_sums(g, cdf)
             i = _search(cdf, u[step, 0, b] * cdf[n - 1])
             j = min(int(u[step, 2, b] * n), n - 1)
             sites[0, b], sites[1, b] = i, j
             for f in range(2):
                 site = sites[f, b]
-                log_g[0, f, b] = _site_terms(t[b, site], weights, values, resp[0, f, b])
+                log_g[0, f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
+                                             intercept, values, dsite[0, f, b])  # fmt: skip
                 x_site = xb[site]
                 table = _shift_table(x_site, site, exp_w, exp_neg_w)
                 log_ratio[f, b] = -x_site * b_vis[site] + _log_prod_single(sig[b], table)
-                for h in range(m):
-                    a_new[f, b, h] = a[b, h]
-                _add_flip(a_new[f, b], w_t, site, x_site)
-                _refresh_sig(a_new[f, b], sig_new[f, b])
+                _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
                 _gradient(sig_new[f, b], w, b_vis, grad_new[f, b])
                 xb[site] = -x_site  # the flipped state's first-order ratios
                 _first_order_exps(xb, grad_new[f, b], t_new[f, b])
                 xb[site] = x_site
-                _component_sums(t_new[f, b], sums[1 + f, b])
-                z[1 + f, b] = 0.0
-                for cc in range(4):
-                    z[1 + f, b] += weights[cc] * sums[1 + f, b, cc]
-                log_g[1, f, b] = _site_terms(t_new[f, b, site], weights, values, resp[1, f, b])
-        # the loss (batched.lsb_mh_loss) and its gradient in log w, by hand
-        eta, log_eta_1, slope = eta_terms(params[4])
+                z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
+                                         intercept, dz[1 + f, b], sums)  # fmt: skip
+                log_g[1, f, b] = _site_log_g(kind, t_new[f, b, site], weights, breakpoints,
+                                             slope, intercept, values, dsite[1, f, b])  # fmt: skip
+        # the loss (batched.lsb_mh_loss) and its gradient in phi, by hand
+        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
         top = log_p.max()
         loss, grad_eta = 0.0, 0.0
-        grad_log_w[:] = 0.0
+        grad_phi = np.zeros(n_phi)
         for b in range(chains):
             log_z = math.log(z[0, b])
             for f in range(2):
@@ -425,18 +531,17 @@ def gradient_mixture_learning(x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, e
             loss += term
             grad_eta += grad_eta_b
             for f in range(2):
+                # log Q~ = log g(t_site) - log Z(x); the reverse likewise at the flipped state
                 gf = grad_t if f == 0 else grad_t_uniform
                 forward, reverse = gf * share[f], gf * (1.0 - share[f])
-                for cc in range(4):
-                    # log Q~ = log g(t_site) - log Z(x); log Q~ reverse likewise at the flip
-                    share_x = weights[cc] * sums[0, b, cc] / z[0, b]
-                    share_flip = weights[cc] * sums[1 + f, b, cc] / z[1 + f, b]
-                    grad_log_w[cc] += forward * (resp[0, f, b, cc] - share_x) + reverse * (
-                        resp[1, f, b, cc] - share_flip
-                    )
-        loss /= chains
-        bad = _update(learner, grad_log_w, grad_eta / chains, slope, loss, weights, failed)
-        _record(history, step, loss, params, bad, weights)
+                c_x, c_flip = forward / z[0, b], reverse / z[1 + f, b]
+                for q in range(n_phi):
+                    grad_phi[q] += (
+                        forward * dsite[0, f, b, q] - c_x * dz[0, b, q]
+                        + reverse * dsite[1, f, b, q] - c_flip * dz[1 + f, b, q]
+                    )  # fmt: skip
+        _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
+                loss / chains, failed, history, step)  # fmt: skip
         # accept x' with theta0: log A = log T - log Q~ = min(0, log R)
         for b in range(chains):
             i = sites[0, b]
@@ -455,10 +560,3 @@ def gradient_mixture_learning(x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, e
                 sum_x[b] -= 2.0 * x_i
                 overlap[b] -= 2.0 * x_i * truth[i]
             trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
-
-
-@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
-def _first_order_exps(xb, d, t):
-    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k``: the first-order ratios as ``t``."""
-    for k in range(xb.shape[0]):
-        t[k] = math.exp(-2.0 * xb[k] * d[k])

@@ -82,7 +82,8 @@ RBM_STEPS = (
 
 
 # every compiled factor-graph step (lsbcore.backends.factor_kernels): one balanced sampler
-#: The learnable samplers whose learning steps on an RBM are compiled
+#: Learnable samplers whose learning steps on an RBM compile ``rbm_learning_kernels``' two
+#: kernels (each serves LSB 1 and LSB 2: the function's kind is a value it reads)
 RBM_LEARNING = ("lsb1", "flsb1")
 # compiles the kernel for every fixed function (the function is a value it reads)
 FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
