@@ -31,7 +31,8 @@ compiled frozen steps (``factor_graph_steps``): the same chains from the same un
 costing the flipped site's neighbourhood and ``O(sqrt(n))`` for the draw. On an ``RBM`` frozen
 steps are compiled too (``rbm_steps``): with gradient ratios (FLSB) and a function the kernels
 know, Gibbs with Gradients' kernel with ``g`` as a parameter; with exact ratios, any of the
-paper's functions, every ratio at ``x'`` from the shift tables. The same chains.
+paper's functions, every ratio at ``x'`` from the shift tables; and the learning steps of LSB 1
+and LSB 2 with either kind of ratios (``backends.rbm_learning_kernels``). The same chains.
 
 Zero mass: a flip into ``p~ = 0`` has ``s_i = -inf``; a ``g`` with ``g(0) > 0`` (``max(1, t)``,
 LSB 1, LSB 2) still proposes it, and ``Z(x')`` is then undefined: such a move is rejected
