@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from lsbcore.backends import rbm_learning_kernels
+from lsbcore.balancing.functions import NetworkBalancing
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 
@@ -201,17 +202,60 @@ def test_auto_learns_compiled_where_it_takes_torchs_frozen_steps(name):
     assert_same_run(auto, reference)
 
 
-def test_the_written_out_exp_of_the_first_order_ratios_matches_the_library_exp():
-    """FLSB's kernels take ``e^(s~)`` by a polynomial the compiler vectorises: within about one
-    unit in the last place of ``math.exp`` over the kernels' whole range, ends included."""
+def test_the_written_out_exp_matches_the_library_exp_down_to_the_subnormals():
+    """The kernels take ``e^v`` (FLSB's first-order ratios, LSB 2's softplus) by a polynomial
+    the compiler vectorises: within about one unit in the last place of numpy's over the normal
+    range, ends included, the same subnormals below it and 0 past them."""
     rng = np.random.default_rng(0)
     limit = rbm_learning_kernels.LEARNING_LIMIT
-    v = np.concatenate([rng.uniform(-limit, limit, 50_000), rng.uniform(-1, 1, 50_000),
-                        [0.0, -0.0, 1e-300, limit, -limit, 0.5 * math.log(2.0)]])  # fmt: skip
+    ends = [0.0, -0.0, 1e-300, limit, -limit, 0.5 * math.log(2.0), 709.0, -708.0]
+    v = np.concatenate([rng.uniform(-708, 709, 50_000), rng.uniform(-1, 1, 50_000), ends])
+    out = np.empty_like(v)
+    rbm_learning_kernels._vector_exp(v, out, np.empty((2, v.shape[0]), dtype=np.int64))
+    exact = np.exp(v)
+    assert float(np.max(np.abs(out - exact) / exact)) < 4.5e-16
+    tiny = np.array([-720.0, -740.0, -745.0, -800.0, -5000.0, -math.inf])
+    out = np.empty_like(tiny)
+    rbm_learning_kernels._vector_exp(tiny, out, np.empty((2, tiny.shape[0]), dtype=np.int64))
+    np.testing.assert_allclose(out, np.exp(tiny), rtol=1e-12, atol=1e-323)
+    # the first-order ratios' path: t = e^(-2 x d)
     x = np.where(rng.random(v.shape[0]) < 0.5, 1.0, -1.0)
-    d = -v / (2.0 * x)  # s~ = -2 x d = v
+    d = -np.clip(v, -limit, limit) / (2.0 * x)
     t = np.empty_like(v)
-    rbm_learning_kernels._first_order_exps(x, d, t, np.empty(v.shape[0], dtype=np.int64))
+    rbm_learning_kernels._first_order_exps(x, d, t, np.empty((2, v.shape[0]), dtype=np.int64))
     exact = np.exp(-2.0 * x * d)
-    assert np.isfinite(t).all()
     assert float(np.max(np.abs(t - exact) / exact)) < 4.5e-16
+
+
+def test_the_networks_values_and_slopes_at_every_site_match_torchs_network():
+    """LSB 2's ``g`` at a whole state and ``dZ`` in every piece's slope and intercept, from
+    the sites side by side (written-out ``exp`` and ``log1p``), against the torch function and
+    autograd, on a network whose inputs cross both of softplus's special ranges (below -30:
+    ``e^z``; above 20: ``z``)."""
+    function = NetworkBalancing(hidden=6)
+    with torch.no_grad():  # breakpoints -b1/w1 inside (-1/2, 1/2), z over about +-100
+        function.layer1.weight.copy_(torch.tensor([[8.0], [-6.0], [5.0], [-4.0], [9.0], [3.0]]))
+        function.layer1.bias.copy_(torch.tensor([1.0, 1.5, -2.0, 0.5, -0.9, 0.3]))
+        function.layer2.weight.copy_(torch.tensor([[20.0, -25.0, 30.0, -15.0, 10.0, -12.0]]))
+        function.layer2.bias.fill_(-5.0)
+    s = torch.linspace(-40.0, 40.0, 801, dtype=torch.float64)
+    breakpoints, slope, intercept = function.pieces()
+    pieces = (breakpoints, slope, intercept)
+    u = torch.sigmoid(s) - 0.5
+    z = function.layer2(torch.relu(function.layer1(torch.cat([u, -u]).unsqueeze(-1))))
+    assert float(z.detach().min()) < -30.0 and float(z.detach().max()) > 20.0
+    assert len(breakpoints) >= 4
+    log_g = torch.logaddexp(function.log_h(s, pieces), s + function.log_h(-s, pieces))
+    g_torch = torch.exp(log_g - math.log(2.0))
+    grads = torch.autograd.grad(g_torch.sum(), [slope, intercept])
+    g = np.empty(s.shape[0])
+    dphi = np.zeros(2 * slope.shape[0])
+    _, rows, kinds, powers = rbm_learning_kernels._scratch(s.shape[0])
+    total = rbm_learning_kernels._network_values(
+        torch.exp(s).numpy(), np.asarray(breakpoints, dtype=np.float64),
+        slope.detach().numpy().copy(), intercept.detach().numpy().copy(), g, dphi, rows, kinds,
+        powers,
+    )  # fmt: skip
+    np.testing.assert_allclose(g, g_torch.detach().numpy(), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(total, float(g_torch.detach().sum()), rtol=1e-12)
+    np.testing.assert_allclose(dphi, torch.cat(grads).numpy(), rtol=1e-10, atol=1e-10)

@@ -180,35 +180,43 @@ def _network_g(t, breakpoints, slope, intercept, dphi):
 
 
 @njit(cache=True, nogil=True)
-def _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, sums):
+def _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, scratch):
     """``g(t_k)`` of every site into ``g [n]`` and ``dZ / dphi`` into ``dphi`` (zeroed first):
     LSB 1's ``phi = log w`` (``dZ / d log w_c = w_c S_c``), LSB 2's the pieces' slopes and
-    intercepts. ``sums [4]`` scratch."""
+    intercepts. ``scratch``: ``_scratch``."""
+    sums, rows, pieces, powers = scratch
     dphi[:] = 0.0
     if kind == KIND_MIXTURE:
         _mixture_values(t, weights, g, sums)
         for c in range(4):
             dphi[c] = weights[c] * sums[c]
     else:
-        for k in range(t.shape[0]):
-            g[k] = _network_g(t[k], breakpoints, slope, intercept, dphi)
+        _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
 
 
 @njit(cache=True, nogil=True)
-def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, sums):
+def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, scratch):
     """``Z = sum_k g(t_k)``, with ``dZ / dphi`` into ``dphi`` (``_state_values`` without the
     sites' values: LSB 1 sums its components side by side)."""
+    sums, rows, pieces, powers = scratch
     dphi[:] = 0.0
-    total = 0.0
     if kind == KIND_MIXTURE:
         _component_sums(t, sums)
+        total = 0.0
         for c in range(4):
             dphi[c] = weights[c] * sums[c]
             total += dphi[c]
-    else:
-        for k in range(t.shape[0]):
-            total += _network_g(t[k], breakpoints, slope, intercept, dphi)
-    return total
+        return total
+    g = rows[9]
+    return _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
+
+
+@njit(cache=True, nogil=True)
+def _scratch(n):
+    """Work arrays of ``_state_values`` and ``_state_sum`` for states of ``n`` sites: LSB 1's
+    sums, LSB 2's rows and pieces (``_network_terms``, and a row for ``g``), the exponent bits."""
+    return (np.empty(4), np.empty((10, n)), np.empty((2, n), dtype=np.int64),
+            np.empty((2, n), dtype=np.int64))  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -336,7 +344,7 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     z = np.empty((3, chains))  # Z at x, x', x~
     log_g = np.empty((2, chains))
     sites = np.empty((2, chains), dtype=np.int64)
-    g, cdf, values, sums = np.empty(n), np.empty(n), np.empty(4), np.empty(4)
+    g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
     weights = np.empty(4)
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
     for b in range(chains):
@@ -347,7 +355,7 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
         dsite = np.empty((2, chains, n_phi))  # d log g / dphi at t_i and t_j
         for b in range(chains):
             xb = x[b]
-            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], sums)
+            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], scratch)
             z[0, b] = _running_sums(g, cdf)
             i = _search(cdf, u[step, 0, b] * cdf[n - 1])
             j = min(int(u[step, 2, b] * n), n - 1)
@@ -369,7 +377,7 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
                                        t_new[f, b])  # fmt: skip
                     xb[site] = x_site
                 z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
-                                         intercept, dz[1 + f, b], sums)  # fmt: skip
+                                         intercept, dz[1 + f, b], scratch)  # fmt: skip
         # the loss and its gradient in phi (objective.lsb_loss_and_grads, by hand)
         eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
         top = log_p.max()
@@ -443,23 +451,24 @@ def _min_share(log_q, log_reverse):
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
+# below this e^v is 0 in float64 (subnormals end near -745); the argument is clamped there
+_EXP_FLOOR = -1400.0
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def _first_order_exps(xb, d, t, powers):
-    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k``: the first-order ratios as ``t``.
-
-    numba's ``math.exp`` is a scalar library call (no vector one here: no SVML); this ``exp``
-    is written out so that the compiler runs the sites side by side, 5x faster (BENCHMARKS.md):
-    ``e^v = 2^q e^r``, ``q = round(v / ln 2)``, ``|r| <= ln 2 / 2``, ``e^r`` by its Taylor
-    polynomial to degree 13 (the remainder below 5e-18), ``2^q`` from its bit pattern
-    (``powers [n]`` scratch). Within about one unit in the last place of libm's; exact in range
-    while ``|v| <= LEARNING_LIMIT`` (``2^q`` normal)."""
-    n = xb.shape[0]
+def _vector_exp(v, out, powers):
+    """``out = e^v`` elementwise (``out`` may be ``v``), written out so that the compiler runs
+    the elements side by side: numba's ``math.exp`` is a scalar library call (no vector one
+    here: no SVML), 5x slower (BENCHMARKS.md). ``e^v = 2^q e^r``, ``q = round(v / ln 2)``,
+    ``|r| <= ln 2 / 2``, ``e^r`` by its Taylor polynomial to degree 13 (the remainder below
+    5e-18), ``2^q`` as two normal powers of two from their bit patterns (``powers [2, n]``
+    scratch), so that results down to the subnormals come out right. Within about one unit in
+    the last place of libm's for ``v <= 709``."""
+    n = v.shape[0]
     for k in range(n):
-        v = -2.0 * xb[k] * d[k]
-        q = math.floor(v * _LOG2E + 0.5)
-        r = (v - q * _LN2_HI) - q * _LN2_LO
+        a = max(v[k], _EXP_FLOOR)
+        q = math.floor(a * _LOG2E + 0.5)
+        r = (a - q * _LN2_HI) - q * _LN2_LO
         p = 1.0 / 6227020800.0
         p = p * r + 1.0 / 479001600.0
         p = p * r + 1.0 / 39916800.0
@@ -473,11 +482,105 @@ def _first_order_exps(xb, d, t, powers):
         p = p * r + 1.0 / 6.0
         p = p * r + 0.5
         p = p * r + 1.0
-        t[k] = p * r + 1.0
-        powers[k] = (np.int64(q) + 1023) << 52
-    scale = powers.view(np.float64)
+        out[k] = p * r + 1.0
+        half = math.floor(0.5 * q)
+        powers[0, k] = (np.int64(half) + 1023) << 52
+        powers[1, k] = (np.int64(q - half) + 1023) << 52
+    first, second = powers[0].view(np.float64), powers[1].view(np.float64)
     for k in range(n):
-        t[k] *= scale[k]
+        out[k] = out[k] * first[k] * second[k]
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _first_order_exps(xb, d, t, powers):
+    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k``: the first-order ratios as ``t``
+    (``_vector_exp``; ``powers [2, n]`` scratch)."""
+    for k in range(xb.shape[0]):
+        t[k] = -2.0 * xb[k] * d[k]
+    _vector_exp(t, t, powers)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _atanh_series(s2):
+    """``sum_q s^(2q) / (2q + 1)`` for ``q < 18``, written out (a loop here would keep the
+    compiler from running the sites side by side): ``log1p(y) = 2 s`` times it with
+    ``s = y / (2 + y)``; for ``y`` in ``[0, 1]``, ``s <= 1/3`` and the remainder is below 2e-18."""
+    p = 1.0 / 35.0
+    p = p * s2 + 1.0 / 33.0
+    p = p * s2 + 1.0 / 31.0
+    p = p * s2 + 1.0 / 29.0
+    p = p * s2 + 1.0 / 27.0
+    p = p * s2 + 1.0 / 25.0
+    p = p * s2 + 1.0 / 23.0
+    p = p * s2 + 1.0 / 21.0
+    p = p * s2 + 1.0 / 19.0
+    p = p * s2 + 1.0 / 17.0
+    p = p * s2 + 1.0 / 15.0
+    p = p * s2 + 1.0 / 13.0
+    p = p * s2 + 1.0 / 11.0
+    p = p * s2 + 1.0 / 9.0
+    p = p * s2 + 1.0 / 7.0
+    p = p * s2 + 1.0 / 5.0
+    p = p * s2 + 1.0 / 3.0
+    return p * s2 + 1.0
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers):
+    """LSB 2's two softplus terms at every site, the sites side by side (the piece lookups,
+    a written-out ``exp`` and ``log1p``): into ``rows [9, n]`` the input ``u``, then ``h`` and
+    ``dh / dz`` of the two inputs ``z(u)`` and ``z(-u)`` (rows 5-8), their pieces into
+    ``pieces [2, n]``. As ``NetworkBalancing.log_h``: ``softplus(z) = max(z, 0) +
+    log1p(e^-|z|)``, ``z`` itself (slope 1) above 20, ``e^z`` (slope ``e^z``) below -30."""
+    n = t.shape[0]
+    u, z1, z2, y1, y2 = rows[0], rows[1], rows[2], rows[3], rows[4]
+    k1, k2 = pieces[0], pieces[1]
+    for k in range(n):
+        u[k] = t[k] / (1.0 + t[k]) - 0.5
+        k1[k], k2[k] = 0, 0
+    for c in range(breakpoints.shape[0]):  # pieces count the breakpoints below, as pieces()
+        cut = breakpoints[c]
+        for k in range(n):
+            k1[k] += u[k] > cut
+            k2[k] += -u[k] > cut
+    for k in range(n):
+        z1[k] = slope[k1[k]] * u[k] + intercept[k1[k]]
+        z2[k] = -slope[k2[k]] * u[k] + intercept[k2[k]]
+        y1[k], y2[k] = -abs(z1[k]), -abs(z2[k])
+    _vector_exp(y1, y1, powers)  # e^-|z|
+    _vector_exp(y2, y2, powers)
+    for side in range(2):
+        z, y = rows[1 + side], rows[3 + side]
+        h, dh = rows[5 + side], rows[7 + side]
+        for k in range(n):
+            s = y[k] / (2.0 + y[k])
+            s2 = s * s
+            series = _atanh_series(s2)
+            soft = max(z[k], 0.0) + 2.0 * s * series
+            sig = (1.0 if z[k] >= 0.0 else y[k]) / (1.0 + y[k])
+            low, high = z[k] < -30.0, z[k] > 20.0
+            h[k] = y[k] if low else (z[k] if high else soft)
+            dh[k] = y[k] if low else (1.0 if high else sig)
+
+
+@njit(cache=True, nogil=True)
+def _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers):
+    """``g(t_k)`` of LSB 2's network at every site into ``g [n]``, and ``dZ / dphi`` added into
+    ``dphi`` (``_network_g`` for a whole state); returns ``Z``."""
+    _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers)
+    u, h1, h2, d1, d2 = rows[0], rows[5], rows[6], rows[7], rows[8]
+    p = slope.shape[0]
+    total = 0.0
+    for k in range(t.shape[0]):
+        g[k] = 0.5 * (h1[k] + t[k] * h2[k])
+        total += g[k]
+        a1, a2 = 0.5 * d1[k], 0.5 * t[k] * d2[k]
+        k1, k2 = pieces[0, k], pieces[1, k]
+        dphi[k1] += a1 * u[k]
+        dphi[p + k1] += a1
+        dphi[k2] -= a2 * u[k]
+        dphi[p + k2] += a2
+    return total
 
 
 @njit(cache=True, nogil=True)
@@ -502,7 +605,8 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
     pre_activations(x, w_t, c, a)
     for b in range(chains):
         _refresh_sig(a[b], sig[b])
-    powers = np.empty(n, dtype=np.int64)
+    g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
+    powers = scratch[3]
     t = np.empty((chains, n))  # e^(s~) at x
     for b in range(chains):
         _first_order_exps(x[b], grad[b], t[b], powers)
@@ -512,7 +616,6 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
     log_g = np.empty((2, 2, chains))  # [forward / reverse, flip]
     log_ratio = np.empty((2, chains))
     sites = np.empty((2, chains), dtype=np.int64)
-    g, cdf, values, sums = np.empty(n), np.empty(n), np.empty(4), np.empty(4)
     weights = np.empty(4)
     log_t, share, log_a = np.empty(2), np.empty(2), np.empty(chains)
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
@@ -524,7 +627,7 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
         dsite = np.empty((2, 2, chains, n_phi))  # d log g / dphi at the sites, [x or flip, f]
         for b in range(chains):
             xb = x[b]
-            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], sums)
+            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], scratch)
             z[0, b] = _running_sums(g, cdf)
             i = _search(cdf, u[step, 0, b] * cdf[n - 1])
             j = min(int(u[step, 2, b] * n), n - 1)
@@ -542,7 +645,7 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
                 _first_order_exps(xb, grad_new[f, b], t_new[f, b], powers)
                 xb[site] = x_site
                 z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
-                                         intercept, dz[1 + f, b], sums)  # fmt: skip
+                                         intercept, dz[1 + f, b], scratch)  # fmt: skip
                 log_g[1, f, b] = _site_log_g(kind, t_new[f, b, site], weights, breakpoints,
                                              slope, intercept, values, dsite[1, f, b])  # fmt: skip
         # the loss (batched.lsb_mh_loss) and its gradient in phi, by hand
