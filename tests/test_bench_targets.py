@@ -20,6 +20,7 @@ from lsbcore.studies.benchmarks import samplers as bench
 from lsbcore.studies.benchmarks import targets as bench_targets
 from lsbcore.studies.benchmarks.targets import Run, Workload, measure, steps_per_second
 from lsbcore.targets.base import Target
+from lsbcore.targets.rbm import RBM
 from tools import gwg_reference
 
 
@@ -102,6 +103,24 @@ def test_slow_workloads_and_samplers_take_their_share_of_the_steps(monkeypatch):
     # never fewer than 2; the learning run times learning steps and says they ran on torch
     assert timed == [(50, False), (5, False), (2, False), (10, True)]
     assert "lsb1 (learning)" in rows
+
+
+def test_learning_rows_on_an_rbm_name_the_steps_that_ran(monkeypatch):
+    """LSB 1, LSB 2, FLSB 1 and FLSB 2 learn on the compiled kernels on an RBM (LSB 2' on
+    torch)."""
+    monkeypatch.setattr(bench_targets, "steps_per_second", lambda *args: 1.0)
+    runs = tuple(
+        Run(name, learn=True) for name in ("lsb1", "flsb1", "lsb2", "flsb2", "lsb2-monotone")
+    )
+    rows = measure(Workload("rbm", lambda: RBM.random(8, 4), 2, runs), "cpu", 10, 1)
+    backends = {label: row["backend"] for label, row in rows.items()}
+    assert backends == {
+        "lsb1 (learning)": "compiled",
+        "flsb1 (learning)": "compiled",
+        "lsb2 (learning)": "compiled",
+        "flsb2 (learning)": "compiled",
+        "lsb2-monotone (learning)": "torch",
+    }
 
 
 def test_a_sampler_refused_for_the_target_shows_the_registrys_sentence():

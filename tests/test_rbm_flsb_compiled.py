@@ -1,7 +1,8 @@
-"""Compiled frozen FLSB steps on an RBM (``samplers.balanced.rbm_steps``, issue 45): after torch
-learning steps, FLSB 1 takes compiled frozen steps (as does FLSB with a fixed function) that give
-the torch step's chains and keep the caches exact; the kernel's form of the function is built
-again after more learning; FLSB 2 and the exact-ratio samplers stay torch, in a sentence."""
+"""Compiled frozen FLSB steps on an RBM (``samplers.balanced.rbm_steps``, issue 45): after
+learning steps (compiled, ``tests/test_rbm_learning_compiled.py``),
+FLSB 1 takes compiled frozen steps (as does FLSB with a fixed function) that give the torch
+step's chains and keep the caches exact; the kernel's form of the function is built again after
+more learning; FLSB 2 runs compiled where measured faster."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_frozen_flsb_steps_give_the_torch_chains(name, scale):
     assert [r.backend for r in runs] == ["torch", "compiled"]
     for run in runs:
         if run.learnable:
-            run.step(40, learn=True)  # torch in both: the same function and chains
+            run.step(40, learn=True)  # the same function and chains on both backends
     torch_run, compiled = runs
     torch_run.step(150)
     compiled.step(20)
@@ -99,7 +100,7 @@ def test_flsb2_runs_compiled_where_measured_faster_and_gives_the_torch_chains():
     runs = []
     for backend in ("torch", "compiled"):
         sampler = make_sampler("flsb2", target, 9, seed=5, backend=backend)
-        sampler.step(40, learn=True)  # torch in both
+        sampler.step(40, learn=True)  # the same function on both backends
         sampler.balancing.frozen()
         sampler.step(200)
         runs.append(sampler)

@@ -49,6 +49,37 @@ def _softplus(v):
     return v if v > 20.0 else math.log1p(math.exp(v))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def eta_terms(eta_raw):
+    """``(eta, log eta + 1, d eta / d eta_raw)`` with ``eta = softplus(eta_raw)`` (linear above
+    torch's threshold of 20, as its softplus and its gradient)."""
+    eta = _softplus(eta_raw)
+    slope = 1.0 if eta_raw > 20.0 else 1.0 / (1.0 + math.exp(-eta_raw))
+    return eta, math.log(eta) + 1.0, slope
+
+
+@njit(cache=True, nogil=True, inline="always")
+def chain_objective(log_t, log_t_uniform, log_p_hat, log_q0, log_p_new, eta, log_eta_1, n):
+    """One chain's term of spec 5's loss, for any transition probability (the balanced one of
+    ``loss_and_grads``, FLSB's Metropolis-Hastings one), and its gradient:
+
+        w T (log T - log p~(x'))  +  M~ (eta M~ - p^ (log eta + 1)),    M~ = 1 - T(x~|x),
+
+    ``p^ = e^log_p_hat`` (batch-normalised), ``w = p^ / Q0``. Returns ``(term, d loss / d log T,
+    d loss / d log T(x~|x), the chain's share of d loss / d eta)``, the gradients of the mean
+    over ``n`` chains (the last before ``/ n``). ``d M~ / d log T~ = -(1 - M~)``, rounded as
+    autograd's ``expm1`` backward."""
+    p_hat = math.exp(log_p_hat)
+    w = math.exp(log_p_hat - log_q0)
+    t = math.exp(log_t)
+    m = -math.expm1(log_t_uniform)
+    log_ratio = log_t - log_p_new
+    term = w * t * log_ratio + m * (eta * m - p_hat * log_eta_1)
+    grad_log_t = w * t * (log_ratio + 1.0) / n
+    grad_log_t_uniform = -(2.0 * eta * m - p_hat * log_eta_1) * (1.0 - m) / n
+    return term, grad_log_t, grad_log_t_uniform, m * (m - p_hat / eta)
+
+
 @njit(cache=True, nogil=True)
 def loss_and_grads(log_z, log_g_flips, unique_i, unique_j, log_p, s_flipped, log_q0, eta_raw):
     """``objective.lsb_loss_and_grads`` as loops (same arguments, ``[B]`` / ``[4, B, K]``).
@@ -60,9 +91,7 @@ def loss_and_grads(log_z, log_g_flips, unique_i, unique_j, log_p, s_flipped, log
     grad_flips = np.zeros(log_g_flips.shape)
     dz = np.zeros((2, n))
     top = log_p.max()
-    eta = _softplus(eta_raw)
-    log_eta_1 = math.log(eta) + 1.0
-    slope = 1.0 if eta_raw > 20.0 else 1.0 / (1.0 + math.exp(-eta_raw))
+    eta, log_eta_1, slope = eta_terms(eta_raw)
     loss = 0.0
     grad_eta = 0.0
     scaled = np.empty((2, 2, k_slots))
@@ -84,16 +113,11 @@ def loss_and_grads(log_z, log_g_flips, unique_i, unique_j, log_p, s_flipped, log
             dz[f, b] = total
             denominator[f] = 1.0 + max(total, 0.0)
             log_ts[f] = (log_g_flips[2 * f, b, 0] - log_z[b]) - math.log(denominator[f])
-        log_p_hat = log_p[b] - top
-        p_hat = math.exp(log_p_hat)
-        w = math.exp(log_p_hat - log_q0[b])
-        log_p_new = log_p[b] + s_flipped[b]
-        t = math.exp(log_ts[0])
-        m = -math.expm1(log_ts[1])
-        log_ratio = log_ts[0] - log_p_new
-        loss += w * t * log_ratio + m * (eta * m - p_hat * log_eta_1)
-        grad_log_ts[0] = w * t * (log_ratio + 1.0) / n
-        grad_log_ts[1] = -(2.0 * eta * m - p_hat * log_eta_1) * (1.0 - m) / n
+        term, grad_log_ts[0], grad_log_ts[1], grad_eta_b = chain_objective(
+            log_ts[0], log_ts[1], log_p[b] - top, log_q0[b], log_p[b] + s_flipped[b], eta,
+            log_eta_1, n,
+        )  # fmt: skip
+        loss += term
         for f in range(2):
             mask = unique_i if f == 0 else unique_j
             grad_dz = -grad_log_ts[f] / denominator[f]
@@ -105,7 +129,7 @@ def loss_and_grads(log_z, log_g_flips, unique_i, unique_j, log_p, s_flipped, log
                 grad_flips[2 * f, b, k] = -(scaled[f, 0, k] * below[f, 0, k] * common)
                 grad_flips[2 * f + 1, b, k] = scaled[f, 1, k] * below[f, 1, k] * common
             grad_flips[2 * f, b, 0] += grad_log_ts[f]
-        grad_eta += m * (m - p_hat / eta)
+        grad_eta += grad_eta_b
     return loss / n, grad_log_z, grad_flips, grad_eta / n * slope, dz
 
 
@@ -407,6 +431,25 @@ def network_pieces(params, hidden):
 
 
 @njit(cache=True, nogil=True)
+def network_param_grads(params, hidden, active, g_slope, g_icpt):
+    """The gradient in the flat parameters ``[w1, b1, w2, b2, eta_raw]`` from those in every
+    piece's slope and intercept (``network_pieces``): ``slope_p = sum_h a_ph w2_h w1_h``,
+    ``icpt_p = sum_h a_ph w2_h b1_h + b2``. ``eta_raw``'s entry is left 0."""
+    grads = np.zeros(params.shape[0])
+    for h in range(hidden):
+        w1, b1, w2 = params[h], params[hidden + h], params[2 * hidden + h]
+        s_sum, i_sum = 0.0, 0.0
+        for p in range(g_slope.shape[0]):
+            s_sum += active[p, h] * g_slope[p]
+            i_sum += active[p, h] * g_icpt[p]
+        grads[h] = w2 * s_sum
+        grads[hidden + h] = w2 * i_sum
+        grads[2 * hidden + h] = w1 * s_sum + b1 * i_sum
+    grads[3 * hidden] = g_icpt.sum()
+    return grads
+
+
+@njit(cache=True, nogil=True)
 def _piece(v, breakpoints):
     k = 0
     for cut in breakpoints:
@@ -586,18 +629,7 @@ def network_learning_step(t, chains, tables, learner, hidden, u_step, out, cache
                     p = flip_piece[f, b, kk, side]
                     g_slope[p] += c * flip_input[f, b, kk, side]
                     g_icpt[p] += c
-    # chained to the weights: slope_p = sum_h a_ph w2_h w1_h, icpt_p = sum_h a_ph w2_h b1_h + b2
-    grads = np.zeros(params.shape[0])
-    for h in range(hidden):
-        w1, b1, w2 = params[h], params[hidden + h], params[2 * hidden + h]
-        s_sum, i_sum = 0.0, 0.0
-        for p in range(n_pieces):
-            s_sum += active[p, h] * g_slope[p]
-            i_sum += active[p, h] * g_icpt[p]
-        grads[h] = w2 * s_sum
-        grads[hidden + h] = w2 * i_sum
-        grads[2 * hidden + h] = w1 * s_sum + b1 * i_sum
-    grads[3 * hidden] = g_icpt.sum()
+    grads = network_param_grads(params, hidden, active, g_slope, g_icpt)
     grads[3 * hidden + 1] = grad_eta
     failed = _optimise(learner, grads, loss)
     losses[t] = loss

@@ -6,8 +6,8 @@ sampler that needs no loaded function on a 3x3 lattice with the backend ``"auto"
 CPU (the compiled loops where numba is installed) and takes two steps with statistics tracked
 and a trace, and two learning steps where it learns: the argument types real runs use. The
 samplers on any target (``SamplerSpec.batched_only``) run torch steps only and are skipped,
-except the RBM's compiled steps (``RBM_STEPS``), taken on a 6-visible RBM (the block moves on the
-lattice too), and the factor
+except the RBM's compiled steps (``RBM_STEPS``, and ``RBM_LEARNING``'s learning steps), taken on
+a 6-visible RBM (the block moves on the lattice too), and the factor
 graph's (``FACTOR_GRAPH_STEPS``), taken on a 3 x 3 grid network. Then
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
@@ -82,6 +82,9 @@ RBM_STEPS = (
 
 
 # every compiled factor-graph step (lsbcore.backends.factor_kernels): one balanced sampler
+#: Learnable samplers whose learning steps on an RBM compile ``rbm_learning_kernels``' two
+#: kernels (each serves LSB 1 and LSB 2: the function's kind is a value it reads)
+RBM_LEARNING = ("lsb1", "flsb1")
 # compiles the kernel for every fixed function (the function is a value it reads)
 FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
 
@@ -104,6 +107,8 @@ def _warm_up() -> None:
         make_sampler(name, rbm, 2, device="cpu", backend="auto", **options).step(2)
         if name in ("block-gibbs", "hamming-ball"):
             make_sampler(name, target, 2, device="cpu", backend="auto", **options).step(2)
+    for name in RBM_LEARNING:  # their learning steps (lsbcore.backends.rbm_learning_kernels)
+        make_sampler(name, rbm, 2, device="cpu", backend="auto").step(2, learn=True)
     network = grid_network(3, 0.5, 0)
     for name in FACTOR_GRAPH_STEPS:
         make_sampler(name, network, 2, device="cpu", backend="auto").step(2)

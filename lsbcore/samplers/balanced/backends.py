@@ -345,3 +345,55 @@ class CompiledFunction:
         if cached is None or cached[0] != key:
             cached = self._compiled_function_of = (key, kernel_function(b))
         return cached[1]
+
+
+def kernel_optimizer_state(sampler) -> torch.Tensor:
+    """The compiled learning kernels' optimiser state ``[2, P + 1]`` of a batched sampler
+    (``learning_kernels.optimizer_step``'s layout), taken over from its ``torch.optim``
+    optimiser where torch learning steps ran before (which is then dropped: one of the two
+    holds the state at a time; ``load_kernel_state`` hands it back)."""
+    state = getattr(sampler, "_kernel_state", None)
+    if state is not None:
+        return state
+    params = sampler._learned_params()
+    state = torch.zeros(2, sum(p.numel() for p in params) + 1, dtype=torch.float64)
+    optimizer, adam = sampler._torch_optimizer, sampler.optimizer_name == "adam"
+    offset = 0
+    for p in params:
+        size = p.numel()
+        held = {} if optimizer is None else optimizer.state.get(p, {})
+        if adam and "exp_avg" in held:
+            state[0, offset : offset + size] = held["exp_avg"].reshape(-1)
+            state[1, offset : offset + size] = held["exp_avg_sq"].reshape(-1)
+            state[0, -1] = float(held["step"])
+        elif not adam and held.get("momentum_buffer") is not None:
+            state[0, offset : offset + size] = held["momentum_buffer"].reshape(-1)
+            state[1, -1] = 1.0
+        offset += size
+    sampler._kernel_state, sampler._torch_optimizer = state, None
+    return state
+
+
+def load_kernel_state(sampler, optimizer) -> None:
+    """Give a freshly built ``torch.optim`` optimiser the state the compiled learning kernels
+    left (``kernel_optimizer_state``), if any; the kernels' copy is dropped."""
+    state = getattr(sampler, "_kernel_state", None)
+    if state is None:
+        return
+    sampler._kernel_state = None
+    adam = sampler.optimizer_name == "adam"
+    if (adam and state[0, -1] <= 0) or (not adam and state[1, -1] <= 0):
+        return  # no step yet: torch builds its state on its first step
+    offset = 0
+    for p in sampler._learned_params():
+        size = p.numel()
+        first = state[:, offset : offset + size].reshape(2, *p.shape).to(p.device)
+        if adam:
+            from torch.optim.optimizer import _get_scalar_dtype
+
+            step = torch.tensor(float(state[0, -1]), dtype=_get_scalar_dtype())
+            optimizer.state[p] = {"step": step, "exp_avg": first[0].clone(),
+                                  "exp_avg_sq": first[1].clone()}  # fmt: skip
+        else:
+            optimizer.state[p] = {"momentum_buffer": first[0].clone()}
+        offset += size

@@ -31,7 +31,8 @@ compiled frozen steps (``factor_graph_steps``): the same chains from the same un
 costing the flipped site's neighbourhood and ``O(sqrt(n))`` for the draw. On an ``RBM`` frozen
 steps are compiled too (``rbm_steps``): with gradient ratios (FLSB) and a function the kernels
 know, Gibbs with Gradients' kernel with ``g`` as a parameter; with exact ratios, any of the
-paper's functions, every ratio at ``x'`` from the shift tables. The same chains.
+paper's functions, every ratio at ``x'`` from the shift tables; and the learning steps of LSB 1
+and LSB 2 with either kind of ratios (``backends.rbm_learning_kernels``). The same chains.
 
 Zero mass: a flip into ``p~ = 0`` has ``s_i = -inf``; a ``g`` with ``g(0) > 0`` (``max(1, t)``,
 LSB 1, LSB 2) still proposes it, and ``Z(x')`` is then undefined: such a move is rejected
@@ -62,6 +63,7 @@ from lsbcore.balancing.objective import lsb_loss_and_grads
 from lsbcore.balancing.restarts import restarting_chains
 from lsbcore.checks import real
 from lsbcore.numerics import SGD_MOMENTUM
+from lsbcore.samplers.balanced.backends import load_kernel_state
 from lsbcore.samplers.balanced.common import check_objective, check_optimizer, take_balancing
 from lsbcore.samplers.balanced.factor_graph_steps import FactorGraphSteps
 from lsbcore.samplers.balanced.rbm_steps import RBMBalancedSteps
@@ -404,6 +406,7 @@ class BatchedBalancedSampler(RBMBalancedSteps, FactorGraphSteps, BatchedSampler)
                 self._torch_optimizer = torch.optim.Adam(params, lr=self.lr)
             else:
                 self._torch_optimizer = torch.optim.SGD(params, lr=self.lr, momentum=SGD_MOMENTUM)
+            load_kernel_state(self, self._torch_optimizer)  # compiled learning ran before
         return self._torch_optimizer
 
     def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:

@@ -15,7 +15,7 @@ of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch
   and ``flsb2``, ``pas``, ``dmala``, ``sqrt``, ``gibbs`` for context; then RBM 784 x 500 with
   random weights of the same law (the public code trains that one on MNIST, which is not
   shipped; the cost of a step does not depend on the weights' values), 100 chains: ``gwg``,
-  ``flsb1``, ``flsb2``, ``pas``.
+  ``flsb1``, ``flsb2``, ``pas``, and the learning steps of FLSB 1/2 and LSB 1/2.
 - ``grid-64``: single-site samplers (Gibbs, Metropolis, Barker, sqrt, min, max) on a 64 x 64 grid
   network and on an Ising posterior of the same size (pairwise, compiled steps on the CPU),
   8 chains each: how far the factor graph's steps are from the pairwise ones (issue 45).
@@ -167,7 +167,7 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
                 Run("pas"),
                 Run("lsb1", steps_share=0.1),  # exact ratios: every ratio at x', n m a step
                 *(Run(name, steps_share=0.1, learn=True) for name in ("flsb1", "flsb2")),
-                Run("lsb1", steps_share=0.01, learn=True),
+                *(Run(name, steps_share=0.1, learn=True) for name in ("lsb1", "lsb2")),
             ),
             steps_share=0.05,
         ),
@@ -249,12 +249,14 @@ def measure(
             continue
         run_steps = max(2, round(steps * workload.steps_share * run.steps_share))
         learning = run.learn and isinstance(sampler, BatchedSampler)
+        # a batched sampler's learning steps are torch steps unless it has a learning kernel
+        # (LSB 1 and FLSB 1 on an RBM: ``learns_compiled``)
+        compiled = getattr(sampler, "learns_compiled", lambda: False)()
         out[run.label] = {
             "steps_per_second": steps_per_second(sampler, run_steps, repeats, run.learn),
             "evals_per_step": sampler.evals_per_step,
             "sites_per_step": workload.n_chains * sampler.sites_per_step,
-            # a batched sampler's learning steps are torch steps whatever its backend
-            "backend": "torch" if learning else sampler.backend,
+            "backend": ("compiled" if compiled else "torch") if learning else sampler.backend,
         }
     return out
 

@@ -1,0 +1,700 @@
+"""Compiled learning steps (Algorithm 1, spec 5) of LSB 1 and LSB 2 on an RBM (numba, CPU),
+with exact ratios (``lsb1``, ``lsb2``: ``exact_learning``) and gradient-approximated ones
+(``flsb1``, ``flsb2``: ``gradient_learning``).
+
+The torch learning step (``BatchedBalancedSampler._learn_step``) evaluates ``log g_theta`` at
+every site of ``x``, ``x'`` and ``x~`` and differentiates through it by autograd. Here the
+gradient comes by hand through a few numbers ``phi`` the function is linear in (or piecewise
+linear): LSB 1's ``g_theta = sum_c w_c g_c`` in its log-weights ``phi = log w``
+(``dZ / d log w_c = w_c S_c`` with the component sums ``S_c = sum_k g_c(t_k)``; at a site
+``d log g / d log w_c = w_c g_c(t) / g(t)``), LSB 2's network in the slope and intercept of
+each of its pieces (``learning_kernels.network_pieces``: ``z = slope_p u + intercept_p`` on
+piece ``p``, ``g = (softplus(z(u)) + t softplus(z(-u))) / 2``), chained to the weights as the
+pairwise kernel does (``network_param_grads``). Each state contributes ``dZ / dphi`` and each
+flipped site ``d log g / dphi``; the loss's own algebra is ``learning_kernels.chain_objective``,
+shared with the pairwise kernels, as is the optimiser (``learning_kernels._optimise``: Adam or
+SGD with momentum, as ``torch.optim``).
+
+What costs is the ratios at ``x'`` and ``x~``: with exact ratios every ``t_k = e^(s_k)`` is a
+product over the hidden units of the shift tables (``rbm_kernels``: ``n m`` multiply-adds a
+state, no logarithm); with FLSB the first-order ratios ``s~ = -2 x d`` need the gradient
+``d = (b + W^T sigmoid(a)) / 2`` (``n m`` multiply-adds) and one ``exp`` a site; and ``g`` at
+the ``3 n`` sites of ``x``, ``x'``, ``x~``: a division and a square root a site for LSB 1, two
+softplus (an ``exp`` and a ``log1p`` each, scalar library calls: numba has no vector ones here)
+for LSB 2. Each chain keeps its ratios as ``t`` and its hidden pre-activations between steps.
+
+Learning couples the chains (the loss is a mean over them and theta changes every step): the
+steps are the outer loop, the chains the inner one. The kernels read the torch step's uniforms
+as it reads them (``u [T, 3, B]``: the site by inverse CDF, the decision, the uniform site of
+``x~``), so a seed gives the torch chains, parameters and losses (up to rounding).
+
+Both kernels work on ``g(t)`` itself (linear in ``t``), which is exact while every ratio is
+within ``LEARNING_LIMIT`` (``ratio_bound``, a bound on every ``|s|`` and ``|s~|``): then every
+``g_c(t)`` lies in ``[e^-R / 2, e^R]`` and no ``g(t'_k) / Z(x)`` reaches the torch objective's
+cap ``e^MAX_LOG_G`` (``2 e^(2R) <= e^600``), so for LSB 1 the cap never binds and needs no test.
+LSB 2's ``g`` also depends on its weights: the cap could bind only once ``h`` spans about
+``e^(600 - 2R)`` over its input range, far beyond a network fitted near ``sqrt``; that is not
+checked. Beyond ``LEARNING_LIMIT`` the torch step runs (``RBMBalancedSteps``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lsbcore.backends.kernels import trace_row, trace_start
+from lsbcore.backends.learning_kernels import (
+    LOOP_MATH,
+    _optimise,
+    _piece,
+    _softplus,
+    chain_objective,
+    eta_terms,
+    network_param_grads,
+    network_pieces,
+)
+from lsbcore.backends.rbm_kernels import (
+    _add_flip,
+    _chain_tables,
+    _flip_column,
+    _gradient,
+    _log_prod_single,
+    _refresh_sig,
+    _search,
+    _shift_table,
+    _table_products,
+    pre_activations,
+)
+from lsbcore.backends.structures import KIND_MIXTURE
+from lsbcore.numerics import MAX_LOG_G
+
+#: The largest ratio bound (``RBM.kernel_arrays()["ratio_bound"]``) for which the learning
+#: kernels' linear form is exact: ``2 e^(2R) <= e^MAX_LOG_G`` (the module docstring)
+LEARNING_LIMIT = 0.5 * (MAX_LOG_G - math.log(2.0)) - 1e-9
+#: Chains x hidden units x sites up to which each chain keeps its shift-factor table (as the
+#: frozen steps do: products of contiguous rows, a flip moving one column; 32 MB); beyond it
+#: every product selects its factor by the site's state
+TABLE_LIMIT = 1 << 22
+#: Columns of a learning call's history rows: loss, eta, failed, then LSB 1's four weights
+HISTORY_COLUMNS = {"mixture": 7, "network": 3}
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _components(t, out):
+    """``g_c(t)`` of the four fixed functions (barker, sqrt, min, max) into ``out[0..3]``."""
+    out[0] = t / (1.0 + t)
+    out[1] = math.sqrt(t)
+    out[2] = min(1.0, t)
+    out[3] = max(1.0, t)
+
+
+@njit(cache=True, nogil=True)
+def _selected_products(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t):
+    """``rbm_kernels._exact_ratio_exps`` (every ``t_k`` a product of the shift tables at the
+    state ``xb``) with both factors loaded before the state picks one: a select the compiler
+    runs across sites side by side, where a conditional load stays scalar."""
+    n = xb.shape[0]
+    for k in range(n):
+        up, down = exp_neg_b[k], exp_b[k]
+        t[k] = up if xb[k] > 0.0 else down
+    for j in range(sig.shape[1]):
+        p, q = sig[0, j], sig[1, j]
+        pos, neg = rows[j], neg_rows[j]
+        for k in range(n):
+            up, down = neg[k], pos[k]
+            t[k] *= q + p * (up if xb[k] > 0.0 else down)
+
+
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+def _mixture_values(t, weights, g, sums):
+    """``g_theta(t_k) = sum_c w_c g_c(t_k)`` into ``g [n]`` and the four component sums
+    ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms: sites side by side)."""
+    s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
+    w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
+    for k in range(t.shape[0]):
+        tk = t[k]
+        barker, root, low, high = tk / (1.0 + tk), math.sqrt(tk), min(1.0, tk), max(1.0, tk)
+        s0 += barker
+        s1 += root
+        s2 += low
+        s3 += high
+        g[k] = w0 * barker + w1 * root + w2 * low + w3 * high
+    sums[0], sums[1], sums[2], sums[3] = s0, s1, s2, s3
+
+
+@njit(cache=True, nogil=True)
+def _running_sums(g, cdf):
+    """``cdf`` the running sums of ``g`` in order (as torch's ``cumsum``); returns the total."""
+    total = 0.0
+    for k in range(g.shape[0]):
+        total += g[k]
+        cdf[k] = total
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+def _component_sums(t, sums):
+    """The four component sums ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms:
+    the loop may reorder the sums and run sites side by side)."""
+    s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
+    for k in range(t.shape[0]):
+        tk = t[k]
+        s0 += tk / (1.0 + tk)
+        s1 += math.sqrt(tk)
+        s2 += min(1.0, tk)
+        s3 += max(1.0, tk)
+    sums[0], sums[1], sums[2], sums[3] = s0, s1, s2, s3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _softplus_slope(z):
+    """``h = softplus(z)`` and ``dh / dz`` as the torch network computes them
+    (``NetworkBalancing.log_h``): ``e^z`` below -30, ``z`` (slope 1) above 20."""
+    if z < -30.0:
+        e = math.exp(z)
+        return e, e
+    if z > 20.0:
+        return z, 1.0
+    e = math.exp(z)
+    return math.log1p(e), e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _network_g(t, breakpoints, slope, intercept, dphi):
+    """LSB 2's ``g(t) = (h(u) + t h(-u)) / 2``, ``u = t / (1 + t) - 1/2``, through the network's
+    pieces (``learning_kernels.network_pieces``); adds ``dg / d(slope_p, intercept_p)`` into
+    ``dphi [2 P]`` (slopes, then intercepts)."""
+    u = t / (1.0 + t) - 0.5
+    k1, k2 = _piece(u, breakpoints), _piece(-u, breakpoints)
+    h1, d1 = _softplus_slope(slope[k1] * u + intercept[k1])
+    h2, d2 = _softplus_slope(-slope[k2] * u + intercept[k2])
+    a1, a2 = 0.5 * d1, 0.5 * t * d2
+    p = slope.shape[0]
+    dphi[k1] += a1 * u
+    dphi[p + k1] += a1
+    dphi[k2] -= a2 * u
+    dphi[p + k2] += a2
+    return 0.5 * (h1 + t * h2)
+
+
+@njit(cache=True, nogil=True)
+def _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, scratch):
+    """``g(t_k)`` of every site into ``g [n]`` and ``dZ / dphi`` into ``dphi`` (zeroed first):
+    LSB 1's ``phi = log w`` (``dZ / d log w_c = w_c S_c``), LSB 2's the pieces' slopes and
+    intercepts. ``scratch``: ``_scratch``."""
+    sums, rows, pieces, powers = scratch
+    dphi[:] = 0.0
+    if kind == KIND_MIXTURE:
+        _mixture_values(t, weights, g, sums)
+        for c in range(4):
+            dphi[c] = weights[c] * sums[c]
+    else:
+        _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
+
+
+@njit(cache=True, nogil=True)
+def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, scratch):
+    """``Z = sum_k g(t_k)``, with ``dZ / dphi`` into ``dphi`` (``_state_values`` without the
+    sites' values: LSB 1 sums its components side by side)."""
+    sums, rows, pieces, powers = scratch
+    dphi[:] = 0.0
+    if kind == KIND_MIXTURE:
+        _component_sums(t, sums)
+        total = 0.0
+        for c in range(4):
+            dphi[c] = weights[c] * sums[c]
+            total += dphi[c]
+        return total
+    g = rows[9]
+    return _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
+
+
+@njit(cache=True, nogil=True)
+def _scratch(n):
+    """Work arrays of ``_state_values`` and ``_state_sum`` for states of ``n`` sites: LSB 1's
+    sums, LSB 2's rows and pieces (``_network_terms``, and a row for ``g``), the exponent bits."""
+    return (np.empty(4), np.empty((10, n)), np.empty((2, n), dtype=np.int64),
+            np.empty((2, n), dtype=np.int64))  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _site_log_g(kind, t, weights, breakpoints, slope, intercept, values, dsite):
+    """``log g(t)`` of one site and ``d log g / dphi`` into ``dsite``; ``values [4]`` scratch."""
+    dsite[:] = 0.0
+    if kind == KIND_MIXTURE:
+        _components(t, values)
+        g = 0.0
+        for c in range(4):
+            values[c] *= weights[c]
+            g += values[c]
+        for c in range(4):
+            dsite[c] = values[c] / g
+        return math.log(g)
+    g = _network_g(t, breakpoints, slope, intercept, dsite)
+    for q in range(dsite.shape[0]):
+        dsite[q] /= g
+    return math.log(g)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _softmax(params, weights):
+    """``softmax(theta)`` of ``params[:4]`` into ``weights``."""
+    top = max(max(params[0], params[1]), max(params[2], params[3]))
+    norm = 0.0
+    for c in range(4):
+        weights[c] = math.exp(params[c] - top)
+        norm += weights[c]
+    for c in range(4):
+        weights[c] /= norm
+
+
+@njit(cache=True, nogil=True)
+def _function_now(kind, params, hidden, weights):
+    """The function under the current parameters: LSB 1's weights (into ``weights``), LSB 2's
+    pieces ``(breakpoints, slope, intercept, active)``, and the number of ``phi``."""
+    if kind == KIND_MIXTURE:
+        _softmax(params, weights)
+        return np.zeros(0), np.zeros(1), np.zeros(1), np.zeros((1, 1)), 4
+    breakpoints, slope, intercept, active = network_pieces(params, hidden)
+    return breakpoints, slope, intercept, active, 2 * slope.shape[0]
+
+
+@njit(cache=True, nogil=True)
+def _update(kind, learner, hidden, grad_phi, grad_eta, weights, active, loss, failed, history,
+            step):  # fmt: skip
+    """The gradient in the parameters from that in ``phi`` (LSB 1: ``log_softmax``'s backward;
+    LSB 2: the pieces' active units), one optimiser step, and the step's history row (loss,
+    eta, failed, LSB 1's weights after the update). After a step that left the parameters or
+    the loss non-finite, the last good parameters stay for good (``failed[0]``), as the torch
+    step's ``_guard`` pins them."""
+    params = learner.params
+    eta_at = params.shape[0] - 1
+    if kind == KIND_MIXTURE:
+        grads = np.zeros(5)
+        total = grad_phi.sum()
+        for c in range(4):
+            grads[c] = grad_phi[c] - weights[c] * total
+    else:
+        p = grad_phi.shape[0] // 2
+        grads = network_param_grads(params, hidden, active, grad_phi[:p], grad_phi[p:])
+    grads[eta_at] = grad_eta
+    good = params.copy()
+    bad = _optimise(learner, grads, loss)
+    if failed[0] > 0.0:
+        params[:] = good
+    if bad:
+        failed[0] = 1.0
+    history[step, 0], history[step, 1], history[step, 2] = (
+        loss,
+        _softplus(params[eta_at]),
+        failed[0],
+    )
+    if kind == KIND_MIXTURE:
+        _softmax(params, weights)
+        for c in range(4):
+            history[step, 3 + c] = weights[c]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flip_state(b, site, x, a, a_new, sig_new, w_t):
+    """Chain ``b``'s hidden pre-activations and their sigmoids with ``site`` flipped."""
+    for h in range(a.shape[1]):
+        a_new[h] = a[b, h]
+    _add_flip(a_new, w_t, site, x[b, site])
+    _refresh_sig(a_new, sig_new)
+
+
+@njit(cache=True, nogil=True)
+def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner, history, last,
+                   failed, trace, truth):  # fmt: skip
+    """``T = u.shape[0]`` learning steps with exact ratios on an RBM, in place, of LSB 1
+    (``kind`` ``KIND_MIXTURE``, ``learner.params = [theta (4), eta_raw]``) or LSB 2
+    (``KIND_NETWORK``, ``[w1, b1, w2, b2, eta_raw]`` of ``hidden`` units).
+
+    ``x [B, n]`` +-1, ``s [B, n]`` the exact flip log-ratios and ``a [B, m]`` the hidden
+    pre-activations (the torch step's caches, kept), ``learner.log_p [B]`` log p~ (kept), the
+    optimiser's state in ``learner``; ``u [T, 3, B]`` as the torch step reads it; ``tables``:
+    ``RBM.ratio_tables``; ``tabled``: each chain keeps its shift-factor table ``[m, n]``
+    (``TABLE_LIMIT``), else the products select their factors. ``history [T, 3 or 7]``
+    receives each step's loss, eta, failed (and LSB 1's weights); ``last [3, B]`` the last
+    step's site, acceptance probability and decision; ``failed [1]`` is set (and the parameters
+    pinned) by a step that diverged; ``trace`` and ``truth`` as in ``rbm_kernels.balanced_steps``.
+
+    Per chain: ``Z(x)`` and the proposal's CDF, ``i`` and ``j``, every ratio at ``x'`` and at
+    ``x~`` (``2 n m`` multiply-adds) and their ``Z``; ``T_theta(x'|x) = g(t_i) / max(Z, Z')``
+    (``objective.lsb_loss_and_grads``) and its gradient in ``phi`` (each state's ``dZ / dphi``
+    and the flipped sites' ``d log g / dphi``), then the update and the acceptance under
+    theta0, ``min(1, Z / Z')``.
+    """
+    w_t, _, _, _, rows, neg_rows, exp_b, exp_neg_b, _ = tables
+    params, log_p = learner.params, learner.log_p
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = a.shape[1]
+    t = np.exp(s)  # [B, n]: the ratios as t = e^s
+    table = np.empty((chains, m, n) if tabled else (1, 1, 1))
+    bias = np.empty((chains, n) if tabled else (1, 1))
+    if tabled:
+        for b in range(chains):
+            _chain_tables(x[b], rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
+    t_new = np.empty((2, chains, n))  # at x' and at x~
+    a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
+    z = np.empty((3, chains))  # Z at x, x', x~
+    log_g = np.empty((2, chains))
+    sites = np.empty((2, chains), dtype=np.int64)
+    g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
+    weights = np.empty(4)
+    sum_x, overlap = np.zeros(chains), np.zeros(chains)
+    for b in range(chains):
+        sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
+    for step in range(steps):
+        breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
+        dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
+        dsite = np.empty((2, chains, n_phi))  # d log g / dphi at t_i and t_j
+        for b in range(chains):
+            xb = x[b]
+            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], scratch)
+            z[0, b] = _running_sums(g, cdf)
+            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            j = min(int(u[step, 2, b] * n), n - 1)
+            sites[0, b], sites[1, b] = i, j
+            for f in range(2):
+                site = sites[f, b]
+                log_g[f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
+                                          intercept, values, dsite[f, b])  # fmt: skip
+                x_site = xb[site]
+                _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
+                if tabled:  # the site's column flipped, the products, the column back
+                    _flip_column(x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
+                    _table_products(sig_new[f, b], table[b], bias[b], t_new[f, b])
+                    _flip_column(-x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b],
+                                 bias[b])  # fmt: skip
+                else:
+                    xb[site] = -x_site
+                    _selected_products(xb, sig_new[f, b], rows, neg_rows, exp_b, exp_neg_b,
+                                       t_new[f, b])  # fmt: skip
+                    xb[site] = x_site
+                z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
+                                         intercept, dz[1 + f, b], scratch)  # fmt: skip
+        # the loss and its gradient in phi (objective.lsb_loss_and_grads, by hand)
+        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
+        top = log_p.max()
+        loss, grad_eta = 0.0, 0.0
+        grad_phi = np.zeros(n_phi)
+        for b in range(chains):
+            log_z = math.log(z[0, b])
+            dz0 = (z[1, b] - z[0, b]) / z[0, b]  # (Z(x') - Z(x)) / Z(x)
+            dz1 = (z[2, b] - z[0, b]) / z[0, b]
+            den0, den1 = 1.0 + max(dz0, 0.0), 1.0 + max(dz1, 0.0)
+            log_q0 = log_g[0, b] - log_z
+            s_i = math.log(t[b, sites[0, b]])
+            term, grad_t, grad_t_uniform, grad_eta_b = chain_objective(
+                log_q0 - math.log(den0), log_g[1, b] - log_z - math.log(den1),
+                log_p[b] - top, log_q0, log_p[b] + s_i, eta, log_eta_1, chains,
+            )  # fmt: skip
+            loss += term
+            grad_eta += grad_eta_b
+            # log T = log g(t_site) - log Z - log(1 + relu(dz)), dz = (Z_f - Z) / Z: through
+            # log Z, the two dz and the flipped sites' log g
+            grad_dz0, grad_dz1 = -grad_t / den0, -grad_t_uniform / den1
+            grad_log_z = grad_dz0 + grad_dz1
+            grad_dz0 = grad_dz0 if dz0 > 0.0 else 0.0
+            grad_dz1 = grad_dz1 if dz1 > 0.0 else 0.0
+            c_x = (grad_log_z - grad_dz0 - grad_dz1) / z[0, b]
+            c_new, c_uniform = grad_dz0 / z[0, b], grad_dz1 / z[0, b]
+            for q in range(n_phi):
+                grad_phi[q] += (
+                    c_x * dz[0, b, q] + c_new * dz[1, b, q] + c_uniform * dz[2, b, q]
+                    + grad_t * dsite[0, b, q] + grad_t_uniform * dsite[1, b, q]
+                )  # fmt: skip
+        _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
+                loss / chains, failed, history, step)  # fmt: skip
+        # accept x' with theta0: A = Z / max(Z, Z')
+        for b in range(chains):
+            i = sites[0, b]
+            log_a = -math.log1p(max((z[1, b] - z[0, b]) / z[0, b], 0.0))
+            accept = math.log(u[step, 1, b]) < log_a
+            last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), 1.0 if accept else 0.0
+            if accept:
+                x_i = x[b, i]
+                log_p[b] += math.log(t[b, i])
+                x[b, i] = -x_i
+                n_accepted[b] += 1
+                if tabled:
+                    _flip_column(x_i, i, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
+                for k in range(n):
+                    t[b, k] = t_new[0, b, k]
+                for h in range(m):
+                    a[b, h] = a_new[0, b, h]
+                sum_x[b] -= 2.0 * x_i
+                overlap[b] -= 2.0 * x_i * truth[i]
+            trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
+    for b in range(chains):
+        for k in range(n):
+            s[b, k] = math.log(t[b, k])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min_share(log_q, log_reverse):
+    """How ``d min(log_q, log_reverse)`` splits between its two arguments, as autograd's
+    ``torch.minimum`` (half each at a tie)."""
+    if log_q < log_reverse:
+        return 1.0
+    if log_q > log_reverse:
+        return 0.0
+    return 0.5
+
+
+# exp's argument reduced by ln 2 split in two (fdlibm's parts): r = v - q ln 2 exactly enough
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+# below this e^v is 0 in float64 (subnormals end near -745); the argument is clamped there
+_EXP_FLOOR = -1400.0
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _vector_exp(v, out, powers):
+    """``out = e^v`` elementwise (``out`` may be ``v``), written out so that the compiler runs
+    the elements side by side: numba's ``math.exp`` is a scalar library call (no vector one
+    here: no SVML), 5x slower (BENCHMARKS.md). ``e^v = 2^q e^r``, ``q = round(v / ln 2)``,
+    ``|r| <= ln 2 / 2``, ``e^r`` by its Taylor polynomial to degree 13 (the remainder below
+    5e-18), ``2^q`` as two normal powers of two from their bit patterns (``powers [2, n]``
+    scratch), so that results down to the subnormals come out right. Within about one unit in
+    the last place of libm's for ``v <= 709``."""
+    n = v.shape[0]
+    for k in range(n):
+        a = max(v[k], _EXP_FLOOR)
+        q = math.floor(a * _LOG2E + 0.5)
+        r = (a - q * _LN2_HI) - q * _LN2_LO
+        p = 1.0 / 6227020800.0
+        p = p * r + 1.0 / 479001600.0
+        p = p * r + 1.0 / 39916800.0
+        p = p * r + 1.0 / 3628800.0
+        p = p * r + 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        out[k] = p * r + 1.0
+        half = math.floor(0.5 * q)
+        powers[0, k] = (np.int64(half) + 1023) << 52
+        powers[1, k] = (np.int64(q - half) + 1023) << 52
+    first, second = powers[0].view(np.float64), powers[1].view(np.float64)
+    for k in range(n):
+        out[k] = out[k] * first[k] * second[k]
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _first_order_exps(xb, d, t, powers):
+    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k``: the first-order ratios as ``t``
+    (``_vector_exp``; ``powers [2, n]`` scratch)."""
+    for k in range(xb.shape[0]):
+        t[k] = -2.0 * xb[k] * d[k]
+    _vector_exp(t, t, powers)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _atanh_series(s2):
+    """``sum_q s^(2q) / (2q + 1)`` for ``q < 18``, written out (a loop here would keep the
+    compiler from running the sites side by side): ``log1p(y) = 2 s`` times it with
+    ``s = y / (2 + y)``; for ``y`` in ``[0, 1]``, ``s <= 1/3`` and the remainder is below 2e-18."""
+    p = 1.0 / 35.0
+    p = p * s2 + 1.0 / 33.0
+    p = p * s2 + 1.0 / 31.0
+    p = p * s2 + 1.0 / 29.0
+    p = p * s2 + 1.0 / 27.0
+    p = p * s2 + 1.0 / 25.0
+    p = p * s2 + 1.0 / 23.0
+    p = p * s2 + 1.0 / 21.0
+    p = p * s2 + 1.0 / 19.0
+    p = p * s2 + 1.0 / 17.0
+    p = p * s2 + 1.0 / 15.0
+    p = p * s2 + 1.0 / 13.0
+    p = p * s2 + 1.0 / 11.0
+    p = p * s2 + 1.0 / 9.0
+    p = p * s2 + 1.0 / 7.0
+    p = p * s2 + 1.0 / 5.0
+    p = p * s2 + 1.0 / 3.0
+    return p * s2 + 1.0
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers):
+    """LSB 2's two softplus terms at every site, the sites side by side (the piece lookups,
+    a written-out ``exp`` and ``log1p``): into ``rows [9, n]`` the input ``u``, then ``h`` and
+    ``dh / dz`` of the two inputs ``z(u)`` and ``z(-u)`` (rows 5-8), their pieces into
+    ``pieces [2, n]``. As ``NetworkBalancing.log_h``: ``softplus(z) = max(z, 0) +
+    log1p(e^-|z|)``, ``z`` itself (slope 1) above 20, ``e^z`` (slope ``e^z``) below -30."""
+    n = t.shape[0]
+    u, z1, z2, y1, y2 = rows[0], rows[1], rows[2], rows[3], rows[4]
+    k1, k2 = pieces[0], pieces[1]
+    for k in range(n):
+        u[k] = t[k] / (1.0 + t[k]) - 0.5
+        k1[k], k2[k] = 0, 0
+    for c in range(breakpoints.shape[0]):  # pieces count the breakpoints below, as pieces()
+        cut = breakpoints[c]
+        for k in range(n):
+            k1[k] += u[k] > cut
+            k2[k] += -u[k] > cut
+    for k in range(n):
+        z1[k] = slope[k1[k]] * u[k] + intercept[k1[k]]
+        z2[k] = -slope[k2[k]] * u[k] + intercept[k2[k]]
+        y1[k], y2[k] = -abs(z1[k]), -abs(z2[k])
+    _vector_exp(y1, y1, powers)  # e^-|z|
+    _vector_exp(y2, y2, powers)
+    for side in range(2):
+        z, y = rows[1 + side], rows[3 + side]
+        h, dh = rows[5 + side], rows[7 + side]
+        for k in range(n):
+            s = y[k] / (2.0 + y[k])
+            s2 = s * s
+            series = _atanh_series(s2)
+            soft = max(z[k], 0.0) + 2.0 * s * series
+            sig = (1.0 if z[k] >= 0.0 else y[k]) / (1.0 + y[k])
+            low, high = z[k] < -30.0, z[k] > 20.0
+            h[k] = y[k] if low else (z[k] if high else soft)
+            dh[k] = y[k] if low else (1.0 if high else sig)
+
+
+@njit(cache=True, nogil=True)
+def _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers):
+    """``g(t_k)`` of LSB 2's network at every site into ``g [n]``, and ``dZ / dphi`` added into
+    ``dphi`` (``_network_g`` for a whole state); returns ``Z``."""
+    _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers)
+    u, h1, h2, d1, d2 = rows[0], rows[5], rows[6], rows[7], rows[8]
+    p = slope.shape[0]
+    total = 0.0
+    for k in range(t.shape[0]):
+        g[k] = 0.5 * (h1[k] + t[k] * h2[k])
+        total += g[k]
+        a1, a2 = 0.5 * d1[k], 0.5 * t[k] * d2[k]
+        k1, k2 = pieces[0, k], pieces[1, k]
+        dphi[k1] += a1 * u[k]
+        dphi[p + k1] += a1
+        dphi[k2] -= a2 * u[k]
+        dphi[p + k2] += a2
+    return total
+
+
+@njit(cache=True, nogil=True)
+def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, exp_w,
+                      exp_neg_w, learner, history, last, failed, trace, truth):  # fmt: skip
+    """``T = u.shape[0]`` FLSB learning steps (LSB 1 or 2, ``kind`` and ``hidden`` as in
+    ``exact_learning``, on the first-order ratios ``s~ = -2 x d``, ``d = grad log p~(x)``) on an
+    RBM, in place: Algorithm 2's objective with ``T(x'|x) = min(Q~(x'|x), p~(x')/p~(x)
+    Q~(x|x'))`` (``batched.lsb_mh_loss``), for ``x'`` and for the uniform flip ``x~``.
+
+    ``x [B, n]`` +-1, ``log_p [B]`` (``learner.log_p`` is it) and ``grad [B, n]`` the cached
+    gradient ``d`` (kept); ``w``, ``w_t``, ``b_vis``, ``c``, ``exp_w``, ``exp_neg_w`` from
+    ``RBM.kernel_arrays``; the rest as in ``exact_learning``. Per chain: ``Z(x)`` and the
+    proposal's CDF from ``t~ = e^(s~)``, ``i`` and ``j``, each flip's exact ``log p~`` ratio
+    (``m`` products), gradient at the flipped state (``n m`` multiply-adds) and its ``Z``.
+    """
+    params = learner.params
+    steps = u.shape[0]
+    chains, n = x.shape
+    m = c.shape[0]
+    a, sig = np.empty((chains, m)), np.empty((chains, 2, m))
+    pre_activations(x, w_t, c, a)
+    for b in range(chains):
+        _refresh_sig(a[b], sig[b])
+    g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
+    powers = scratch[3]
+    t = np.empty((chains, n))  # e^(s~) at x
+    for b in range(chains):
+        _first_order_exps(x[b], grad[b], t[b], powers)
+    t_new, grad_new = np.empty((2, chains, n)), np.empty((2, chains, n))
+    a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
+    z = np.empty((3, chains))  # Z at x, x', x~
+    log_g = np.empty((2, 2, chains))  # [forward / reverse, flip]
+    log_ratio = np.empty((2, chains))
+    sites = np.empty((2, chains), dtype=np.int64)
+    weights = np.empty(4)
+    log_t, share, log_a = np.empty(2), np.empty(2), np.empty(chains)
+    sum_x, overlap = np.zeros(chains), np.zeros(chains)
+    for b in range(chains):
+        sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
+    for step in range(steps):
+        breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
+        dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
+        dsite = np.empty((2, 2, chains, n_phi))  # d log g / dphi at the sites, [x or flip, f]
+        for b in range(chains):
+            xb = x[b]
+            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], scratch)
+            z[0, b] = _running_sums(g, cdf)
+            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            j = min(int(u[step, 2, b] * n), n - 1)
+            sites[0, b], sites[1, b] = i, j
+            for f in range(2):
+                site = sites[f, b]
+                log_g[0, f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
+                                             intercept, values, dsite[0, f, b])  # fmt: skip
+                x_site = xb[site]
+                table = _shift_table(x_site, site, exp_w, exp_neg_w)
+                log_ratio[f, b] = -x_site * b_vis[site] + _log_prod_single(sig[b], table)
+                _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
+                _gradient(sig_new[f, b], w, b_vis, grad_new[f, b])
+                xb[site] = -x_site  # the flipped state's first-order ratios
+                _first_order_exps(xb, grad_new[f, b], t_new[f, b], powers)
+                xb[site] = x_site
+                z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
+                                         intercept, dz[1 + f, b], scratch)  # fmt: skip
+                log_g[1, f, b] = _site_log_g(kind, t_new[f, b, site], weights, breakpoints,
+                                             slope, intercept, values, dsite[1, f, b])  # fmt: skip
+        # the loss (batched.lsb_mh_loss) and its gradient in phi, by hand
+        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
+        top = log_p.max()
+        loss, grad_eta = 0.0, 0.0
+        grad_phi = np.zeros(n_phi)
+        for b in range(chains):
+            log_z = math.log(z[0, b])
+            for f in range(2):
+                log_q = log_g[0, f, b] - log_z
+                log_reverse = log_ratio[f, b] + log_g[1, f, b] - math.log(z[1 + f, b])
+                log_t[f] = min(log_q, log_reverse)
+                share[f] = _min_share(log_q, log_reverse)
+            log_q0 = log_g[0, 0, b] - log_z
+            log_a[b] = log_t[0] - log_q0
+            term, grad_t, grad_t_uniform, grad_eta_b = chain_objective(
+                log_t[0], log_t[1], log_p[b] - top, log_q0, log_p[b] + log_ratio[0, b], eta,
+                log_eta_1, chains,
+            )  # fmt: skip
+            loss += term
+            grad_eta += grad_eta_b
+            for f in range(2):
+                # log Q~ = log g(t_site) - log Z(x); the reverse likewise at the flipped state
+                gf = grad_t if f == 0 else grad_t_uniform
+                forward, reverse = gf * share[f], gf * (1.0 - share[f])
+                c_x, c_flip = forward / z[0, b], reverse / z[1 + f, b]
+                for q in range(n_phi):
+                    grad_phi[q] += (
+                        forward * dsite[0, f, b, q] - c_x * dz[0, b, q]
+                        + reverse * dsite[1, f, b, q] - c_flip * dz[1 + f, b, q]
+                    )  # fmt: skip
+        _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
+                loss / chains, failed, history, step)  # fmt: skip
+        # accept x' with theta0: log A = log T - log Q~ = min(0, log R)
+        for b in range(chains):
+            i = sites[0, b]
+            accept = math.log(u[step, 1, b]) < log_a[b]
+            last[0, b], last[1, b], last[2, b] = i, math.exp(log_a[b]), 1.0 if accept else 0.0
+            if accept:
+                x_i = x[b, i]
+                log_p[b] += log_ratio[0, b]
+                x[b, i] = -x_i
+                n_accepted[b] += 1
+                for k in range(n):
+                    t[b, k], grad[b, k] = t_new[0, b, k], grad_new[0, b, k]
+                for h in range(m):
+                    a[b, h] = a_new[0, b, h]
+                    sig[b, 0, h], sig[b, 1, h] = sig_new[0, b, 0, h], sig_new[0, b, 1, h]
+                sum_x[b] -= 2.0 * x_i
+                overlap[b] -= 2.0 * x_i * truth[i]
+            trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
