@@ -197,6 +197,31 @@ def test_compiled_learning_is_the_torch_learning_step(name, optimizer, objective
     assert compiled.invariant_error() < 1e-12
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("name", ["lsb1", "lsb2"])
+def test_a_change_of_backend_mid_burn_in_keeps_the_optimisers_state(name, optimizer):
+    """The app steps with torch until the compiled kernels are ready and then takes them, in
+    the middle of a burn-in: the optimiser's moments (Adam) or momentum (SGD) pass between
+    ``torch.optim`` and the kernels, so the run is the one a single backend gives."""
+    case = paper_case(3, n_chains=4)
+
+    def learner(backend):
+        return make_sampler(name, case.target, 4, seed=4, x0=case.x0, optimizer=optimizer,
+                            backend=backend)  # fmt: skip
+
+    one = learner("torch")
+    one.step(40, learn=True)
+    switched = learner("torch")
+    for steps, backend in zip([7, 11, 9, 13], ["torch", "compiled"] * 2, strict=True):
+        switched.set_backend(backend)
+        switched.step(steps, learn=True)
+    assert torch.equal(switched.x, one.x)
+    for a, b in zip(switched.balancing.parameters(), one.balancing.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    ours, theirs = switched.history.arrays(), one.history.arrays()
+    np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["lsb1", "lsb2"])
 def test_compiled_learning_stops_on_a_non_finite_loss(name):
     """A NaN log p~ makes the loss NaN: the step restores the parameters it started from,

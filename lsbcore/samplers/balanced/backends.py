@@ -196,11 +196,13 @@ class BalancedBackends:
 
     def _optimizer_state(self, n_params: int) -> torch.Tensor:
         """The compiled and device optimisers' state ``[2, P + 1]`` on this sampler's device
-        (see ``learning_kernels.optimizer_step``)."""
-        state = getattr(self, "_kernel_state", None)
-        if state is None or tuple(state.shape) != (2, n_params + 1):
-            state = torch.zeros(2, n_params + 1, dtype=torch.float64, device=self.device)
-            self._kernel_state = state
+        (see ``learning_kernels.optimizer_step``), taken over from ``torch.optim`` where torch
+        learning steps ran last (the app steps with torch until the kernels are compiled)."""
+        state = kernel_optimizer_state(self)
+        if tuple(state.shape) != (2, n_params + 1):
+            raise RuntimeError(f"optimiser state {tuple(state.shape)} for {n_params} parameters.")
+        if state.device != self.device:
+            state = self._kernel_state = state.to(self.device)
         return state
 
     def _function_key(self) -> tuple:
@@ -391,7 +393,12 @@ def load_kernel_state(sampler, optimizer) -> None:
         if adam:
             from torch.optim.optimizer import _get_scalar_dtype
 
-            step = torch.tensor(float(state[0, -1]), dtype=_get_scalar_dtype())
+            fused = bool(optimizer.defaults.get("fused"))  # then its step lives with p
+            step = torch.tensor(
+                float(state[0, -1]),
+                dtype=_get_scalar_dtype(is_fused=fused),
+                device=p.device if fused else "cpu",
+            )
             optimizer.state[p] = {"step": step, "exp_avg": first[0].clone(),
                                   "exp_avg_sq": first[1].clone()}  # fmt: skip
         else:

@@ -25,6 +25,7 @@ from lsbcore.balancing.functions import MixtureBalancing
 from lsbcore.balancing.objective import authors_log_ratio, lsb_loss_and_grads
 from lsbcore.balancing.restarts import restarting_chains
 from lsbcore.numerics import SGD_MOMENTUM
+from lsbcore.samplers.balanced.backends import load_kernel_state
 from lsbcore.samplers.balanced.common import check_objective, check_optimizer
 
 
@@ -113,6 +114,7 @@ class BalancedLearning:
                     self._torch_optimizer = torch.optim.Adam(params, lr=self.lr)
             else:
                 self._torch_optimizer = torch.optim.SGD(params, lr=self.lr, momentum=SGD_MOMENTUM)
+            load_kernel_state(self, self._torch_optimizer)  # the kernels learned before
         return self._torch_optimizer
 
     @property
