@@ -293,6 +293,17 @@ MOVE_TABLE = (
 )
 
 
+def answering(page, seed: int, done: list[str]) -> None:
+    """Fail, naming the moves, when the page no longer answers at all: a key press would wait
+    for it forever (a CI run once hung here until its renderer was killed), a bounded
+    ``wait_for_function`` does not."""
+    try:
+        page.wait_for_function("() => true", timeout=ACTION_MS)
+    except Exception as err:
+        moves = "\n".join(f"  {k + 1:2d}. {m}" for k, m in enumerate(done))
+        pytest.fail(f"seed {seed}: the page stopped answering ({type(err).__name__})\n{moves}")
+
+
 def walk(page, seed: int, moves: int, check) -> None:
     """``moves`` random moves from ``seed``; ``check(done)`` after each, with the moves so far."""
     rng = random.Random(seed)
@@ -304,8 +315,9 @@ def walk(page, seed: int, moves: int, check) -> None:
             what = move(page, rng)
         except Exception as err:  # a widget that moved away under the pointer: try another
             what = None
-            page.keyboard.press("Escape")
             done.append(f"({move.__name__} could not act: {type(err).__name__})")
+            answering(page, seed, done)
+            page.keyboard.press("Escape")
         if what is None:
             continue
         moves_made += 1
