@@ -74,7 +74,6 @@ cache.replay(launches.read([{str(launch_file)!r}]), 90)
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-@pytest.mark.serial
 def test_a_recorded_launch_compiles_ahead_and_a_later_process_loads_it_even_moved(tmp_path):
     records = tmp_path / "launches.jsonl"
     record_checkerboard(records)

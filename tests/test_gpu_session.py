@@ -35,7 +35,6 @@ def run_device_script(out: Path, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-@pytest.mark.serial
 def test_a_session_runs_its_phases_in_the_interpreter_and_writes_each_result(tmp_path):
     pytest.importorskip("triton")
     out = tmp_path / "out"
