@@ -194,6 +194,19 @@ def _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, scra
         _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _draw_sites(kind, t, weights, breakpoints, slope, intercept, g, cdf, dphi, scratch, u, sites):
+    """A chain's step at ``x``: ``g`` and ``dZ / dphi`` at every site, the proposal's site ``i``
+    by inverse CDF (``u[0]``) and the uniform site ``j`` of ``x~`` (``u[2]``) into ``sites``;
+    returns ``Z(x)``."""
+    n = g.shape[0]
+    _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, scratch)
+    z = _running_sums(g, cdf)
+    sites[0] = _search(cdf, u[0] * cdf[n - 1])
+    sites[1] = min(int(u[2] * n), n - 1)
+    return z
+
+
 @njit(cache=True, nogil=True)
 def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, scratch):
     """``Z = sum_k g(t_k)``, with ``dZ / dphi`` into ``dphi`` (``_state_values`` without the
@@ -355,11 +368,8 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
         dsite = np.empty((2, chains, n_phi))  # d log g / dphi at t_i and t_j
         for b in range(chains):
             xb = x[b]
-            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], scratch)
-            z[0, b] = _running_sums(g, cdf)
-            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
-            j = min(int(u[step, 2, b] * n), n - 1)
-            sites[0, b], sites[1, b] = i, j
+            z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
+                                  dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
             for f in range(2):
                 site = sites[f, b]
                 log_g[f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
@@ -627,11 +637,8 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
         dsite = np.empty((2, 2, chains, n_phi))  # d log g / dphi at the sites, [x or flip, f]
         for b in range(chains):
             xb = x[b]
-            _state_values(kind, t[b], weights, breakpoints, slope, intercept, g, dz[0, b], scratch)
-            z[0, b] = _running_sums(g, cdf)
-            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
-            j = min(int(u[step, 2, b] * n), n - 1)
-            sites[0, b], sites[1, b] = i, j
+            z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
+                                  dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
             for f in range(2):
                 site = sites[f, b]
                 log_g[0, f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
