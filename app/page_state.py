@@ -122,6 +122,9 @@ def link_query_params() -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- the page
 TARGET = Slot("target", "ising")  # the sidebar's target picker (app/target_kind.py: its kind)
+# full page runs started in this session: a callback, which runs before the page, reads the
+# number of the run before it (fragment reruns do not count)
+PAGE_RUNS = Slot("_page_runs", 0)
 RUN: Slot[Run | None] = Slot("_run", None)  # the session's ``app.state.Run`` (app/session.py)
 # what the run was built from, beside its Config (image, imported function, prompt)
 RUN_INPUTS: Slot[tuple | None] = Slot("_run_inputs", None)
@@ -146,6 +149,11 @@ PRESENT_TURNS = Slot("_present_turns", 0)  # how many times the mode changed
 # figures (app/charts.py): the download format chosen on the Export tab, and kept
 FIGURE_FORMAT: Slot[str | None] = Slot("figure_format", None)
 FIGURE_FORMAT_CHOSEN = Slot("_figure_format", "png")  # kept while the Export tab is closed
+
+
+def count_page_run() -> int:
+    """Count a full page run (called first thing in the page); its number."""
+    return PAGE_RUNS.set(PAGE_RUNS.get() + 1)
 
 
 def open_config(cfg) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from app.page_state import Slot, ensure_in_range, state_again
+from app.page_state import PAGE_RUNS, Slot, ensure_in_range, state_again
 from app.text import grid_size, plain, quote
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ HIDDEN_KEPT = Slot("_rbm_hidden_kept", 64)  # the boxes' values, kept while they
 EPOCHS_KEPT = Slot("_rbm_epochs_kept", 50)
 # the data last read: Data, kept while the file box is not drawn
 DATA_KEPT: Slot[Data | None] = Slot("_rbm_data", None)
+# the page run that last drew the file box, and whether it showed a file then
+BOX_SHOWN: Slot[tuple[int, bool] | None] = Slot("_rbm_box_shown", None)
 
 
 @dataclass
@@ -134,8 +136,14 @@ def _data(upload) -> tuple[Data | None, str | None]:
 
 
 def _on_upload() -> None:
-    """A file removed from the box: its data are no longer in use."""
-    if st.session_state.get("rbm_upload") is None:
+    """A file removed from the box: its data are no longer in use.
+
+    The box also reports an empty value when it is drawn again after another target hid it
+    (drawn anew, it holds no file): that is not a removal. A removal empties a box that the page
+    run just before showed with a file."""
+    shown = BOX_SHOWN.get()
+    removed = shown == (PAGE_RUNS.get(), True)
+    if removed and st.session_state.get("rbm_upload") is None:
         DATA_KEPT.pop()
 
 
@@ -188,6 +196,12 @@ def sidebar(sb) -> tuple[object, str] | None:
             "row.",
         )
         upload = state.get("rbm_upload")
+        run, shown = PAGE_RUNS.get(), BOX_SHOWN.get()
+        if upload is not None and (shown is None or shown[0] != run - 1) and DATA_KEPT.get():
+            # back from another target: the browser may still send the file it held, but the
+            # box is drawn anew, empty; the data kept are what is in use
+            upload = None
+        BOX_SHOWN.set((run, upload is not None))
         job = state.get(KEY)
         error = None
         data = DATA_KEPT.get()

@@ -54,6 +54,7 @@ def compiled_kernels():
 
 
 def main() -> None:
+    page_state.count_page_run()
     samples = sources.sample_names()
     link_warnings = sidebar.init_from_link(samples)
     resumed = reload.resume()  # a reloaded page: its run, where the server still holds it

@@ -390,3 +390,28 @@ def test_the_mmd_chart_is_built_again_only_when_a_checkpoint_was_added(monkeypat
         rbm_run.checkpoint(run, force=True)
     at.run()
     assert len(built) == 1 and at.get("plotly_chart")
+
+
+def test_a_file_removed_from_the_box_is_no_longer_in_use_but_one_hidden_by_a_target_is():
+    import io
+
+    at = open_app(target="own", chains="2", burn_in="5")
+    rows = (np.random.default_rng(4).random((50, 4, 4)) < 0.4).astype(np.uint8)
+    buffer = io.BytesIO()
+    np.save(buffer, rows)
+    at.sidebar.file_uploader(key="rbm_upload").upload("mine.npy", buffer.getvalue(), "x/y")
+    at.run()
+    at.sidebar.selectbox(key="target").set_value("ising").run()
+    at.sidebar.selectbox(key="target").set_value("own").run()
+    assert not at.button(key="rbm_train").disabled  # hidden a while, not removed: still in use
+    at.sidebar.file_uploader(key="rbm_upload").upload("mine.npy", buffer.getvalue(), "x/y")
+    at.run()
+    assert "50 rows of 16 values, images 4 × 4." in [str(c.value) for c in at.sidebar.caption]
+    at.sidebar.file_uploader(key="rbm_upload").clear()
+    at.run()
+    healthy(at)
+    assert at.button(key="rbm_train").disabled
+    assert not any("rows of" in str(c.value) for c in at.sidebar.caption)
+    at.sidebar.selectbox(key="target").set_value("ising").run()
+    at.sidebar.selectbox(key="target").set_value("own").run()
+    assert at.button(key="rbm_train").disabled  # removed stays removed
