@@ -16,9 +16,17 @@ the sites where ``a`` and ``q`` disagree.
 Uniforms, blocks and draws follow ``rbm_kernels.block_steps`` exactly (``block_layout``,
 ``step_block``, ``draw_index``), so "sweep" and "shuffled" blocks give the torch step's chains
 (``blocks="random"``: the same law, other draws; see ``rbm_kernels``).
+
+Block Gibbs on random blocks draws each connected part of the block on its own: the block's
+conditional is the product of its parts' (no coupling joins two parts), so a block of ``k``
+scattered sites costs ``k`` two-way draws, not ``2^k`` candidates. One uniform still draws the
+whole block: the inverse CDF of the product law in the parts' order, each part's draw passing
+on the uniform's position within the chosen candidate's interval (``_draw_passing_on``).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
@@ -26,7 +34,26 @@ from numba import njit
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.rbm_kernels import draw_index, step_block
 
-__all__ = ["pairwise_block_steps"]
+__all__ = ["pairwise_block_steps", "pairwise_flip_log_ratios"]
+
+
+@njit(cache=True, nogil=True)
+def pairwise_flip_log_ratios(x, field, neighbours, coupling, s):
+    """``s [B, n]``: ``s_i = -2 x_i (h_i + sum_j J_ij x_j)`` of every chain from the neighbour
+    tables (``coupling = 4 J``); ``field [1 or B, n]``, one field for all chains or one each.
+    The steps' starting log-ratios, one pass over the tables (the torch gather's cost is a
+    chunk's steps several times over on a large lattice)."""
+    chains, n = x.shape
+    for b in range(chains):
+        h = field[min(b, field.shape[0] - 1)]
+        for i in range(n):
+            total = 0.0
+            for slot in range(1, neighbours.shape[1]):
+                j = neighbours[i, slot]
+                if j == i:
+                    break
+                total += coupling[i, slot] * x[b, j]
+            s[b, i] = -2.0 * x[b, i] * h[i] - 0.5 * x[b, i] * total
 
 
 @njit(cache=True, nogil=True)
@@ -81,6 +108,123 @@ def _flip(xb, sb, i, neighbours, coupling):
 
 
 @njit(cache=True, nogil=True)
+def _parts(xb, sites, neighbours, coupling, pair, part):
+    """``pair`` as ``_pair_terms`` fills it, and ``part [k]``: each block site's connected part
+    of the block's coupling graph, named by its first site (union by the smaller index)."""
+    k = sites.shape[0]
+    for a in range(k):
+        part[a] = a
+        for c in range(k):
+            pair[a, c] = 0.0
+    for a in range(k):
+        i = sites[a]
+        for slot in range(1, neighbours.shape[1]):
+            j = neighbours[i, slot]
+            if j == i:
+                break
+            for c in range(k):
+                if sites[c] == j:
+                    pair[a, c] = coupling[i, slot] * xb[i] * xb[j]
+                    ra, rc = a, c
+                    while part[ra] != ra:
+                        ra = part[ra]
+                    while part[rc] != rc:
+                        rc = part[rc]
+                    part[max(ra, rc)] = min(ra, rc)
+    for a in range(k):
+        root = a
+        while part[root] != root:
+            root = part[root]
+        part[a] = root
+
+
+@njit(cache=True, nogil=True)
+def _draw_passing_on(log_w, w, count, u):
+    """``draw_index`` on ``log_w[:count]`` with ``u``; also the stay weight ``w[0] / total``
+    and ``u``'s position within the chosen candidate's interval, itself uniform: the next
+    part's draw."""
+    top = -math.inf
+    for q in range(count):
+        top = max(top, log_w[q])
+    total, last_positive = 0.0, 0.0
+    for q in range(count):
+        w[q] = math.exp(log_w[q] - top)
+        total += w[q]
+        if w[q] > 0.0:
+            last_positive = total
+    target = u * last_positive
+    cum = 0.0
+    chosen = count - 1
+    for q in range(count):
+        if w[q] > 0.0 and cum + w[q] >= target:
+            chosen = q
+            break
+        cum += w[q]
+    rest = min(max((target - cum) / w[chosen], 0.0), 1.0)
+    return chosen, w[0] / total, rest
+
+
+@njit(cache=True, nogil=True)
+def _factorised_block_gibbs(xb, sb, sites, pair, part, members, log_w, w, u, neighbours,
+                            coupling, truth, moves):  # fmt: skip
+    """One block Gibbs step of one chain, part by part (the module's docstring). Returns the
+    log-ratio of the move, the probability of staying, the sites changed and ``sum x``'s and
+    ``x . truth``'s changes; ``moves`` holds the flipped sites' block indices."""
+    k = sites.shape[0]
+    log_ratio, stay = 0.0, 1.0
+    changed = 0
+    d_sum, d_overlap = 0.0, 0.0
+    for root in range(k):
+        if part[root] != root:
+            continue
+        m = 0
+        for a in range(root, k):
+            if part[a] == root:
+                members[m] = a
+                m += 1
+        if m == 1:  # a site alone: stay with 1 / (1 + e^s), one exp
+            s_a = sb[sites[root]]
+            stay_part = 1.0 / (1.0 + math.exp(s_a))
+            stay *= stay_part
+            if stay_part > 0.0 and u <= stay_part:  # draw_index's rule: the first positive
+                u = u / stay_part
+                continue
+            u = min((u - stay_part) / (1.0 - stay_part), 1.0)
+            log_ratio += s_a
+            moves[changed] = root
+            changed += 1
+            continue
+        count = 1 << m
+        log_w[0] = 0.0
+        for q in range(1, count):  # q's lowest member added to the candidate without it
+            low = 0
+            while not (q >> low) & 1:
+                low += 1
+            rest = q & (q - 1)
+            a = members[low]
+            total = log_w[rest] + sb[sites[a]]
+            for t in range(low + 1, m):
+                if (rest >> t) & 1:
+                    total += pair[a, members[t]]
+            log_w[q] = total
+        q, stay_part, u = _draw_passing_on(log_w, w, count, u)
+        stay *= stay_part
+        if q == 0:
+            continue
+        log_ratio += log_w[q]
+        for t in range(m):
+            if (q >> t) & 1:
+                moves[changed] = members[t]
+                changed += 1
+    for c in range(changed):
+        i = sites[moves[c]]
+        d_sum -= 2.0 * xb[i]
+        d_overlap -= 2.0 * xb[i] * truth[i]
+        _flip(xb, sb, i, neighbours, coupling)
+    return log_ratio, stay, changed, d_sum, d_overlap
+
+
+@njit(cache=True, nogil=True)
 def pairwise_block_steps(
     x, s, log_p, n_accepted, u, layout, mode, sweep_blocks, orders, flips, aux, neighbours,
     coupling, last_sites, last, trace, truth,
@@ -96,6 +240,8 @@ def pairwise_block_steps(
     log_w, w = np.empty(count), np.empty(count)
     sites, chosen = np.empty(k, np.int64), np.empty(k, np.int64)
     pair = np.empty((k, k))
+    part, members, moves = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.int64)
+    by_parts = mode == 0 and not aux  # block Gibbs on random blocks: its parts one by one
     for b in range(chains):
         xb, sb = x[b], s[b]
         current_order = 0
@@ -105,6 +251,22 @@ def pairwise_block_steps(
             current_order = step_block(
                 u, layout[step], mode, sweep_blocks, orders, current_order, b, n, sites, chosen
             )
+            if by_parts:
+                _parts(xb, sites, neighbours, coupling, pair, part)
+                log_ratio, stay, changed, d_sum, d_overlap = _factorised_block_gibbs(
+                    xb, sb, sites, pair, part, members, log_w, w, u[choice_at + b], neighbours,
+                    coupling, truth, moves,
+                )  # fmt: skip
+                log_p[b] += log_ratio
+                n_accepted[b] += changed
+                sum_x += d_sum
+                overlap += d_overlap
+                if step == steps - 1:
+                    for a in range(k):
+                        last_sites[b, a] = sites[a]
+                    last[0, b], last[1, b] = 1.0 - stay, changed > 0
+                trace_row(trace, step, b, log_p[b], sum_x, overlap, changed, -1)
+                continue
             current = 0
             if aux:
                 current = min(int(u[aux_at + b] * count), count - 1)

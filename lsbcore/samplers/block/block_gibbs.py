@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import torch
 
 from lsbcore.checks import integer
@@ -289,21 +290,27 @@ class BlockGibbsSampler(BatchedSampler):
         # "shuffled": the order before these steps, then each new sweep's, argsorted as the
         # torch step argsorts them
         b, n_sites = self.n_chains, self.n_sites
-        old = self._order if self._order is not None else torch.zeros(b, n_sites, dtype=torch.long)
-        orders = torch.stack(
-            [old, *(u[at : at + b * n_sites].view(b, n_sites).argsort(1) for at in sweeps)]
-        )
+        if self.blocks == "shuffled":
+            old = self._order if self._order is not None else torch.zeros(b, n_sites).long()
+            orders = torch.stack(
+                [old, *(u[at : at + b * n_sites].view(b, n_sites).argsort(1) for at in sweeps)]
+            )
+        else:  # not read
+            orders = torch.zeros(1, 1, 1, dtype=torch.long)
         sites = torch.empty(self.n_chains, self.block_size, dtype=torch.int64)
         last = torch.empty(2, self.n_chains, dtype=torch.float64)
-        blocks = torch.stack(self.sweep_blocks).numpy()
+        blocks = self._sweep_blocks_array()
         if pairwise:  # the chains' flip log-ratios, moved with every flip of the steps
-            from lsbcore.backends.block_kernels import pairwise_block_steps
+            from lsbcore.backends import block_kernels
 
-            s = self.target.flip_log_ratios(x).contiguous()
-            pairwise_block_steps(
-                x.numpy(), s.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
-                blocks, orders.numpy(), self._candidates().numpy(), self._aux,
-                *self._pairwise_tables(), sites.numpy(), last.numpy(), trace, truth,
+            neighbours, coupling = self._pairwise_tables()
+            field = self.target._field_on(x.device).reshape(-1, self.n_sites).contiguous().numpy()
+            s = np.empty((self.n_chains, self.n_sites))
+            block_kernels.pairwise_flip_log_ratios(x.numpy(), field, neighbours, coupling, s)
+            block_kernels.pairwise_block_steps(
+                x.numpy(), s, log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
+                blocks, orders.numpy(), self._candidates().numpy(), self._aux, neighbours,
+                coupling, sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
         else:
             block_steps(
@@ -317,6 +324,14 @@ class BlockGibbsSampler(BatchedSampler):
         if sweeps:
             self._order = orders[-1]
         self._last = StepInfo(sites=sites, accept_prob=last[0], accepted=last[1] > 0)
+
+    def _sweep_blocks_array(self) -> np.ndarray:
+        """``sweep_blocks`` as one ``[blocks, k]`` array (built once per block size: a large
+        lattice has tens of thousands)."""
+        cached = getattr(self, "_sweep_array", None)
+        if cached is None or cached.shape != (len(self.sweep_blocks), self.block_size):
+            self._sweep_array = cached = torch.stack(self.sweep_blocks).cpu().numpy()
+        return cached
 
     def _pairwise_tables(self) -> tuple:
         """The pairwise target's neighbour and coupling tables as numpy arrays (built once
