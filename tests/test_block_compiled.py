@@ -111,20 +111,6 @@ def test_random_blocks_have_the_exact_one_step_law(name, options, grid, target):
         assert float(law.sum()) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_the_compiled_flip_log_ratios_are_the_targets(target):
-    model = TARGETS[target]()
-    chains = 12
-    x = torch.where(torch.rand(chains, model.n_sites, generator=torch.Generator().manual_seed(1))
-                    < 0.5, 1.0, -1.0).double()  # fmt: skip
-    field = model._field_on(x.device).reshape(-1, model.n_sites).contiguous().numpy()
-    s = np.empty((chains, model.n_sites))
-    block_kernels.pairwise_flip_log_ratios(
-        x.numpy(), field, model.neighbourhood.numpy(), model.coupling.numpy(), s
-    )
-    assert np.allclose(s, model.flip_log_ratios(x).numpy(), rtol=0, atol=1e-12)
-
-
 def test_random_blocks_drawn_part_by_part_have_the_exact_one_step_law():
     """Four sites of a 3 x 3 lattice fall into one to four connected parts: each part is drawn
     on its own from the one uniform, and the block's law is still the product's."""

@@ -34,26 +34,7 @@ from numba import njit
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.rbm_kernels import draw_index, step_block
 
-__all__ = ["pairwise_block_steps", "pairwise_flip_log_ratios"]
-
-
-@njit(cache=True, nogil=True)
-def pairwise_flip_log_ratios(x, field, neighbours, coupling, s):
-    """``s [B, n]``: ``s_i = -2 x_i (h_i + sum_j J_ij x_j)`` of every chain from the neighbour
-    tables (``coupling = 4 J``); ``field [1 or B, n]``, one field for all chains or one each.
-    The steps' starting log-ratios, one pass over the tables (the torch gather's cost is a
-    chunk's steps several times over on a large lattice)."""
-    chains, n = x.shape
-    for b in range(chains):
-        h = field[min(b, field.shape[0] - 1)]
-        for i in range(n):
-            total = 0.0
-            for slot in range(1, neighbours.shape[1]):
-                j = neighbours[i, slot]
-                if j == i:
-                    break
-                total += coupling[i, slot] * x[b, j]
-            s[b, i] = -2.0 * x[b, i] * h[i] - 0.5 * x[b, i] * total
+__all__ = ["pairwise_block_steps"]
 
 
 @njit(cache=True, nogil=True)

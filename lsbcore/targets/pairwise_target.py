@@ -27,6 +27,8 @@ layout they were given.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import torch
 
@@ -119,10 +121,30 @@ class PairwiseTarget(Target):
     def _field_on(self, device: torch.device) -> torch.Tensor:
         return self.field.to(device)
 
+    def _compiled_fields(self, flat: torch.Tensor):
+        """``lsbcore.backends.pairwise_fields`` where it can serve ``flat`` (on the CPU, no
+        gradient, its kernels compiled by the warm-up), else None."""
+        module = sys.modules.get("lsbcore.backends.pairwise_fields")
+        if module is None or not module.ready() or flat.device.type != "cpu":
+            return None
+        if flat.requires_grad or self.field.requires_grad:
+            return None
+        return module
+
+    def _table_arrays(self, flat: torch.Tensor) -> tuple:
+        """``flat``, the field and the neighbour tables as the compiled passes read them."""
+        field = self.field.to(torch.float64).contiguous().numpy()
+        return flat.contiguous().numpy(), field, self.neighbourhood.numpy(), self.coupling.numpy()
+
     # ----------------------------------------------------------------- the protocol
     def local_field(self, x: torch.Tensor) -> torch.Tensor:
         """``f_i = h_i + sum_j J_ij x_j`` for every site, in ``x``'s layout."""
         flat = self._flat(x)
+        compiled = self._compiled_fields(flat)
+        if compiled is not None:
+            out = torch.empty(flat.shape, dtype=torch.float64)
+            compiled.local_fields(*self._table_arrays(flat), out.numpy())
+            return out.view_as(x)
         edges = self.edges.to(flat.device)
         w = self.edge_weights.to(flat.device)
         field = self._field_on(flat.device).expand_as(flat).clone()
@@ -149,6 +171,11 @@ class PairwiseTarget(Target):
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
         """Unnormalised ``log p~(x)`` per chain, ``[B]`` (float64)."""
         flat = self._flat(x)
+        compiled = self._compiled_fields(flat)
+        if compiled is not None:
+            out = torch.empty(flat.shape[0], dtype=torch.float64)
+            compiled.log_probs(*self._table_arrays(flat), out.numpy())
+            return out
         edges = self.edges.to(flat.device)
         data = (self._field_on(flat.device) * flat).sum(1)
         pairs = flat[:, edges[:, 0]] * flat[:, edges[:, 1]]

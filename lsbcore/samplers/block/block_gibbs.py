@@ -304,11 +304,9 @@ class BlockGibbsSampler(BatchedSampler):
             from lsbcore.backends import block_kernels
 
             neighbours, coupling = self._pairwise_tables()
-            field = self.target._field_on(x.device).reshape(-1, self.n_sites).contiguous().numpy()
-            s = np.empty((self.n_chains, self.n_sites))
-            block_kernels.pairwise_flip_log_ratios(x.numpy(), field, neighbours, coupling, s)
+            s = self.target.flip_log_ratios(x).contiguous()
             block_kernels.pairwise_block_steps(
-                x.numpy(), s, log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
+                x.numpy(), s.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
                 blocks, orders.numpy(), self._candidates().numpy(), self._aux, neighbours,
                 coupling, sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip

@@ -21,8 +21,8 @@ of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch
   8 chains each: how far the factor graph's steps are from the pairwise ones (issue 45).
 - ``photo-blocks``: block Gibbs (k = 4, 8) and the Hamming ball sampler (10, 1) on the
   256 x 256 photo posterior of ``assets/camera.png`` (``photo_target``), 4 chains, beside
-  checkerboard Gibbs on it: the block moves' site updates per second against the
-  checkerboard's (issue 45).
+  checkerboard Gibbs and two single-site samplers on it: the block moves' site updates per
+  second against the checkerboard's (issue 45).
 - ``factor-graph``: a 10 x 10 grid network like the LSB paper's MN 1 (``grid_network``), 30
   chains: Gibbs, block Gibbs, the Hamming ball sampler, the locally balanced samplers and the
   gradient ones, where the target offers a gradient.
@@ -179,6 +179,8 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
             4,
             (
                 Run("checkerboard", steps_share=0.01),  # a step is a sweep
+                Run("gibbs"),  # single sites: their resyncs are a large lattice's cost
+                Run("barker"),
                 Run("block-gibbs", (("block_size", 4),)),
                 Run("block-gibbs", (("block_size", 8),)),
                 Run("hamming-ball", (("block_size", 10), ("radius", 1))),
@@ -324,6 +326,10 @@ def report(
     backend: str = "auto",
 ) -> int:
     """Measure and print (a table, or one JSON object with ``info``); the command's body."""
+    if resolve_device(device).type == "cpu" and backend != "torch":
+        from lsbcore.samplers import warmup
+
+        warmup.compile_kernels()  # once, before any timing, as the app and the tests do
     results = run(kind, device, repeats, steps, samplers, backend)
     info = machine(device, backend)
     if as_json:
