@@ -65,3 +65,17 @@ def test_the_targets_use_them_once_compiled_and_torch_for_a_gradient(monkeypatch
     assert torch.allclose(x.grad, by_hand(model, x.detach())[0], atol=1e-12)
     monkeypatch.setattr(pairwise_fields, "ready", lambda: False)  # before the warm-up: torch's
     assert torch.allclose(model.local_field(x.detach()), by_hand(model, x.detach())[0])
+
+
+def test_a_module_still_being_imported_by_another_thread_is_not_used(monkeypatch):
+    """The warm-up imports it in a thread of its own: a page run that finds it half imported
+    (no ``ready`` yet) takes torch's pass."""
+    import sys
+    import types
+
+    model = ising(4, 5, "free", False, 2)
+    x = states(model, 3)
+    half = types.ModuleType("lsbcore.backends.pairwise_fields")
+    monkeypatch.setitem(sys.modules, "lsbcore.backends.pairwise_fields", half)
+    assert torch.allclose(model.local_field(x), by_hand(model, x)[0], rtol=0, atol=1e-12)
+    assert torch.allclose(model.log_prob(x), by_hand(model, x)[1], rtol=0, atol=1e-12)

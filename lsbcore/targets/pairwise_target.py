@@ -125,7 +125,9 @@ class PairwiseTarget(Target):
         """``lsbcore.backends.pairwise_fields`` where it can serve ``flat`` (on the CPU, no
         gradient, its kernels compiled by the warm-up), else None."""
         module = sys.modules.get("lsbcore.backends.pairwise_fields")
-        if module is None or not module.ready() or flat.device.type != "cpu":
+        # another thread may be importing it (the warm-up): ``ready`` is its last definition
+        ready = getattr(module, "ready", None)
+        if ready is None or not ready() or flat.device.type != "cpu":
             return None
         if flat.requires_grad or self.field.requires_grad:
             return None
