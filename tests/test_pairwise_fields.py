@@ -1,6 +1,6 @@
 """Pairwise targets' compiled local fields and ``log p~`` (``lsbcore.backends.pairwise_fields``):
-the values from the edge list by hand, on every kind of pairwise target; used once the warm-up
-compiled them, and never where a gradient is asked."""
+the values from the edge list by hand, on every kind of pairwise target; used on the CPU wherever
+numba is installed, warmed up or not, and never where a gradient is asked."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ def states(model, chains: int) -> torch.Tensor:
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_compiled_fields_and_log_p_are_the_targets(target):
     model = TARGETS[target]()
-    assert pairwise_fields.ready()  # the tests' warm-up compiled them
     x = states(model, 5)
     fields, log_p = by_hand(model, x)
     assert torch.allclose(model.local_field(x), fields, rtol=0, atol=1e-12)
@@ -48,34 +47,39 @@ def test_the_compiled_fields_and_log_p_are_the_targets(target):
     assert model.local_field(lattice).shape == lattice.shape
 
 
-def test_the_targets_use_them_once_compiled_and_torch_for_a_gradient(monkeypatch):
+def test_the_targets_use_them_on_the_cpu_and_torch_for_a_gradient(monkeypatch):
     model = ising(4, 5, "free", False, 2)
     x = states(model, 3)
 
     def refuse(*_):
         raise AssertionError("the compiled pass was called")
 
-    assert pairwise_fields.ready()
     monkeypatch.setattr(pairwise_fields, "local_fields", refuse)
-    monkeypatch.setattr(pairwise_fields, "ready", lambda: True)
+    monkeypatch.setattr(pairwise_fields, "log_probs", refuse)
     with pytest.raises(AssertionError, match="compiled pass"):
         model.local_field(x)
+    with pytest.raises(AssertionError, match="compiled pass"):
+        model.log_prob(x)
     x.requires_grad_(True)
     model.log_prob(x).sum().backward()  # torch's ops: the gradient is the local field
     assert torch.allclose(x.grad, by_hand(model, x.detach())[0], atol=1e-12)
-    monkeypatch.setattr(pairwise_fields, "ready", lambda: False)  # before the warm-up: torch's
-    assert torch.allclose(model.local_field(x.detach()), by_hand(model, x.detach())[0])
 
 
-def test_a_module_still_being_imported_by_another_thread_is_not_used(monkeypatch):
-    """The warm-up imports it in a thread of its own: a page run that finds it half imported
-    (no ``ready`` yet) takes torch's pass."""
+def test_values_do_not_depend_on_whether_the_warm_up_ran():
+    """A fresh process, never warmed up, computes exactly what this one does (an experiment's
+    workers must give what one process gives)."""
+    import json
+    import subprocess
     import sys
-    import types
 
-    model = ising(4, 5, "free", False, 2)
-    x = states(model, 3)
-    half = types.ModuleType("lsbcore.backends.pairwise_fields")
-    monkeypatch.setitem(sys.modules, "lsbcore.backends.pairwise_fields", half)
-    assert torch.allclose(model.local_field(x), by_hand(model, x)[0], rtol=0, atol=1e-12)
-    assert torch.allclose(model.log_prob(x), by_hand(model, x)[1], rtol=0, atol=1e-12)
+    model = ising(6, 7, "periodic", True, 8)
+    x = states(model, 4)
+    code = (
+        "import json, torch; from tests.test_pairwise_fields import ising, states; "
+        "m = ising(6, 7, 'periodic', True, 8); x = states(m, 4); "
+        "print(json.dumps([m.local_field(x).tolist(), m.log_prob(x).tolist()]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    fields, log_p = json.loads(out.stdout)
+    assert model.local_field(x).tolist() == fields  # bit for bit
+    assert model.log_prob(x).tolist() == log_p

@@ -89,29 +89,21 @@ def _flip(xb, sb, i, neighbours, coupling):
 
 
 @njit(cache=True, nogil=True)
-def _parts(xb, sites, neighbours, coupling, pair, part):
-    """``pair`` as ``_pair_terms`` fills it, and ``part [k]``: each block site's connected part
-    of the block's coupling graph, named by its first site (union by the smaller index)."""
-    k = sites.shape[0]
+def _parts(pair, part):
+    """``part [k]``: each block site's connected part of the block's coupling graph (``pair``,
+    from ``_pair_terms``: a zero coupling joins nothing), named by its first site."""
+    k = part.shape[0]
     for a in range(k):
         part[a] = a
-        for c in range(k):
-            pair[a, c] = 0.0
     for a in range(k):
-        i = sites[a]
-        for slot in range(1, neighbours.shape[1]):
-            j = neighbours[i, slot]
-            if j == i:
-                break
-            for c in range(k):
-                if sites[c] == j:
-                    pair[a, c] = coupling[i, slot] * xb[i] * xb[j]
-                    ra, rc = a, c
-                    while part[ra] != ra:
-                        ra = part[ra]
-                    while part[rc] != rc:
-                        rc = part[rc]
-                    part[max(ra, rc)] = min(ra, rc)
+        for c in range(a):
+            if pair[a, c] != 0.0:  # union, the smaller index the root
+                ra, rc = a, c
+                while part[ra] != ra:
+                    ra = part[ra]
+                while part[rc] != rc:
+                    rc = part[rc]
+                part[max(ra, rc)] = min(ra, rc)
     for a in range(k):
         root = a
         while part[root] != root:
@@ -124,25 +116,16 @@ def _draw_passing_on(log_w, w, count, u):
     """``draw_index`` on ``log_w[:count]`` with ``u``; also the stay weight ``w[0] / total``
     and ``u``'s position within the chosen candidate's interval, itself uniform: the next
     part's draw."""
-    top = -math.inf
-    for q in range(count):
-        top = max(top, log_w[q])
-    total, last_positive = 0.0, 0.0
-    for q in range(count):
-        w[q] = math.exp(log_w[q] - top)
-        total += w[q]
-        if w[q] > 0.0:
-            last_positive = total
-    target = u * last_positive
-    cum = 0.0
-    chosen = count - 1
-    for q in range(count):
-        if w[q] > 0.0 and cum + w[q] >= target:
-            chosen = q
-            break
-        cum += w[q]
-    rest = min(max((target - cum) / w[chosen], 0.0), 1.0)
-    return chosen, w[0] / total, rest
+    q, total = draw_index(log_w[:count], w[:count], u)
+    before, running, last_positive = 0.0, 0.0, 0.0  # as draw_index sums them
+    for r in range(count):
+        if r == q:
+            before = running
+        running += w[r]
+        if w[r] > 0.0:
+            last_positive = running
+    rest = (u * last_positive - before) / w[q] if w[q] > 0.0 else u
+    return q, w[0] / total, min(max(rest, 0.0), 1.0)
 
 
 @njit(cache=True, nogil=True)
@@ -233,7 +216,8 @@ def pairwise_block_steps(
                 u, layout[step], mode, sweep_blocks, orders, current_order, b, n, sites, chosen
             )
             if by_parts:
-                _parts(xb, sites, neighbours, coupling, pair, part)
+                _pair_terms(xb, sites, neighbours, coupling, pair)
+                _parts(pair, part)
                 log_ratio, stay, changed, d_sum, d_overlap = _factorised_block_gibbs(
                     xb, sb, sites, pair, part, members, log_w, w, u[choice_at + b], neighbours,
                     coupling, truth, moves,

@@ -6,8 +6,8 @@
 ``index_add`` take 5-8 ms for 4 chains of a 256 x 256 lattice, several times what the compiled
 steps between two resyncs take; one pass over the tables takes about 1 ms.
 
-The targets use these only once ``warm`` has compiled them (the samplers' warm-up calls it), so
-that no page run waits on a compilation: ``ready``.
+The targets use them on the CPU wherever numba is installed; the samplers' warm-up compiles them
+in the background (``warm``), so a page run seldom waits on their compilation.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["local_fields", "log_probs", "ready", "warm"]
+__all__ = ["local_fields", "log_probs", "warm"]
 
 
 @njit(cache=True, nogil=True)
@@ -61,8 +61,3 @@ def warm() -> None:
     coupling = np.zeros((2, 2))
     local_fields(x, field, neighbours, coupling, np.empty((1, 2)))
     log_probs(x, field, neighbours, coupling, np.empty(1))
-
-
-def ready() -> bool:
-    """Whether both are compiled (``warm`` has run)."""
-    return bool(local_fields.signatures) and bool(log_probs.signatures)

@@ -27,7 +27,7 @@ layout they were given.
 
 from __future__ import annotations
 
-import sys
+import functools
 
 import numpy as np
 import torch
@@ -65,6 +65,13 @@ def flip_tables(n: int, edges: torch.Tensor, weights: torch.Tensor):
     neighbourhood[site, slot] = pairs[:, 1]
     coupling[site, slot] = 4.0 * total
     return neighbourhood, coupling
+
+
+@functools.cache
+def _numba_installed() -> bool:
+    from lsbcore.backends import compiled_available
+
+    return compiled_available()
 
 
 class PairwiseTarget(Target):
@@ -123,15 +130,16 @@ class PairwiseTarget(Target):
 
     def _compiled_fields(self, flat: torch.Tensor):
         """``lsbcore.backends.pairwise_fields`` where it can serve ``flat`` (on the CPU, no
-        gradient, its kernels compiled by the warm-up), else None."""
-        module = sys.modules.get("lsbcore.backends.pairwise_fields")
-        # another thread may be importing it (the warm-up): ``ready`` is its last definition
-        ready = getattr(module, "ready", None)
-        if ready is None or not ready() or flat.device.type != "cpu":
+        gradient, numba installed), else None. Always where it can, whether or not the warm-up
+        has compiled it yet: a value must not depend on what else ran in the process (an
+        experiment's workers gave other learned parameters than one process did)."""
+        if flat.device.type != "cpu" or flat.requires_grad or self.field.requires_grad:
             return None
-        if flat.requires_grad or self.field.requires_grad:
+        if not _numba_installed():
             return None
-        return module
+        from lsbcore.backends import pairwise_fields
+
+        return pairwise_fields
 
     def _table_arrays(self, flat: torch.Tensor) -> tuple:
         """``flat``, the field and the neighbour tables as the compiled passes read them."""
