@@ -7,15 +7,14 @@
 steps between two resyncs take; one pass over the tables takes about 1 ms.
 
 The targets use them on the CPU wherever numba is installed; the samplers' warm-up compiles them
-in the background (``warm``), so a page run seldom waits on their compilation.
+in the background (its samplers' resyncs read them), so a page run seldom waits on them.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-__all__ = ["local_fields", "log_probs", "warm"]
+__all__ = ["local_fields", "log_probs"]
 
 
 @njit(cache=True, nogil=True)
@@ -51,13 +50,3 @@ def log_probs(x, field, neighbours, coupling, out):
                 total += coupling[i, slot] * x[b, j]
             log_p += x[b, i] * (h[i] + 0.125 * total)
         out[b] = log_p
-
-
-def warm() -> None:
-    """Compile both (or load them from numba's cache) for the arrays the targets pass."""
-    x = np.ones((1, 2))
-    field = np.zeros((1, 2))
-    neighbours = np.array([[0, 1], [1, 0]], dtype=np.int64)
-    coupling = np.zeros((2, 2))
-    local_fields(x, field, neighbours, coupling, np.empty((1, 2)))
-    log_probs(x, field, neighbours, coupling, np.empty(1))

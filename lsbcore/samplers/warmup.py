@@ -90,12 +90,6 @@ FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
 
 
 def _warm_up() -> None:
-    from lsbcore.backends import compiled_available
-
-    if compiled_available():  # the pairwise targets' fields and log p~ (their resyncs)
-        from lsbcore.backends import pairwise_fields
-
-        pairwise_fields.warm()
     target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
     for name, spec in REGISTRY.items():
         if spec.needs_balancing or spec.batched_only:  # torch steps only: nothing to compile
