@@ -13,6 +13,9 @@ chains, traces at every step), taken one after the other on the same machine:
    and how often the chain images changed meanwhile (redraws per second, counted in the page).
 
 It prints both, the app's mixing rate as a share of the library's, and the status lines seen.
+``--browser-cpu N`` puts Chromium on CPU ``N`` and the server and the library on the others, as
+when the page is drawn on the user's own machine: on a 2-core machine the browser otherwise
+takes most of a core the server's threads would use.
 ``--root /path/to/another/checkout`` measures that checkout's app (for before/after figures;
 its compiled kernels are built first, outside the timing).
 """
@@ -25,6 +28,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,6 +49,30 @@ def cpu_seconds(pid: int) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
     return total
+
+
+@contextmanager
+def on_cpus(cpus: set[int] | None):
+    """Run the block, and the processes and threads it starts, on ``cpus`` (None: unchanged)."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def split_cpus(browser_cpu: int | None) -> tuple[set[int] | None, set[int] | None]:
+    """(the server's and library's CPUs, the browser's) for ``--browser-cpu``."""
+    if browser_cpu is None:
+        return None, None
+    cpus = os.sched_getaffinity(0)
+    if browser_cpu not in cpus or len(cpus) < 2:
+        raise SystemExit(f"--browser-cpu {browser_cpu}: this process may use CPUs {sorted(cpus)}")
+    return cpus - {browser_cpu}, {browser_cpu}
 
 
 def default_config(samplers: tuple[str, ...] | None):
@@ -140,10 +168,16 @@ def worker_rate(root: Path, samplers: tuple[str, ...] | None, seconds: float) ->
 
 
 def app_rate(
-    root: Path, samplers: tuple[str, ...] | None, seconds: float, settle_s: float = 8.0
+    root: Path,
+    samplers: tuple[str, ...] | None,
+    seconds: float,
+    settle_s: float = 8.0,
+    server_cpus: set[int] | None = None,
+    browser_cpus: set[int] | None = None,
 ) -> dict:
     """Press Run on one page of ``root``'s app and read its status line for ``seconds`` of
-    mixing (or until the run ends)."""
+    mixing (or until the run ends); the server on ``server_cpus``, Chromium on
+    ``browser_cpus`` (None: anywhere)."""
     from playwright.sync_api import sync_playwright
 
     cfg = replace(default_config(samplers), steps=MIXING_STEPS)
@@ -152,8 +186,12 @@ def app_rate(
     compile_kernels(root)
     seen: list[tuple[float, int, str]] = []  # (time, step, status line)
     cpu: dict[int, float] = {}  # step -> the server's CPU seconds when the page showed it
-    with browser_kit.StreamlitServer(root=root) as server, sync_playwright() as playwright:
-        browser = browser_kit.launch_chromium(playwright)
+    with ExitStack() as stack:
+        with on_cpus(server_cpus):  # the server's threads inherit it
+            server = stack.enter_context(browser_kit.StreamlitServer(root=root))
+        with on_cpus(browser_cpus):  # Playwright's driver, and the Chromium it starts
+            playwright = stack.enter_context(sync_playwright())
+            browser = browser_kit.launch_chromium(playwright)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             browser_kit.open_app(page, browser_kit.app_url(server.url, query))
@@ -213,6 +251,12 @@ def main(argv=None) -> int:
     parser.add_argument("--library-seconds", type=float, default=4.0, help="per phase")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument(
+        "--browser-cpu",
+        type=int,
+        default=None,
+        help="Chromium on this CPU, the server and the library on the others",
+    )
+    parser.add_argument(
         "--worker-only",
         action="store_true",
         help="only the worker thread, no server or browser: its rate and Comparison.step calls",
@@ -228,11 +272,22 @@ def main(argv=None) -> int:
             f"second, a median of {worker['median_steps_per_call']:,} steps each"
         )
         return 0
+    server_cpus, browser_cpus = split_cpus(args.browser_cpu)
+    if server_cpus is not None:
+        print(f"server and library on CPUs {sorted(server_cpus)}, Chromium on {args.browser_cpu}")
     # the library before and after the app, so that a change of load shows as a spread
-    library = [library_rate(samplers, args.library_seconds)]
+    with on_cpus(server_cpus):
+        library = [library_rate(samplers, args.library_seconds)]
     _print_library(library[0])
-    app = app_rate(args.root.resolve(), samplers, args.seconds)
-    library.append(library_rate(samplers, args.library_seconds))
+    app = app_rate(
+        args.root.resolve(),
+        samplers,
+        args.seconds,
+        server_cpus=server_cpus,
+        browser_cpus=browser_cpus,
+    )
+    with on_cpus(server_cpus):
+        library.append(library_rate(samplers, args.library_seconds))
     _print_library(library[1])
     base = sum(lib["mixing_steps_per_second"] for lib in library) / len(library)
     rate = app.get("mixing_steps_per_second")
@@ -253,7 +308,12 @@ def main(argv=None) -> int:
         print(f"  {t:6.2f} s  step {step:>7,}  {text}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        figures = {"library": library, "app": app, "share_of_library": share}
+        figures = {
+            "library": library,
+            "app": app,
+            "share_of_library": share,
+            "browser_cpu": args.browser_cpu,
+        }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 
