@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore.backends.rbm_kernels import LINEAR_LIMIT
+from lsbcore.backends.rbm_kernels import LINEAR_LIMIT, has_linear_form
+from lsbcore.balancing.functions import NetworkBalancing
 from lsbcore.exact.states import all_states, state_codes
 from lsbcore.exact.transition import flip_matrix
+from lsbcore.samplers.balanced.batched import BatchedBalancedSampler
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 
@@ -84,8 +86,8 @@ def test_short_calls_and_a_torch_step_among_them_give_one_long_calls_chains(mode
 def test_compiled_exact_runs_have_the_enumerated_law(name, exact):
     """On a 5-site RBM, independent compiled chains from every state have the law
     ``start P^t`` after 2 steps and the target's once mixed; ``P``, enumerated from the torch
-    chain's flip probabilities, is reversible. (LSB 2's network has no linear form: the
-    log-ratios' path; barker the products'.)"""
+    chain's flip probabilities, is reversible. (Both take the products' path: barker's
+    ``g(t)`` and LSB 2's network's, ``network_terms.network_g``.)"""
     weights = MODELS["bounded"]()
     target = RBM(weights.W[:4, :5], weights.b_visible[:5], weights.b_hidden[:4])
     states = all_states(5)
@@ -114,3 +116,28 @@ def test_compiled_exact_runs_have_the_enumerated_law(name, exact):
         done = t
         counts = np.bincount(state_codes(sampler.x).numpy(), minlength=len(law))
         assert exact.tv(law, counts) < exact.tv_threshold(law, sampler.n_chains)
+
+
+@pytest.mark.parametrize("ratios", ["exact", "gradient"])
+def test_a_network_whose_values_underflow_takes_the_log_space_path(ratios):
+    """LSB 2 with ``z = -800`` everywhere: ``h = e^-800`` is 0 in float64, so the form on
+    ``g(t)`` would make every ``Z`` zero; the kernels keep ``log g`` for it
+    (``has_linear_form``) and give the torch chains. ``g = e^-800 (1 + t) / 2`` balances."""
+    target = MODELS["bounded"]()
+    runs = {}
+    for backend in ("compiled", "torch"):
+        function = NetworkBalancing(hidden=10, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            function.layer2.weight.zero_()
+            function.layer2.bias.fill_(-800.0)
+        sampler = BatchedBalancedSampler(
+            target, 6, function, ratios=ratios, seed=3, backend=backend
+        )
+        sampler.step(300)
+        runs[backend] = sampler
+    function = runs["compiled"]._compiled_function()
+    assert not has_linear_form(function)
+    assert torch.equal(runs["compiled"].x, runs["torch"].x)
+    assert torch.equal(runs["compiled"]._n_accepted, runs["torch"]._n_accepted)
+    assert int(runs["compiled"]._n_accepted.sum()) > 0
+    assert runs["compiled"].invariant_error() < 1e-9

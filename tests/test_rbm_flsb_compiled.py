@@ -2,16 +2,16 @@
 learning steps (compiled, ``tests/test_rbm_learning_compiled.py``),
 FLSB 1 takes compiled frozen steps (as does FLSB with a fixed function) that give the torch
 step's chains and keep the caches exact; the kernel's form of the function is built again after
-more learning; FLSB 2 runs compiled where measured faster."""
+more learning; FLSB 2 and LSB 2 run compiled at every size."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from lsbcore.backends.rbm_kernels import has_linear_form
 from lsbcore.balancing.functions import FixedBalancing
 from lsbcore.samplers.balanced.batched import BatchedBalancedSampler
-from lsbcore.samplers.balanced.rbm_steps import FLSB2_COMPILED_MAX, LSB2_COMPILED_MAX, LSB2_WIDE
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 
@@ -80,22 +80,15 @@ def test_learning_between_frozen_calls_rebuilds_the_kernels_function():
     assert runs[1].invariant_error() < 1e-10
 
 
-def test_flsb2_runs_compiled_where_measured_faster_and_gives_the_torch_chains():
-    """``"auto"`` takes the kernel for FLSB 2 on few chains of a small RBM (as the RBM page
-    runs it) and torch beyond ``FLSB2_COMPILED_MAX`` chain-sites; asked for, the kernel runs at
-    any size. Either way the torch chains."""
+def test_flsb2_and_lsb2_run_compiled_at_every_size_and_give_the_torch_chains():
+    """``"auto"`` takes the kernels for LSB 2's network with either kind of ratios, on few
+    chains of a small RBM (as the RBM page runs it) as on many chains of a large one (measured
+    faster everywhere, BENCHMARKS.md); the network takes the kernels' form on ``g`` itself.
+    Either way the torch chains."""
     small, large = RBM.random(12, 3, seed=0), RBM.random(100, 25, seed=0)
-    assert make_sampler("flsb2", small, 8).backend == "compiled"
-    assert 100 * 100 > FLSB2_COMPILED_MAX
-    assert make_sampler("flsb2", large, 100).backend == "torch"
-    assert make_sampler("flsb2", large, 100, backend="compiled").backend == "compiled"
-    assert make_sampler("lsb1", small, 2).backend == "compiled"  # exact ratios: every function
-    # LSB 2 with exact ratios: the kernel on few chains or a wide RBM, torch on many narrow ones
-    assert make_sampler("lsb2", small, 8).backend == "compiled"
-    assert make_sampler("lsb2", large, 100).backend == "torch"
-    assert make_sampler("lsb1", large, 100).backend == "compiled"
-    wide = RBM.random(30, LSB2_WIDE, seed=1)
-    assert 100 * 30 > LSB2_COMPILED_MAX and make_sampler("lsb2", wide, 100).backend == "compiled"
+    for name in ("flsb2", "lsb2", "flsb1", "lsb1"):
+        for target, chains in ((small, 8), (large, 100)):
+            assert make_sampler(name, target, chains).backend == "compiled"
     target = RBM.random(40, 10, seed=3, scale=1.5)
     runs = []
     for backend in ("torch", "compiled"):
@@ -104,6 +97,8 @@ def test_flsb2_runs_compiled_where_measured_faster_and_gives_the_torch_chains():
         sampler.balancing.frozen()
         sampler.step(200)
         runs.append(sampler)
+        if backend == "compiled":
+            assert has_linear_form(sampler._compiled_function())
     assert torch.equal(runs[0].x, runs[1].x)
     assert runs[0].n_accepted == runs[1].n_accepted > 0
     assert runs[1].invariant_error() < 1e-10

@@ -39,7 +39,9 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import log_g, trace_row, trace_start
-from lsbcore.backends.structures import KIND_MIXTURE
+from lsbcore.backends.network_terms import network_g, network_is_linear, network_scratch
+from lsbcore.backends.structures import KIND_MIXTURE, KIND_NETWORK
+from lsbcore.backends.vector_math import _vector_exp
 
 #: Largest ``|delta_j|`` a move's ``F_j = e^(delta_j)`` may need: ``k max|W| <= MAX_SHIFT``
 #: keeps every ``F_j`` and ``t_j F_j`` finite in float64.
@@ -180,42 +182,68 @@ def _gradient(sig, w, b_vis, g):
 
 
 @njit(cache=True, nogil=True)
-def _linear_g(kind, t, weights):
-    """``g(t)`` of a fixed function (``kind`` 0-3) or LSB 1's mixture (4, ``weights`` its
-    softmax weights), for ``t = e^s`` with ``|s| <= LINEAR_LIMIT``: one ``exp`` a site, where
-    the log-space form takes four to seven transcendental calls."""
-    if kind == 0:
-        return t / (1.0 + t)
-    if kind == 1:
-        return math.sqrt(t)
-    if kind == 2:
-        return min(1.0, t)
-    if kind == 3:
-        return max(1.0, t)
-    return (weights[0] * t / (1.0 + t) + weights[1] * math.sqrt(t) + weights[2] * min(1.0, t)
-            + weights[3] * max(1.0, t))  # fmt: skip
+def has_linear_form(function):
+    """Whether ``function`` has a form on ``g(t)`` itself: the fixed functions and LSB 1's
+    mixture, LSB 2's network while ``network_terms.network_is_linear``."""
+    if function.kind <= KIND_MIXTURE:
+        return True
+    if function.kind == KIND_NETWORK:
+        return network_is_linear(function.breakpoints, function.slope, function.intercept)
+    return False
+
+
+# error_model="numpy": divisions without numba's zero check (the denominators are at least
+# 1), which would keep the compiler from running the sites side by side
+@njit(cache=True, nogil=True, error_model="numpy")
+def _linear_values(function, t, weights, g, scratch):
+    """``g(t_k)`` at every site into ``g`` (not ``t``: see ``vector_math._vector_exp``), for
+    ``t = e^s`` with ``|s| <= LINEAR_LIMIT``: one ``exp`` a site, where the log-space form
+    takes four to seven transcendental calls (LSB 2's network: ``network_terms.network_g``);
+    ``scratch``: ``network_terms.network_scratch``."""
+    kind, n = function.kind, t.shape[0]
+    if kind == KIND_NETWORK:
+        network_g(t, function.breakpoints, function.slope, function.intercept, g, scratch)
+    elif kind == 0:
+        for k in range(n):
+            g[k] = t[k] / (1.0 + t[k])
+    elif kind == 1:
+        for k in range(n):
+            g[k] = math.sqrt(t[k])
+    elif kind == 2:
+        for k in range(n):
+            g[k] = min(1.0, t[k])
+    elif kind == 3:
+        for k in range(n):
+            g[k] = max(1.0, t[k])
+    else:
+        w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
+        for k in range(n):
+            g[k] = (w0 * t[k] / (1.0 + t[k]) + w1 * math.sqrt(t[k]) + w2 * min(1.0, t[k])
+                    + w3 * max(1.0, t[k]))  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
-def ratio_cdf(s, function, weights, logits, cdf, gwg):
+def ratio_cdf(s, function, weights, logits, cdf, gwg, scratch):
     """The locally balanced proposal of the ratios ``s [n]``: ``cdf`` the cumulative sums of
     ``g(e^s)`` up to one factor, ``logits`` each site's ``g`` in the scale the second value
     returned names, and ``log Z`` (as ``draw_site`` computes it). Returns ``(log Z, linear)``:
-    ``linear`` True when ``logits`` holds ``g`` itself (``_linear_g``: every ``|s|`` within
-    ``LINEAR_LIMIT``), False when it holds ``log g``. With ``gwg`` (GWG's sqrt on its
-    first-order ratios) ``log g = s / 2`` to the last bit, as its torch step."""
+    ``linear`` True when ``logits`` holds ``g`` itself (``has_linear_form`` and every ``|s|``
+    within ``LINEAR_LIMIT``: ``t = e^s`` by the vector ``exp``), False when it holds ``log g``.
+    With ``gwg`` (GWG's sqrt on its first-order ratios) ``log g = s / 2`` to the last bit, as
+    its torch step. ``scratch``: ``network_terms.network_scratch``."""
     kind, log_w, breakpoints, slope, intercept = function
     n = s.shape[0]
-    if not gwg and kind <= KIND_MIXTURE:
+    if not gwg and has_linear_form(function):
         linear = True
         for k in range(n):
             if abs(s[k]) > LINEAR_LIMIT:
                 linear = False
                 break
         if linear:
+            _vector_exp(s, cdf, scratch[2])  # t = e^s, then g(t), then the sums
+            _linear_values(function, cdf, weights, logits, scratch)
             total = 0.0
             for k in range(n):
-                logits[k] = _linear_g(kind, math.exp(s[k]), weights)
                 total += logits[k]
                 cdf[k] = total
             return math.log(total), True
@@ -234,12 +262,21 @@ def ratio_cdf(s, function, weights, logits, cdf, gwg):
 
 
 @njit(cache=True, nogil=True)
-def _proposal_cdf(x, g, function, weights, logits, cdf, s):
+def _proposal_cdf(x, g, function, weights, logits, cdf, s, scratch):
     """``ratio_cdf`` of the first-order ratios ``s~ = -2 x g`` (written into ``s``); GWG
     (``function`` kind 1, sqrt) keeps ``log g = -x g``, half the ratios, to the last bit."""
     for k in range(x.shape[0]):
         s[k] = -2.0 * x[k] * g[k]
-    return ratio_cdf(s, function, weights, logits, cdf, function.kind == 1)
+    return ratio_cdf(s, function, weights, logits, cdf, function.kind == 1, scratch)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _first_order_exps(xb, d, t, s, powers):
+    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k`` (into ``s``): the first-order ratios as ``t``
+    (``_vector_exp``; ``powers [2, n]`` scratch)."""
+    for k in range(xb.shape[0]):
+        s[k] = -2.0 * xb[k] * d[k]
+    _vector_exp(s, t, powers)
 
 
 @njit(cache=True, nogil=True)
@@ -273,13 +310,14 @@ def gwg_steps(
     a = np.empty((chains, m))
     pre_activations(x, w_t, c, a)
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
-    logits, cdf, scratch = np.empty(n), np.empty(n), np.empty(n)
+    logits, cdf, s_tilde = np.empty(n), np.empty(n), np.empty(n)
     logits_new, cdf_new, g_new = np.empty(n), np.empty(n), np.empty(n)
+    scratch = network_scratch(n)
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     for b in range(chains):
         xb, ab, gb = x[b], a[b], grad[b]
         _refresh_sig(ab, sig)
-        log_z, linear = _proposal_cdf(xb, gb, function, weights, logits, cdf, scratch)
+        log_z, linear = _proposal_cdf(xb, gb, function, weights, logits, cdf, s_tilde, scratch)
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
@@ -295,7 +333,7 @@ def gwg_steps(
             _gradient(sig_new, w, b_vis, g_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
             log_z_new, linear_new = _proposal_cdf(
-                xb, g_new, function, weights, logits_new, cdf_new, scratch
+                xb, g_new, function, weights, logits_new, cdf_new, s_tilde, scratch
             )
             log_q_reverse = (math.log(logits_new[i]) if linear_new else logits_new[i]) - log_z_new
             log_a = min(0.0, log_ratio + log_q_reverse - log_q_forward)
@@ -396,11 +434,13 @@ def _table_products(sig, table, bias, t):
 
 
 @njit(cache=True, nogil=True)
-def _linear_cdf(kind, t, weights, cdf):
-    """Cumulative sums of ``g(t)`` into ``cdf``; returns ``Z``."""
+def _linear_cdf(function, t, weights, cdf, scratch):
+    """Cumulative sums of ``g(t)`` into ``cdf`` (``g`` first, into it: ``_linear_values``);
+    returns ``Z``."""
+    _linear_values(function, t, weights, cdf, scratch)
     total = 0.0
     for k in range(t.shape[0]):
-        total += _linear_g(kind, t[k], weights)
+        total += cdf[k]
         cdf[k] = total
     return total
 
@@ -427,11 +467,11 @@ def balanced_steps(x, log_p, n_accepted, s, a, u, arrays, last, function, trace,
     ``truth`` as in ``gwg_steps``.
 
     ``Z(x')`` needs every ratio at ``x'`` (the torch step: ``n m`` softplus). A function with a
-    linear form (``_linear_g``) on an RBM whose ratios stay within ``LINEAR_LIMIT`` takes
+    linear form (``has_linear_form``) on an RBM whose ratios stay within ``LINEAR_LIMIT`` takes
     ``t = e^s`` as products of the shift tables and ``g(t)`` itself: ``n m`` multiply-adds and
     no logarithm a site; otherwise one logarithm a site and ``log g``."""
     w_t, b_vis, exp_w, exp_neg_w, rows, neg_rows, exp_b, exp_neg_b, bound = arrays
-    if function.kind <= KIND_MIXTURE and bound[0] <= LINEAR_LIMIT:
+    if has_linear_form(function) and bound[0] <= LINEAR_LIMIT:
         _linear_balanced(x, log_p, n_accepted, s, a, u, w_t, rows, neg_rows, exp_b, exp_neg_b,
                          last, function, trace, truth)  # fmt: skip
     else:
@@ -451,13 +491,14 @@ def _linear_balanced(
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     table, bias = np.empty((m, n)), np.empty(n)
+    scratch = network_scratch(n)
     for b in range(chains):
         xb, ab = x[b], a[b]
         t, cdf, t_new, cdf_new = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
         _refresh_sig(ab, sig)
         _chain_tables(xb, rows, neg_rows, exp_b, exp_neg_b, table, bias)
         _table_products(sig, table, bias, t)
-        log_z = math.log(_linear_cdf(function.kind, t, weights, cdf))
+        log_z = math.log(_linear_cdf(function, t, weights, cdf, scratch))
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             i = _search(cdf, u[step, 0, b] * cdf[n - 1])
@@ -469,7 +510,7 @@ def _linear_balanced(
             xb[i] = -x_i  # the proposed state, undone below if rejected
             _flip_column(x_i, i, rows, neg_rows, exp_b, exp_neg_b, table, bias)
             _table_products(sig_new, table, bias, t_new)
-            log_z_new = math.log(_linear_cdf(function.kind, t_new, weights, cdf_new))
+            log_z_new = math.log(_linear_cdf(function, t_new, weights, cdf_new, scratch))
             s_i = math.log(t[i])
             log_a, accept = _accept_flip(log_z, log_z_new, s_i, u[step, 1, b])
             if step == steps - 1:
@@ -500,11 +541,12 @@ def _log_balanced(
     m = a.shape[1]
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
     logits, cdf, s_new, cdf_new = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    scratch = network_scratch(n)
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     for b in range(chains):
         xb, ab, sb = x[b], a[b], s[b]
         _refresh_sig(ab, sig)
-        log_z = ratio_cdf(sb, function, weights, logits, cdf, False)[0]
+        log_z = ratio_cdf(sb, function, weights, logits, cdf, False, scratch)[0]
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             i = _search(cdf, u[step, 0, b] * cdf[n - 1])
@@ -515,7 +557,7 @@ def _log_balanced(
             _refresh_sig(a_new, sig_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
             _exact_ratios(xb, sig_new, b_vis, exp_w, exp_neg_w, s_new)
-            log_z_new = ratio_cdf(s_new, function, weights, logits, cdf_new, False)[0]
+            log_z_new = ratio_cdf(s_new, function, weights, logits, cdf_new, False, scratch)[0]
             log_a, accept = _accept_flip(log_z, log_z_new, s_i, u[step, 1, b])
             if step == steps - 1:
                 last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), accept

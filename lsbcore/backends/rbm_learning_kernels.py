@@ -20,8 +20,9 @@ product over the hidden units of the shift tables (``rbm_kernels``: ``n m`` mult
 state, no logarithm); with FLSB the first-order ratios ``s~ = -2 x d`` need the gradient
 ``d = (b + W^T sigmoid(a)) / 2`` (``n m`` multiply-adds) and one ``exp`` a site; and ``g`` at
 the ``3 n`` sites of ``x``, ``x'``, ``x~``: a division and a square root a site for LSB 1, two
-softplus (an ``exp`` and a ``log1p`` each, scalar library calls: numba has no vector ones here)
-for LSB 2. Each chain keeps its ratios as ``t`` and its hidden pre-activations between steps.
+softplus for LSB 2 (``network_terms``: an ``exp`` and a ``log1p`` each, written out so that the
+sites run side by side: numba has no vector ones here). Each chain keeps its ratios as ``t``
+and its hidden pre-activations between steps.
 
 Learning couples the chains (the loss is a mean over them and theta changes every step): the
 steps are the outer loop, the chains the inner one. The kernels read the torch step's uniforms
@@ -55,9 +56,11 @@ from lsbcore.backends.learning_kernels import (
     network_param_grads,
     network_pieces,
 )
+from lsbcore.backends.network_terms import _network_terms
 from lsbcore.backends.rbm_kernels import (
     _add_flip,
     _chain_tables,
+    _first_order_exps,
     _flip_column,
     _gradient,
     _log_prod_single,
@@ -90,6 +93,10 @@ def _components(t, out):
     out[3] = max(1.0, t)
 
 
+# error_model="numpy" on the loops that divide: no zero check (the denominators are at least 1),
+# which would keep the compiler from running the sites side by side (2-4x slower)
+
+
 @njit(cache=True, nogil=True)
 def _selected_products(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t):
     """``rbm_kernels._exact_ratio_exps`` (every ``t_k`` a product of the shift tables at the
@@ -107,7 +114,7 @@ def _selected_products(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t):
             t[k] *= q + p * (up if xb[k] > 0.0 else down)
 
 
-@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH, error_model="numpy")
 def _mixture_values(t, weights, g, sums):
     """``g_theta(t_k) = sum_c w_c g_c(t_k)`` into ``g [n]`` and the four component sums
     ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms: sites side by side)."""
@@ -134,7 +141,7 @@ def _running_sums(g, cdf):
     return total
 
 
-@njit(cache=True, nogil=True, fastmath=LOOP_MATH)
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH, error_model="numpy")
 def _component_sums(t, sums):
     """The four component sums ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms:
     the loop may reorder the sums and run sites side by side)."""
@@ -227,8 +234,9 @@ def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, scratch):
 @njit(cache=True, nogil=True)
 def _scratch(n):
     """Work arrays of ``_state_values`` and ``_state_sum`` for states of ``n`` sites: LSB 1's
-    sums, LSB 2's rows and pieces (``_network_terms``, and a row for ``g``), the exponent bits."""
-    return (np.empty(4), np.empty((10, n)), np.empty((2, n), dtype=np.int64),
+    sums, LSB 2's rows and pieces (``_network_terms``, a row for ``g``, one for FLSB's ``s~``),
+    the exponent bits."""
+    return (np.empty(4), np.empty((11, n)), np.empty((2, n), dtype=np.int64),
             np.empty((2, n), dtype=np.int64))  # fmt: skip
 
 
@@ -457,122 +465,6 @@ def _min_share(log_q, log_reverse):
     return 0.5
 
 
-# exp's argument reduced by ln 2 split in two (fdlibm's parts): r = v - q ln 2 exactly enough
-_LOG2E = 1.4426950408889634
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-# below this e^v is 0 in float64 (subnormals end near -745); the argument is clamped there
-_EXP_FLOOR = -1400.0
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _vector_exp(v, out, powers):
-    """``out = e^v`` elementwise (``out`` may be ``v``), written out so that the compiler runs
-    the elements side by side: numba's ``math.exp`` is a scalar library call (no vector one
-    here: no SVML), 5x slower (BENCHMARKS.md). ``e^v = 2^q e^r``, ``q = round(v / ln 2)``,
-    ``|r| <= ln 2 / 2``, ``e^r`` by its Taylor polynomial to degree 13 (the remainder below
-    5e-18), ``2^q`` as two normal powers of two from their bit patterns (``powers [2, n]``
-    scratch), so that results down to the subnormals come out right. Within about one unit in
-    the last place of libm's for ``v <= 709``."""
-    n = v.shape[0]
-    for k in range(n):
-        a = max(v[k], _EXP_FLOOR)
-        q = math.floor(a * _LOG2E + 0.5)
-        r = (a - q * _LN2_HI) - q * _LN2_LO
-        p = 1.0 / 6227020800.0
-        p = p * r + 1.0 / 479001600.0
-        p = p * r + 1.0 / 39916800.0
-        p = p * r + 1.0 / 3628800.0
-        p = p * r + 1.0 / 362880.0
-        p = p * r + 1.0 / 40320.0
-        p = p * r + 1.0 / 5040.0
-        p = p * r + 1.0 / 720.0
-        p = p * r + 1.0 / 120.0
-        p = p * r + 1.0 / 24.0
-        p = p * r + 1.0 / 6.0
-        p = p * r + 0.5
-        p = p * r + 1.0
-        out[k] = p * r + 1.0
-        half = math.floor(0.5 * q)
-        powers[0, k] = (np.int64(half) + 1023) << 52
-        powers[1, k] = (np.int64(q - half) + 1023) << 52
-    first, second = powers[0].view(np.float64), powers[1].view(np.float64)
-    for k in range(n):
-        out[k] = out[k] * first[k] * second[k]
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _first_order_exps(xb, d, t, powers):
-    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k``: the first-order ratios as ``t``
-    (``_vector_exp``; ``powers [2, n]`` scratch)."""
-    for k in range(xb.shape[0]):
-        t[k] = -2.0 * xb[k] * d[k]
-    _vector_exp(t, t, powers)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _atanh_series(s2):
-    """``sum_q s^(2q) / (2q + 1)`` for ``q < 18``, written out (a loop here would keep the
-    compiler from running the sites side by side): ``log1p(y) = 2 s`` times it with
-    ``s = y / (2 + y)``; for ``y`` in ``[0, 1]``, ``s <= 1/3`` and the remainder is below 2e-18."""
-    p = 1.0 / 35.0
-    p = p * s2 + 1.0 / 33.0
-    p = p * s2 + 1.0 / 31.0
-    p = p * s2 + 1.0 / 29.0
-    p = p * s2 + 1.0 / 27.0
-    p = p * s2 + 1.0 / 25.0
-    p = p * s2 + 1.0 / 23.0
-    p = p * s2 + 1.0 / 21.0
-    p = p * s2 + 1.0 / 19.0
-    p = p * s2 + 1.0 / 17.0
-    p = p * s2 + 1.0 / 15.0
-    p = p * s2 + 1.0 / 13.0
-    p = p * s2 + 1.0 / 11.0
-    p = p * s2 + 1.0 / 9.0
-    p = p * s2 + 1.0 / 7.0
-    p = p * s2 + 1.0 / 5.0
-    p = p * s2 + 1.0 / 3.0
-    return p * s2 + 1.0
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers):
-    """LSB 2's two softplus terms at every site, the sites side by side (the piece lookups,
-    a written-out ``exp`` and ``log1p``): into ``rows [9, n]`` the input ``u``, then ``h`` and
-    ``dh / dz`` of the two inputs ``z(u)`` and ``z(-u)`` (rows 5-8), their pieces into
-    ``pieces [2, n]``. As ``NetworkBalancing.log_h``: ``softplus(z) = max(z, 0) +
-    log1p(e^-|z|)``, ``z`` itself (slope 1) above 20, ``e^z`` (slope ``e^z``) below -30."""
-    n = t.shape[0]
-    u, z1, z2, y1, y2 = rows[0], rows[1], rows[2], rows[3], rows[4]
-    k1, k2 = pieces[0], pieces[1]
-    for k in range(n):
-        u[k] = t[k] / (1.0 + t[k]) - 0.5
-        k1[k], k2[k] = 0, 0
-    for c in range(breakpoints.shape[0]):  # pieces count the breakpoints below, as pieces()
-        cut = breakpoints[c]
-        for k in range(n):
-            k1[k] += u[k] > cut
-            k2[k] += -u[k] > cut
-    for k in range(n):
-        z1[k] = slope[k1[k]] * u[k] + intercept[k1[k]]
-        z2[k] = -slope[k2[k]] * u[k] + intercept[k2[k]]
-        y1[k], y2[k] = -abs(z1[k]), -abs(z2[k])
-    _vector_exp(y1, y1, powers)  # e^-|z|
-    _vector_exp(y2, y2, powers)
-    for side in range(2):
-        z, y = rows[1 + side], rows[3 + side]
-        h, dh = rows[5 + side], rows[7 + side]
-        for k in range(n):
-            s = y[k] / (2.0 + y[k])
-            s2 = s * s
-            series = _atanh_series(s2)
-            soft = max(z[k], 0.0) + 2.0 * s * series
-            sig = (1.0 if z[k] >= 0.0 else y[k]) / (1.0 + y[k])
-            low, high = z[k] < -30.0, z[k] > 20.0
-            h[k] = y[k] if low else (z[k] if high else soft)
-            dh[k] = y[k] if low else (1.0 if high else sig)
-
-
 @njit(cache=True, nogil=True)
 def _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers):
     """``g(t_k)`` of LSB 2's network at every site into ``g [n]``, and ``dZ / dphi`` added into
@@ -616,10 +508,10 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
     for b in range(chains):
         _refresh_sig(a[b], sig[b])
     g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
-    powers = scratch[3]
+    first_order, powers = scratch[1][10], scratch[3]  # s~, and the exponent bits
     t = np.empty((chains, n))  # e^(s~) at x
     for b in range(chains):
-        _first_order_exps(x[b], grad[b], t[b], powers)
+        _first_order_exps(x[b], grad[b], t[b], first_order, powers)
     t_new, grad_new = np.empty((2, chains, n)), np.empty((2, chains, n))
     a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
     z = np.empty((3, chains))  # Z at x, x', x~
@@ -649,7 +541,7 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
                 _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
                 _gradient(sig_new[f, b], w, b_vis, grad_new[f, b])
                 xb[site] = -x_site  # the flipped state's first-order ratios
-                _first_order_exps(xb, grad_new[f, b], t_new[f, b], powers)
+                _first_order_exps(xb, grad_new[f, b], t_new[f, b], first_order, powers)
                 xb[site] = x_site
                 z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
                                          intercept, dz[1 + f, b], scratch)  # fmt: skip

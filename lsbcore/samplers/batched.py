@@ -97,7 +97,7 @@ class BatchedSampler(ChainBase):
         if backend in ("auto", "compiled"):
             why = self.compiled_refusal()
             if why is None:
-                return "torch" if backend == "auto" and self.torch_is_faster() else "compiled"
+                return "compiled"
             if backend == "auto":
                 return "torch"
             raise ValueError(why)
@@ -119,11 +119,6 @@ class BatchedSampler(ChainBase):
             "fixed balancing functions barker, sqrt, min and max on a factor graph). Use "
             "backend='torch'."
         )
-
-    def torch_is_faster(self) -> bool:
-        """Whether ``"auto"`` takes torch steps although compiled ones exist (measured slower
-        at this size: subclasses say where)."""
-        return False
 
     def set_backend(self, backend: str) -> None:
         self._backend_asked = backend

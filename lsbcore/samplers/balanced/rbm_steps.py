@@ -5,13 +5,16 @@ steps of LSB 1 and LSB 2.
   burn-in): ``rbm_kernels.gwg_steps``, the kernel of Gibbs with Gradients with the proposal's
   ``g`` as a parameter, computed as ``g(t)`` itself (one ``exp`` a site). It keeps the gradient
   ``d`` per chain, which the torch step holds as ``s~ = -2 x d``: ``d = -x s~ / 2`` exactly,
-  and back. LSB 2's network (FLSB 2) runs there too, in log space (about eight transcendental
-  calls a site): ``"auto"`` picks it on few chains of a small RBM only, where it beats torch's
-  vectorised step (``torch_is_faster``).
+  and back. LSB 2's network (FLSB 2) runs there too, as ``g(t)`` at every site at once
+  (``backends.network_terms``: two written-out ``exp`` and ``log1p`` a site, the sites side by
+  side), where its log-space form took about eight scalar library calls a site.
 - Exact ratios (``barker``, ``sqrt``, ``min``, ``max``, LSB 1, LSB 2 and LSB 2' frozen after
   burn-in): ``rbm_kernels.balanced_steps``, on the torch step's own caches (the ratios ``s`` and
   the hidden pre-activations), every ratio at ``x'`` from a product of the shift tables (``n m``
   multiply-adds, where the torch step takes ``n m`` softplus).
+
+``"auto"`` takes the kernels for every function at every size: measured faster than the torch
+steps on every RBM and chain count tried, LSB 2 and FLSB 2 included (1.7-28x; BENCHMARKS.md).
 
 The kernels read the torch step's uniforms as it reads them (the site, then the decision), so a
 seed gives the torch chains (up to rounding).
@@ -21,9 +24,8 @@ with exact ratios (``lsb1``, ``lsb2``: ``exact_learning``) and gradient ones (``
 ``flsb2``: ``gradient_learning``): the same chains, parameters and losses as the torch learning
 step from the same uniforms, in chunks that end where the torch loop would restart chains (the
 paper's Q1) or resync; the optimiser's state passes between the kernels and ``torch.optim``
-when the backend changes. ``"auto"`` takes them wherever they run (``learns_compiled``), also
-where it takes torch's frozen steps. LSB 2' and RBMs whose ratios exceed ``LEARNING_LIMIT``
-learn on torch steps.
+when the backend changes. ``"auto"`` takes them wherever they run (``learns_compiled``). LSB 2'
+and RBMs whose ratios exceed ``LEARNING_LIMIT`` learn on torch steps.
 """
 
 from __future__ import annotations
@@ -39,12 +41,6 @@ from lsbcore.samplers.balanced.backends import CompiledFunction, kernel_optimize
 from lsbcore.samplers.batched import COMPILED_UNIFORMS, rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
-
-#: Chains x visible units up to which ``"auto"`` runs FLSB 2 on the compiled kernel
-FLSB2_COMPILED_MAX = 4096
-#: ... and LSB 2 with exact ratios, on RBMs with fewer than ``LSB2_WIDE`` hidden units
-LSB2_COMPILED_MAX = 2048
-LSB2_WIDE = 100
 
 
 class RBMBalancedSteps(CompiledFunction):
@@ -71,25 +67,6 @@ class RBMBalancedSteps(CompiledFunction):
                 f"{self.balancing.name!r}; use backend='torch'."
             )
         return None
-
-    def torch_is_faster(self) -> bool:
-        """LSB 2's network costs about eight transcendental calls a site in the kernels (scalar
-        libm), its torch step a few vectorised operations and a fixed launch cost: the kernel
-        wins on few chains of a small RBM (measured, BENCHMARKS.md). FLSB 2: torch beyond
-        ``FLSB2_COMPILED_MAX`` chain-sites (1.07-4.3x at 2,048-4,096, 0.59-0.88x beyond). LSB 2
-        with exact ratios, whose step also takes ``n m`` products: torch beyond
-        ``LSB2_COMPILED_MAX`` chain-sites unless the RBM has ``LSB2_WIDE`` hidden units or more
-        (1.07-3.4x at 512-4,096 with 100 hidden units and 6,272 with 250; 0.55-0.86x at
-        4,000-10,000 with 25 or 50)."""
-        if not isinstance(self.target, RBM):
-            return False
-        function = self._compiled_function()
-        if function is None or function.kind != KIND_NETWORK:
-            return False
-        size = self.n_chains * self.n_sites
-        if self.ratios == "gradient":
-            return size > FLSB2_COMPILED_MAX
-        return size > LSB2_COMPILED_MAX and self.target.n_hidden < LSB2_WIDE
 
     def _compiled_steps(self, n: int, trace, truth) -> None:
         if not isinstance(self.target, RBM):
@@ -139,8 +116,7 @@ class RBMBalancedSteps(CompiledFunction):
         either kind of ratios on an RBM, every ratio within the kernels' ``LEARNING_LIMIT``, on
         the compiled backend, or on ``"auto"`` wherever the kernels can run: the learning
         kernels were measured faster than the torch learning step on every RBM and chain count
-        tried (BENCHMARKS.md), also where ``"auto"`` takes torch's frozen steps (LSB 2 and
-        FLSB 2 on many chains, ``torch_is_faster``)."""
+        tried (BENCHMARKS.md)."""
         if not isinstance(self.target, RBM):
             return False
         if not isinstance(self.balancing, (MixtureBalancing, NetworkBalancing)):
