@@ -33,11 +33,20 @@ def _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers):
     ``dh / dz`` of the two inputs ``z(u)`` and ``z(-u)`` (rows 5-8), their pieces into
     ``pieces [2, n]``. As ``NetworkBalancing.log_h``: ``softplus(z) = max(z, 0) +
     log1p(e^-|z|)``, ``z`` itself (slope 1) above 20, ``e^z`` (slope ``e^z``) below -30."""
-    n = t.shape[0]
-    u, z1, z2, y1, y2 = rows[0], rows[1], rows[2], rows[3], rows[4]
+    u = rows[0]
+    for k in range(t.shape[0]):
+        u[k] = t[k] / (1.0 + t[k]) - 0.5
+    network_terms_at(u, breakpoints, slope, intercept, rows, pieces, powers)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy")
+def network_terms_at(u, breakpoints, slope, intercept, rows, pieces, powers):
+    """``_network_terms`` from the inputs ``u = t / (1 + t) - 1/2`` themselves (``[n]``; rows
+    1-8 and ``pieces`` written, row 0 left alone)."""
+    n = u.shape[0]
+    z1, z2, y1, y2 = rows[1], rows[2], rows[3], rows[4]
     k1, k2 = pieces[0], pieces[1]
     for k in range(n):
-        u[k] = t[k] / (1.0 + t[k]) - 0.5
         k1[k], k2[k] = 0, 0
     for c in range(breakpoints.shape[0]):  # pieces count the breakpoints below, as pieces()
         cut = breakpoints[c]

@@ -147,13 +147,13 @@ class NetworkCache(NamedTuple):
 
 
 class NetworkLattice(NamedTuple):
-    """One LSB 2 step's lattice terms, ``[2, B, D]`` each: the network's inputs ``z`` and their
-    ``piece``, ``e = exp(min(z, 20))`` and ``lp = log1p(e)``."""
+    """Work rows for LSB 2's terms at a tile of ``T`` sites of a chain (``network_terms.
+    network_scratch`` of ``T``): ``rows [9, T]``, ``piece [2, T]`` and the exponent bits
+    ``powers [2, T]``."""
 
-    z: np.ndarray
+    rows: np.ndarray
     piece: np.ndarray
-    e: np.ndarray
-    lp: np.ndarray
+    powers: np.ndarray
 
 
 class Pieces(NamedTuple):

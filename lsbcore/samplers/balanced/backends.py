@@ -20,6 +20,7 @@ import math
 import numpy as np
 import torch
 
+from lsbcore.backends.network_terms import network_scratch
 from lsbcore.backends.structures import (
     KIND_MIXTURE,
     KIND_MONOTONE,
@@ -165,26 +166,18 @@ class BalancedBackends:
         return (None if fresh else cache), fresh
 
     def _network_learning(self, m, chains, tables, learner, u, out, cache, fresh):
-        """LSB 2's learning steps: per step the network's inputs (compiled), ``exp`` and
-        ``log1p`` over the lattice (torch, vectorised), then the step (compiled). Returns the
-        steps taken, the status of the last and the cache."""
+        """LSB 2's learning steps: per step the network's pieces, then the step (compiled).
+        Returns the steps taken, the status of the last and the cache."""
         from lsbcore.backends import learning_kernels as lk
 
         b, d, hidden = self.n_chains, self.n_sites, self.balancing.hidden
         if fresh:
             cache = NetworkCache(np.empty((b, d)), np.empty((b, d)), np.empty((b, d)), np.empty(b))
             lk.network_caches(self._s.numpy(), d, *cache)
-        z = torch.empty(2, b, d, dtype=torch.float64)
-        e, lp = torch.empty_like(z), torch.empty_like(z)
-        lattice = NetworkLattice(
-            z.numpy(), np.empty((2, b, d), dtype=np.int32), e.numpy(), lp.numpy()
-        )
+        lattice = NetworkLattice(*network_scratch(min(d, lk.LATTICE_TILE)))
         u = u.numpy()
         for t in range(m):
             pieces = Pieces(*lk.network_pieces(learner.params, hidden))
-            lk.network_inputs(cache.u, *pieces[:3], lattice.z, lattice.piece)
-            torch.clamp(z, max=20.0, out=e).exp_()
-            torch.log1p(e, out=lp)
             status = lk.network_learning_step(
                 t, chains, tables, learner, hidden, u[t], out, cache, lattice, pieces
             )
