@@ -27,20 +27,21 @@ NETWORK_CEILING = 1e250
 # error_model="numpy": a division without numba's zero check (every denominator here is at
 # least 1), which would keep the compiler from running the sites side by side
 @njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy")
-def _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers):
+def _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers, slopes=True):
     """LSB 2's two softplus terms at every site, the sites side by side (the piece lookups,
     a written-out ``exp`` and ``log1p``): into ``rows [9, n]`` the input ``u``, then ``h`` and
     ``dh / dz`` of the two inputs ``z(u)`` and ``z(-u)`` (rows 5-8), their pieces into
     ``pieces [2, n]``. As ``NetworkBalancing.log_h``: ``softplus(z) = max(z, 0) +
-    log1p(e^-|z|)``, ``z`` itself (slope 1) above 20, ``e^z`` (slope ``e^z``) below -30."""
+    log1p(e^-|z|)``, ``z`` itself (slope 1) above 20, ``e^z`` (slope ``e^z``) below -30.
+    Without ``slopes`` rows 7-8 are left alone (a frozen step needs ``h`` only)."""
     u = rows[0]
     for k in range(t.shape[0]):
         u[k] = t[k] / (1.0 + t[k]) - 0.5
-    network_terms_at(u, breakpoints, slope, intercept, rows, pieces, powers)
+    network_terms_at(u, breakpoints, slope, intercept, rows, pieces, powers, slopes)
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy")
-def network_terms_at(u, breakpoints, slope, intercept, rows, pieces, powers):
+def network_terms_at(u, breakpoints, slope, intercept, rows, pieces, powers, slopes=True):
     """``_network_terms`` from the inputs ``u = t / (1 + t) - 1/2`` themselves (``[n]``; rows
     1-8 and ``pieces`` written, row 0 left alone)."""
     n = u.shape[0]
@@ -66,6 +67,8 @@ def network_terms_at(u, breakpoints, slope, intercept, rows, pieces, powers):
         for k in range(n):  # h and dh in two loops: one would run a site at a time, 2x slower
             soft = max(z[k], 0.0) + _log1p_unit(y[k])
             h[k] = y[k] if z[k] < -30.0 else (z[k] if z[k] > 20.0 else soft)
+        if not slopes:
+            continue
         for k in range(n):
             sig = (1.0 if z[k] >= 0.0 else y[k]) / (1.0 + y[k])
             dh[k] = y[k] if z[k] < -30.0 else (1.0 if z[k] > 20.0 else sig)
@@ -100,7 +103,7 @@ def network_g(t, breakpoints, slope, intercept, g, scratch):
     """``g(t_k)`` at every site into ``g [n]`` (``t_k = e^(s_k)``); ``scratch``:
     ``network_scratch``. Exact where ``network_is_linear``."""
     rows, pieces, powers = scratch
-    _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers)
+    _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers, False)
     h1, h2 = rows[5], rows[6]
     for k in range(t.shape[0]):
         g[k] = 0.5 * (h1[k] + t[k] * h2[k])
