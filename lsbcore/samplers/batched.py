@@ -62,7 +62,7 @@ class BatchedSampler(ChainBase):
         seed: int = 0,
         device=None,
         x0=None,
-        resync_every: int = 2000,
+        resync_every: int | None = None,
         backend: str = "auto",
     ):
         if not isinstance(target, Target):

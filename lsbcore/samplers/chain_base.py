@@ -16,6 +16,7 @@ batched).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import NamedTuple
 
@@ -24,7 +25,23 @@ import torch
 from lsbcore.checks import integer
 from lsbcore.numerics import BELOW_ONE
 
-__all__ = ["ChainBase", "StepInfo"]
+__all__ = ["ChainBase", "StepInfo", "default_resync_every"]
+
+#: ``resync_every``'s default: at least this many steps between exact recomputes of the cached
+#: flip log-ratios ...
+RESYNC_STEPS = 2000
+#: ... and about this many updates of every site between them on a large target: an
+#: incremental update's rounding drift grows with the updates a site's ratio took, not with the
+#: steps, while a resync costs the whole target (on a 256 x 256 photo, resyncing every 2,000
+#: single-site steps took seven times the steps themselves: BENCHMARKS.md)
+RESYNC_SWEEPS = 2
+
+
+def default_resync_every(n_sites: int, sites_per_step: float) -> int:
+    """Steps between resyncs when none is asked: ``RESYNC_SWEEPS`` sweeps' worth of site
+    updates, at least ``RESYNC_STEPS`` (2,000 on the paper's 30 x 30 lattices, the RBMs and
+    any sampler whose step is a sweep)."""
+    return max(RESYNC_STEPS, math.ceil(RESYNC_SWEEPS * n_sites / max(sites_per_step, 1)))
 
 
 class StepInfo(NamedTuple):
@@ -83,8 +100,9 @@ class ChainBase:
     #: whether a start state may come flat, ``[B, n]``, whatever the target's shape
     flat_starts = True
 
-    def _init_chains(self, target, n_chains: int, seed: int, resync_every: int) -> None:
-        """Check and keep the chain count, seed and resync period; zero the counters."""
+    def _init_chains(self, target, n_chains: int, seed: int, resync_every: int | None) -> None:
+        """Check and keep the chain count, seed and resync period (None: the target's size sets
+        it, ``default_resync_every``); zero the counters."""
         self.n_chains = integer(n_chains, "n_chains", 1, 100_000)
         if target.batch not in (1, self.n_chains):
             plural, single = self.batch_names
@@ -93,7 +111,9 @@ class ChainBase:
                 f"give one {single} or one per chain."
             )
         self.seed = integer(seed, "seed", 0, 2**63 - 1)  # torch.Generator's range
-        self.resync_every = integer(resync_every, "resync_every", 1, 10**9)
+        self._resync_asked = (
+            None if resync_every is None else integer(resync_every, "resync_every", 1, 10**9)
+        )
         self.target = target
         self.n_sites = target.n_sites
         self.n_steps = 0
@@ -138,6 +158,14 @@ class ChainBase:
             if tuple(trace.shape) != (n, self.n_chains, 5) or trace.dtype != torch.float64:
                 raise ValueError(f"trace must be a float64 tensor of shape [{n}, B, 5].")
         return n
+
+    @property
+    def resync_every(self) -> int:
+        """Steps between exact recomputes of the cached ratios: as asked, or
+        ``default_resync_every`` of the target and the sampler's moves."""
+        if self._resync_asked is not None:
+            return self._resync_asked
+        return default_resync_every(self.n_sites, self.sites_per_step)
 
     # ----------------------------------------------------------------- the step loop
     def _uniforms(self, *shape: int) -> torch.Tensor:
