@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore.backends import rbm_kernels, rbm_learning_kernels, vector_math
+from lsbcore.backends import rbm_learning_kernels, vector_math
 from lsbcore.balancing.functions import NetworkBalancing
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
@@ -223,7 +223,7 @@ def test_the_written_out_exp_matches_the_library_exp_down_to_the_subnormals():
     d = -np.clip(v, -limit, limit) / (2.0 * x)
     t = np.empty_like(v)
     powers = np.empty((2, v.shape[0]), dtype=np.int64)
-    rbm_kernels._first_order_exps(x, d, t, np.empty_like(v), powers)
+    rbm_learning_kernels._first_order_exps(x, d, t, np.empty_like(v), powers)
     exact = np.exp(-2.0 * x * d)
     assert float(np.max(np.abs(t - exact) / exact)) < 4.5e-16
 

@@ -223,17 +223,18 @@ def _linear_values(function, t, weights, g, scratch):
 
 
 @njit(cache=True, nogil=True)
-def ratio_cdf(s, function, weights, logits, cdf, gwg, scratch):
+def ratio_cdf(s, function, weights, logits, cdf, gwg, linear_form, scratch):
     """The locally balanced proposal of the ratios ``s [n]``: ``cdf`` the cumulative sums of
     ``g(e^s)`` up to one factor, ``logits`` each site's ``g`` in the scale the second value
     returned names, and ``log Z`` (as ``draw_site`` computes it). Returns ``(log Z, linear)``:
-    ``linear`` True when ``logits`` holds ``g`` itself (``has_linear_form`` and every ``|s|``
-    within ``LINEAR_LIMIT``: ``t = e^s`` by the vector ``exp``), False when it holds ``log g``.
-    With ``gwg`` (GWG's sqrt on its first-order ratios) ``log g = s / 2`` to the last bit, as
-    its torch step. ``scratch``: ``network_terms.network_scratch``."""
+    ``linear`` True when ``logits`` holds ``g`` itself (``linear_form``, the caller's
+    ``has_linear_form`` of ``function``, and every ``|s|`` within ``LINEAR_LIMIT``: ``t = e^s``
+    by the vector ``exp``), False when it holds ``log g``. With ``gwg`` (GWG's sqrt on its
+    first-order ratios) ``log g = s / 2`` to the last bit, as its torch step. ``scratch``:
+    ``network_terms.network_scratch``."""
     kind, log_w, breakpoints, slope, intercept = function
     n = s.shape[0]
-    if not gwg and has_linear_form(function):
+    if not gwg and linear_form:
         linear = True
         for k in range(n):
             if abs(s[k]) > LINEAR_LIMIT:
@@ -262,21 +263,12 @@ def ratio_cdf(s, function, weights, logits, cdf, gwg, scratch):
 
 
 @njit(cache=True, nogil=True)
-def _proposal_cdf(x, g, function, weights, logits, cdf, s, scratch):
+def _proposal_cdf(x, g, function, weights, logits, cdf, s, linear_form, scratch):
     """``ratio_cdf`` of the first-order ratios ``s~ = -2 x g`` (written into ``s``); GWG
     (``function`` kind 1, sqrt) keeps ``log g = -x g``, half the ratios, to the last bit."""
     for k in range(x.shape[0]):
         s[k] = -2.0 * x[k] * g[k]
-    return ratio_cdf(s, function, weights, logits, cdf, function.kind == 1, scratch)
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _first_order_exps(xb, d, t, s, powers):
-    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k`` (into ``s``): the first-order ratios as ``t``
-    (``_vector_exp``; ``powers [2, n]`` scratch)."""
-    for k in range(xb.shape[0]):
-        s[k] = -2.0 * xb[k] * d[k]
-    _vector_exp(s, t, powers)
+    return ratio_cdf(s, function, weights, logits, cdf, function.kind == 1, linear_form, scratch)
 
 
 @njit(cache=True, nogil=True)
@@ -313,11 +305,14 @@ def gwg_steps(
     logits, cdf, s_tilde = np.empty(n), np.empty(n), np.empty(n)
     logits_new, cdf_new, g_new = np.empty(n), np.empty(n), np.empty(n)
     scratch = network_scratch(n)
+    linear_form = has_linear_form(function)  # once: the function is fixed during the call
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     for b in range(chains):
         xb, ab, gb = x[b], a[b], grad[b]
         _refresh_sig(ab, sig)
-        log_z, linear = _proposal_cdf(xb, gb, function, weights, logits, cdf, s_tilde, scratch)
+        log_z, linear = _proposal_cdf(
+            xb, gb, function, weights, logits, cdf, s_tilde, linear_form, scratch
+        )
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
@@ -333,7 +328,7 @@ def gwg_steps(
             _gradient(sig_new, w, b_vis, g_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
             log_z_new, linear_new = _proposal_cdf(
-                xb, g_new, function, weights, logits_new, cdf_new, s_tilde, scratch
+                xb, g_new, function, weights, logits_new, cdf_new, s_tilde, linear_form, scratch
             )
             log_q_reverse = (math.log(logits_new[i]) if linear_new else logits_new[i]) - log_z_new
             log_a = min(0.0, log_ratio + log_q_reverse - log_q_forward)
@@ -542,11 +537,12 @@ def _log_balanced(
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
     logits, cdf, s_new, cdf_new = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     scratch = network_scratch(n)
+    linear_form = has_linear_form(function)  # once: the function is fixed during the call
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     for b in range(chains):
         xb, ab, sb = x[b], a[b], s[b]
         _refresh_sig(ab, sig)
-        log_z = ratio_cdf(sb, function, weights, logits, cdf, False, scratch)[0]
+        log_z = ratio_cdf(sb, function, weights, logits, cdf, False, linear_form, scratch)[0]
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             i = _search(cdf, u[step, 0, b] * cdf[n - 1])
@@ -557,7 +553,9 @@ def _log_balanced(
             _refresh_sig(a_new, sig_new)
             xb[i] = -x_i  # the proposed state, undone below if rejected
             _exact_ratios(xb, sig_new, b_vis, exp_w, exp_neg_w, s_new)
-            log_z_new = ratio_cdf(s_new, function, weights, logits, cdf_new, False, scratch)[0]
+            log_z_new = ratio_cdf(
+                s_new, function, weights, logits, cdf_new, False, linear_form, scratch
+            )[0]
             log_a, accept = _accept_flip(log_z, log_z_new, s_i, u[step, 1, b])
             if step == steps - 1:
                 last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), accept

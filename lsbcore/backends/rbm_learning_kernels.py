@@ -60,7 +60,6 @@ from lsbcore.backends.network_terms import _network_terms
 from lsbcore.backends.rbm_kernels import (
     _add_flip,
     _chain_tables,
-    _first_order_exps,
     _flip_column,
     _gradient,
     _log_prod_single,
@@ -71,6 +70,7 @@ from lsbcore.backends.rbm_kernels import (
     pre_activations,
 )
 from lsbcore.backends.structures import KIND_MIXTURE
+from lsbcore.backends.vector_math import _vector_exp
 from lsbcore.numerics import MAX_LOG_G
 
 #: The largest ratio bound (``RBM.kernel_arrays()["ratio_bound"]``) for which the learning
@@ -452,6 +452,15 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     for b in range(chains):
         for k in range(n):
             s[b, k] = math.log(t[b, k])
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _first_order_exps(xb, d, t, s, powers):
+    """``t~_k = e^(s~_k)``, ``s~_k = -2 x_k d_k`` (into ``s``): the first-order ratios as ``t``
+    (``_vector_exp``; ``powers [2, n]`` scratch)."""
+    for k in range(xb.shape[0]):
+        s[k] = -2.0 * xb[k] * d[k]
+    _vector_exp(s, t, powers)
 
 
 @njit(cache=True, nogil=True, inline="always")
