@@ -177,11 +177,12 @@ def test_the_compiled_cache_equals_a_recompute_after_thousands_of_steps(name):
 # ----------------------------------------------------------------- which backend
 def test_auto_picks_the_compiled_steps_for_the_papers_functions_on_a_factor_graph():
     graph = grid_network(4, 0.5, seed=0)
-    # the learned ones: frozen steps compiled, learning steps torch
+    # the learned ones: frozen steps and learning steps compiled
     for name in (*FIXED, "lsb1", "lsb2", "lsb2-monotone"):
         assert make_sampler(name, graph, 2, backend="auto").backend == "compiled"
-    # gradient ratios keep torch steps
-    assert make_sampler("flsb1", graph, 2, backend="auto").backend == "torch"
+    # and gradient ratios (FLSB), which are the exact ones on a factor graph
+    for name in ("flsb1", "flsb2"):
+        assert make_sampler(name, graph, 2, backend="auto").backend == "compiled"
 
 
 class Unknown(Balancing):
@@ -198,7 +199,7 @@ def test_the_compiled_backend_is_refused_where_it_does_not_serve_in_a_sentence()
     with pytest.raises(ValueError, match="know the paper's balancing functions, not 'unknown'"):
         BatchedBalancedSampler(graph, 2, Unknown(), backend="compiled")
     assert BatchedBalancedSampler(graph, 2, Unknown(), backend="auto").backend == "torch"
-    with pytest.raises(ValueError, match="read exact ratios only"):
-        BatchedBalancedSampler(
-            graph, 2, make_balancing("sqrt"), ratios="gradient", backend="compiled"
-        )
+    with pytest.raises(ValueError, match="know the paper's balancing functions, not 'unknown'"):
+        BatchedBalancedSampler(graph, 2, Unknown(), ratios="gradient", backend="compiled")
+    sqrt = BatchedBalancedSampler(graph, 2, make_balancing("sqrt"), ratios="gradient")
+    assert sqrt.backend == "compiled"

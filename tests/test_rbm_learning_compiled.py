@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from lsbcore.backends import rbm_learning_kernels, vector_math
+from lsbcore.backends import learned_function, rbm_learning_kernels, vector_math
 from lsbcore.balancing.functions import NetworkBalancing
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
@@ -178,7 +178,7 @@ def test_auto_learns_compiled_and_a_model_beyond_the_kernels_range_learns_on_tor
     assert sampler.backend == "compiled" and sampler.learns_compiled()
     assert not make_sampler(name, bounded(), 4, seed=0, backend="torch").learns_compiled()
     wide = RBM.random(10, 20, seed=6, scale=45.0)  # ratios far beyond LEARNING_LIMIT
-    assert float(wide.kernel_arrays()["ratio_bound"][0]) > rbm_learning_kernels.LEARNING_LIMIT
+    assert float(wide.kernel_arrays()["ratio_bound"][0]) > learned_function.LEARNING_LIMIT
     runs = {}
     for backend in ("compiled", "torch"):
         sampler = learner(wide, backend, name, n_chains=4)
@@ -207,7 +207,7 @@ def test_the_written_out_exp_matches_the_library_exp_down_to_the_subnormals():
     the compiler vectorises: within about one unit in the last place of numpy's over the normal
     range, ends included, the same subnormals below it and 0 past them."""
     rng = np.random.default_rng(0)
-    limit = rbm_learning_kernels.LEARNING_LIMIT
+    limit = learned_function.LEARNING_LIMIT
     ends = [0.0, -0.0, 1e-300, limit, -limit, 0.5 * math.log(2.0), 709.0, -708.0]
     v = np.concatenate([rng.uniform(-708, 709, 50_000), rng.uniform(-1, 1, 50_000), ends])
     out = np.empty_like(v)
@@ -251,8 +251,8 @@ def test_the_networks_values_and_slopes_at_every_site_match_torchs_network():
     grads = torch.autograd.grad(g_torch.sum(), [slope, intercept])
     g = np.empty(s.shape[0])
     dphi = np.zeros(2 * slope.shape[0])
-    _, rows, kinds, powers = rbm_learning_kernels._scratch(s.shape[0])
-    total = rbm_learning_kernels._network_values(
+    _, rows, kinds, powers = learned_function._scratch(s.shape[0])
+    total = learned_function._network_values(
         torch.exp(s).numpy(), np.asarray(breakpoints, dtype=np.float64),
         slope.detach().numpy().copy(), intercept.detach().numpy().copy(), g, dphi, rows, kinds,
         powers,

@@ -127,6 +127,51 @@ def _draw_site(b, target, gn, block_sum, block, n_sites):
 
 
 @njit(cache=True, nogil=True)
+def largest_neighbourhood(near_first):
+    """The most variables in one neighbourhood (``near_first``: ``Neighbourhoods.first``)."""
+    most = 1
+    for i in range(near_first.shape[0] - 1):
+        most = max(most, near_first[i + 1] - near_first[i])
+    return most
+
+
+@njit(cache=True, nogil=True, inline="always")
+def flip_scores_after(b, site, x, d_finite, d_zeros, tables, fin_new, zero_new):
+    """The two parts of the flip log-ratios (the change of the finite part and of the zero-mass
+    count) of ``site``'s neighbourhood at chain ``b``'s state with ``site`` flipped, into
+    ``fin_new`` and ``zero_new [size]`` in the neighbourhood's order: each factor of the site
+    read at ``x`` and ``x'``, every variable's share at ``x'`` in and its share at ``x`` out."""
+    scopes, place, offsets, finite, zero, first, factors, near_first, near, slot = tables
+    start, size = near_first[site], near_first[site + 1] - near_first[site]
+    width = scopes.shape[1]
+    for k in range(size):
+        fin_new[k] = d_finite[b, near[start + k]]
+        zero_new[k] = d_zeros[b, near[start + k]]
+    for r in range(first[site], first[site + 1]):
+        f = factors[r]
+        entry = 0
+        mask = 0
+        for p in range(width):
+            if x[b, scopes[f, p]] > 0:
+                entry += place[f, p]
+            if scopes[f, p] == site:
+                mask += place[f, p]  # the padding's place is 0
+        flipped = entry ^ mask
+        o = offsets[f]
+        for p in range(width):
+            bit = place[f, p]
+            if bit == 0:
+                continue
+            k = slot[r, p]
+            fin_new[k] += (finite[o + (flipped ^ bit)] - finite[o + flipped]) - (
+                finite[o + (entry ^ bit)] - finite[o + entry]
+            )
+            zero_new[k] += (zero[o + (flipped ^ bit)] - zero[o + flipped]) - (
+                zero[o + (entry ^ bit)] - zero[o + entry]
+            )
+
+
+@njit(cache=True, nogil=True)
 def balanced_steps(
     n, chains, tables, function, cache, u, site_out, prob_out, flipped_out, trace, truth
 ):
@@ -139,16 +184,13 @@ def balanced_steps(
     ``truth`` as in ``uniform_site_steps``. Returns the number of rows rebuilt for range.
     """
     x, log_p, n_accepted, s, d_finite, d_zeros = chains
-    scopes, place, offsets, finite, zero, first, factors, near_first, near, slot = tables
+    near_first, near = tables.near_first, tables.near
     kind, log_w, bp, slope, icpt = function
     gn, block_sum, z, shift = cache
     n_chains, n_sites = x.shape
     n_blocks = block_sum.shape[1]
     block = gn.shape[1] // (n_blocks + 1)
-    width = scopes.shape[1]
-    most = 1
-    for i in range(n_sites):
-        most = max(most, near_first[i + 1] - near_first[i])
+    most = largest_neighbourhood(near_first)
     fin_new = np.empty(most)
     zero_new = np.empty(most)
     s_new = np.empty(most)
@@ -169,33 +211,7 @@ def balanced_steps(
             prob = 0.0
             start, size = near_first[site], near_first[site + 1] - near_first[site]
             if alive:
-                # the neighbourhood's two parts at x': each factor of the site read at x and x'
-                for k in range(size):
-                    fin_new[k] = d_finite[b, near[start + k]]
-                    zero_new[k] = d_zeros[b, near[start + k]]
-                for r in range(first[site], first[site + 1]):
-                    f = factors[r]
-                    entry = 0
-                    mask = 0
-                    for p in range(width):
-                        if x[b, scopes[f, p]] > 0:
-                            entry += place[f, p]
-                        if scopes[f, p] == site:
-                            mask += place[f, p]  # the padding's place is 0
-                    flipped = entry ^ mask
-                    o = offsets[f]
-                    for p in range(width):
-                        bit = place[f, p]
-                        if bit == 0:
-                            continue
-                        k = slot[r, p]
-                        # each variable's flip share at x' in, its share at x out
-                        fin_new[k] += (finite[o + (flipped ^ bit)] - finite[o + flipped]) - (
-                            finite[o + (entry ^ bit)] - finite[o + entry]
-                        )
-                        zero_new[k] += (zero[o + (flipped ^ bit)] - zero[o + flipped]) - (
-                            zero[o + (entry ^ bit)] - zero[o + entry]
-                        )
+                flip_scores_after(b, site, x, d_finite, d_zeros, tables, fin_new, zero_new)
                 # Z(x') from the neighbourhood's new g values (x' has positive mass)
                 dz = 0.0
                 for k in range(size):

@@ -350,3 +350,18 @@ def checkerboard_steps(n, chains, tables, order, u, flipped):
             count = n_accepted[b, 0] - before
             flipped[b] = count
             record_step(trace, t, b, stats, count, -1.0)
+
+
+@njit(cache=True, nogil=True)
+def search_cdf(cdf, target):
+    """The first index whose ``cdf`` exceeds ``target`` (torch's ``searchsorted(right=True)``),
+    at most the last."""
+    n = cdf.shape[0]
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cdf[mid] <= target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return min(lo, n - 1)

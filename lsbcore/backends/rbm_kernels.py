@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.kernels import log_g, trace_row, trace_start
+from lsbcore.backends.kernels import log_g, search_cdf, trace_row, trace_start
 from lsbcore.backends.network_terms import network_g, network_is_linear, network_scratch
 from lsbcore.backends.structures import KIND_MIXTURE, KIND_NETWORK
 from lsbcore.backends.vector_math import _vector_exp
@@ -272,21 +272,6 @@ def _proposal_cdf(x, g, function, weights, logits, cdf, s, linear_form, scratch)
 
 
 @njit(cache=True, nogil=True)
-def _search(cdf, target):
-    """The first index whose ``cdf`` exceeds ``target`` (torch's ``searchsorted(right=True)``),
-    at most the last."""
-    n = cdf.shape[0]
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cdf[mid] <= target:
-            lo = mid + 1
-        else:
-            hi = mid
-    return min(lo, n - 1)
-
-
-@njit(cache=True, nogil=True)
 def gwg_steps(
     x, log_p, grad, n_accepted, u, w, w_t, b_vis, c, exp_w, exp_neg_w, last, function, trace, truth
 ):
@@ -316,7 +301,7 @@ def gwg_steps(
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
             # forward: inverse CDF, the first site whose CDF exceeds u * total
-            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            i = search_cdf(cdf, u[step, 0, b] * cdf[n - 1])
             log_q_forward = (math.log(logits[i]) if linear else logits[i]) - log_z
             x_i = xb[i]
             table = _shift_table(x_i, i, exp_w, exp_neg_w)
@@ -496,7 +481,7 @@ def _linear_balanced(
         log_z = math.log(_linear_cdf(function, t, weights, cdf, scratch))
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
-            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            i = search_cdf(cdf, u[step, 0, b] * cdf[n - 1])
             x_i = xb[i]
             for j in range(m):
                 a_new[j] = ab[j]
@@ -545,7 +530,7 @@ def _log_balanced(
         log_z = ratio_cdf(sb, function, weights, logits, cdf, False, linear_form, scratch)[0]
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
-            i = _search(cdf, u[step, 0, b] * cdf[n - 1])
+            i = search_cdf(cdf, u[step, 0, b] * cdf[n - 1])
             x_i, s_i = xb[i], sb[i]
             for j in range(m):
                 a_new[j] = ab[j]

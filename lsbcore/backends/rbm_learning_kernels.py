@@ -35,7 +35,7 @@ within ``LEARNING_LIMIT`` (``ratio_bound``, a bound on every ``|s|`` and ``|s~|`
 cap ``e^MAX_LOG_G`` (``2 e^(2R) <= e^600``), so for LSB 1 the cap never binds and needs no test.
 LSB 2's ``g`` also depends on its weights: the cap could bind only once ``h`` spans about
 ``e^(600 - 2R)`` over its input range, far beyond a network fitted near ``sqrt``; that is not
-checked. Beyond ``LEARNING_LIMIT`` the torch step runs (``RBMBalancedSteps``).
+checked. Beyond ``learned_function.LEARNING_LIMIT`` the torch step runs (``RBMBalancedSteps``).
 """
 
 from __future__ import annotations
@@ -46,17 +46,15 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import trace_row, trace_start
-from lsbcore.backends.learning_kernels import (
-    LOOP_MATH,
-    _optimise,
-    _piece,
-    _softplus,
-    chain_objective,
-    eta_terms,
-    network_param_grads,
-    network_pieces,
+from lsbcore.backends.learned_function import (
+    _draw_sites,
+    _function_now,
+    _scratch,
+    _site_log_g,
+    _state_sum,
+    _update,
 )
-from lsbcore.backends.network_terms import _network_terms
+from lsbcore.backends.learning_kernels import chain_objective, eta_terms
 from lsbcore.backends.rbm_kernels import (
     _add_flip,
     _chain_tables,
@@ -64,37 +62,16 @@ from lsbcore.backends.rbm_kernels import (
     _gradient,
     _log_prod_single,
     _refresh_sig,
-    _search,
     _shift_table,
     _table_products,
     pre_activations,
 )
-from lsbcore.backends.structures import KIND_MIXTURE
 from lsbcore.backends.vector_math import _vector_exp
-from lsbcore.numerics import MAX_LOG_G
 
-#: The largest ratio bound (``RBM.kernel_arrays()["ratio_bound"]``) for which the learning
-#: kernels' linear form is exact: ``2 e^(2R) <= e^MAX_LOG_G`` (the module docstring)
-LEARNING_LIMIT = 0.5 * (MAX_LOG_G - math.log(2.0)) - 1e-9
 #: Chains x hidden units x sites up to which each chain keeps its shift-factor table (as the
 #: frozen steps do: products of contiguous rows, a flip moving one column; 32 MB); beyond it
 #: every product selects its factor by the site's state
 TABLE_LIMIT = 1 << 22
-#: Columns of a learning call's history rows: loss, eta, failed, then LSB 1's four weights
-HISTORY_COLUMNS = {"mixture": 7, "network": 3}
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _components(t, out):
-    """``g_c(t)`` of the four fixed functions (barker, sqrt, min, max) into ``out[0..3]``."""
-    out[0] = t / (1.0 + t)
-    out[1] = math.sqrt(t)
-    out[2] = min(1.0, t)
-    out[3] = max(1.0, t)
-
-
-# error_model="numpy" on the loops that divide: no zero check (the denominators are at least 1),
-# which would keep the compiler from running the sites side by side (2-4x slower)
 
 
 @njit(cache=True, nogil=True)
@@ -112,210 +89,6 @@ def _selected_products(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t):
         for k in range(n):
             up, down = neg[k], pos[k]
             t[k] *= q + p * (up if xb[k] > 0.0 else down)
-
-
-@njit(cache=True, nogil=True, fastmath=LOOP_MATH, error_model="numpy")
-def _mixture_values(t, weights, g, sums):
-    """``g_theta(t_k) = sum_c w_c g_c(t_k)`` into ``g [n]`` and the four component sums
-    ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms: sites side by side)."""
-    s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
-    w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
-    for k in range(t.shape[0]):
-        tk = t[k]
-        barker, root, low, high = tk / (1.0 + tk), math.sqrt(tk), min(1.0, tk), max(1.0, tk)
-        s0 += barker
-        s1 += root
-        s2 += low
-        s3 += high
-        g[k] = w0 * barker + w1 * root + w2 * low + w3 * high
-    sums[0], sums[1], sums[2], sums[3] = s0, s1, s2, s3
-
-
-@njit(cache=True, nogil=True)
-def _running_sums(g, cdf):
-    """``cdf`` the running sums of ``g`` in order (as torch's ``cumsum``); returns the total."""
-    total = 0.0
-    for k in range(g.shape[0]):
-        total += g[k]
-        cdf[k] = total
-    return total
-
-
-@njit(cache=True, nogil=True, fastmath=LOOP_MATH, error_model="numpy")
-def _component_sums(t, sums):
-    """The four component sums ``S_c = sum_k g_c(t_k)`` into ``sums [4]`` (independent terms:
-    the loop may reorder the sums and run sites side by side)."""
-    s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
-    for k in range(t.shape[0]):
-        tk = t[k]
-        s0 += tk / (1.0 + tk)
-        s1 += math.sqrt(tk)
-        s2 += min(1.0, tk)
-        s3 += max(1.0, tk)
-    sums[0], sums[1], sums[2], sums[3] = s0, s1, s2, s3
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _softplus_slope(z):
-    """``h = softplus(z)`` and ``dh / dz`` as the torch network computes them
-    (``NetworkBalancing.log_h``): ``e^z`` below -30, ``z`` (slope 1) above 20."""
-    if z < -30.0:
-        e = math.exp(z)
-        return e, e
-    if z > 20.0:
-        return z, 1.0
-    e = math.exp(z)
-    return math.log1p(e), e / (1.0 + e)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _network_g(t, breakpoints, slope, intercept, dphi):
-    """LSB 2's ``g(t) = (h(u) + t h(-u)) / 2``, ``u = t / (1 + t) - 1/2``, through the network's
-    pieces (``learning_kernels.network_pieces``); adds ``dg / d(slope_p, intercept_p)`` into
-    ``dphi [2 P]`` (slopes, then intercepts)."""
-    u = t / (1.0 + t) - 0.5
-    k1, k2 = _piece(u, breakpoints), _piece(-u, breakpoints)
-    h1, d1 = _softplus_slope(slope[k1] * u + intercept[k1])
-    h2, d2 = _softplus_slope(-slope[k2] * u + intercept[k2])
-    a1, a2 = 0.5 * d1, 0.5 * t * d2
-    p = slope.shape[0]
-    dphi[k1] += a1 * u
-    dphi[p + k1] += a1
-    dphi[k2] -= a2 * u
-    dphi[p + k2] += a2
-    return 0.5 * (h1 + t * h2)
-
-
-@njit(cache=True, nogil=True)
-def _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, scratch):
-    """``g(t_k)`` of every site into ``g [n]`` and ``dZ / dphi`` into ``dphi`` (zeroed first):
-    LSB 1's ``phi = log w`` (``dZ / d log w_c = w_c S_c``), LSB 2's the pieces' slopes and
-    intercepts. ``scratch``: ``_scratch``."""
-    sums, rows, pieces, powers = scratch
-    dphi[:] = 0.0
-    if kind == KIND_MIXTURE:
-        _mixture_values(t, weights, g, sums)
-        for c in range(4):
-            dphi[c] = weights[c] * sums[c]
-    else:
-        _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _draw_sites(kind, t, weights, breakpoints, slope, intercept, g, cdf, dphi, scratch, u, sites):
-    """A chain's step at ``x``: ``g`` and ``dZ / dphi`` at every site, the proposal's site ``i``
-    by inverse CDF (``u[0]``) and the uniform site ``j`` of ``x~`` (``u[2]``) into ``sites``;
-    returns ``Z(x)``."""
-    n = g.shape[0]
-    _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, scratch)
-    z = _running_sums(g, cdf)
-    sites[0] = _search(cdf, u[0] * cdf[n - 1])
-    sites[1] = min(int(u[2] * n), n - 1)
-    return z
-
-
-@njit(cache=True, nogil=True)
-def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, scratch):
-    """``Z = sum_k g(t_k)``, with ``dZ / dphi`` into ``dphi`` (``_state_values`` without the
-    sites' values: LSB 1 sums its components side by side)."""
-    sums, rows, pieces, powers = scratch
-    dphi[:] = 0.0
-    if kind == KIND_MIXTURE:
-        _component_sums(t, sums)
-        total = 0.0
-        for c in range(4):
-            dphi[c] = weights[c] * sums[c]
-            total += dphi[c]
-        return total
-    g = rows[9]
-    return _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
-
-
-@njit(cache=True, nogil=True)
-def _scratch(n):
-    """Work arrays of ``_state_values`` and ``_state_sum`` for states of ``n`` sites: LSB 1's
-    sums, LSB 2's rows and pieces (``_network_terms``, a row for ``g``, one for FLSB's ``s~``),
-    the exponent bits."""
-    return (np.empty(4), np.empty((11, n)), np.empty((2, n), dtype=np.int64),
-            np.empty((2, n), dtype=np.int64))  # fmt: skip
-
-
-@njit(cache=True, nogil=True)
-def _site_log_g(kind, t, weights, breakpoints, slope, intercept, values, dsite):
-    """``log g(t)`` of one site and ``d log g / dphi`` into ``dsite``; ``values [4]`` scratch."""
-    dsite[:] = 0.0
-    if kind == KIND_MIXTURE:
-        _components(t, values)
-        g = 0.0
-        for c in range(4):
-            values[c] *= weights[c]
-            g += values[c]
-        for c in range(4):
-            dsite[c] = values[c] / g
-        return math.log(g)
-    g = _network_g(t, breakpoints, slope, intercept, dsite)
-    for q in range(dsite.shape[0]):
-        dsite[q] /= g
-    return math.log(g)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _softmax(params, weights):
-    """``softmax(theta)`` of ``params[:4]`` into ``weights``."""
-    top = max(max(params[0], params[1]), max(params[2], params[3]))
-    norm = 0.0
-    for c in range(4):
-        weights[c] = math.exp(params[c] - top)
-        norm += weights[c]
-    for c in range(4):
-        weights[c] /= norm
-
-
-@njit(cache=True, nogil=True)
-def _function_now(kind, params, hidden, weights):
-    """The function under the current parameters: LSB 1's weights (into ``weights``), LSB 2's
-    pieces ``(breakpoints, slope, intercept, active)``, and the number of ``phi``."""
-    if kind == KIND_MIXTURE:
-        _softmax(params, weights)
-        return np.zeros(0), np.zeros(1), np.zeros(1), np.zeros((1, 1)), 4
-    breakpoints, slope, intercept, active = network_pieces(params, hidden)
-    return breakpoints, slope, intercept, active, 2 * slope.shape[0]
-
-
-@njit(cache=True, nogil=True)
-def _update(kind, learner, hidden, grad_phi, grad_eta, weights, active, loss, failed, history,
-            step):  # fmt: skip
-    """The gradient in the parameters from that in ``phi`` (LSB 1: ``log_softmax``'s backward;
-    LSB 2: the pieces' active units), one optimiser step, and the step's history row (loss,
-    eta, failed, LSB 1's weights after the update). After a step that left the parameters or
-    the loss non-finite, the last good parameters stay for good (``failed[0]``), as the torch
-    step's ``_guard`` pins them."""
-    params = learner.params
-    eta_at = params.shape[0] - 1
-    if kind == KIND_MIXTURE:
-        grads = np.zeros(5)
-        total = grad_phi.sum()
-        for c in range(4):
-            grads[c] = grad_phi[c] - weights[c] * total
-    else:
-        p = grad_phi.shape[0] // 2
-        grads = network_param_grads(params, hidden, active, grad_phi[:p], grad_phi[p:])
-    grads[eta_at] = grad_eta
-    good = params.copy()
-    bad = _optimise(learner, grads, loss)
-    if failed[0] > 0.0:
-        params[:] = good
-    if bad:
-        failed[0] = 1.0
-    history[step, 0], history[step, 1], history[step, 2] = (
-        loss,
-        _softplus(params[eta_at]),
-        failed[0],
-    )
-    if kind == KIND_MIXTURE:
-        _softmax(params, weights)
-        for c in range(4):
-            history[step, 3 + c] = weights[c]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -472,26 +245,6 @@ def _min_share(log_q, log_reverse):
     if log_q > log_reverse:
         return 0.0
     return 0.5
-
-
-@njit(cache=True, nogil=True)
-def _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers):
-    """``g(t_k)`` of LSB 2's network at every site into ``g [n]``, and ``dZ / dphi`` added into
-    ``dphi`` (``_network_g`` for a whole state); returns ``Z``."""
-    _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers)
-    u, h1, h2, d1, d2 = rows[0], rows[5], rows[6], rows[7], rows[8]
-    p = slope.shape[0]
-    total = 0.0
-    for k in range(t.shape[0]):
-        g[k] = 0.5 * (h1[k] + t[k] * h2[k])
-        total += g[k]
-        a1, a2 = 0.5 * d1[k], 0.5 * t[k] * d2[k]
-        k1, k2 = pieces[0, k], pieces[1, k]
-        dphi[k1] += a1 * u[k]
-        dphi[p + k1] += a1
-        dphi[k2] -= a2 * u[k]
-        dphi[p + k2] += a2
-    return total
 
 
 @njit(cache=True, nogil=True)

@@ -144,6 +144,7 @@ class FactorGraph(Target):
         self._groups = {torch.device("cpu"): _group(self.scopes, self.log_tables)}
         self._incidence: dict[torch.device, Incidence] = {}  # built on the first move
         self._neighbourhoods: Neighbourhoods | None = None  # built for the first compiled step
+        self._ratio_bound: float | None = None
 
     @classmethod
     def from_uai(cls, path_or_text) -> FactorGraph:
@@ -191,6 +192,19 @@ class FactorGraph(Target):
         if self._neighbourhoods is None:
             self._neighbourhoods = build_neighbourhoods(self.incidence())
         return self._neighbourhoods
+
+    def ratio_bound(self) -> float:
+        """A bound on every finite flip log-ratio ``|s_i|``: the largest, over the variables, sum
+        of the spans (largest minus smallest finite entry) of the tables that hold them (the
+        compiled learning kernels' range check)."""
+        if self._ratio_bound is None:
+            span = torch.zeros(self.n_sites, dtype=torch.float64)
+            for scope, table in zip(self.scopes, self.log_tables, strict=True):
+                finite = table[torch.isfinite(table)]
+                if len(scope) and finite.numel():
+                    span[list(scope)] += finite.max() - finite.min()
+            self._ratio_bound = float(span.max())
+        return self._ratio_bound
 
     def _local(self, x_old: torch.Tensor, x_new: torch.Tensor) -> bool:
         """Whether a move is rescored from the factors it touches: on the CPU (elsewhere the

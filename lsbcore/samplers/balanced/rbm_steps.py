@@ -30,20 +30,17 @@ and RBMs whose ratios exceed ``LEARNING_LIMIT`` learn on torch steps.
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
 import torch
 
-from lsbcore.backends.structures import KIND_MIXTURE, KIND_NETWORK, Learner
-from lsbcore.balancing.functions import MixtureBalancing, NetworkBalancing
-from lsbcore.samplers.balanced.backends import CompiledFunction, kernel_optimizer_state
-from lsbcore.samplers.batched import COMPILED_UNIFORMS, rbm_compiled_refusal
+from lsbcore.backends.structures import KIND_NETWORK
+from lsbcore.samplers.balanced.backends import CompiledFunction
+from lsbcore.samplers.balanced.compiled_learning import CompiledLearning
+from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
 
 
-class RBMBalancedSteps(CompiledFunction):
+class RBMBalancedSteps(CompiledLearning, CompiledFunction):
     """Compiled frozen steps of ``BatchedBalancedSampler`` on an ``RBM`` (a mixin before
     ``FactorGraphSteps``, which serves factor graphs; other targets go on to it)."""
 
@@ -118,68 +115,24 @@ class RBMBalancedSteps(CompiledFunction):
         kernels were measured faster than the torch learning step on every RBM and chain count
         tried (BENCHMARKS.md)."""
         if not isinstance(self.target, RBM):
+            return super().learns_compiled()
+        if not self._learns_on_kernels():
             return False
-        if not isinstance(self.balancing, (MixtureBalancing, NetworkBalancing)):
-            return False
-        if self.backend != "compiled" and not (
-            self._backend_asked == "auto" and self.compiled_refusal() is None
-        ):
-            return False
-        from lsbcore.backends.rbm_learning_kernels import LEARNING_LIMIT
+        from lsbcore.backends.learned_function import LEARNING_LIMIT
 
         return float(self.target.kernel_arrays()["ratio_bound"][0]) <= LEARNING_LIMIT
 
-    def step(self, n: int = 1, learn: bool = False, trace: torch.Tensor | None = None) -> None:
-        if not (learn and self.learns_compiled()):
-            return super().step(n, learn=learn, trace=trace)
-        n = self._check_step(n, learn, trace)
-        self._learning_calls = getattr(self, "_learning_calls", 0) + 1  # the function changes
-        start = time.perf_counter()
-        most = max(1, COMPILED_UNIFORMS // (3 * self.n_chains))
-        done = 0
-        while done < n and not self.learning_failed:
-            part = None if trace is None else trace[done:]
-            if self._restart_wait <= 0:  # the paper's Q1, as the torch step restarts
-                with torch.no_grad():
-                    self._restart_some_chains()
-                self._restart_wait = self._draw_restart_wait() + 1
-            chunk = int(
-                min(n - done, self._restart_wait, self.resync_every - self._since_resync, most)
-            )
-            self._learning_chunk(chunk, None if part is None else part[:chunk])
-            self._restart_wait -= chunk
-            self._count_step(chunk)
-            self.n_target_evals += chunk * self.evals_per_step  # x~ was scored too
-            done += chunk
-        self._finish_step(start)
-        if done < n:  # learning stopped in an earlier call: frozen steps, as the torch loop
-            super().step(n - done, learn=True, trace=None if trace is None else trace[done:])
-
-    def _learning_chunk(self, steps: int, trace) -> None:
+    def _kernel_learning(self, steps: int, trace) -> None:
         """``steps`` learning steps by ``exact_learning`` (LSB 1, LSB 2) or ``gradient_learning``
-        (FLSB 1, FLSB 2) on copies of the chains' state and caches; the parameters, the
-        history's rows and a divergence come back as the torch step leaves them (``_guard``,
-        ``_pending``)."""
+        (FLSB 1, FLSB 2) on copies of the chains' state and caches."""
+        if not isinstance(self.target, RBM):
+            return super()._kernel_learning(steps, trace)
         from lsbcore.backends import rbm_learning_kernels as kernels
 
         b = self.n_chains
         u = self._uniforms(steps, 3, b)
         x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
-        params = self._parameter_vector().clone()
-        learner = Learner(
-            params.numpy(),
-            kernel_optimizer_state(self).numpy(),
-            0 if self.optimizer_name == "adam" else 1,
-            self.lr,
-            log_p.numpy(),
-            np.zeros((0, self.n_sites)),
-        )
-        mixture = isinstance(self.balancing, MixtureBalancing)
-        kind = KIND_MIXTURE if mixture else KIND_NETWORK
-        hidden = 0 if mixture else self.balancing.hidden
-        history = np.zeros((steps, kernels.HISTORY_COLUMNS["mixture" if mixture else "network"]))
-        last = torch.empty(3, b, dtype=torch.float64)
-        failed = np.array([1.0 if bool(self._failed) else 0.0])
+        kind, hidden, learner, params, history, last, failed = self._kernel_learner(steps, log_p)
         if self.ratios == "exact":
             s, a = self._s.clone().contiguous(), self._cache.clone().contiguous()
             tabled = b * self.n_sites * self.target.n_hidden <= kernels.TABLE_LIMIT
@@ -200,12 +153,4 @@ class RBMBalancedSteps(CompiledFunction):
             )  # fmt: skip
             self._s_tilde = -2.0 * x * grad
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
-        torch.nn.utils.vector_to_parameters(params, self._learned_params())
-        self._last_good = params.clone()
-        self._failed = self._failed | bool(failed[0])
-        self._stale = True  # g changed everywhere: log g and log Z are rebuilt where next read
-        self._last = StepInfo(site=last[0].long(), accept_prob=last[1], accepted=last[2] > 0)
-        rows = torch.from_numpy(history)
-        for t in range(steps):
-            if self.history.wants(self.n_steps + t):
-                self._pending.append((self.n_steps + t, rows[t]))
+        self._after_kernel_learning(params, history, last, failed)
