@@ -2,9 +2,9 @@
 exact ratios and with gradient ones (FLSB, whose first-order ratios on a factor graph are the
 exact ones): from the same uniforms they give the torch learning step's chains, parameters,
 losses and caches, with Adam and with SGD, with hard zeros in the tables, through resyncs,
-restarts, backend switches and a divergence; FLSB's frozen steps are the exact kernel's and give
-the torch FLSB step's chains; ``auto`` takes them, and a graph whose ratios exceed the kernel's
-range learns on torch steps.
+restarts, backend switches and a divergence; FLSB's frozen steps and Gibbs with Gradients' are
+the exact kernel's and give the torch steps' chains; ``auto`` takes them, and a graph whose
+ratios exceed the kernel's range learns on torch steps.
 """
 
 from __future__ import annotations
@@ -172,6 +172,31 @@ def test_flsb_frozen_steps_are_compiled_with_the_torch_flsb_chains(name):
     assert int(compiled._n_accepted.sum()) > 0
     torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
     torch.testing.assert_close(compiled._s_tilde, torch_run._s_tilde, rtol=1e-10, atol=1e-9)
+    info, info_t = compiled.step_info, torch_run.step_info
+    assert torch.equal(info.site, info_t.site)
+    torch.testing.assert_close(info.accept_prob, info_t.accept_prob, rtol=1e-9, atol=1e-12)
+    assert compiled.n_target_evals == torch_run.n_target_evals
+    assert compiled.invariant_error() < 1e-9
+
+
+def test_gibbs_with_gradients_is_compiled_with_the_torch_steps_chains_across_backends():
+    """GWG on a factor graph runs the exact kernel with ``sqrt``: the torch step's chains, in
+    calls of any length, with torch steps among them (which move the chains: the exact ratios
+    kept beside ``d`` are recomputed), and ``auto`` takes it."""
+    target = graph(seed=6)
+    assert make_sampler("gwg", target, 2, seed=0).backend == "compiled"
+    compiled = learner(target, "compiled", "gwg", resync_every=150)
+    torch_run = learner(target, "torch", "gwg", resync_every=150)
+    backends = ["compiled", "torch", "compiled", "torch", "compiled"]
+    for steps, backend in zip([37, 5, 100, 9, 263], backends, strict=True):
+        compiled.set_backend(backend)
+        compiled.step(steps)
+        torch_run.step(steps)
+    assert torch.equal(compiled.x, torch_run.x)
+    assert torch.equal(compiled._n_accepted, torch_run._n_accepted)
+    assert int(compiled._n_accepted.sum()) > 0
+    torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
+    torch.testing.assert_close(compiled._grad, torch_run._grad, rtol=1e-10, atol=1e-9)
     info, info_t = compiled.step_info, torch_run.step_info
     assert torch.equal(info.site, info_t.site)
     torch.testing.assert_close(info.accept_prob, info_t.accept_prob, rtol=1e-9, atol=1e-12)

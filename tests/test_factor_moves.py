@@ -143,5 +143,5 @@ def test_compiled_single_site_steps_give_the_torch_steps_chains(sampler, epsilon
 def test_auto_picks_the_compiled_steps_for_gibbs_on_a_factor_graph_on_the_cpu():
     graph = grid_network(4, 0.5, seed=0)
     assert make_sampler("gibbs", graph, 2, backend="auto").backend == "compiled"
-    # Gibbs with Gradients keeps torch steps (FLSB's: test_factor_learning_compiled.py)
-    assert make_sampler("gwg", graph, 2, backend="auto").backend == "torch"
+    # and Gibbs with Gradients (test_factor_learning_compiled.py)
+    assert make_sampler("gwg", graph, 2, backend="auto").backend == "compiled"

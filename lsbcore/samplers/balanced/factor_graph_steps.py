@@ -1,14 +1,12 @@
 """The locally balanced sampler's compiled steps on a factor graph: the adapter between the
-batched sampler's torch state and ``backends.factor_kernels.balanced_steps``.
+batched sampler's torch state and ``backends.factor_kernels.balanced_steps`` (through
+``samplers.factor_graph_kernel``) and ``backends.factor_learning_kernels.exact_learning``.
 
 The torch step (``balanced.batched``) keeps ``log g`` and ``log Z`` over all ``n`` sites and
-rescores them after every flip; the kernel keeps instead the pairwise samplers' proposal cache
-(``ProposalCache``: ``gn`` in blocks of ``bs = ceil(sqrt(n))``, block sums, ``Z``, a per-chain
-shift), built here from the exact ratios ``s`` and valid while nothing else changes ``s``: a
-torch step, a resync or a new state rebuilds it (``_proposal``). The kernel works on the
-sampler's own ratio cache (``d_finite``, ``d_zeros``: ``FactorGraph.ratio_cache``) and reads the
-torch step's uniforms as it reads them, so a seed gives the same chains on both backends (a
-decision could differ only where a uniform falls within rounding of a threshold).
+rescores them after every flip; the kernels keep instead the ratios of the flip's neighbourhood
+and a proposal cache, and read the torch step's uniforms as it reads them, so a seed gives the
+same chains on both backends (a decision could differ only where a uniform falls within rounding
+of a threshold).
 
 Served: a ``FactorGraph`` on the CPU, any of the paper's balancing functions (``barker``,
 ``sqrt``, ``min``, ``max``, LSB 1, LSB 2 and LSB 2' frozen after burn-in), and the learning
@@ -33,18 +31,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from lsbcore.backends.structures import FactorChains, FactorTables, ProposalCache
+from lsbcore.backends.structures import FactorChains
 from lsbcore.samplers.balanced.backends import CompiledFunction
 from lsbcore.samplers.balanced.compiled_learning import CompiledLearning
 from lsbcore.samplers.batched import factor_graph_compiled_refusal
-from lsbcore.samplers.chain_base import StepInfo
+from lsbcore.samplers.factor_graph_kernel import FactorGraphKernel
 from lsbcore.targets.factor_graph import FactorGraph
 
 
-class FactorGraphSteps(CompiledLearning, CompiledFunction):
+class FactorGraphSteps(CompiledLearning, CompiledFunction, FactorGraphKernel):
     """Compiled steps of ``BatchedBalancedSampler`` on a ``FactorGraph`` (a mixin: it uses the
     sampler's ``_x``, ``_log_p``, ``_n_accepted``, and ``_s`` with its ratio ``_cache`` or
     ``_s_tilde``)."""
@@ -63,47 +60,19 @@ class FactorGraphSteps(CompiledLearning, CompiledFunction):
         return None
 
     def _compiled_steps(self, n: int, trace, truth) -> None:
-        """``n`` frozen steps by ``factor_kernels.balanced_steps`` on copies of the chains'
-        state (a view the caller holds keeps the old one, as after a torch step)."""
-        from lsbcore.backends import factor_kernels
-
-        ratios, ratio_cache = self._exact_ratios()
-        cache = self._proposal(ratios)
-        u = self._uniforms(n, 2, self.n_chains)
-        x, log_p, accepted, s = (
-            t.clone() for t in (self._x, self._log_p, self._n_accepted, ratios)
-        )
-        d_finite, d_zeros, zeros = (t.contiguous() for t in ratio_cache)
-        site = torch.empty(self.n_chains, dtype=torch.int64)
-        prob = torch.empty(self.n_chains, dtype=torch.float64)
-        flipped = torch.empty(self.n_chains, dtype=torch.bool)
-        chains = FactorChains(
-            x.numpy(), log_p.numpy(), accepted.numpy(), s.numpy(), d_finite.numpy(),
-            d_zeros.numpy(),
-        )  # fmt: skip
-        factor_kernels.balanced_steps(
-            n, chains, self._factor_tables(), self._compiled_function(), cache, u.numpy(),
-            site.numpy(), prob.numpy(), flipped.numpy(), trace, truth,
-        )  # fmt: skip
-        self._x, self._log_p, self._n_accepted = x, log_p, accepted
-        self._keep_ratios(s, (d_finite, d_zeros, zeros))
+        """``n`` frozen steps by ``factor_kernels.balanced_steps`` (``_balanced_run``)."""
+        s, cache = self._balanced_run(n, self._compiled_function(), *self._exact_ratios(),
+                                      trace, truth)  # fmt: skip
+        self._keep_ratios(s, cache)
         self._stale = True  # the torch step's log g and log Z: rebuilt where next read
-        self._last = StepInfo(site=site, accept_prob=prob, accepted=flipped)
-        # valid for the next call if no resync or torch step comes between
-        self._proposal_of = (self.n_steps + n, s, cache)
 
     def _exact_ratios(self) -> tuple[torch.Tensor, tuple]:
         """The exact ratios ``s [B, n]`` of the chains' states and the target's ratio cache:
-        the sampler's own with exact ratios; with gradient ratios (equal to them: the module
-        docstring) the ones a compiled call left, while the chains have not moved since, else
-        computed afresh."""
+        the sampler's own with exact ratios, else the kept pair (gradient ratios, equal to
+        them: the module docstring)."""
         if self.ratios == "exact":
             return self._s, self._cache
-        kept = getattr(self, "_exact_of", None)
-        if kept is not None and kept[0] is self._x and kept[1] == self._x._version:
-            return kept[2], kept[3]
-        with torch.no_grad():
-            return self.target.flip_log_ratios_after(self._x, self._x, None, None)
+        return self._kept_exact_ratios()
 
     def _keep_ratios(self, s: torch.Tensor, cache: tuple) -> None:
         """The exact ratios and ratio cache a compiled call leaves, at the new ``self._x``: the
@@ -112,34 +81,13 @@ class FactorGraphSteps(CompiledLearning, CompiledFunction):
             self._s, self._cache = s, cache
         else:
             self._s_tilde = s
-            self._exact_of = (self._x, self._x._version, s, cache)
-
-    def _proposal(self, s: torch.Tensor) -> ProposalCache:
-        """The kernel's proposal cache for the ratios ``s``: kept from the last compiled call
-        when nothing changed them since, else rebuilt (``factor_kernels.proposal_cache``)."""
-        steps, kept, cache = getattr(self, "_proposal_of", (None, None, None))
-        if steps == self.n_steps and kept is s:
-            return cache
-        from lsbcore.backends import factor_kernels
-
-        d = self.n_sites
-        block = math.isqrt(d - 1) + 1 if d > 1 else 1  # bs = ceil(sqrt(n)), as the pairwise
-        n_blocks = -(-d // block)
-        b = self.n_chains
-        cache = ProposalCache(
-            np.zeros((b, (n_blocks + 1) * block)), np.zeros((b, n_blocks)), np.zeros((b, 1)),
-            np.zeros((b, 1)),
-        )  # fmt: skip
-        function = self._compiled_function()
-        factor_kernels.proposal_cache(s.contiguous().numpy(), function, cache)
-        self._proposal_of = (self.n_steps, s, cache)
-        return cache
+            self._keep_exact_ratios(s, cache)
 
     def _compiled_cache_errors(self, s: torch.Tensor) -> list[float]:
         """Gaps between the kernel's proposal cache, when live, and a recompute from the exact
         ratios ``s``: ``log Z`` (relative, as ``invariant_error``) and the proposal ``g / Z``."""
-        steps, kept_s, cache = getattr(self, "_proposal_of", (None, None, None))
-        if steps != self.n_steps or kept_s is not self._ratios_now():
+        cache = self._live_proposal(self._ratios_now())
+        if cache is None:
             return []
         gn, _, z, shift = (torch.from_numpy(a) for a in cache)
         log_g = self.balancing.log_g(s)
@@ -156,20 +104,6 @@ class FactorGraphSteps(CompiledLearning, CompiledFunction):
         q_cached = gn[finite, : self.n_sites] / z[finite]
         q = torch.softmax(log_g[finite], 1)
         return [float(gap_z), float((q_cached - q).abs().max())]
-
-    def _factor_tables(self) -> FactorTables:
-        """The target's incidence and neighbourhoods as the kernel takes them (numpy views,
-        once per target)."""
-        kept = getattr(self, "_factor_tables_of", (None, None))
-        if kept[0] is not self.target:
-            inc, near = self.target.incidence(), self.target.neighbourhoods()
-            tables = FactorTables(
-                inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
-                inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(), near.first.numpy(),
-                near.members.numpy(), near.slot.numpy(),
-            )  # fmt: skip
-            self._factor_tables_of = kept = (self.target, tables)
-        return kept[1]
 
     # ----------------------------------------------------------------- learning steps
     def learns_compiled(self) -> bool:

@@ -25,11 +25,18 @@ gradient together at the proposed state (the current state's are kept from the s
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
+from lsbcore.samplers.batched import (
+    BatchedSampler,
+    factor_graph_compiled_refusal,
+    rbm_compiled_refusal,
+)
 from lsbcore.samplers.chain_base import StepInfo
+from lsbcore.samplers.factor_graph_kernel import FactorGraphKernel
 from lsbcore.targets.base import Target
+from lsbcore.targets.factor_graph import FactorGraph
 
 # Enumeration for the exact one-step laws: 2^12 states, as in lsbcore.exact
 MAX_EXACT_SITES = 12
@@ -126,7 +133,7 @@ class GradientSampler(BatchedSampler):
             )
 
 
-class GibbsWithGradients(GradientSampler):
+class GibbsWithGradients(GradientSampler, FactorGraphKernel):
     """Gibbs-with-Gradients: one site per step from ``softmax(s~(x) / 2)``, MH-corrected with
     the reverse proposal at ``x'`` (see the module docstring). Registry name ``gwg``."""
 
@@ -159,19 +166,26 @@ class GibbsWithGradients(GradientSampler):
     compiled_uniforms_per_step = 2  # as _step draws them: the site, then the acceptance
 
     def compiled_refusal(self) -> str | None:
+        if isinstance(self.target, FactorGraph):
+            return factor_graph_compiled_refusal(self)
         return rbm_compiled_refusal(self, 1)
 
     def _compiled_steps(self, n: int, trace, truth) -> None:
-        """``n`` steps on an RBM by ``rbm_kernels.gwg_steps``: the torch step's uniforms, read
-        as it reads them, so the same chains."""
-        import numpy as np
-
-        from lsbcore.backends.rbm_kernels import gwg_steps
+        """``n`` steps on an RBM by ``rbm_kernels.gwg_steps``, on a factor graph by
+        ``factor_kernels.balanced_steps`` with ``g = sqrt`` (its first-order ratios are the
+        exact ones there: ``samplers.balanced.factor_graph_steps``), from the exact ratios kept
+        beside ``d``: the torch step's uniforms, read as it reads them, so the same chains."""
         from lsbcore.backends.structures import Function
         from lsbcore.balancing.functions import FIXED
 
         empty = np.zeros(0)
         sqrt = Function(FIXED.index("sqrt"), np.zeros(4), empty, empty, empty)  # GWG's g
+        if isinstance(self.target, FactorGraph):
+            s, cache = self._balanced_run(n, sqrt, *self._kept_exact_ratios(), trace, truth)
+            self._grad = -0.5 * self._x * s  # s~ = -2 x d, exactly (x = +-1)
+            self._keep_exact_ratios(s, cache)
+            return
+        from lsbcore.backends.rbm_kernels import gwg_steps
 
         arrays = self.target.kernel_arrays()
         u = self._uniforms(n, 2, self.n_chains)

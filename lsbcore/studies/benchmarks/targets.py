@@ -25,7 +25,8 @@ of ``lsbcore.backends.rbm_kernels`` where a sampler has them, else batched torch
   second against the checkerboard's (issue 45).
 - ``factor-graph``: a 10 x 10 grid network like the LSB paper's MN 1 (``grid_network``), 30
   chains: Gibbs, block Gibbs, the Hamming ball sampler, the locally balanced samplers and the
-  gradient ones, where the target offers a gradient.
+  gradient ones, where the target offers a gradient, and the learning steps of FLSB 1/2 and
+  LSB 1/2.
 
 A sampler that is not registered, or that the registry refuses for the target, shows its
 sentence instead of a number.
@@ -202,6 +203,7 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
                 Run("gwg"),
                 Run("flsb1"),
                 Run("flsb2"),
+                *(Run(name, steps_share=0.1, learn=True) for name in LEARNED),
             ),
         ),
     ),
@@ -252,7 +254,7 @@ def measure(
         run_steps = max(2, round(steps * workload.steps_share * run.steps_share))
         learning = run.learn and isinstance(sampler, BatchedSampler)
         # a batched sampler's learning steps are torch steps unless it has a learning kernel
-        # (LSB 1 and FLSB 1 on an RBM: ``learns_compiled``)
+        # (LSB 1/2 and FLSB 1/2 on an RBM or a factor graph: ``learns_compiled``)
         compiled = getattr(sampler, "learns_compiled", lambda: False)()
         out[run.label] = {
             "steps_per_second": steps_per_second(sampler, run_steps, repeats, run.learn),
