@@ -254,3 +254,23 @@ def test_lsb2_monotone_learns_on_torch_steps_and_its_frozen_steps_are_compiled()
     assert sampler.backend == "compiled" and not sampler.learns_compiled()
     sampler.step(5, learn=True)
     assert len(sampler.history) > 0
+
+
+@pytest.mark.parametrize("name", ["gwg", "flsb1"])
+def test_a_new_target_on_the_same_graph_is_read_by_the_next_compiled_call(name):
+    """The exact ratios kept beside the first-order ones belong to the target they were
+    computed on: after ``set_target`` (the page's new epsilon) the compiled steps read the new
+    tables, as the torch steps do."""
+    before, after = graph(epsilon=1e-3, seed=4), graph(epsilon=0.05, seed=4)
+    assert before.same_graph(after)
+    runs = {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(before, backend, name)
+        sampler.step(150)
+        sampler.set_target(after)
+        sampler.step(150)
+        runs[backend] = sampler
+    compiled, torch_run = runs["compiled"], runs["torch"]
+    assert torch.equal(compiled.x, torch_run.x)
+    torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
+    assert compiled.invariant_error() < 1e-9

@@ -61,17 +61,22 @@ class FactorGraphKernel:
 
     def _kept_exact_ratios(self) -> tuple[torch.Tensor, tuple]:
         """The exact ratios ``s [B, n]`` of the chains' states and the target's ratio cache, as
-        the last compiled call left them while the chains have not moved since, else computed
-        afresh (for the samplers that do not keep them)."""
+        the last compiled call left them while neither the chains nor the target have changed
+        since, else computed afresh (for the samplers that do not keep them)."""
         kept = getattr(self, "_exact_of", None)
-        if kept is not None and kept[0] is self._x and kept[1] == self._x._version:
-            return kept[2], kept[3]
+        if (
+            kept is not None
+            and kept[0] is self._x
+            and kept[1] == self._x._version
+            and kept[2] is self.target
+        ):
+            return kept[3], kept[4]
         with torch.no_grad():
             return self.target.flip_log_ratios_after(self._x, self._x, None, None)
 
     def _keep_exact_ratios(self, s: torch.Tensor, cache: tuple) -> None:
         """Keep the exact pair of the chains' current states (``_kept_exact_ratios``)."""
-        self._exact_of = (self._x, self._x._version, s, cache)
+        self._exact_of = (self._x, self._x._version, self.target, s, cache)
 
     def _proposal(self, s: torch.Tensor, function: Function) -> ProposalCache:
         """The kernel's proposal cache for the ratios ``s``: kept from the last compiled call
