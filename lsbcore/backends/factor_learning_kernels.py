@@ -32,6 +32,7 @@ from numba import njit
 from lsbcore.backends.factor_kernels import flip_scores_after, largest_neighbourhood
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.learned_function import (
+    _balanced_objective,
     _draw_sites,
     _function_now,
     _scratch,
@@ -39,7 +40,7 @@ from lsbcore.backends.learned_function import (
     _site_log_g,
     _update,
 )
-from lsbcore.backends.learning_kernels import chain_objective, eta_terms
+from lsbcore.backends.learning_kernels import eta_terms
 
 
 @njit(cache=True, nogil=True)
@@ -104,33 +105,12 @@ def exact_learning(kind, hidden, chains, tables, u, learner, history, last, fail
         loss, grad_eta = 0.0, 0.0
         grad_phi = np.zeros(n_phi)
         for b in range(chains_n):
-            log_z = math.log(z[b])
-            dz0, dz1 = change[0, b] / z[b], change[1, b] / z[b]  # (Z_f - Z) / Z
-            den0, den1 = 1.0 + max(dz0, 0.0), 1.0 + max(dz1, 0.0)
-            # a proposal into zero mass: w = 0 (log Q0 = inf) and a finite stand-in ratio
-            log_q0 = math.inf if dead[0, b] else log_g[0, b] - log_z
-            s_i = 0.0 if dead[0, b] else s[b, sites[0, b]]
-            # a uniform flip into zero mass: T(x~|x) = 0, M~ = 1
-            log_t_uniform = -math.inf if dead[1, b] else log_g[1, b] - log_z - math.log(den1)
-            term, grad_t, grad_t_uniform, grad_eta_b = chain_objective(
-                log_g[0, b] - log_z - math.log(den0), log_t_uniform, log_p[b] - top, log_q0,
-                log_p[b] + s_i, eta, log_eta_1, chains_n,
+            term, grad_eta_b = _balanced_objective(
+                z[b], change[:, b], log_g[:, b], dead[:, b], log_p[b], top, s[b, sites[0, b]],
+                eta, log_eta_1, chains_n, dz[:, b], dsite[:, b], grad_phi,
             )  # fmt: skip
             loss += term
             grad_eta += grad_eta_b
-            # log T = log g(t_site) - log Z - log(1 + relu(dz)), dz = (Z_f - Z) / Z: through
-            # log Z, the two dz and the flipped sites' log g
-            grad_dz0, grad_dz1 = -grad_t / den0, -grad_t_uniform / den1
-            grad_log_z = grad_dz0 + grad_dz1
-            grad_dz0 = grad_dz0 if dz0 > 0.0 else 0.0
-            grad_dz1 = grad_dz1 if dz1 > 0.0 else 0.0
-            c_x = (grad_log_z - grad_dz0 - grad_dz1) / z[b]
-            c_new, c_uniform = grad_dz0 / z[b], grad_dz1 / z[b]
-            for q in range(n_phi):
-                grad_phi[q] += (
-                    c_x * dz[0, b, q] + c_new * dz[1, b, q] + c_uniform * dz[2, b, q]
-                    + grad_t * dsite[0, b, q] + grad_t_uniform * dsite[1, b, q]
-                )  # fmt: skip
         _update(kind, learner, hidden, grad_phi, grad_eta / chains_n * eta_slope, weights, active,
                 loss / chains_n, failed, history, step)  # fmt: skip
         # accept x' with theta0: A = Z / max(Z, Z'); never into zero mass

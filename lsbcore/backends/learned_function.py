@@ -26,6 +26,7 @@ from lsbcore.backends.learning_kernels import (
     _optimise,
     _piece,
     _softplus,
+    chain_objective,
     network_param_grads,
     network_pieces,
 )
@@ -301,3 +302,41 @@ def _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, pow
         dphi[k2] -= a2 * u[k]
         dphi[p + k2] += a2
     return total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _balanced_objective(z, change, log_g, dead, log_p, top, s_i, eta, log_eta_1, chains, dz,
+                        dsite, grad_phi):  # fmt: skip
+    """One chain's term of the loss with exact ratios (``objective.lsb_loss_and_grads``) and its
+    gradient in ``phi`` added into ``grad_phi``; returns ``(term, the chain's share of d loss /
+    d eta)``.
+
+    ``z = Z(x)``, ``change [2]``: ``Z(x') - Z(x)`` and ``Z(x~) - Z(x)``; ``log_g [2]``: ``log
+    g`` at the proposed site ``i`` and the uniform site ``j`` at ``x``; ``dead [2]``: ``x'`` or
+    ``x~`` has zero mass (a proposal that cannot be taken, ``w = 0``; ``T(x~|x) = 0``); ``s_i``
+    the proposal's log-ratio; ``dz [3, n_phi]``: ``dZ / dphi`` at ``x``, ``x'``, ``x~``;
+    ``dsite [2, n_phi]``: ``d log g / dphi`` at ``t_i`` and ``t_j``. ``log T = log g(t_site) -
+    log Z - log(1 + relu(dz))``, ``dz = (Z_f - Z) / Z``: the gradient passes through ``log Z``,
+    the two ``dz`` and the sites' ``log g``."""
+    log_z = math.log(z)
+    dz0, dz1 = change[0] / z, change[1] / z
+    den0, den1 = 1.0 + max(dz0, 0.0), 1.0 + max(dz1, 0.0)
+    # a proposal into zero mass: w = 0 (log Q0 = inf) and a finite stand-in ratio
+    log_q0 = math.inf if dead[0] else log_g[0] - log_z
+    log_t_uniform = -math.inf if dead[1] else log_g[1] - log_z - math.log(den1)
+    term, grad_t, grad_t_uniform, grad_eta = chain_objective(
+        log_g[0] - log_z - math.log(den0), log_t_uniform, log_p - top, log_q0,
+        log_p + (0.0 if dead[0] else s_i), eta, log_eta_1, chains,
+    )  # fmt: skip
+    grad_dz0, grad_dz1 = -grad_t / den0, -grad_t_uniform / den1
+    grad_log_z = grad_dz0 + grad_dz1
+    grad_dz0 = grad_dz0 if dz0 > 0.0 else 0.0
+    grad_dz1 = grad_dz1 if dz1 > 0.0 else 0.0
+    c_x = (grad_log_z - grad_dz0 - grad_dz1) / z
+    c_new, c_uniform = grad_dz0 / z, grad_dz1 / z
+    for q in range(grad_phi.shape[0]):
+        grad_phi[q] += (
+            c_x * dz[0, q] + c_new * dz[1, q] + c_uniform * dz[2, q]
+            + grad_t * dsite[0, q] + grad_t_uniform * dsite[1, q]
+        )  # fmt: skip
+    return term, grad_eta

@@ -47,6 +47,7 @@ from numba import njit
 
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.learned_function import (
+    _balanced_objective,
     _draw_sites,
     _function_now,
     _scratch,
@@ -140,6 +141,7 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     sites = np.empty((2, chains), dtype=np.int64)
     g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
     weights = np.empty(4)
+    change, dead = np.empty(2), np.zeros(2, dtype=np.bool_)  # an RBM has no zero mass
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
     for b in range(chains):
         sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
@@ -175,31 +177,13 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
         loss, grad_eta = 0.0, 0.0
         grad_phi = np.zeros(n_phi)
         for b in range(chains):
-            log_z = math.log(z[0, b])
-            dz0 = (z[1, b] - z[0, b]) / z[0, b]  # (Z(x') - Z(x)) / Z(x)
-            dz1 = (z[2, b] - z[0, b]) / z[0, b]
-            den0, den1 = 1.0 + max(dz0, 0.0), 1.0 + max(dz1, 0.0)
-            log_q0 = log_g[0, b] - log_z
-            s_i = math.log(t[b, sites[0, b]])
-            term, grad_t, grad_t_uniform, grad_eta_b = chain_objective(
-                log_q0 - math.log(den0), log_g[1, b] - log_z - math.log(den1),
-                log_p[b] - top, log_q0, log_p[b] + s_i, eta, log_eta_1, chains,
+            change[0], change[1] = z[1, b] - z[0, b], z[2, b] - z[0, b]
+            term, grad_eta_b = _balanced_objective(
+                z[0, b], change, log_g[:, b], dead, log_p[b], top, math.log(t[b, sites[0, b]]),
+                eta, log_eta_1, chains, dz[:, b], dsite[:, b], grad_phi,
             )  # fmt: skip
             loss += term
             grad_eta += grad_eta_b
-            # log T = log g(t_site) - log Z - log(1 + relu(dz)), dz = (Z_f - Z) / Z: through
-            # log Z, the two dz and the flipped sites' log g
-            grad_dz0, grad_dz1 = -grad_t / den0, -grad_t_uniform / den1
-            grad_log_z = grad_dz0 + grad_dz1
-            grad_dz0 = grad_dz0 if dz0 > 0.0 else 0.0
-            grad_dz1 = grad_dz1 if dz1 > 0.0 else 0.0
-            c_x = (grad_log_z - grad_dz0 - grad_dz1) / z[0, b]
-            c_new, c_uniform = grad_dz0 / z[0, b], grad_dz1 / z[0, b]
-            for q in range(n_phi):
-                grad_phi[q] += (
-                    c_x * dz[0, b, q] + c_new * dz[1, b, q] + c_uniform * dz[2, b, q]
-                    + grad_t * dsite[0, b, q] + grad_t_uniform * dsite[1, b, q]
-                )  # fmt: skip
         _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
                 loss / chains, failed, history, step)  # fmt: skip
         # accept x' with theta0: A = Z / max(Z, Z')
