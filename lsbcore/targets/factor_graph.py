@@ -18,6 +18,8 @@ finite part of the sum:
   neither state is preferred), so a Gibbs update there leaves zero mass where it can;
 - ``"gradient"`` is provided where every table is finite: the multilinear extension of each
   log-table over its scope (exact at the corners of ``[-1, 1]^k``), differentiated by autograd;
+  linear in each variable, so at a state of +-1 the first-order ratios ``-2 x_i d_i`` are the
+  exact flip log-ratios (the compiled FLSB and GWG steps rest on it);
 - ``start()`` finds states of positive probability (draws in index order from the factors each
   variable completes, exact ancestral sampling for a Bayesian network numbered parents first,
   then greedy repair with random restarts, within a budget of seconds), or says in a sentence
