@@ -165,10 +165,13 @@ def test_the_factor_graph_table_names_every_sampler_of_the_workload(capsys, thre
     assert len(lines) == 2 + len(workload.runs)
     for line, run in zip(lines[2:], workload.runs, strict=True):
         assert line.startswith(f"  {run.label} ")
-        # on a factor graph, Gibbs, Metropolis and the paper's balancing functions with exact
-        # ratios have compiled (frozen) steps, the others torch ones
-        compiled = run.sampler in ("gibbs", "metropolis", *bench_targets.BALANCED)
+        # on a factor graph, Gibbs, Metropolis, the paper's balancing functions with exact or
+        # gradient ratios, GWG and the learning steps of LSB 1/2 and FLSB 1/2 have compiled
+        # steps; the block samplers torch ones
+        compiled = run.sampler in ("gibbs", "metropolis", "gwg", "flsb1", "flsb2",
+                                   *bench_targets.BALANCED)  # fmt: skip
         assert line.endswith(" compiled" if compiled else " torch")
+    assert any(run.learn for run in workload.runs)
 
 
 def test_the_torch_backend_times_torch_steps_only(capsys, threads):
