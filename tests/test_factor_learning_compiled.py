@@ -24,8 +24,8 @@ from tests.test_rbm_learning_compiled import assert_same_run
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-LEARNED = ("lsb1", "lsb2")
-ALL = ("lsb1", "flsb1", "lsb2", "flsb2")
+LEARNED = ("lsb1", "lsb2", "lsb2-monotone")
+ALL = ("lsb1", "flsb1", "lsb2", "flsb2", "lsb2-monotone")
 
 
 def graph(epsilon=1e-3, seed=3):
@@ -52,8 +52,9 @@ def both(target, name, steps, **options):
 @pytest.mark.parametrize(
     "name, epsilon",
     [("lsb1", 1e-3), ("lsb1", 0.0), ("lsb2", 1e-3), ("lsb2", 0.0), ("flsb1", 1e-3),
-     ("flsb2", 1e-3)],
-    ids=["lsb1", "lsb1, hard zeros", "lsb2", "lsb2, hard zeros", "flsb1", "flsb2"],
+     ("flsb2", 1e-3), ("lsb2-monotone", 1e-3), ("lsb2-monotone", 0.0)],
+    ids=["lsb1", "lsb1, hard zeros", "lsb2", "lsb2, hard zeros", "flsb1", "flsb2", "lsb2'",
+         "lsb2', hard zeros"],
 )  # fmt: skip
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_compiled_learning_gives_the_torch_steps_chains_parameters_and_losses(
@@ -249,11 +250,33 @@ def test_auto_learns_compiled_and_a_graph_beyond_the_kernels_range_learns_on_tor
     assert_same_run(runs["compiled"], runs["torch"])
 
 
-def test_lsb2_monotone_learns_on_torch_steps_and_its_frozen_steps_are_compiled():
-    sampler = make_sampler("lsb2-monotone", graph(), 3, seed=0)
-    assert sampler.backend == "compiled" and not sampler.learns_compiled()
-    sampler.step(5, learn=True)
-    assert len(sampler.history) > 0
+def test_lsb2_monotone_under_the_authors_penalty_learns_on_torch_steps():
+    """The penalty draws its points from the sampler's generator: that variant learns on torch
+    steps (its frozen steps are compiled); the projected one on the kernel."""
+    penalty = make_sampler("lsb2-monotone", graph(), 3, seed=0, monotonicity="penalty")
+    assert penalty.backend == "compiled" and not penalty.learns_compiled()
+    penalty.step(5, learn=True)
+    assert len(penalty.history) > 0
+    assert make_sampler("lsb2-monotone", graph(), 3, seed=0).learns_compiled()
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_chains_whose_every_flip_leads_into_zero_mass_learn_as_the_torch_step(name):
+    """Three variables held equal by hard constraints: from an allowed state every flip has zero
+    mass, so under LSB 2' (``g(0) = 0``) ``Z = 0`` and the step's terms do not depend on
+    ``theta``; only ``eta`` learns. LSB 1 and 2 (``g(0) > 0``) propose the flips and refuse
+    them. The kernel does as the torch step, whose stand-in keeps the loss finite."""
+    equal = torch.tensor([0.0, -math.inf, -math.inf, 0.0], dtype=torch.float64)
+    target = FactorGraph(3, [[0, 1], [1, 2], [0]], [equal, equal, torch.tensor([0.0, 0.4])])
+    compiled, torch_run = both(target, name, 60, n_chains=4, lr=0.05)
+    assert_same_run(compiled, torch_run)
+    assert int(compiled._n_accepted.sum()) == 0
+    start = learner(target, "torch", name, n_chains=4)
+    moved = (compiled._parameter_vector() - start._parameter_vector()).abs()
+    assert float(moved[-1]) > 0  # eta learned
+    if name == "lsb2-monotone":
+        assert compiled.balancing.g0() == 0.0
+        assert float(moved[:-1].abs().max()) == 0.0  # theta did not: T = 0 for every theta
 
 
 @pytest.mark.parametrize("name", ["gwg", "flsb1"])
@@ -274,3 +297,15 @@ def test_a_new_target_on_the_same_graph_is_read_by_the_next_compiled_call(name):
     assert torch.equal(compiled.x, torch_run.x)
     torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
     assert compiled.invariant_error() < 1e-9
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_lsb2_monotones_projection_binds_as_in_the_torch_step(optimizer):
+    """LSB 2''s steps push slopes past ``[0, 1]`` and the projection brings them back, between
+    the optimiser's step and the check: the torch run's parameters, with slopes on both bounds.
+    (Started at ``max(1, t)`` every unit of a group ties with the others, and the torch step's
+    rounding noise, which Adam scales up, picks among them: no run matches another there.)"""
+    compiled, torch_run = both(graph(), "lsb2-monotone", 150, optimizer=optimizer, lr=0.05)
+    assert_same_run(compiled, torch_run)
+    slopes = compiled.balancing.slope.detach()
+    assert int((slopes == 0).sum()) > 5 and int((slopes == 1).sum()) > 5

@@ -1,7 +1,8 @@
-"""Compiled learning steps (Algorithm 1, spec 5) of LSB 1 and LSB 2 on a factor graph (numba,
-CPU), with exact ratios: the torch learning step's chains, parameters and losses from the same
-uniforms (up to rounding), a step costing ``O(n)`` for ``Z(x)`` and the flipped states'
-neighbourhoods, where the torch step rescores all ``n`` ratios at ``x'`` and at ``x~``.
+"""Compiled learning steps (Algorithm 1, spec 5) of LSB 1, LSB 2 and LSB 2' (kept monotone by
+projection) on a factor graph (numba, CPU), with exact ratios: the torch learning step's
+chains, parameters and losses from the same uniforms (up to rounding), a step costing ``O(n)``
+for ``Z(x)`` and the flipped states' neighbourhoods, where the torch step rescores all ``n``
+ratios at ``x'`` and at ``x~``.
 
 The torch step (``BatchedBalancedSampler._learn_step``) evaluates ``log g_theta`` at every site of
 ``x``, ``x'`` and ``x~`` and differentiates through it by autograd. ``theta`` changes every step,
@@ -10,13 +11,13 @@ sites side by side); but a flip changes only its neighbourhood's ratios (``facto
 ``flip_scores_after``), so ``Z(x') = Z(x) + sum_k (g(t'_k) - g(t_k))`` over the neighbourhood,
 its derivative in ``phi`` likewise: the torch objective's own form (``lsb_loss_and_grads`` sums
 ``g'_k / Z - g_k / Z`` over the sites, zero outside the neighbourhood). The loss's algebra is
-``learning_kernels.chain_objective`` and the optimiser ``learned_function._update``, shared with
-the RBM and pairwise kernels.
+``learned_function._balanced_objective`` and the optimiser ``learned_function._update``, shared
+with the RBM kernel.
 
-Zero mass as the torch step has it: a flip into zero mass (``s = -inf``, ``t = 0``: ``g(0)`` is
-finite for LSB 1 and 2) is a proposal that cannot be taken (its weight ``w = 0``, rejected) and a
-uniform flip ``x~`` into zero mass has ``T(x~|x) = 0``. The chains hold states of positive mass,
-as for the frozen kernel.
+Zero mass as the torch step has it: a flip into zero mass (``s = -inf``, ``t = 0``; ``g(0)`` is
+positive for LSB 1 and 2, 0 or not for LSB 2') is a proposal that cannot be taken (its weight
+``w = 0``, rejected) and a uniform flip ``x~`` into zero mass has ``T(x~|x) = 0``. The chains hold
+states of positive mass, as for the frozen kernel.
 
 The function is read on ``g(t)`` itself, exact while every finite ratio is within
 ``learned_function.LEARNING_LIMIT`` (``FactorGraph.ratio_bound``; beyond it the torch step runs).
@@ -46,8 +47,9 @@ from lsbcore.backends.learning_kernels import eta_terms
 @njit(cache=True, nogil=True)
 def exact_learning(kind, hidden, chains, tables, u, learner, history, last, failed, trace, truth):
     """``T = u.shape[0]`` learning steps with exact ratios on a factor graph, in place, of LSB 1
-    (``kind`` ``KIND_MIXTURE``, ``learner.params = [theta (4), eta_raw]``) or LSB 2
-    (``KIND_NETWORK``, ``[w1, b1, w2, b2, eta_raw]`` of ``hidden`` units).
+    (``kind`` ``KIND_MIXTURE``, ``learner.params = [theta (4), eta_raw]``), LSB 2
+    (``KIND_NETWORK``, ``[w1, b1, w2, b2, eta_raw]`` of ``hidden`` units) or LSB 2'
+    (``KIND_MONOTONE``, ``[slope (K J), intercept (K J), eta_raw]``, ``hidden = J``).
 
     ``chains``: ``FactorChains`` (its ``log_p`` is ``learner.log_p``), the sampler's ratios ``s``
     and ratio cache, kept; ``tables``: ``FactorTables``; ``u [T, 3, B]`` as the torch step reads
@@ -116,9 +118,9 @@ def exact_learning(kind, hidden, chains, tables, u, learner, history, last, fail
         # accept x' with theta0: A = Z / max(Z, Z'); never into zero mass
         for b in range(chains_n):
             i = sites[0, b]
-            log_a = -math.log1p(max(change[0, b] / z[b], 0.0))
-            accept = not dead[0, b] and math.log(u[step, 1, b]) < log_a
-            prob = 0.0 if dead[0, b] else math.exp(log_a)
+            log_a = -math.inf if dead[0, b] else -math.log1p(max(change[0, b] / z[b], 0.0))
+            accept = math.log(u[step, 1, b]) < log_a
+            prob = math.exp(log_a)
             last[0, b], last[1, b], last[2, b] = i, prob, 1.0 if accept else 0.0
             if accept:
                 x_i = x[b, i]

@@ -11,6 +11,16 @@ LSB 2's network in the slope and intercept of each of its pieces
 ``g = (softplus(z(u)) + t softplus(z(-u))) / 2``, ``u = t / (1 + t) - 1/2``), chained to the
 weights as the pairwise kernel does (``network_param_grads``). A ratio into zero mass is
 ``t = 0``: ``g_c(0) = (0, 0, 0, 1)`` and LSB 2's ``h(-1/2) / 2``, both finite.
+
+LSB 2' (``balancing.monotone``: ``log g(s) = min(phi(s), s + phi(-s))``, ``phi`` a min-max
+network of ``K`` groups of ``J`` lines) in its slopes and intercepts themselves: at each site
+the unit ``phi`` reads is searched line by line (``K J`` evaluations, the first of equals as the
+torch search), ``d log g`` goes to the active units as autograd sends it (split at a tie of the
+two terms), ``t = 0`` reads each term's limit, and the optimiser's step is followed by the
+projection of the slopes onto ``[0, 1]`` (``_projected_step``). ``g(0)`` may be 0 there: a chain
+whose every flip leads into zero mass then has ``Z = 0`` and a term constant in ``phi``. Its
+``g = e^(log g)`` is exact while ``log g`` stays below about 700, which needs intercepts beyond
+400 to fail (not checked).
 """
 
 from __future__ import annotations
@@ -29,9 +39,10 @@ from lsbcore.backends.learning_kernels import (
     chain_objective,
     network_param_grads,
     network_pieces,
+    optimizer_step,
 )
 from lsbcore.backends.network_terms import _network_terms
-from lsbcore.backends.structures import KIND_MIXTURE
+from lsbcore.backends.structures import KIND_MIXTURE, KIND_MONOTONE
 from lsbcore.numerics import MAX_LOG_G
 
 #: The largest bound on the ratios' size (``|s|``, and ``|s~|`` with FLSB) for which the learning
@@ -138,6 +149,8 @@ def _state_values(kind, t, weights, breakpoints, slope, intercept, g, dphi, scra
         _mixture_values(t, weights, g, sums)
         for c in range(4):
             dphi[c] = weights[c] * sums[c]
+    elif kind == KIND_MONOTONE:
+        _monotone_values(t, slope, intercept, breakpoints, g, dphi)
     else:
         _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
 
@@ -169,6 +182,8 @@ def _state_sum(kind, t, weights, breakpoints, slope, intercept, dphi, scratch):
             total += dphi[c]
         return total
     g = rows[9]
+    if kind == KIND_MONOTONE:
+        return _monotone_values(t, slope, intercept, breakpoints, g, dphi)
     return _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers)
 
 
@@ -194,6 +209,8 @@ def _site_log_g(kind, t, weights, breakpoints, slope, intercept, values, dsite):
         for c in range(4):
             dsite[c] = values[c] / g
         return math.log(g)
+    if kind == KIND_MONOTONE:
+        return _monotone_log_g(t, slope, intercept, breakpoints, 1.0, dsite)
     g = _network_g(t, breakpoints, slope, intercept, dsite)
     for q in range(dsite.shape[0]):
         dsite[q] /= g
@@ -218,6 +235,15 @@ def _site_change(kind, t_new, t, weights, breakpoints, slope, intercept, values,
             dphi[c] -= weights[c] * values[c]
         return g_new - g
     work[:] = 0.0
+    if kind == KIND_MONOTONE:  # dg / dphi = g d log g / dphi
+        g_new = math.exp(_monotone_log_g(t_new, slope, intercept, breakpoints, 1.0, work))
+        for q in range(work.shape[0]):
+            dphi[q] += g_new * work[q]
+        work[:] = 0.0
+        g = math.exp(_monotone_log_g(t, slope, intercept, breakpoints, 1.0, work))
+        for q in range(work.shape[0]):
+            dphi[q] -= g * work[q]
+        return g_new - g
     g_new = _network_g(t_new, breakpoints, slope, intercept, dphi)
     g = _network_g(t, breakpoints, slope, intercept, work)
     for q in range(work.shape[0]):
@@ -244,6 +270,10 @@ def _function_now(kind, params, hidden, weights):
     if kind == KIND_MIXTURE:
         _softmax(params, weights)
         return np.zeros(0), np.zeros(1), np.zeros(1), np.zeros((1, 1)), 4
+    if kind == KIND_MONOTONE:  # LSB 2': hidden is J, the units of a group; the shape [K, J]
+        kj = (params.shape[0] - 1) // 2
+        shape = np.array([kj // hidden, hidden], dtype=np.float64)
+        return shape, params[:kj].copy(), params[kj : 2 * kj].copy(), np.zeros((1, 1)), 2 * kj
     breakpoints, slope, intercept, active = network_pieces(params, hidden)
     return breakpoints, slope, intercept, active, 2 * slope.shape[0]
 
@@ -263,12 +293,18 @@ def _update(kind, learner, hidden, grad_phi, grad_eta, weights, active, loss, fa
         total = grad_phi.sum()
         for c in range(4):
             grads[c] = grad_phi[c] - weights[c] * total
+    elif kind == KIND_MONOTONE:  # phi is the parameters themselves
+        grads = np.zeros(params.shape[0])
+        grads[: grad_phi.shape[0]] = grad_phi
     else:
         p = grad_phi.shape[0] // 2
         grads = network_param_grads(params, hidden, active, grad_phi[:p], grad_phi[p:])
     grads[eta_at] = grad_eta
     good = params.copy()
-    bad = _optimise(learner, grads, loss)
+    if kind == KIND_MONOTONE:
+        bad = _projected_step(learner, grads, loss)
+    else:
+        bad = _optimise(learner, grads, loss)
     if failed[0] > 0.0:
         params[:] = good
     if bad:
@@ -317,7 +353,14 @@ def _balanced_objective(z, change, log_g, dead, log_p, top, s_i, eta, log_eta_1,
     the proposal's log-ratio; ``dz [3, n_phi]``: ``dZ / dphi`` at ``x``, ``x'``, ``x~``;
     ``dsite [2, n_phi]``: ``d log g / dphi`` at ``t_i`` and ``t_j``. ``log T = log g(t_site) -
     log Z - log(1 + relu(dz))``, ``dz = (Z_f - Z) / Z``: the gradient passes through ``log Z``,
-    the two ``dz`` and the sites' ``log g``."""
+    the two ``dz`` and the sites' ``log g``. A chain with ``Z = 0`` (every flip into zero mass
+    and ``g(0) = 0``) has ``T = 0`` for every ``theta``: its term is constant in ``phi``, as the
+    torch step's finite stand-in makes it."""
+    if z <= 0.0:
+        term, _, _, grad_eta = chain_objective(
+            0.0, -math.inf, log_p - top, math.inf, log_p, eta, log_eta_1, chains
+        )
+        return term, grad_eta
     log_z = math.log(z)
     dz0, dz1 = change[0] / z, change[1] / z
     den0, den1 = 1.0 + max(dz0, 0.0), 1.0 + max(dz1, 0.0)
@@ -340,3 +383,127 @@ def _balanced_objective(z, change, log_g, dead, log_p, top, s_i, eta, log_eta_1,
             + grad_t * dsite[0, q] + grad_t_uniform * dsite[1, q]
         )  # fmt: skip
     return term, grad_eta
+
+
+# ----------------------------------------------------------------- LSB 2' (the monotone network)
+@njit(cache=True, nogil=True)
+def _projected_step(learner, grads, loss):
+    """``_optimise`` with LSB 2''s projection between the step and the check, as the torch step
+    orders them (``optimizer.step``, ``project_``, ``_guard``): the slopes clipped to
+    ``[0, 1]`` (a NaN stays NaN)."""
+    params = learner.params
+    good = params.copy()
+    optimizer_step(params, grads, learner.opt_state, learner.opt_kind, learner.lr)
+    for q in range((params.shape[0] - 1) // 2):
+        if params[q] < 0.0:
+            params[q] = 0.0
+        elif params[q] > 1.0:
+            params[q] = 1.0
+    failed = not math.isfinite(params.sum() + loss)
+    if failed:
+        params[:] = good
+    return failed
+
+
+# log g(s) = min(phi(s), s + phi(-s)), phi(s) = max_k min_j (w_kj s + b_kj) (balancing.monotone):
+# phi = (w, b), slopes then intercepts; the network's shape [K, J] rides on ``active``'s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min_share(log_q, log_reverse):
+    """How ``d min(log_q, log_reverse)`` splits between its two arguments, as autograd's
+    ``torch.minimum`` (half each at a tie)."""
+    if log_q < log_reverse:
+        return 1.0
+    if log_q > log_reverse:
+        return 0.0
+    return 0.5
+
+
+@njit(cache=True, nogil=True)
+def _monotone_unit(s, w, b, groups, units):
+    """The flat index ``k J + j`` of the unit ``phi`` reads at a finite ``s``: the group with the
+    largest minimum and its minimising unit, the first of equals (as the torch search)."""
+    best, unit = -math.inf, 0
+    for k in range(groups):
+        low, chosen = math.inf, 0
+        for j in range(units):
+            v = b[k * units + j] + s * w[k * units + j]
+            if v < low:
+                low, chosen = v, j
+        if low > best:
+            best, unit = low, k * units + chosen
+    return unit
+
+
+@njit(cache=True, nogil=True)
+def _monotone_end(w, b, groups, units, sign):
+    """The unit ``phi`` follows as ``s -> sign * inf`` (``MonotoneBalancing._end_units``): a
+    group's minimum is its smallest ``sign * w``, then its smallest intercept; the maximum over
+    groups the largest of those, then the largest intercept; the first of equals."""
+    top = -math.inf
+    for k in range(groups):
+        low = math.inf
+        for j in range(units):
+            low = min(low, sign * w[k * units + j])
+        top = max(top, low)
+    best, unit = -math.inf, 0
+    for k in range(groups):
+        low = math.inf
+        for j in range(units):
+            low = min(low, sign * w[k * units + j])
+        if low != top:
+            continue
+        c, chosen = math.inf, 0
+        for j in range(units):
+            if sign * w[k * units + j] == low and b[k * units + j] < c:
+                c, chosen = b[k * units + j], j
+        if c > best:
+            best, unit = c, k * units + chosen
+    return unit
+
+
+@njit(cache=True, nogil=True)
+def _monotone_log_g(t, w, b, shape, scale, dphi):
+    """LSB 2''s ``log g`` at ``s = log t`` (``t = 0``: ``s = -inf``, each term its limit), with
+    ``scale`` times ``d log g / dphi`` added into ``dphi`` (autograd's: the active units' slope
+    and intercept, split at a tie of the two terms as ``torch.minimum``; at ``s = -inf`` only a
+    flat line's intercept)."""
+    groups, units = int(shape[0]), int(shape[1])
+    kj = groups * units
+    if t > 0.0:
+        s = math.log(t)
+        a, c = _monotone_unit(s, w, b, groups, units), _monotone_unit(-s, w, b, groups, units)
+        first, second = b[a] + w[a] * s, b[c] + (1.0 - w[c]) * s
+        share = _min_share(first, second)
+        dphi[a] += scale * share * s
+        dphi[kj + a] += scale * share
+        dphi[c] -= scale * (1.0 - share) * s
+        dphi[kj + c] += scale * (1.0 - share)
+        return min(first, second)
+    a, c = _monotone_end(w, b, groups, units, -1.0), _monotone_end(w, b, groups, units, 1.0)
+    slope = 1.0 - w[c]
+    first = b[a] if w[a] == 0.0 else (-math.inf if w[a] > 0.0 else math.inf)
+    second = b[c] if slope == 0.0 else (-math.inf if slope > 0.0 else math.inf)
+    share = _min_share(first, second)
+    if w[a] == 0.0:
+        dphi[kj + a] += scale * share
+    if slope == 0.0:
+        dphi[kj + c] += scale * (1.0 - share)
+    return min(first, second)
+
+
+@njit(cache=True, nogil=True)
+def _monotone_values(t, w, b, shape, g, dphi):
+    """``g(t_k)`` of LSB 2' at every site into ``g [n]`` and ``dZ / dphi`` added into ``dphi``;
+    returns ``Z``."""
+    total = 0.0
+    scratch = np.zeros(dphi.shape[0])
+    for k in range(t.shape[0]):
+        scratch[:] = 0.0
+        g[k] = math.exp(_monotone_log_g(t[k], w, b, shape, 1.0, scratch))
+        total += g[k]
+        if g[k] > 0.0:
+            for q in range(dphi.shape[0]):
+                dphi[q] += g[k] * scratch[q]
+    return total

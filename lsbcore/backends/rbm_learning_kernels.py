@@ -50,6 +50,7 @@ from lsbcore.backends.learned_function import (
     _balanced_objective,
     _draw_sites,
     _function_now,
+    _min_share,
     _scratch,
     _site_log_g,
     _state_sum,
@@ -218,17 +219,6 @@ def _first_order_exps(xb, d, t, s, powers):
     for k in range(xb.shape[0]):
         s[k] = -2.0 * xb[k] * d[k]
     _vector_exp(s, t, powers)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _min_share(log_q, log_reverse):
-    """How ``d min(log_q, log_reverse)`` splits between its two arguments, as autograd's
-    ``torch.minimum`` (half each at a tie)."""
-    if log_q < log_reverse:
-        return 1.0
-    if log_q > log_reverse:
-        return 0.0
-    return 0.5
 
 
 @njit(cache=True, nogil=True)

@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from lsbcore.backends.learned_function import HISTORY_COLUMNS
-from lsbcore.backends.structures import KIND_MIXTURE, KIND_NETWORK, Learner
+from lsbcore.backends.structures import KIND_MIXTURE, KIND_MONOTONE, KIND_NETWORK, Learner
 from lsbcore.balancing.functions import MixtureBalancing, NetworkBalancing
+from lsbcore.balancing.monotone import MonotoneBalancing
 from lsbcore.samplers.balanced.backends import kernel_optimizer_state
 from lsbcore.samplers.batched import COMPILED_UNIFORMS
 from lsbcore.samplers.chain_base import StepInfo
@@ -33,10 +34,16 @@ class CompiledLearning:
         says; none here)."""
         return False
 
-    def _learns_on_kernels(self) -> bool:
-        """LSB 1 or LSB 2 on the compiled backend, or on ``"auto"`` where the frozen kernels
-        run: what every target's learning kernels ask first."""
-        if not isinstance(self.balancing, (MixtureBalancing, NetworkBalancing)):
+    def _learns_on_kernels(self, monotone: bool = False) -> bool:
+        """LSB 1 or LSB 2 (and LSB 2' where ``monotone``: kept monotone by projection; the
+        authors' penalty draws from the generator and learns on torch steps) on the compiled
+        backend, or on ``"auto"`` where the frozen kernels run: what every target's learning
+        kernels ask first."""
+        b = self.balancing
+        projected = isinstance(b, MonotoneBalancing) and (
+            b.monotonicity == "projection" or b.penalty == 0
+        )
+        if not (isinstance(b, (MixtureBalancing, NetworkBalancing)) or (monotone and projected)):
             return False
         return self.backend == "compiled" or (
             self._backend_asked == "auto" and self.compiled_refusal() is None
@@ -86,9 +93,12 @@ class CompiledLearning:
             log_p.numpy(),
             np.zeros((0, self.n_sites)),
         )
-        mixture = isinstance(self.balancing, MixtureBalancing)
-        kind = KIND_MIXTURE if mixture else KIND_NETWORK
-        hidden = 0 if mixture else self.balancing.hidden
+        b = self.balancing
+        mixture = isinstance(b, MixtureBalancing)
+        if isinstance(b, MonotoneBalancing):  # the kernels' hidden: the units of a group
+            kind, hidden = KIND_MONOTONE, b.units
+        else:
+            kind, hidden = (KIND_MIXTURE, 0) if mixture else (KIND_NETWORK, b.hidden)
         rows = HISTORY_COLUMNS["mixture" if mixture else "network"]
         history = np.zeros((steps, rows))
         last = torch.empty(3, self.n_chains, dtype=torch.float64)

@@ -10,8 +10,9 @@ of a threshold).
 
 Served: a ``FactorGraph`` on the CPU, any of the paper's balancing functions (``barker``,
 ``sqrt``, ``min``, ``max``, LSB 1, LSB 2 and LSB 2' frozen after burn-in), and the learning
-steps of LSB 1 and LSB 2 (``factor_learning_kernels``: the torch learning step's chains,
-parameters and losses), with exact ratios or gradient ones (FLSB 1 and 2).
+steps of LSB 1, LSB 2 and LSB 2' (``factor_learning_kernels``: the torch learning step's chains,
+parameters and losses; LSB 2' under the authors' penalty, which draws from the generator,
+learns on torch steps), with exact ratios or gradient ones (FLSB 1 and 2).
 
 Gradient ratios on a factor graph are the exact ones: ``log p~``'s extension (``FactorGraph``:
 each table multilinear in its variables) is linear in each variable, so at a state of +-1 its
@@ -107,14 +108,14 @@ class FactorGraphSteps(CompiledLearning, CompiledFunction, FactorGraphKernel):
 
     # ----------------------------------------------------------------- learning steps
     def learns_compiled(self) -> bool:
-        """Whether ``step(learn=True)`` runs ``factor_learning_kernels.exact_learning``: LSB 1
-        or LSB 2 on a factor graph whose finite ratios stay within the kernel's
+        """Whether ``step(learn=True)`` runs ``factor_learning_kernels.exact_learning``: LSB 1,
+        LSB 2 or LSB 2' (projected) on a factor graph whose finite ratios stay within the kernel's
         ``LEARNING_LIMIT`` (``FactorGraph.ratio_bound``), with exact ratios or gradient ones (the
         module docstring), on the compiled backend or on ``"auto"`` wherever the frozen kernel
         runs."""
         if not isinstance(self.target, FactorGraph):
             return super().learns_compiled()
-        if not self._learns_on_kernels():
+        if not self._learns_on_kernels(monotone=True):
             return False
         from lsbcore.backends.learned_function import LEARNING_LIMIT
 
