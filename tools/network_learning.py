@@ -6,8 +6,8 @@ Two figures, each the best of ``--repeats`` timed runs after a warm-up, one torc
 - the network page's burn-in: a ``Comparison`` of its default samplers (the paper's Table 3:
   barker, sqrt, min, max, LSB 1, LSB 2, LSB 2') on MN 1 with 5 chains, stepped in calls of 64
   learning steps (as the page's chunks), and each sampler's own steps per second in it;
-- the learning steps of LSB 1, LSB 2, LSB 2', FLSB 1 and FLSB 2 alone on a ``--side`` x ``--side`` grid
-  network (``grid_network(side, 0.5)``) with ``--chains`` chains.
+- the learning steps of LSB 1, LSB 2, LSB 2', FLSB 1 and FLSB 2 alone on a ``--side`` x
+  ``--side`` grid network (``grid_network(side, 0.5)``) with ``--chains`` chains.
 
 Only public calls: the same command times any version of the library (issue 45's before and
 after).
