@@ -33,6 +33,23 @@ def graph(epsilon=1e-3, seed=3):
     return grid_network(6, 0.5, seed=seed, epsilon=epsilon)
 
 
+def assert_same_frozen_run(compiled, torch_run, first_order: str):
+    """Two runs of frozen steps are where the other is: chains, counts, ``log p~``, the cached
+    first-order ratios or gradient (``first_order``), the last step and the evaluations."""
+    assert torch.equal(compiled.x, torch_run.x)
+    assert torch.equal(compiled._n_accepted, torch_run._n_accepted)
+    assert int(compiled._n_accepted.sum()) > 0
+    torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        getattr(compiled, first_order), getattr(torch_run, first_order), rtol=1e-10, atol=1e-9
+    )
+    info, info_t = compiled.step_info, torch_run.step_info
+    assert torch.equal(info.site, info_t.site)
+    torch.testing.assert_close(info.accept_prob, info_t.accept_prob, rtol=1e-9, atol=1e-12)
+    assert compiled.n_target_evals == torch_run.n_target_evals
+    assert compiled.invariant_error() < 1e-9
+
+
 def learner(target, backend, name="lsb1", n_chains=5, seed=7, **options):
     sampler = make_sampler(name, target, n_chains, seed=seed, backend=backend, **options)
     assert sampler.backend == backend
@@ -167,17 +184,7 @@ def test_flsb_frozen_steps_are_compiled_with_the_torch_flsb_chains(name):
             sampler.balancing.frozen()
         sampler.step(400)
         runs[backend] = sampler
-    compiled, torch_run = runs["compiled"], runs["torch"]
-    assert torch.equal(compiled.x, torch_run.x)
-    assert torch.equal(compiled._n_accepted, torch_run._n_accepted)
-    assert int(compiled._n_accepted.sum()) > 0
-    torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
-    torch.testing.assert_close(compiled._s_tilde, torch_run._s_tilde, rtol=1e-10, atol=1e-9)
-    info, info_t = compiled.step_info, torch_run.step_info
-    assert torch.equal(info.site, info_t.site)
-    torch.testing.assert_close(info.accept_prob, info_t.accept_prob, rtol=1e-9, atol=1e-12)
-    assert compiled.n_target_evals == torch_run.n_target_evals
-    assert compiled.invariant_error() < 1e-9
+    assert_same_frozen_run(runs["compiled"], runs["torch"], "_s_tilde")
 
 
 def test_gibbs_with_gradients_is_compiled_with_the_torch_steps_chains_across_backends():
@@ -193,16 +200,7 @@ def test_gibbs_with_gradients_is_compiled_with_the_torch_steps_chains_across_bac
         compiled.set_backend(backend)
         compiled.step(steps)
         torch_run.step(steps)
-    assert torch.equal(compiled.x, torch_run.x)
-    assert torch.equal(compiled._n_accepted, torch_run._n_accepted)
-    assert int(compiled._n_accepted.sum()) > 0
-    torch.testing.assert_close(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
-    torch.testing.assert_close(compiled._grad, torch_run._grad, rtol=1e-10, atol=1e-9)
-    info, info_t = compiled.step_info, torch_run.step_info
-    assert torch.equal(info.site, info_t.site)
-    torch.testing.assert_close(info.accept_prob, info_t.accept_prob, rtol=1e-9, atol=1e-12)
-    assert compiled.n_target_evals == torch_run.n_target_evals
-    assert compiled.invariant_error() < 1e-9
+    assert_same_frozen_run(compiled, torch_run, "_grad")
 
 
 def test_first_order_ratios_on_a_factor_graph_are_the_exact_ones():

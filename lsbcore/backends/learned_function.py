@@ -210,7 +210,7 @@ def _site_log_g(kind, t, weights, breakpoints, slope, intercept, values, dsite):
             dsite[c] = values[c] / g
         return math.log(g)
     if kind == KIND_MONOTONE:
-        return _monotone_log_g(t, slope, intercept, breakpoints, 1.0, dsite)
+        return _monotone_log_g(t, slope, intercept, breakpoints, dsite)
     g = _network_g(t, breakpoints, slope, intercept, dsite)
     for q in range(dsite.shape[0]):
         dsite[q] /= g
@@ -234,16 +234,10 @@ def _site_change(kind, t_new, t, weights, breakpoints, slope, intercept, values,
             g += weights[c] * values[c]
             dphi[c] -= weights[c] * values[c]
         return g_new - g
+    if kind == KIND_MONOTONE:
+        g_new = _monotone_g(t_new, slope, intercept, breakpoints, 1.0, dphi)
+        return g_new - _monotone_g(t, slope, intercept, breakpoints, -1.0, dphi)
     work[:] = 0.0
-    if kind == KIND_MONOTONE:  # dg / dphi = g d log g / dphi
-        g_new = math.exp(_monotone_log_g(t_new, slope, intercept, breakpoints, 1.0, work))
-        for q in range(work.shape[0]):
-            dphi[q] += g_new * work[q]
-        work[:] = 0.0
-        g = math.exp(_monotone_log_g(t, slope, intercept, breakpoints, 1.0, work))
-        for q in range(work.shape[0]):
-            dphi[q] -= g * work[q]
-        return g_new - g
     g_new = _network_g(t_new, breakpoints, slope, intercept, dphi)
     g = _network_g(t, breakpoints, slope, intercept, work)
     for q in range(work.shape[0]):
@@ -463,34 +457,57 @@ def _monotone_end(w, b, groups, units, sign):
     return unit
 
 
-@njit(cache=True, nogil=True)
-def _monotone_log_g(t, w, b, shape, scale, dphi):
-    """LSB 2''s ``log g`` at ``s = log t`` (``t = 0``: ``s = -inf``, each term its limit), with
-    ``scale`` times ``d log g / dphi`` added into ``dphi`` (autograd's: the active units' slope
-    and intercept, split at a tie of the two terms as ``torch.minimum``; at ``s = -inf`` only a
-    flat line's intercept)."""
+@njit(cache=True, nogil=True, inline="always")
+def _monotone_terms(t, w, b, shape):
+    """LSB 2''s ``log g`` at ``s = log t`` (``t = 0``: ``s = -inf``, each term its limit) and
+    where ``d log g / dphi`` goes, as autograd sends it: ``(log g, a, c, d / dw_a, d / db_a,
+    d / dw_c, d / db_c)``, ``a`` and ``c`` the units ``phi`` reads at ``s`` and ``-s`` (split at a
+    tie of the two terms as ``torch.minimum``; at ``s = -inf`` only a flat line's intercept)."""
     groups, units = int(shape[0]), int(shape[1])
-    kj = groups * units
     if t > 0.0:
         s = math.log(t)
         a, c = _monotone_unit(s, w, b, groups, units), _monotone_unit(-s, w, b, groups, units)
         first, second = b[a] + w[a] * s, b[c] + (1.0 - w[c]) * s
         share = _min_share(first, second)
-        dphi[a] += scale * share * s
-        dphi[kj + a] += scale * share
-        dphi[c] -= scale * (1.0 - share) * s
-        dphi[kj + c] += scale * (1.0 - share)
-        return min(first, second)
+        return min(first, second), a, c, share * s, share, -(1.0 - share) * s, 1.0 - share
     a, c = _monotone_end(w, b, groups, units, -1.0), _monotone_end(w, b, groups, units, 1.0)
     slope = 1.0 - w[c]
     first = b[a] if w[a] == 0.0 else (-math.inf if w[a] > 0.0 else math.inf)
     second = b[c] if slope == 0.0 else (-math.inf if slope > 0.0 else math.inf)
     share = _min_share(first, second)
-    if w[a] == 0.0:
-        dphi[kj + a] += scale * share
-    if slope == 0.0:
-        dphi[kj + c] += scale * (1.0 - share)
-    return min(first, second)
+    to_a = share if w[a] == 0.0 else 0.0
+    to_c = 1.0 - share if slope == 0.0 else 0.0
+    return min(first, second), a, c, 0.0, to_a, 0.0, to_c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _monotone_add(terms, scale, dphi):
+    """``scale`` times ``_monotone_terms``' ``d log g / dphi`` added into ``dphi``: four
+    entries (slopes first, then intercepts)."""
+    _, a, c, wa, ba, wc, bc = terms
+    kj = dphi.shape[0] // 2
+    dphi[a] += scale * wa
+    dphi[kj + a] += scale * ba
+    dphi[c] += scale * wc
+    dphi[kj + c] += scale * bc
+
+
+@njit(cache=True, nogil=True)
+def _monotone_log_g(t, w, b, shape, dphi):
+    """LSB 2''s ``log g(t)``, with ``d log g / dphi`` added into ``dphi``."""
+    terms = _monotone_terms(t, w, b, shape)
+    _monotone_add(terms, 1.0, dphi)
+    return terms[0]
+
+
+@njit(cache=True, nogil=True)
+def _monotone_g(t, w, b, shape, sign, dphi):
+    """LSB 2''s ``g(t)``, with ``sign`` times ``dg / dphi = g d log g / dphi`` added into
+    ``dphi``."""
+    terms = _monotone_terms(t, w, b, shape)
+    g = math.exp(terms[0])
+    _monotone_add(terms, sign * g, dphi)
+    return g
 
 
 @njit(cache=True, nogil=True)
@@ -498,12 +515,7 @@ def _monotone_values(t, w, b, shape, g, dphi):
     """``g(t_k)`` of LSB 2' at every site into ``g [n]`` and ``dZ / dphi`` added into ``dphi``;
     returns ``Z``."""
     total = 0.0
-    scratch = np.zeros(dphi.shape[0])
     for k in range(t.shape[0]):
-        scratch[:] = 0.0
-        g[k] = math.exp(_monotone_log_g(t[k], w, b, shape, 1.0, scratch))
+        g[k] = _monotone_g(t[k], w, b, shape, 1.0, dphi)
         total += g[k]
-        if g[k] > 0.0:
-            for q in range(dphi.shape[0]):
-                dphi[q] += g[k] * scratch[q]
     return total
