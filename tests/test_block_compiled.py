@@ -123,6 +123,47 @@ def test_random_blocks_drawn_part_by_part_have_the_exact_one_step_law():
         assert float((law - row).abs().max()) <= 1.0 / 100 + 1e-12
 
 
+APART = {  # lattices where some blocks' sites lie farther apart than any two neighbours
+    "chain of 10, free": lambda: ising(1, 10, "free", True, 6),
+    "torus 3 x 4": lambda: ising(3, 4, "periodic", True, 8),
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "grid"),
+    [
+        ("block-gibbs", {"block_size": 3}, 1000),
+        ("hamming-ball", {"block_size": 3, "radius": 1}, 250),
+    ],
+)
+@pytest.mark.parametrize("target", APART)
+def test_blocks_whose_sites_lie_apart_keep_the_exact_one_step_law(name, options, grid, target):
+    """A block with no two sites within the target's reach skips its coupling terms (and
+    block Gibbs draws its sites one by one): on these lattices most blocks are such and the
+    rest are not, so both ways are in the law."""
+    model = APART[target]()
+    n = model.n_sites
+    compiled = make_sampler(name, model, 1, backend="compiled", **options)
+    reach = compiled._pairwise_tables()[2]
+    assert 0 < reach < n // 2 - 1
+    starts = all_states(n)[torch.tensor([0, 345, 2**n - 1])]
+    rows = make_sampler(name, model, 3, x0=starts, backend="torch", **options)
+    for row, x in zip(rows.transition_probabilities(), starts, strict=True):
+        law = kernel_law(compiled, x, grid)
+        assert float((law - row).abs().max()) <= 1.0 / grid + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "boundary", "reach"),
+    [(4, 5, "free", 5), (3, 4, "periodic", 4), (1, 10, "free", 1), (2, 5, "periodic", 5)],
+)
+def test_the_reach_is_the_lattice_width_on_the_ring_of_sites(height, width, boundary, reach):
+    """Row by row, a site's farthest neighbour is the one below it; a periodic lattice's
+    wrapped neighbours are near on the ring (the last row's below is the first row's)."""
+    model = ising(height, width, boundary, False, 0)
+    assert block_kernels.neighbour_reach(model.neighbourhood.numpy()) == reach
+
+
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_random_blocks_keep_log_p_and_the_counters(sampler):
     name, options = SAMPLERS[sampler]

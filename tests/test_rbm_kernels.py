@@ -105,19 +105,19 @@ def test_chunks_of_uniforms_do_not_change_the_chains(monkeypatch):
     assert torch.equal(whole.generator.get_state(), pieces.generator.get_state())
 
 
-def test_pick_block_gives_every_ordered_block_exactly_once():
+@pytest.mark.parametrize(("n", "k"), [(7, 3), (6, 4), (5, 5)])
+def test_pick_block_gives_every_ordered_block_exactly_once(n, k):
     """Uniforms at the centres of the cells ``[r / (n - j), (r + 1) / (n - j))``: each cell
     has the same measure, so the picked ordered blocks are uniform exactly when each ordered
-    k-tuple of distinct sites comes out once."""
-    n, k = 7, 3
-    sites, chosen = np.empty(k, np.int64), np.empty(k, np.int64)
+    k-tuple of distinct sites comes out once (``k = n``: a position swapped twice)."""
+    sites, swaps = np.empty(k, np.int64), np.empty((2, k), np.int64)
     seen = []
     for cells in itertools.product(*(range(n - j) for j in range(k))):
         picks = set()
         # the centre and both ends of the cell pick the same block: the map is constant on it
         for offset in (0.5, 1e-9, 1.0 - 1e-9):
             u = np.array([(r + offset) / (n - j) for j, r in enumerate(cells)])
-            rbm_kernels.pick_block(u, n, k, sites, chosen)
+            rbm_kernels.pick_block(u, 0, n, k, sites, swaps)
             picks.add(tuple(sites))
         assert len(picks) == 1
         seen.append(picks.pop())

@@ -34,20 +34,53 @@ from numba import njit
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.rbm_kernels import draw_index, step_block
 
-__all__ = ["pairwise_block_steps"]
+__all__ = ["neighbour_reach", "pairwise_block_steps"]
 
 
-@njit(cache=True, nogil=True)
-def _pair_terms(xb, sites, neighbours, coupling, pair):
+def neighbour_reach(neighbours: np.ndarray) -> int:
+    """The farthest any site's neighbour lies from it on the ring of site indices
+    (``_ring_distance``): the width of a lattice read row by row, free or periodic."""
+    n = neighbours.shape[0]
+    d = np.abs(neighbours - np.arange(n)[:, None])
+    return int(np.minimum(d, n - d).max()) if n else 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ring_distance(i, j, n):
+    """``|i - j|`` on a ring of ``n`` sites (a periodic lattice's wrapped neighbours are near)."""
+    d = abs(i - j)
+    return min(d, n - d)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair_terms(xb, sites, neighbours, coupling, reach, pair):
     """``pair [k, k]``: ``c_ij x_i x_j`` for the block's sites ``i = sites[a], j = sites[c]``
     (0 where they are not neighbours). Slot 0 of a site is the site itself, and its unused
-    slots repeat it."""
+    slots repeat it. No two sites farther apart than ``reach`` (``_ring_distance``) are
+    neighbours: where no two block sites are that near (a random block of a large lattice,
+    nearly always) this returns False and leaves ``pair`` unwritten, every term 0; else True.
+    A site with no other block site near keeps its neighbour row unread: on a large lattice
+    those rows, not the log-ratios, are a random block's cache misses."""
     k = sites.shape[0]
+    n = xb.shape[0]
+    linked = False
+    for a in range(k):
+        for c in range(a):
+            if _ring_distance(sites[a], sites[c], n) <= reach:
+                linked = True
+    if not linked:
+        return False
     for a in range(k):
         for c in range(k):
             pair[a, c] = 0.0
     for a in range(k):
         i = sites[a]
+        near = False
+        for c in range(k):
+            if c != a and _ring_distance(i, sites[c], n) <= reach:
+                near = True
+        if not near:
+            continue
         for slot in range(1, neighbours.shape[1]):
             j = neighbours[i, slot]
             if j == i:
@@ -55,26 +88,45 @@ def _pair_terms(xb, sites, neighbours, coupling, pair):
             for c in range(k):
                 if sites[c] == j:
                     pair[a, c] = coupling[i, slot] * xb[i] * xb[j]
+    return True
 
 
 @njit(cache=True, nogil=True)
-def _log_weights(sb, sites, pair, flips, aux_row, log_w):
-    """``log p~`` of every candidate minus that of ``x`` into ``log_w [M]``: candidate ``q``
-    flips the sites where ``flips[q]`` and ``flips[aux_row]`` disagree (``aux_row`` 0: the
-    identity, block Gibbs)."""
+def flip_masks(flips):
+    """Each candidate's flipped block sites as the bits of one integer (``flips [M, k]``,
+    ``k <= MAX_BLOCK``): what a step reads, where the pattern's row cost a load and a product
+    a site."""
     count, k = flips.shape
+    masks = np.zeros(count, np.int64)
     for q in range(count):
-        total = 0.0
         for a in range(k):
-            if flips[q, a] * flips[aux_row, a] < 0.0:
+            if flips[q, a] < 0.0:
+                masks[q] |= 1 << a
+    return masks
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _log_weights(sb, sites, linked, pair, masks, aux_row, log_w):
+    """``log p~`` of every candidate minus that of ``x`` into ``log_w [M]``: candidate ``q``
+    flips the sites where ``flips[q]`` and ``flips[aux_row]`` disagree, the bits of
+    ``masks[q] ^ masks[aux_row]`` (``flip_masks``; ``aux_row`` 0: the identity, block
+    Gibbs), summed site by site in the block's order; ``pair`` read only where ``linked``."""
+    for q in range(masks.shape[0]):
+        moved = masks[q] ^ masks[aux_row]
+        total = 0.0
+        a = 0
+        while moved >> a:
+            if (moved >> a) & 1:
                 total += sb[sites[a]]
-                for c in range(a):
-                    if flips[q, c] * flips[aux_row, c] < 0.0:
-                        total += pair[a, c]
+                if linked:
+                    for c in range(a):
+                        if (moved >> c) & 1:
+                            total += pair[a, c]
+            a += 1
         log_w[q] = total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _flip(xb, sb, i, neighbours, coupling):
     """Flip site ``i`` of one chain: its neighbours' log-ratios move by ``c_ij x_j x_i``, its own
     changes sign."""
@@ -128,16 +180,44 @@ def _draw_passing_on(log_w, w, count, u):
     return q, w[0] / total, min(max(rest, 0.0), 1.0)
 
 
-@njit(cache=True, nogil=True)
-def _factorised_block_gibbs(xb, sb, sites, pair, part, members, log_w, w, u, neighbours,
-                            coupling, truth, moves):  # fmt: skip
+@njit(cache=True, nogil=True, inline="always")
+def _draw_site(s_a, u):
+    """A block site alone in its part: it stays with ``1 / (1 + e^s)`` (one ``exp``), as
+    ``draw_index`` draws from the weights ``(1, e^s)``. Returns that probability, whether
+    the site flips and the passed-on uniform (``_draw_passing_on``)."""
+    stay = 1.0 / (1.0 + math.exp(s_a))
+    if stay > 0.0 and u <= stay:  # draw_index's rule: the first positive weight
+        return stay, False, u / stay
+    return stay, True, min((u - stay) / (1.0 - stay), 1.0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _apart_block_gibbs(sb, sites, u, moves):
+    """One block Gibbs step of one chain whose block sites are pairwise apart (no coupling
+    inside the block): ``k`` independent two-way draws from one uniform. Returns the move's
+    log-ratio, the probability of staying and the number of sites flipped, their block
+    indices in ``moves``."""
+    log_ratio, stay, changed = 0.0, 1.0, 0
+    for a in range(sites.shape[0]):
+        s_a = sb[sites[a]]
+        stay_a, flips, u = _draw_site(s_a, u)
+        stay *= stay_a
+        if not flips:
+            continue
+        log_ratio += s_a
+        moves[changed] = a
+        changed += 1
+    return log_ratio, stay, changed
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _factorised_block_gibbs(sb, sites, pair, part, members, log_w, w, u, moves):
     """One block Gibbs step of one chain, part by part (the module's docstring). Returns the
-    log-ratio of the move, the probability of staying, the sites changed and ``sum x``'s and
-    ``x . truth``'s changes; ``moves`` holds the flipped sites' block indices."""
+    log-ratio of the move, the probability of staying and the number of sites to flip, their
+    block indices in ``moves``."""
     k = sites.shape[0]
     log_ratio, stay = 0.0, 1.0
     changed = 0
-    d_sum, d_overlap = 0.0, 0.0
     for root in range(k):
         if part[root] != root:
             continue
@@ -146,14 +226,12 @@ def _factorised_block_gibbs(xb, sb, sites, pair, part, members, log_w, w, u, nei
             if part[a] == root:
                 members[m] = a
                 m += 1
-        if m == 1:  # a site alone: stay with 1 / (1 + e^s), one exp
+        if m == 1:
             s_a = sb[sites[root]]
-            stay_part = 1.0 / (1.0 + math.exp(s_a))
+            stay_part, flips, u = _draw_site(s_a, u)
             stay *= stay_part
-            if stay_part > 0.0 and u <= stay_part:  # draw_index's rule: the first positive
-                u = u / stay_part
+            if not flips:
                 continue
-            u = min((u - stay_part) / (1.0 - stay_part), 1.0)
             log_ratio += s_a
             moves[changed] = root
             changed += 1
@@ -180,29 +258,26 @@ def _factorised_block_gibbs(xb, sb, sites, pair, part, members, log_w, w, u, nei
             if (q >> t) & 1:
                 moves[changed] = members[t]
                 changed += 1
-    for c in range(changed):
-        i = sites[moves[c]]
-        d_sum -= 2.0 * xb[i]
-        d_overlap -= 2.0 * xb[i] * truth[i]
-        _flip(xb, sb, i, neighbours, coupling)
-    return log_ratio, stay, changed, d_sum, d_overlap
+    return log_ratio, stay, changed
 
 
 @njit(cache=True, nogil=True)
 def pairwise_block_steps(
     x, s, log_p, n_accepted, u, layout, mode, sweep_blocks, orders, flips, aux, neighbours,
-    coupling, last_sites, last, trace, truth,
+    coupling, reach, last_sites, last, trace, truth,
 ):  # fmt: skip
     """``T = layout.shape[0]`` block steps of every chain of a pairwise target, in place: block
     Gibbs over the candidates ``flips [M, k]`` (``aux`` False) or the Hamming ball sampler with
     the ball ``flips`` (``aux`` True). ``x, s [B, n]``: states and flip log-ratios; ``log_p``,
-    ``n_accepted [B]``; ``u``, ``layout``, ``mode``, ``sweep_blocks``, ``orders``,
-    ``last_sites``, ``last``, ``trace`` and ``truth`` as in ``rbm_kernels.block_steps``."""
+    ``n_accepted [B]``; ``reach``: ``neighbour_reach(neighbours)``; ``u``, ``layout``,
+    ``mode``, ``sweep_blocks``, ``orders``, ``last_sites``, ``last``, ``trace`` and ``truth``
+    as in ``rbm_kernels.block_steps``."""
     steps, chains = layout.shape[0], x.shape[0]
     n = x.shape[1]
     count, k = flips.shape
     log_w, w = np.empty(count), np.empty(count)
-    sites, chosen = np.empty(k, np.int64), np.empty(k, np.int64)
+    masks = flip_masks(flips)
+    sites, swaps = np.empty(k, np.int64), np.empty((2, k), np.int64)
     pair = np.empty((k, k))
     part, members, moves = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.int64)
     by_parts = mode == 0 and not aux  # block Gibbs on random blocks: its parts one by one
@@ -210,48 +285,44 @@ def pairwise_block_steps(
         xb, sb = x[b], s[b]
         current_order = 0
         sum_x, overlap = trace_start(trace, xb, truth)
+        lp, accepted = log_p[b], n_accepted[b]  # locals: the steps' running sums
         for step in range(steps):
-            _, aux_at, choice_at, _ = layout[step]
+            aux_at, choice_at = layout[step, 1], layout[step, 2]
             current_order = step_block(
-                u, layout[step], mode, sweep_blocks, orders, current_order, b, n, sites, chosen
+                u, layout, step, mode, sweep_blocks, orders, current_order, b, n, sites, swaps
             )
-            if by_parts:
-                _pair_terms(xb, sites, neighbours, coupling, pair)
+            linked = _pair_terms(xb, sites, neighbours, coupling, reach, pair)
+            if by_parts and not linked:
+                log_ratio, stay, changed = _apart_block_gibbs(sb, sites, u[choice_at + b], moves)
+            elif by_parts:
                 _parts(pair, part)
-                log_ratio, stay, changed, d_sum, d_overlap = _factorised_block_gibbs(
-                    xb, sb, sites, pair, part, members, log_w, w, u[choice_at + b], neighbours,
-                    coupling, truth, moves,
-                )  # fmt: skip
-                log_p[b] += log_ratio
-                n_accepted[b] += changed
-                sum_x += d_sum
-                overlap += d_overlap
-                if step == steps - 1:
+                log_ratio, stay, changed = _factorised_block_gibbs(
+                    sb, sites, pair, part, members, log_w, w, u[choice_at + b], moves
+                )
+            else:
+                current = 0
+                if aux:
+                    current = min(int(u[aux_at + b] * count), count - 1)
+                _log_weights(sb, sites, linked, pair, masks, current, log_w)
+                q, total = draw_index(log_w, w, u[choice_at + b])
+                stay = w[current] / total
+                log_ratio, changed = 0.0, 0
+                if q != current:
+                    log_ratio = log_w[q]
                     for a in range(k):
-                        last_sites[b, a] = sites[a]
-                    last[0, b], last[1, b] = 1.0 - stay, changed > 0
-                trace_row(trace, step, b, log_p[b], sum_x, overlap, changed, -1)
-                continue
-            current = 0
-            if aux:
-                current = min(int(u[aux_at + b] * count), count - 1)
-            _pair_terms(xb, sites, neighbours, coupling, pair)
-            _log_weights(sb, sites, pair, flips, current, log_w)
-            q, total = draw_index(log_w, w, u[choice_at + b])
-            moved = q != current
+                        if ((masks[q] ^ masks[current]) >> a) & 1:
+                            moves[changed] = a
+                            changed += 1
+            lp += log_ratio
+            accepted += changed
+            for c in range(changed):
+                i = sites[moves[c]]
+                sum_x -= 2.0 * xb[i]
+                overlap -= 2.0 * xb[i] * truth[i]
+                _flip(xb, sb, i, neighbours, coupling)
             if step == steps - 1:
                 for a in range(k):
                     last_sites[b, a] = sites[a]
-                last[0, b], last[1, b] = 1.0 - w[current] / total, moved
-            changed = 0
-            if moved:
-                log_p[b] += log_w[q]
-                for a in range(k):
-                    if flips[q, a] * flips[current, a] < 0.0:
-                        i = sites[a]
-                        sum_x -= 2.0 * xb[i]
-                        overlap -= 2.0 * xb[i] * truth[i]
-                        _flip(xb, sb, i, neighbours, coupling)
-                        n_accepted[b] += 1
-                        changed += 1
-            trace_row(trace, step, b, log_p[b], sum_x, overlap, changed, -1)
+                last[0, b], last[1, b] = 1.0 - stay, changed > 0
+            trace_row(trace, step, b, lp, sum_x, overlap, changed, -1)
+        log_p[b], n_accepted[b] = lp, accepted

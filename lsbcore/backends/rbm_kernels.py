@@ -24,7 +24,7 @@ and acceptance rules), so a seed gives the same chains on both paths (up to roun
 could differ only where a uniform falls within ~1e-13 of a threshold). The block samplers'
 torch step with ``blocks="random"`` picks each chain's block from ``n`` uniforms by ``topk``,
 whose order of the picked sites is torch's own; here a random block is ``k`` uniforms by
-sequential selection without replacement (``pick_block``), an ordered uniform ``k``-subset: the
+a partial Fisher-Yates shuffle (``pick_block``), an ordered uniform ``k``-subset: the
 same law, other chains (``tests/test_rbm_kernels.py`` checks both laws against enumeration).
 With ``blocks="sweep"`` or ``"shuffled"`` (the public GWG code's choice: each chain's order
 is the argsort of ``n`` uniforms at the start of a sweep, as in the torch step) the block
@@ -559,32 +559,40 @@ def _log_balanced(
 
 
 # ----------------------------------------------------------------- block moves
-@njit(cache=True, nogil=True)
-def pick_block(u_row, n, k, sites, chosen):
-    """``k`` distinct sites from ``k`` uniforms: site ``j`` is the ``r``-th of the ``n - j``
-    not yet picked, ``r = floor(u_j (n - j))``; an ordered uniform ``k``-subset. ``chosen``
-    (scratch, ``k``) holds the picks sorted."""
+@njit(cache=True, nogil=True, inline="always")
+def pick_block(u, at, n, k, sites, swaps):
+    """``k`` distinct sites from the ``k`` uniforms ``u[at:at + k]`` by a partial
+    Fisher-Yates shuffle of ``0..n-1``: site ``j`` is the entry at position
+    ``r = j + floor(u_j (n - j))``, which then takes position ``j``'s entry; an ordered
+    uniform ``k``-subset. The shuffle is virtual: ``swaps [2, k]`` (scratch) holds the
+    positions written so far and their entries, searched newest first; an entry never written
+    is its position. Equality tests that almost never hold are cheap to predict, where keeping
+    the picks sorted cost a mispredicted branch per comparison."""
     for j in range(k):
-        r = min(int(u_row[j] * (n - j)), n - j - 1)
-        pos = 0
-        while pos < j and chosen[pos] <= r:  # skip the picked sites at or below r
-            r += 1
-            pos += 1
-        for q in range(j, pos, -1):
-            chosen[q] = chosen[q - 1]
-        chosen[pos] = r
-        sites[j] = r
+        r = j + min(int(u[at + j] * (n - j)), n - j - 1)
+        site, moved = r, j
+        for p in range(j - 1, -1, -1):
+            if swaps[0, p] == r:
+                site = swaps[1, p]
+                break
+        for p in range(j - 1, -1, -1):
+            if swaps[0, p] == j:
+                moved = swaps[1, p]
+                break
+        swaps[0, j], swaps[1, j] = r, moved
+        sites[j] = site
 
 
-@njit(cache=True, nogil=True)
-def step_block(u, row, mode, sweep_blocks, orders, current_order, b, n, sites, chosen):
-    """Chain ``b``'s block for the step of ``layout`` row ``row`` (see ``block_steps``) into
+@njit(cache=True, nogil=True, inline="always")
+def step_block(u, layout, step, mode, sweep_blocks, orders, current_order, b, n, sites, swaps):
+    """Chain ``b``'s block for step ``step`` of ``layout`` (see ``block_steps``) into
     ``sites [k]``; returns the index in ``orders`` of the chain's order of the sites now (a
-    new one where a sweep starts, "shuffled")."""
-    block_at, position = row[0], row[3]
+    new one where a sweep starts, "shuffled"). Scalars read, no views made: a view costs
+    its array's reference count, about as much as a small block's draw."""
+    block_at, position = layout[step, 0], layout[step, 3]
     k = sites.shape[0]
     if mode == 0:
-        pick_block(u[block_at + b * k : block_at + (b + 1) * k], n, k, sites, chosen)
+        pick_block(u, block_at + b * k, n, k, sites, swaps)
         return current_order
     if block_at >= 0:  # a new sweep: this chain's new order of the sites
         current_order = block_at
@@ -691,7 +699,7 @@ def block_steps(
     pre_activations(x, w_t, c, a)
     sig = np.empty((2, m))
     f, log_w, w = np.empty(m), np.empty(count), np.empty(count)
-    sites, chosen = np.empty(k, np.int64), np.empty(k, np.int64)
+    sites, swaps = np.empty(k, np.int64), np.empty((2, k), np.int64)
     a_base, sig_base = np.empty(m), np.empty((2, m))
     before = np.empty(k)
     for b in range(chains):
@@ -700,9 +708,9 @@ def block_steps(
         current_order = 0
         sum_x, overlap = trace_start(trace, xb, truth)
         for step in range(steps):
-            _, aux_at, choice_at, _ = layout[step]
+            aux_at, choice_at = layout[step, 1], layout[step, 2]
             current_order = step_block(
-                u, layout[step], mode, sweep_blocks, orders, current_order, b, n, sites, chosen
+                u, layout, step, mode, sweep_blocks, orders, current_order, b, n, sites, swaps
             )
             for s in range(k):
                 before[s] = xb[sites[s]]
@@ -752,23 +760,25 @@ def block_layout(
     """``block_steps``' ``layout [steps, 4]`` for uniforms drawn in the torch steps' order
     (per step: the block's, the auxiliary index's, the candidate's), the offsets of the ``n``
     uniforms per chain whose argsorts are the orders of the sweeps that start ("shuffled"),
-    the number of uniforms and the sweep position after the steps."""
+    the number of uniforms and the sweep position after the steps. Array arithmetic, not a
+    loop over the steps: a chunk of random blocks has tens of thousands of them."""
+    step = np.arange(steps, dtype=np.int64)
+    positions = (position + step) % n_blocks if mode != 0 else np.full(steps, position)
+    starts = (positions == 0) if mode == 2 else np.zeros(steps, dtype=bool)
+    block = np.full(steps, chains * k) if mode == 0 else chains * n * starts  # the block's
+    size = block + chains * (int(aux) + 1)
+    first = np.cumsum(size) - size  # each step's first uniform
     layout = np.full((steps, 4), -1, dtype=np.int64)
-    sweeps: list[int] = []
-    total = 0
-    for step in range(steps):
-        if mode == 0:
-            layout[step, 0], total = total, total + chains * k
-        elif mode == 2 and position == 0:
-            sweeps.append(total)
-            layout[step, 0], total = len(sweeps), total + chains * n  # orders[0]: the old one
-        if aux:
-            layout[step, 1], total = total, total + chains
-        layout[step, 2], total = total, total + chains
-        layout[step, 3] = position
-        if mode != 0:
-            position = (position + 1) % n_blocks
-    return layout, sweeps, total, position
+    if mode == 0:
+        layout[:, 0] = first
+    elif mode == 2:  # a new sweep's index in the orders (orders[0]: the old one)
+        layout[starts, 0] = np.arange(1, int(starts.sum()) + 1)
+    if aux:
+        layout[:, 1] = first + block
+    layout[:, 2] = first + block + chains * int(aux)
+    layout[:, 3] = positions
+    after = (position + steps) % n_blocks if mode != 0 else position
+    return layout, [int(at) for at in first[starts]], int(size.sum()), after
 
 
 __all__ = [

@@ -303,12 +303,12 @@ class BlockGibbsSampler(BatchedSampler):
         if pairwise:  # the chains' flip log-ratios, moved with every flip of the steps
             from lsbcore.backends import block_kernels
 
-            neighbours, coupling = self._pairwise_tables()
+            neighbours, coupling, reach = self._pairwise_tables()
             s = self.target.flip_log_ratios(x).contiguous()
             block_kernels.pairwise_block_steps(
                 x.numpy(), s.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
                 blocks, orders.numpy(), self._candidates().numpy(), self._aux, neighbours,
-                coupling, sites.numpy(), last.numpy(), trace, truth,
+                coupling, reach, sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
         else:
             block_steps(
@@ -332,12 +332,15 @@ class BlockGibbsSampler(BatchedSampler):
         return cached
 
     def _pairwise_tables(self) -> tuple:
-        """The pairwise target's neighbour and coupling tables as numpy arrays (built once
-        per target)."""
+        """The pairwise target's neighbour and coupling tables as numpy arrays and their
+        reach (``block_kernels.neighbour_reach``), built once per target."""
+        from lsbcore.backends.block_kernels import neighbour_reach
+
         cached = getattr(self, "_tables_of", None)
         if cached is None or cached[0] is not self.target:
-            tables = (self.target.neighbourhood.contiguous().numpy(),
-                      self.target.coupling.contiguous().numpy())  # fmt: skip
+            neighbours = self.target.neighbourhood.contiguous().numpy()
+            tables = (neighbours, self.target.coupling.contiguous().numpy(),
+                      neighbour_reach(neighbours))  # fmt: skip
             self._tables_of = cached = (self.target, tables)
         return cached[1]
 
