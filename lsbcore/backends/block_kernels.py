@@ -21,7 +21,7 @@ Block Gibbs on random blocks draws each connected part of the block on its own: 
 conditional is the product of its parts' (no coupling joins two parts), so a block of ``k``
 scattered sites costs ``k`` two-way draws, not ``2^k`` candidates. One uniform still draws the
 whole block: the inverse CDF of the product law in the parts' order, each part's draw passing
-on the uniform's position within the chosen candidate's interval (``_draw_passing_on``).
+on the uniform's position within the chosen candidate's interval (``draw_passing_on``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from numba import njit
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.rbm_kernels import draw_index, step_block
 
-__all__ = ["neighbour_reach", "pairwise_block_steps"]
+__all__ = ["draw_alone", "draw_passing_on", "neighbour_reach", "pairwise_block_steps", "parts"]
 
 
 def neighbour_reach(neighbours: np.ndarray) -> int:
@@ -141,7 +141,7 @@ def _flip(xb, sb, i, neighbours, coupling):
 
 
 @njit(cache=True, nogil=True)
-def _parts(pair, part):
+def parts(pair, part):
     """``part [k]``: each block site's connected part of the block's coupling graph (``pair``,
     from ``_pair_terms``: a zero coupling joins nothing), named by its first site."""
     k = part.shape[0]
@@ -164,7 +164,7 @@ def _parts(pair, part):
 
 
 @njit(cache=True, nogil=True)
-def _draw_passing_on(log_w, w, count, u):
+def draw_passing_on(log_w, w, count, u):
     """``draw_index`` on ``log_w[:count]`` with ``u``; also the stay weight ``w[0] / total``
     and ``u``'s position within the chosen candidate's interval, itself uniform: the next
     part's draw."""
@@ -181,10 +181,10 @@ def _draw_passing_on(log_w, w, count, u):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _draw_site(s_a, u):
+def draw_alone(s_a, u):
     """A block site alone in its part: it stays with ``1 / (1 + e^s)`` (one ``exp``), as
     ``draw_index`` draws from the weights ``(1, e^s)``. Returns that probability, whether
-    the site flips and the passed-on uniform (``_draw_passing_on``)."""
+    the site flips and the passed-on uniform (``draw_passing_on``)."""
     stay = 1.0 / (1.0 + math.exp(s_a))
     if stay > 0.0 and u <= stay:  # draw_index's rule: the first positive weight
         return stay, False, u / stay
@@ -200,7 +200,7 @@ def _apart_block_gibbs(sb, sites, u, moves):
     log_ratio, stay, changed = 0.0, 1.0, 0
     for a in range(sites.shape[0]):
         s_a = sb[sites[a]]
-        stay_a, flips, u = _draw_site(s_a, u)
+        stay_a, flips, u = draw_alone(s_a, u)
         stay *= stay_a
         if not flips:
             continue
@@ -228,7 +228,7 @@ def _factorised_block_gibbs(sb, sites, pair, part, members, log_w, w, u, moves):
                 m += 1
         if m == 1:
             s_a = sb[sites[root]]
-            stay_part, flips, u = _draw_site(s_a, u)
+            stay_part, flips, u = draw_alone(s_a, u)
             stay *= stay_part
             if not flips:
                 continue
@@ -249,7 +249,7 @@ def _factorised_block_gibbs(sb, sites, pair, part, members, log_w, w, u, moves):
                 if (rest >> t) & 1:
                     total += pair[a, members[t]]
             log_w[q] = total
-        q, stay_part, u = _draw_passing_on(log_w, w, count, u)
+        q, stay_part, u = draw_passing_on(log_w, w, count, u)
         stay *= stay_part
         if q == 0:
             continue
@@ -295,7 +295,7 @@ def pairwise_block_steps(
             if by_parts and not linked:
                 log_ratio, stay, changed = _apart_block_gibbs(sb, sites, u[choice_at + b], moves)
             elif by_parts:
-                _parts(pair, part)
+                parts(pair, part)
                 log_ratio, stay, changed = _factorised_block_gibbs(
                     sb, sites, pair, part, members, log_w, w, u[choice_at + b], moves
                 )

@@ -105,15 +105,20 @@ class FactorGraphKernel:
         return cache if steps == self.n_steps and kept is s else None
 
     def _factor_tables(self) -> FactorTables:
-        """The target's incidence and neighbourhoods as the kernel takes them (numpy views,
-        once per target)."""
-        kept = getattr(self, "_factor_tables_of", (None, None))
-        if kept[0] is not self.target:
-            inc, near = self.target.incidence(), self.target.neighbourhoods()
-            tables = FactorTables(
-                inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
-                inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(), near.first.numpy(),
-                near.members.numpy(), near.slot.numpy(),
-            )  # fmt: skip
-            self._factor_tables_of = kept = (self.target, tables)
-        return kept[1]
+        """The target's tables as the kernels take them (``factor_tables``)."""
+        return factor_tables(self)
+
+
+def factor_tables(sampler) -> FactorTables:
+    """``sampler``'s factor graph's incidence and neighbourhoods as the kernels take them
+    (numpy views), kept on the sampler once per target."""
+    kept = getattr(sampler, "_factor_tables_of", (None, None))
+    if kept[0] is not sampler.target:
+        inc, near = sampler.target.incidence(), sampler.target.neighbourhoods()
+        tables = FactorTables(
+            inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
+            inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(), near.first.numpy(),
+            near.members.numpy(), near.slot.numpy(),
+        )  # fmt: skip
+        sampler._factor_tables_of = kept = (sampler.target, tables)
+    return kept[1]

@@ -42,9 +42,14 @@ import numpy as np
 import torch
 
 from lsbcore.checks import integer
-from lsbcore.samplers.batched import BatchedSampler, rbm_compiled_refusal
+from lsbcore.samplers.batched import (
+    BatchedSampler,
+    factor_graph_compiled_refusal,
+    rbm_compiled_refusal,
+)
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.base import Target
+from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.pairwise_target import PairwiseTarget
 
 #: Largest block: 2^12 = 4096 states scored per chain and step.
@@ -265,6 +270,8 @@ class BlockGibbsSampler(BatchedSampler):
     def compiled_refusal(self) -> str | None:
         if isinstance(self.target, PairwiseTarget):
             return pairwise_block_refusal(self)
+        if isinstance(self.target, FactorGraph):
+            return factor_graph_compiled_refusal(self)
         return rbm_compiled_refusal(self, self._most_flips())
 
     def _most_flips(self) -> int:
@@ -273,13 +280,15 @@ class BlockGibbsSampler(BatchedSampler):
 
     def _compiled_steps(self, n: int, trace, truth) -> None:
         """``n`` steps on an RBM by ``rbm_kernels.block_steps``, on a pairwise target by
-        ``block_kernels.pairwise_block_steps``. "sweep" and "shuffled" read the torch step's
+        ``block_kernels.pairwise_block_steps``, on a factor graph by
+        ``factor_block_kernels.factor_block_steps``. "sweep" and "shuffled" read the torch step's
         uniforms as it reads them (the same chains); "random" picks each block from ``k``
         uniforms (``rbm_kernels.pick_block``): the torch step's law, other draws."""
         from lsbcore.backends.rbm_kernels import BLOCK_MODES, block_layout, block_steps
 
         pairwise = isinstance(self.target, PairwiseTarget)
-        arrays = None if pairwise else self.target.kernel_arrays()
+        factors = isinstance(self.target, FactorGraph)
+        arrays = None if pairwise or factors else self.target.kernel_arrays()
         mode = BLOCK_MODES.index(self.blocks)
         layout, sweeps, count, position = block_layout(
             n, self.n_chains, self.n_sites, self.block_size, mode, self._aux, self._position,
@@ -309,6 +318,15 @@ class BlockGibbsSampler(BatchedSampler):
                 x.numpy(), s.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
                 blocks, orders.numpy(), self._candidates().numpy(), self._aux, neighbours,
                 coupling, reach, sites.numpy(), last.numpy(), trace, truth,
+            )  # fmt: skip
+        elif factors:
+            from lsbcore.backends.factor_block_kernels import factor_block_steps
+            from lsbcore.samplers.factor_graph_kernel import factor_tables
+
+            factor_block_steps(
+                x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode, blocks,
+                orders.numpy(), self._candidates().numpy(), self._aux, factor_tables(self),
+                sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
         else:
             block_steps(
