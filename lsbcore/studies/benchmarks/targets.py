@@ -198,6 +198,8 @@ WORKLOADS: dict[str, tuple[Workload, ...]] = {
                 Run("metropolis"),
                 Run("block-gibbs", (("block_size", 2),)),
                 Run("block-gibbs", (("block_size", 10),), steps_share=0.01),  # 1,024 states
+                # the paper's Gibbs-10: a sweep of a shuffled order, every subset scored
+                Run("block-gibbs", (("block_size", 10), ("blocks", "shuffled")), steps_share=0.01),
                 Run("hamming-ball", (("block_size", 10), ("radius", 1))),
                 *(Run(name) for name in BALANCED),
                 Run("gwg"),
