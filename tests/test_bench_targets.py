@@ -165,11 +165,11 @@ def test_the_factor_graph_table_names_every_sampler_of_the_workload(capsys, thre
     assert len(lines) == 2 + len(workload.runs)
     for line, run in zip(lines[2:], workload.runs, strict=True):
         assert line.startswith(f"  {run.label} ")
-        # on a factor graph, Gibbs, Metropolis, the paper's balancing functions with exact or
-        # gradient ratios, GWG and the learning steps of LSB 1/2 and FLSB 1/2 have compiled
-        # steps; the block samplers torch ones
-        compiled = run.sampler in ("gibbs", "metropolis", "gwg", "flsb1", "flsb2",
-                                   *bench_targets.BALANCED)  # fmt: skip
+        # on a factor graph, Gibbs, Metropolis, the block samplers, the paper's balancing
+        # functions with exact or gradient ratios, GWG and the learning steps of LSB 1/2 and
+        # FLSB 1/2 have compiled steps
+        compiled = run.sampler in ("gibbs", "metropolis", "block-gibbs", "hamming-ball", "gwg",
+                                   "flsb1", "flsb2", *bench_targets.BALANCED)  # fmt: skip
         assert line.endswith(" compiled" if compiled else " torch")
     assert any(run.learn for run in workload.runs)
 
