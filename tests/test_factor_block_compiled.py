@@ -154,3 +154,23 @@ def test_the_compiled_block_steps_serve_factor_graphs_on_the_cpu_only():
     assert make_sampler("block-gibbs", model, 2).backend == "compiled"
     assert make_sampler("hamming-ball", model, 2, block_size=4).backend == "compiled"
     assert make_sampler("block-gibbs", model, 2, backend="torch").backend == "torch"
+
+
+def test_the_default_blocks_fit_a_network_smaller_than_them():
+    """An uploaded network of 6 variables gets a Hamming ball on all 6 (the paper's 10 cannot
+    be drawn), one of 1 variable block Gibbs on its one site; a size asked for is kept, and
+    refused with its reason where it does not fit."""
+    ring = chain_graph(6, 2)
+    ball = make_sampler("hamming-ball", ring, 3, seed=0)
+    assert ball.block_size == 6 and ball.backend == "compiled"
+    ball.step(50)
+    assert ball.invariant_error() < 1e-9
+    assert make_sampler("hamming-ball", grid_network(4, 0.5, seed=0), 2).block_size == 10
+    assert make_sampler("hamming-ball", ring, 2, block_size=4).block_size == 4
+    with pytest.raises(ValueError, match=r"at most the number of sites \(6\), got 10"):
+        make_sampler("hamming-ball", ring, 2, block_size=10)
+    lone = FactorGraph(1, [[0]], [torch.tensor([0.0, 1.0], dtype=torch.float64)])
+    single = make_sampler("block-gibbs", lone, 2, seed=0)
+    assert single.block_size == 1
+    single.step(20)
+    assert make_sampler("block-gibbs", ring, 2).block_size == 2

@@ -313,7 +313,8 @@ register(
         "Titsias and Yau's Hamming ball sampler: an auxiliary state within radius r of x on a "
         "block of k sites, then x drawn from p within radius r of it (the paper's HB-k-r)",
         "#B4B4FF", HammingBallSampler,
-        (Option("block_size", 10, 1, MAX_BLOCK, help="k, sites per block"),
+        (Option("block_size", 10, 1, MAX_BLOCK,
+                help="k, sites per block (unset: 10, or every site of a smaller target)"),
          Option("radius", 1, 1, MAX_BLOCK, help="r <= k: the ball holds sum_{j<=r} C(k, j) states"),
          BLOCKS),
         move="block", family="block", build_any=HammingBallSampler, app=False,

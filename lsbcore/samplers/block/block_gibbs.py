@@ -194,8 +194,11 @@ class BlockGibbsSampler(BatchedSampler):
     uses_ratios = False
 
     def __init__(
-        self, target, n_chains: int, block_size: int = 2, blocks: str = "random", **common
-    ):
+        self, target, n_chains: int, block_size: int | None = None, blocks: str = "random",
+        **common,
+    ):  # fmt: skip
+        if block_size is None:  # 2, or the one site of a one-variable target
+            block_size = min(2, getattr(target, "n_sites", 2))
         if blocks not in BLOCK_CHOICES:
             raise ValueError(f"blocks must be one of {BLOCK_CHOICES}, got {blocks!r}.")
         k = integer(block_size, "block_size", 1, MAX_BLOCK)

@@ -48,9 +48,15 @@ def ball_patterns(k: int, r: int) -> torch.Tensor:
     return flips[order[distance[order] <= r]]
 
 
+#: The paper's HB-10-r: blocks of 10 sites, where the target has as many.
+DEFAULT_BLOCK = 10
+
+
 class HammingBallSampler(BlockGibbsSampler):
     """The Hamming ball sampler with blocks of ``block_size`` sites and balls of ``radius``
-    (see the module docstring); blocks are chosen as ``BlockGibbsSampler`` chooses them."""
+    (see the module docstring); blocks are chosen as ``BlockGibbsSampler`` chooses them.
+    ``block_size`` unset: the paper's 10, or every site of a target with fewer (a network of
+    6 variables still gets its Hamming ball, where a block of 10 cannot be drawn)."""
 
     name = "hamming-ball"
 
@@ -58,12 +64,14 @@ class HammingBallSampler(BlockGibbsSampler):
         self,
         target,
         n_chains: int,
-        block_size: int = 10,
+        block_size: int | None = None,
         radius: int = 1,
         blocks: str = "random",
         **common,
     ):
         r = integer(radius, "radius", 1, None)
+        if block_size is None:
+            block_size = min(DEFAULT_BLOCK, getattr(target, "n_sites", DEFAULT_BLOCK))
         super().__init__(target, n_chains, block_size=block_size, blocks=blocks, **common)
         if r > self.block_size:
             raise ValueError(
