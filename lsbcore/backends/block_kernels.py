@@ -34,7 +34,15 @@ from numba import njit
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.rbm_kernels import draw_index, step_block
 
-__all__ = ["draw_alone", "draw_passing_on", "neighbour_reach", "pairwise_block_steps", "parts"]
+__all__ = [
+    "draw_alone",
+    "draw_candidate",
+    "draw_passing_on",
+    "neighbour_reach",
+    "pairwise_block_steps",
+    "part_moves",
+    "parts",
+]
 
 
 def neighbour_reach(neighbours: np.ndarray) -> int:
@@ -181,6 +189,33 @@ def draw_passing_on(log_w, w, count, u):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def part_moves(q, m, members, moves, changed):
+    """Append the members ``members[t]`` of a part whose bit ``t`` is set in its drawn
+    candidate ``q`` to ``moves``; returns the new count."""
+    for t in range(m):
+        if (q >> t) & 1:
+            moves[changed] = members[t]
+            changed += 1
+    return changed
+
+
+@njit(cache=True, nogil=True, inline="always")
+def draw_candidate(log_w, w, u, masks, current, moves):
+    """Draw among the candidates ``log_w`` (their log-ratios to ``x``, candidate ``current``
+    being ``x``) with ``u``. Returns the probability of staying, the move's log-ratio and the
+    number of block sites it flips, their indices in ``moves``."""
+    q, total = draw_index(log_w, w, u)
+    log_ratio, changed = 0.0, 0
+    if q != current:
+        log_ratio = log_w[q]
+        for a in range(moves.shape[0]):
+            if ((masks[q] ^ masks[current]) >> a) & 1:
+                moves[changed] = a
+                changed += 1
+    return w[current] / total, log_ratio, changed
+
+
+@njit(cache=True, nogil=True, inline="always")
 def draw_alone(s_a, u):
     """A block site alone in its part: it stays with ``1 / (1 + e^s)`` (one ``exp``), as
     ``draw_index`` draws from the weights ``(1, e^s)``. Returns that probability, whether
@@ -254,10 +289,7 @@ def _factorised_block_gibbs(sb, sites, pair, part, members, log_w, w, u, moves):
         if q == 0:
             continue
         log_ratio += log_w[q]
-        for t in range(m):
-            if (q >> t) & 1:
-                moves[changed] = members[t]
-                changed += 1
+        changed = part_moves(q, m, members, moves, changed)
     return log_ratio, stay, changed
 
 
@@ -304,15 +336,9 @@ def pairwise_block_steps(
                 if aux:
                     current = min(int(u[aux_at + b] * count), count - 1)
                 _log_weights(sb, sites, linked, pair, masks, current, log_w)
-                q, total = draw_index(log_w, w, u[choice_at + b])
-                stay = w[current] / total
-                log_ratio, changed = 0.0, 0
-                if q != current:
-                    log_ratio = log_w[q]
-                    for a in range(k):
-                        if ((masks[q] ^ masks[current]) >> a) & 1:
-                            moves[changed] = a
-                            changed += 1
+                stay, log_ratio, changed = draw_candidate(
+                    log_w, w, u[choice_at + b], masks, current, moves
+                )
             lp += log_ratio
             accepted += changed
             for c in range(changed):

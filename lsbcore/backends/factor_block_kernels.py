@@ -26,9 +26,16 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.block_kernels import draw_alone, draw_passing_on, flip_masks, parts
+from lsbcore.backends.block_kernels import (
+    draw_alone,
+    draw_candidate,
+    draw_passing_on,
+    flip_masks,
+    part_moves,
+    parts,
+)
 from lsbcore.backends.kernels import trace_row, trace_start
-from lsbcore.backends.rbm_kernels import draw_index, step_block
+from lsbcore.backends.rbm_kernels import step_block
 
 __all__ = ["factor_block_steps"]
 
@@ -192,10 +199,7 @@ def _block_gibbs_by_parts(
         if q == 0:
             continue
         log_ratio += log_w[q]
-        for t in range(m):
-            if (q >> t) & 1:
-                moves[changed] = members[t]
-                changed += 1
+        changed = part_moves(q, m, members, moves, changed)
     return log_ratio, stay, changed
 
 
@@ -257,15 +261,9 @@ def factor_block_steps(
                 else:  # every subset of the block (``flip_patterns``: row q flips q's bits)
                     _every_subset(every, k, entry, touched, inside, places, of_site, n_of_site,
                                   tables, moved, fin, zeros, log_w)  # fmt: skip
-                q, total = draw_index(log_w, w, u[choice_at + b])
-                stay = w[current] / total
-                log_ratio, changed = 0.0, 0
-                if q != current:
-                    log_ratio = log_w[q]
-                    for a in range(k):
-                        if ((masks[q] ^ masks[current]) >> a) & 1:
-                            moves[changed] = a
-                            changed += 1
+                stay, log_ratio, changed = draw_candidate(
+                    log_w, w, u[choice_at + b], masks, current, moves
+                )
             lp += log_ratio
             accepted += changed
             for c in range(changed):
