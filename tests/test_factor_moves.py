@@ -145,3 +145,47 @@ def test_auto_picks_the_compiled_steps_for_gibbs_on_a_factor_graph_on_the_cpu():
     assert make_sampler("gibbs", graph, 2, backend="auto").backend == "compiled"
     # and Gibbs with Gradients (test_factor_learning_compiled.py)
     assert make_sampler("gwg", graph, 2, backend="auto").backend == "compiled"
+
+
+@pytest.mark.parametrize("zeros", [0.0, 0.15])
+def test_the_compiled_flip_parts_are_the_targets_ratio_cache(zeros):
+    """``factor_kernels.flip_scores``, which the compiled single-site steps keep between calls,
+    equals the target's own ratio cache (hard zeros included)."""
+    import numpy as np
+
+    from lsbcore.backends.factor_kernels import flip_scores
+    from lsbcore.samplers.factor_graph_kernel import factor_tables
+
+    graph = random_graph(8, 5, zeros) if zeros else grid_network(6, 0.5, seed=3)
+    sampler = make_sampler("gibbs", graph, 7, seed=5)
+    x = torch.where(torch.rand(7, graph.n_sites, generator=torch.Generator().manual_seed(2)) < 0.5,
+                    -1.0, 1.0).double()  # fmt: skip
+    d_finite, d_zeros = np.empty(x.shape), np.empty(x.shape)
+    flip_scores(x.numpy(), factor_tables(sampler), d_finite, d_zeros)
+    want_finite, want_zeros, _ = graph.ratio_cache(x)
+    assert torch.allclose(torch.from_numpy(d_finite), want_finite, rtol=0.0, atol=1e-12)
+    assert torch.equal(torch.from_numpy(d_zeros), want_zeros.double())
+    assert float(torch.from_numpy(d_zeros).abs().sum()) > 0 or not zeros
+
+
+@pytest.mark.parametrize("sampler", ["gibbs", "metropolis"])
+def test_compiled_single_site_steps_keep_their_flip_parts_between_calls(sampler):
+    """Calls of a few steps, a resync and a torch step between them: the kept flip parts are
+    reused only while they describe the chains, and the chains stay the torch steps'."""
+    graph = grid_network(6, 0.5, seed=2, epsilon=0.0)
+    torch_run = make_sampler(sampler, graph, 5, seed=11, backend="torch", resync_every=120)
+    compiled = make_sampler(sampler, graph, 5, seed=11, backend="compiled", resync_every=120)
+    torch_run.step(300)
+    for n in (1, 7, 42, 90):
+        compiled.step(n)
+    compiled.set_backend("torch")
+    compiled.step(10)
+    compiled.set_backend("compiled")
+    compiled.step(150)
+    assert torch.equal(compiled.x, torch_run.x)
+    assert torch.allclose(compiled.log_p, torch_run.log_p, rtol=0.0, atol=1e-9)
+    assert compiled.n_accepted == torch_run.n_accepted > 0
+    kept = compiled._flip_parts()
+    want_finite, want_zeros, _ = graph.ratio_cache(compiled._x)
+    assert torch.allclose(torch.from_numpy(kept[0]), want_finite, rtol=0.0, atol=1e-9)
+    assert torch.equal(torch.from_numpy(kept[1]), want_zeros.double())

@@ -2,17 +2,18 @@
 ``metropolis`` or a locally balanced sampler with a fixed ``g`` on a ``FactorGraph`` in one call
 (numba, CPU).
 
-A torch step rescores a flip through a dozen small operations; here the proposed flip of site
-``i`` reads only the factors that touch ``i`` (``factor_moves.Incidence``: compressed rows of
-each variable's factors, scopes padded to the largest arity), about a microsecond a step. Each
-chain runs all its steps in turn (its row stays in cache).
+A torch step rescores a flip through a dozen small operations; here each chain keeps every
+site's flip parts (``flip_scores``: the change of the finite part and of the zero-mass count
+under its flip, read from the factors, ``factor_moves.Incidence``: compressed rows of each
+variable's factors, scopes padded to the largest arity), a proposal reads its site's, and an
+accepted flip rewrites its neighbourhood's from the flipped site's factors
+(``flip_scores_after``). Each chain runs all its steps in turn (its row stays in cache).
 
 The chains hold states of positive probability (the samplers start there and never accept a
 move into zero mass), so a flip's log-ratio is ``-inf`` where it lands on a zero entry of one of
-its factors and the change of the finite part otherwise, summed over the factors of ``i`` in the
-order the torch step sums them. The uniforms are the torch step's, read as it reads them (the
-site, then the decision), so a seed gives the same chains on both paths (a decision could differ
-only where a uniform falls within rounding of a threshold).
+its factors and the change of the finite part otherwise. The uniforms are the torch step's,
+read as it reads them (the site, then the decision), so a seed gives the same chains on both
+paths (a decision could differ only where a uniform falls within rounding of a threshold).
 
 ``balanced_steps`` runs a locally balanced sampler (``barker``, ``sqrt``, ``min``, ``max``; the
 kernels' ``log_g`` knows LSB 1 and 2 too, but their learning runs torch): per chain it keeps
@@ -38,47 +39,54 @@ from lsbcore.backends.kernels import log_g, rebuild_row, trace_row, trace_start
 from lsbcore.numerics import LOG_RANGE, MAX_LOG_G
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _flip_log_ratio(x, b, site, scopes, place, offsets, finite, zero, first, factors):
-    """``log p~(x with site flipped) - log p~(x)`` for chain ``b`` at a state of positive mass."""
-    total = 0.0
-    into_zero = False
-    for r in range(first[site], first[site + 1]):
-        f = factors[r]
-        entry = 0
-        mask = 0
-        for p in range(scopes.shape[1]):
-            v = scopes[f, p]
-            if x[b, v] > 0:
-                entry += place[f, p]
-            if v == site:
-                mask += place[f, p]  # the padding's place is 0
-        old = offsets[f] + entry
-        new = offsets[f] + (entry ^ mask)
-        if zero[new] > 0:
-            into_zero = True
-        total += finite[new] - finite[old]
-    return -math.inf if into_zero else total
+@njit(cache=True, nogil=True)
+def flip_scores(x, tables, d_finite, d_zeros):
+    """Every site's two flip parts (the change of the finite part and of the zero-mass count
+    under its flip, ``[B, n]``) at the states ``x``: each factor read once per chain, its change
+    under each of its variables' flips added to that variable's. As ``FactorGraph.ratio_cache``
+    computes them, in one pass."""
+    scopes, place, offsets, finite, zero = (tables.scopes, tables.place, tables.offsets,
+                                            tables.finite, tables.zero)  # fmt: skip
+    for b in range(x.shape[0]):
+        for v in range(x.shape[1]):
+            d_finite[b, v] = 0.0
+            d_zeros[b, v] = 0.0
+        for f in range(scopes.shape[0]):
+            entry = 0
+            for p in range(scopes.shape[1]):
+                if x[b, scopes[f, p]] > 0:
+                    entry += place[f, p]
+            o = offsets[f]
+            for p in range(scopes.shape[1]):
+                bit = place[f, p]
+                if bit == 0:
+                    continue
+                d_finite[b, scopes[f, p]] += finite[o + (entry ^ bit)] - finite[o + entry]
+                d_zeros[b, scopes[f, p]] += zero[o + (entry ^ bit)] - zero[o + entry]
 
 
 @njit(cache=True, nogil=True)
-def uniform_site_steps(
-    x, log_p, accepted, u, gibbs, scopes, place, offsets, finite, zero, first, factors,
-    site_out, prob_out, flipped_out, trace, truth,
+def cached_site_steps(
+    x, log_p, accepted, u, gibbs, d_finite, d_zeros, tables, site_out, prob_out, flipped_out,
+    trace, truth,
 ):  # fmt: skip
     """``n`` steps of every chain, in place: ``u [n, 2, B]`` (the site, then the decision);
     site ``i = floor(u0 n)`` flips with probability ``sigmoid(s_i)`` (Gibbs) or
-    ``min(1, e^s_i)`` (Metropolis), never into zero mass; ``site_out``, ``prob_out`` and
-    ``flipped_out [B]`` receive the last step's site, flip probability and decision;
-    ``trace [n, B, 5]`` (or length 0) every step's row (``kernels.trace_row``), ``truth [n]``
-    the overlap's."""
+    ``min(1, e^s_i)`` (Metropolis), never into zero mass, ``s_i`` read from the kept flip parts
+    ``d_finite, d_zeros [B, n]`` (``flip_scores``), which a flip moves in its neighbourhood
+    (``flip_scores_after``): a rejected proposal costs one read, not the site's factors.
+    ``site_out``, ``prob_out`` and ``flipped_out [B]`` receive the last step's site, flip
+    probability and decision; ``trace [n, B, 5]`` (or length 0) every step's row
+    (``kernels.trace_row``), ``truth [n]`` the overlap's."""
     n_steps = u.shape[0]
     n_chains, n_sites = x.shape
+    most = largest_neighbourhood(tables.near_first)
+    fin_new, zero_new = np.empty(most), np.empty(most)
     for b in range(n_chains):
         sum_x, overlap = trace_start(trace, x[b], truth)
         for t in range(n_steps):
             site = min(int(u[t, 0, b] * n_sites), n_sites - 1)
-            s = _flip_log_ratio(x, b, site, scopes, place, offsets, finite, zero, first, factors)
+            s = -math.inf if d_zeros[b, site] > 0.0 else d_finite[b, site]
             if s == -math.inf:
                 log_flip = -math.inf
             elif gibbs:  # log sigmoid(s), as torch's logsigmoid computes it
@@ -87,6 +95,12 @@ def uniform_site_steps(
                 log_flip = min(s, 0.0)
             flip = s > -math.inf and math.log(u[t, 1, b]) < log_flip
             if flip:
+                flip_scores_after(b, site, x, d_finite, d_zeros, tables, fin_new, zero_new)
+                start = tables.near_first[site]
+                for k in range(tables.near_first[site + 1] - start):
+                    v = tables.near[start + k]
+                    d_finite[b, v] = fin_new[k]
+                    d_zeros[b, v] = zero_new[k]
                 sum_x -= 2.0 * x[b, site]
                 overlap -= 2.0 * x[b, site] * truth[site]
                 x[b, site] = -x[b, site]
@@ -181,7 +195,7 @@ def balanced_steps(
     ``u [n, 2, B]``: the site, then the decision (the torch step's layout); ``site_out``,
     ``prob_out`` and ``flipped_out [B]`` receive the last step's site, acceptance probability
     (0 for a flip into zero mass or from a chain with ``Z = 0``) and decision; ``trace`` and
-    ``truth`` as in ``uniform_site_steps``. Returns the number of rows rebuilt for range.
+    ``truth`` as in ``cached_site_steps``. Returns the number of rows rebuilt for range.
     """
     x, log_p, n_accepted, s, d_finite, d_zeros = chains
     near_first, near = tables.near_first, tables.near

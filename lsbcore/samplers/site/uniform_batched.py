@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -23,6 +24,7 @@ from lsbcore.samplers.batched import (
     rbm_compiled_refusal,
 )
 from lsbcore.samplers.chain_base import StepInfo
+from lsbcore.samplers.factor_graph_kernel import factor_tables
 from lsbcore.targets.base import Target
 from lsbcore.targets.factor_graph import FactorGraph
 
@@ -75,9 +77,10 @@ class BatchedUniformSiteSampler(BatchedSampler):
 
     def _compiled_steps(self, n: int, trace, truth) -> None:
         """``n`` steps on an RBM by ``rbm_kernels.uniform_site_steps`` (on a factor graph by
-        ``factor_kernels``'): the torch step's uniforms, read as it reads them, so the same
-        chains. The kernels advance copies of the chains in place and fill the last step's
-        site, acceptance probability and flip."""
+        ``factor_kernels.cached_site_steps``, from flip parts kept between calls): the torch
+        step's uniforms, read as it reads them, so the same chains. The kernels advance copies
+        of the chains in place and fill the last step's site, acceptance probability and
+        flip."""
         u = self._uniforms(n, 2, self.n_chains)
         x, log_p, accepted = self._x.clone(), self._log_p.clone(), self._n_accepted.clone()
         site = torch.empty(self.n_chains, dtype=torch.int64)
@@ -86,14 +89,14 @@ class BatchedUniformSiteSampler(BatchedSampler):
         chains = (x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy())
         last = (site.numpy(), prob.numpy(), flipped.numpy())
         if isinstance(self.target, FactorGraph):
-            from lsbcore.backends.factor_kernels import uniform_site_steps
+            from lsbcore.backends.factor_kernels import cached_site_steps
 
-            inc = self.target.incidence()
-            uniform_site_steps(
-                *chains, self.rule == "gibbs",
-                inc.scopes.numpy(), inc.place.numpy(), inc.offsets.numpy(), inc.finite.numpy(),
-                inc.zero.numpy(), inc.first.numpy(), inc.factors.numpy(), *last, trace, truth,
+            d_finite, d_zeros = self._flip_parts()
+            cached_site_steps(
+                *chains, self.rule == "gibbs", d_finite, d_zeros, factor_tables(self), *last,
+                trace, truth,
             )  # fmt: skip
+            self._flip_parts_of = (x, x._version, self.target, d_finite, d_zeros)
         else:
             from lsbcore.backends.rbm_kernels import uniform_site_steps
 
@@ -105,6 +108,28 @@ class BatchedUniformSiteSampler(BatchedSampler):
             )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._last = StepInfo(site=site, accept_prob=prob, accepted=flipped)
+
+    def _flip_parts(self):
+        """Every site's flip parts at the chains' states (``factor_kernels.flip_scores``): as
+        the last compiled call left them while neither the chains nor the target changed and no
+        resync came since (which bounds their rounding drift), else computed afresh."""
+        kept = getattr(self, "_flip_parts_of", None)
+        if (
+            kept is not None
+            and kept[0] is self._x
+            and kept[1] == self._x._version
+            and kept[2] is self.target
+        ):
+            return kept[3], kept[4]
+        from lsbcore.backends.factor_kernels import flip_scores
+
+        d_finite, d_zeros = np.empty(self._x.shape), np.empty(self._x.shape)
+        flip_scores(self._x.numpy(), factor_tables(self), d_finite, d_zeros)
+        return d_finite, d_zeros
+
+    def _after_resync(self) -> None:
+        self._flip_parts_of = None
+        super()._after_resync()
 
     # ----------------------------------------------------------------- the exact law
     def flip_log_probs(self) -> torch.Tensor:
