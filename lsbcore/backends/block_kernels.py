@@ -40,8 +40,10 @@ __all__ = [
     "draw_passing_on",
     "neighbour_reach",
     "pairwise_block_steps",
+    "part_members",
     "part_moves",
     "parts",
+    "record_last",
 ]
 
 
@@ -216,14 +218,35 @@ def draw_candidate(log_w, w, u, masks, current, moves):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def draw_alone(s_a, u):
-    """A block site alone in its part: it stays with ``1 / (1 + e^s)`` (one ``exp``), as
-    ``draw_index`` draws from the weights ``(1, e^s)``. Returns that probability, whether
-    the site flips and the passed-on uniform (``draw_passing_on``)."""
+def draw_alone(s_a, u, a, moves, changed):
+    """Block site ``a`` alone in its part: it stays with ``1 / (1 + e^s)`` (one ``exp``), as
+    ``draw_index`` draws from the weights ``(1, e^s)``. Returns that probability, the passed-on
+    uniform (``draw_passing_on``), the log-ratio the draw adds and the count of ``moves``,
+    ``a`` appended where it flips."""
     stay = 1.0 / (1.0 + math.exp(s_a))
     if stay > 0.0 and u <= stay:  # draw_index's rule: the first positive weight
-        return stay, False, u / stay
-    return stay, True, min((u - stay) / (1.0 - stay), 1.0)
+        return stay, u / stay, 0.0, changed
+    moves[changed] = a
+    return stay, min((u - stay) / (1.0 - stay), 1.0), s_a, changed + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def part_members(part, root, members):
+    """The block sites of the part named ``root`` (``parts``) into ``members``; their count."""
+    m = 0
+    for a in range(root, part.shape[0]):
+        if part[a] == root:
+            members[m] = a
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def record_last(last_sites, last, b, sites, stay, changed):
+    """The last step's block, probability of moving and whether chain ``b`` moved."""
+    for a in range(sites.shape[0]):
+        last_sites[b, a] = sites[a]
+    last[0, b], last[1, b] = 1.0 - stay, changed > 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -234,14 +257,9 @@ def _apart_block_gibbs(sb, sites, u, moves):
     indices in ``moves``."""
     log_ratio, stay, changed = 0.0, 1.0, 0
     for a in range(sites.shape[0]):
-        s_a = sb[sites[a]]
-        stay_a, flips, u = draw_alone(s_a, u)
+        stay_a, u, d_log, changed = draw_alone(sb[sites[a]], u, a, moves, changed)
         stay *= stay_a
-        if not flips:
-            continue
-        log_ratio += s_a
-        moves[changed] = a
-        changed += 1
+        log_ratio += d_log
     return log_ratio, stay, changed
 
 
@@ -256,20 +274,11 @@ def _factorised_block_gibbs(sb, sites, pair, part, members, log_w, w, u, moves):
     for root in range(k):
         if part[root] != root:
             continue
-        m = 0
-        for a in range(root, k):
-            if part[a] == root:
-                members[m] = a
-                m += 1
+        m = part_members(part, root, members)
         if m == 1:
-            s_a = sb[sites[root]]
-            stay_part, flips, u = draw_alone(s_a, u)
+            stay_part, u, d_log, changed = draw_alone(sb[sites[root]], u, root, moves, changed)
             stay *= stay_part
-            if not flips:
-                continue
-            log_ratio += s_a
-            moves[changed] = root
-            changed += 1
+            log_ratio += d_log
             continue
         count = 1 << m
         log_w[0] = 0.0
@@ -347,8 +356,6 @@ def pairwise_block_steps(
                 overlap -= 2.0 * xb[i] * truth[i]
                 _flip(xb, sb, i, neighbours, coupling)
             if step == steps - 1:
-                for a in range(k):
-                    last_sites[b, a] = sites[a]
-                last[0, b], last[1, b] = 1.0 - stay, changed > 0
+                record_last(last_sites, last, b, sites, stay, changed)
             trace_row(trace, step, b, lp, sum_x, overlap, changed, -1)
         log_p[b], n_accepted[b] = lp, accepted

@@ -31,8 +31,10 @@ from lsbcore.backends.block_kernels import (
     draw_candidate,
     draw_passing_on,
     flip_masks,
+    part_members,
     part_moves,
     parts,
+    record_last,
 )
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.rbm_kernels import step_block
@@ -78,6 +80,19 @@ def _block_factors(xb, sites, tables, touched, entry, inside, places, of_site, n
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _bits_in_entry(hit, places, t):
+    """Factor ``t``'s table index bits of the block sites in ``hit`` (bits of block sites): what
+    flipping them does to its entry, by ``^``."""
+    mask = 0
+    a = 0
+    while hit >> a:
+        if (hit >> a) & 1:
+            mask += places[t, a]
+        a += 1
+    return mask
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _log_ratio(moved, count, touched, entry, inside, places, tables):
     """``log p~`` of ``x`` with the block sites of the bits ``moved`` flipped, minus that of
     ``x``: the change of each factor those sites are in (``-inf`` into zero mass)."""
@@ -87,12 +102,7 @@ def _log_ratio(moved, count, touched, entry, inside, places, tables):
         hit = moved & inside[t]
         if hit == 0:
             continue
-        mask = 0
-        a = 0
-        while hit >> a:
-            if (hit >> a) & 1:
-                mask += places[t, a]
-            a += 1
+        mask = _bits_in_entry(hit, places, t)
         old = tables.offsets[touched[t]] + entry[t]
         new = tables.offsets[touched[t]] + (entry[t] ^ mask)
         if tables.zero[new] > 0:
@@ -121,13 +131,7 @@ def _every_subset(members, m, entry, touched, inside, places, of_site, n_of_site
         d_fin, d_zeros = 0.0, 0
         for j in range(n_of_site[a]):
             t = of_site[a, j]
-            hit = before & inside[t]
-            mask = 0
-            c = 0
-            while hit >> c:
-                if (hit >> c) & 1:
-                    mask += places[t, c]
-                c += 1
+            mask = _bits_in_entry(before & inside[t], places, t)
             now = tables.offsets[touched[t]] + (entry[t] ^ mask)
             new = tables.offsets[touched[t]] + (entry[t] ^ mask ^ places[t, a])
             d_fin += tables.finite[new] - tables.finite[now]
@@ -178,19 +182,12 @@ def _block_gibbs_by_parts(
     for root in range(k):
         if part[root] != root:
             continue
-        m = 0
-        for a in range(root, k):
-            if part[a] == root:
-                members[m] = a
-                m += 1
+        m = part_members(part, root, members)
         if m == 1:
             s_a = _log_ratio(1 << root, count, touched, entry, inside, places, tables)
-            stay_a, flips, u = draw_alone(s_a, u)
+            stay_a, u, d_log, changed = draw_alone(s_a, u, root, moves, changed)
             stay *= stay_a
-            if flips:
-                log_ratio += s_a
-                moves[changed] = root
-                changed += 1
+            log_ratio += d_log
             continue
         _every_subset(members, m, entry, touched, inside, places, of_site, n_of_site, tables,
                       moved, fin, zeros, log_w)  # fmt: skip
@@ -272,8 +269,6 @@ def factor_block_steps(
                 overlap -= 2.0 * xb[i] * truth[i]
                 xb[i] = -xb[i]
             if step == steps - 1:
-                for a in range(k):
-                    last_sites[b, a] = sites[a]
-                last[0, b], last[1, b] = 1.0 - stay, changed > 0
+                record_last(last_sites, last, b, sites, stay, changed)
             trace_row(trace, step, b, lp, sum_x, overlap, changed, -1)
         log_p[b], n_accepted[b] = lp, accepted

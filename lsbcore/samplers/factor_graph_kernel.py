@@ -63,20 +63,15 @@ class FactorGraphKernel:
         """The exact ratios ``s [B, n]`` of the chains' states and the target's ratio cache, as
         the last compiled call left them while neither the chains nor the target have changed
         since, else computed afresh (for the samplers that do not keep them)."""
-        kept = getattr(self, "_exact_of", None)
-        if (
-            kept is not None
-            and kept[0] is self._x
-            and kept[1] == self._x._version
-            and kept[2] is self.target
-        ):
-            return kept[3], kept[4]
+        kept = still_kept(self, "_exact_of")
+        if kept is not None:
+            return kept
         with torch.no_grad():
             return self.target.flip_log_ratios_after(self._x, self._x, None, None)
 
     def _keep_exact_ratios(self, s: torch.Tensor, cache: tuple) -> None:
         """Keep the exact pair of the chains' current states (``_kept_exact_ratios``)."""
-        self._exact_of = (self._x, self._x._version, self.target, s, cache)
+        keep(self, "_exact_of", s, cache)
 
     def _proposal(self, s: torch.Tensor, function: Function) -> ProposalCache:
         """The kernel's proposal cache for the ratios ``s``: kept from the last compiled call
@@ -107,6 +102,26 @@ class FactorGraphKernel:
     def _factor_tables(self) -> FactorTables:
         """The target's tables as the kernels take them (``factor_tables``)."""
         return factor_tables(self)
+
+
+def keep(sampler, name: str, *values) -> None:
+    """Keep ``values`` on ``sampler`` under ``name``, valid for its chains' current states and
+    target (``still_kept``)."""
+    setattr(sampler, name, (sampler._x, sampler._x._version, sampler.target, values))
+
+
+def still_kept(sampler, name: str) -> tuple | None:
+    """The values ``keep`` put under ``name`` while neither the chains (the same tensor, not
+    written since) nor the target have changed, else None."""
+    kept = getattr(sampler, name, None)
+    if (
+        kept is not None
+        and kept[0] is sampler._x
+        and kept[1] == sampler._x._version
+        and kept[2] is sampler.target
+    ):
+        return kept[3]
+    return None
 
 
 def factor_tables(sampler) -> FactorTables:

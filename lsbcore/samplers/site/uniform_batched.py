@@ -24,7 +24,7 @@ from lsbcore.samplers.batched import (
     rbm_compiled_refusal,
 )
 from lsbcore.samplers.chain_base import StepInfo
-from lsbcore.samplers.factor_graph_kernel import factor_tables
+from lsbcore.samplers.factor_graph_kernel import factor_tables, keep, still_kept
 from lsbcore.targets.base import Target
 from lsbcore.targets.factor_graph import FactorGraph
 
@@ -96,7 +96,8 @@ class BatchedUniformSiteSampler(BatchedSampler):
                 *chains, self.rule == "gibbs", d_finite, d_zeros, factor_tables(self), *last,
                 trace, truth,
             )  # fmt: skip
-            self._flip_parts_of = (x, x._version, self.target, d_finite, d_zeros)
+            self._x = x
+            keep(self, "_flip_parts_of", d_finite, d_zeros)
         else:
             from lsbcore.backends.rbm_kernels import uniform_site_steps
 
@@ -113,14 +114,9 @@ class BatchedUniformSiteSampler(BatchedSampler):
         """Every site's flip parts at the chains' states (``factor_kernels.flip_scores``): as
         the last compiled call left them while neither the chains nor the target changed and no
         resync came since (which bounds their rounding drift), else computed afresh."""
-        kept = getattr(self, "_flip_parts_of", None)
-        if (
-            kept is not None
-            and kept[0] is self._x
-            and kept[1] == self._x._version
-            and kept[2] is self.target
-        ):
-            return kept[3], kept[4]
+        kept = still_kept(self, "_flip_parts_of")
+        if kept is not None:
+            return kept
         from lsbcore.backends.factor_kernels import flip_scores
 
         d_finite, d_zeros = np.empty(self._x.shape), np.empty(self._x.shape)
