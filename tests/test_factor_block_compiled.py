@@ -174,3 +174,19 @@ def test_the_default_blocks_fit_a_network_smaller_than_them():
     assert single.block_size == 1
     single.step(20)
     assert make_sampler("block-gibbs", ring, 2).block_size == 2
+
+
+@pytest.mark.parametrize("name", ["block-gibbs", "hamming-ball"])
+def test_a_one_site_block_records_its_marginals_in_a_comparison(name):
+    """A one-variable network (an upload) gets one-site blocks: the recording comparison adds
+    their states to the marginals (their trace names no site), near p(x = +1) = 0.7."""
+    from lsbcore import Comparison
+
+    table = torch.log(torch.tensor([0.3, 0.7], dtype=torch.float64))
+    lone = FactorGraph(1, [[0]], [table], (1, 1))  # as an upload is drawn
+    comparison = Comparison([name], lone, 8, seed=0, thin=1)
+    comparison.step(20)
+    comparison.start_mixing()
+    comparison.step(2000)
+    marginal = comparison.marginals[name].mean()
+    assert abs(float(marginal.mean()) - 0.7) < 0.03

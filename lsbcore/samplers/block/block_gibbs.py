@@ -192,6 +192,9 @@ class BlockGibbsSampler(BatchedSampler):
 
     name = "block-gibbs"
     uses_ratios = False
+    #: A step's trace names no site, even of a one-site block: a comparison adds the states to
+    #: the marginals, not the flips (``Comparison._advance_recording``).
+    moves_one_site = False
 
     def __init__(
         self, target, n_chains: int, block_size: int | None = None, blocks: str = "random",
