@@ -30,6 +30,7 @@ TRIED = page_state.Slot("_resume_tried", False)  # this session looked for its l
 KEEP = (
     "_kept_upload",
     sidebar.KEPT_SOURCES,
+    sidebar.KEPT_TARGETS,
     prompts.STATE,
     prompts.KEPT,
     rbm_training.KEY,

@@ -153,10 +153,17 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
             st.info("That object class is the one already in use: the posterior and the run stay.")
             run.config = cfg
             return run
+        parks = bool(run.n_steps) and _park_key(run.config) != _park_key(cfg)
         back = _take_parked(run, cfg, key)
         if back is not None:
             return back
-        if run.n_steps:
+        if parks:  # not lost: it waits for its source or target to be chosen again
+            left = "source" if run.config.target == cfg.target else "target"
+            st.info(
+                f"The run of the {left} left ({run.n_steps:,} steps) is kept, paused, for when "
+                f"you choose it again; this {left}'s run starts here."
+            )
+        elif run.n_steps:
             st.info(f"{reason}: the run was reset.")
     keep_running = bool(run and run.running and not reset)
     if run is not None:
@@ -199,9 +206,10 @@ def _take_parked(run: state.Run, cfg: Config, key: tuple) -> state.Run | None:
     page_state.RUN.set(old)
     page_state.RUN_INPUTS.set(old_key)
     old.config = cfg
+    kept_for = "source" if run.config.target == cfg.target else "target"
     st.info(
-        f"Back to the run kept for this {'source' if _park_key(cfg)[1] else 'target'}: "
-        f"{old.n_steps:,} steps, paused while you were away; press Run to go on."
+        f"Back to the run kept for this {kept_for}: {old.n_steps:,} steps, paused while you "
+        "were away; press Run to go on."
     )
     return old
 

@@ -73,6 +73,11 @@ IMAGE_TYPES = ["png", "jpg", "jpeg", "gif", "webp", "tif", "tiff", "bmp"]
 # each source's settings as it was left, {source: (configuration dict, size note)}: a source
 # chosen again comes back as it was (its resolution, its model's parameters)
 KEPT_SOURCES = "_kept_sources"
+# each target's settings as it was left, the same way: the Ising posterior comes back with its
+# source and model, a network or an RBM with the samplers and run lengths chosen for it
+KEPT_TARGETS = "_kept_targets"
+# settings of the page, not of a source or target: they stay as last set when one comes back
+PAGE_WIDE = ("speed", "device")
 
 
 @dataclass
@@ -139,11 +144,39 @@ def _apply_defaults(values: dict) -> None:
         st.session_state[key] = list(value) if key == "samplers" else value
 
 
+def _keep_left(kept_key: str, left: str | None, chosen: str) -> dict:
+    """Keep the settings of the ``left`` source or target (the last run's configuration) under
+    ``kept_key`` for its return, unless it is the one ``chosen``; return what is kept."""
+    state = st.session_state
+    saved = state.get("_saved") or Config().as_dict()
+    kept = state.setdefault(kept_key, {})
+    if left is not None and left != chosen:
+        kept[left] = (dict(saved), state.get("_size_note"))
+    return kept
+
+
+def _take_kept(kept: dict, chosen: str, own: tuple[str, ...]) -> bool:
+    """Give the settings ``chosen`` had when it was left back to the widgets (all but ``own``,
+    the fields that name it, and the page-wide ones); False when it has none kept."""
+    if chosen not in kept:
+        return False
+    values, note = kept.pop(chosen)
+    skip = (*own, *PAGE_WIDE)
+    _apply_defaults({k: v for k, v in values.items() if k not in skip})
+    st.session_state["_size_note"] = note
+    return True
+
+
 def _on_target() -> None:
-    """A new target: its samplers and run lengths (an RBM's or a network's own, or the Ising
-    source's)."""
+    """A new target: the settings it had when it was left (its samplers, chains and run
+    lengths; the Ising posterior's source and model too), else its own defaults (an RBM's or
+    a network's, or the Ising source's); the target left keeps its settings for its return."""
     state = st.session_state
     target = state["target"]
+    saved = state.get("_saved") or Config().as_dict()
+    kept = _keep_left(KEPT_TARGETS, saved.get("target"), target)
+    if _take_kept(kept, target, ("target",)):
+        return
     if kind_of(target) is not TargetKind.ISING:
         _apply_defaults(cfgmod.target_defaults(target))
         return
@@ -163,13 +196,9 @@ def _on_source() -> None:
     state = st.session_state
     source = state["source"]
     saved = state.get("_saved") or Config().as_dict()
-    kept = state.setdefault(KEPT_SOURCES, {})
-    if saved.get("target") == "ising" and saved.get("source") != source:
-        kept[saved["source"]] = (dict(saved), state.get("_size_note"))
-    if source in kept:
-        values, note = kept.pop(source)
-        _apply_defaults({k: v for k, v in values.items() if k not in ("target", "source")})
-        state["_size_note"] = note
+    left = saved.get("source") if saved.get("target") == "ising" else None
+    kept = _keep_left(KEPT_SOURCES, left, source)
+    if _take_kept(kept, source, ("target", "source")):
         return
     _apply_defaults(cfgmod.source_defaults(source, state["case"], state["sample"]))
     if source != "paper":

@@ -44,6 +44,10 @@ def healthy(at) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
+def texts(elements) -> list[str]:
+    return [str(e.value) for e in elements]
+
+
 def wait_for_steps(run, n: int, timeout: float = 30.0) -> None:
     deadline = time.perf_counter() + timeout
     while run.n_steps < n and time.perf_counter() < deadline:
@@ -356,3 +360,43 @@ def test_a_failing_view_says_so_in_its_tab_and_the_page_goes_on(monkeypatch):
     at.run()
     healthy(at)
     assert at.get("plotly_chart")
+
+
+def test_a_target_chosen_again_comes_back_with_its_settings_and_its_run():
+    """Samplers, chains and the posterior's parameters are kept per target (as per source): a
+    network left for another target comes back with what was chosen for it, and its run; the
+    speed cap is the page's and stays as last set."""
+    at = open_app(target="mn1", burn_in="5")
+    at.sidebar.multiselect(key="samplers").set_value(["barker", "lsb1"]).run()
+    at.sidebar.slider(key="chains").set_value(3).run()
+    healthy(at)
+    run = at.session_state["_run"]
+    state.advance(run, 10.0, max_steps=4)
+    steps = run.n_steps
+    assert steps > 0
+    for away in ("mn2", "ising"):  # the other network starts from its own defaults
+        at.sidebar.selectbox(key="target").set_value(away).run()
+        healthy(at)
+        if away == "mn2":
+            assert (
+                f"The run of the target left ({steps:,} steps) is kept, paused, for when you "
+                "choose it again; this target's run starts here." in texts(at.info)
+            )
+            assert list(at.sidebar.multiselect(key="samplers").value) == TABLE3
+            assert at.sidebar.slider(key="chains").value == network_targets.DEFAULT_CHAINS
+    at.sidebar.number_input(key="lam").set_value(1.3).run()
+    at.sidebar.select_slider(key="speed").set_value("20").run()
+    healthy(at)
+    at.sidebar.selectbox(key="target").set_value("mn1").run()
+    healthy(at)
+    assert list(at.sidebar.multiselect(key="samplers").value) == ["barker", "lsb1"]
+    assert at.sidebar.slider(key="chains").value == 3
+    assert at.session_state["_run"] is run and run.n_steps == steps  # its sampling kept
+    assert f"Back to the run kept for this target: {steps:,} steps" in " ".join(texts(at.info))
+    assert at.session_state["speed"] == "20"
+    for target in ("ising", "mn1", "ising"):  # second and third returns alike
+        at.sidebar.selectbox(key="target").set_value(target).run()
+        healthy(at)
+    assert at.sidebar.number_input(key="lam").value == 1.3
+    assert list(at.sidebar.multiselect(key="samplers").value) == list(cfgmod.PAPER_SAMPLERS)
+    assert at.session_state["_run"].config.lam == 1.3
