@@ -82,7 +82,7 @@ def stationary(target, chains: int, steps: int, seed: int = 0) -> dict:
     half = chains // 2
     zeros = torch.full((half, *target.shape), -1.0, dtype=torch.float64)
     x0 = torch.cat([zeros, uniform_start(target.shape, chains - half, seed)])
-    sampler = make_sampler("sqrt", target, chains, seed=seed, x0=x0, backend="torch")
+    sampler = make_sampler("sqrt", target, chains, seed=seed, x0=x0, backend=protocol.BACKEND)
     sampler.track_statistics()
     buffer = torch.empty(steps, chains, 5, dtype=torch.float64)
     sampler.step(steps, trace=buffer)

@@ -25,6 +25,7 @@ import torch
 from lsbcore.checks import integer
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import make_sampler
+from lsbcore.studies.networks import protocol
 from lsbcore.targets.factor_graph import FactorGraph
 
 #: The balancing samplers compared (the paper's Table 3, its appendix G variant, and max(1, t)
@@ -110,7 +111,7 @@ def escape_times(
 
     ``skeleton`` must be ``network`` with its near-deterministic entries made exact zeros (same
     variables and scopes). ``make(sampler, network, x0, seed)`` builds the chains (default: the
-    registry's sampler with its default options, torch steps)."""
+    registry's sampler with its default options, on the study's backend)."""
     if sampler not in ESCAPE_SAMPLERS:
         raise ValueError(
             f"unknown sampler {sampler!r}; choose one of {', '.join(ESCAPE_SAMPLERS)}."
@@ -126,7 +127,9 @@ def escape_times(
     for seed in seeds:
         x0 = uniform_start(network.shape, n_chains, seed)
         if make is None:
-            chains = make_sampler(sampler, network, n_chains, seed=seed, x0=x0, backend="torch")
+            chains = make_sampler(
+                sampler, network, n_chains, seed=seed, x0=x0, backend=protocol.BACKEND
+            )
         else:
             chains = make(sampler, network, x0, seed)
         g0, per_step = g_at_zero(chains.balancing), chains.evals_per_step

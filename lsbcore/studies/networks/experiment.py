@@ -79,16 +79,18 @@ def build(name: str, target, x0: torch.Tensor, seed: int, settings: dict):
     if name == "max-g0-zero":
         pinned = PinnedZeroBalancing(FixedBalancing("max"))
         return make_sampler(
-            "learned", target, len(x0), seed=seed, x0=x0, backend="torch", balancing=pinned
+            "learned", target, len(x0), seed=seed, x0=x0, backend=protocol.BACKEND, balancing=pinned
         )
     options = sampler_options(name, settings)
-    return make_sampler(name, target, len(x0), seed=seed, x0=x0, backend="torch", **options)
+    return make_sampler(
+        name, target, len(x0), seed=seed, x0=x0, backend=protocol.BACKEND, **options
+    )
 
 
 def sqrt_burn_in(target, x0: torch.Tensor, seed: int, burn_in: int) -> torch.Tensor:
     """The states sqrt(t)'s chains reach after ``burn_in`` iterations from ``x0``: where the
     authors restart every sampler's mixing."""
-    sampler = make_sampler("sqrt", target, len(x0), seed=seed, x0=x0, backend="torch")
+    sampler = make_sampler("sqrt", target, len(x0), seed=seed, x0=x0, backend=protocol.BACKEND)
     sampler.step(burn_in)
     return sampler.x.detach().clone()
 
