@@ -185,3 +185,38 @@ def test_the_compiled_block_steps_serve_pairwise_targets_on_the_cpu_only():
     assert make_sampler("block-gibbs", model, 2).backend == "compiled"
     assert make_sampler("hamming-ball", model, 2, block_size=4).backend == "compiled"
     assert make_sampler("block-gibbs", model, 2, backend="torch").backend == "torch"
+
+
+@pytest.mark.parametrize("sampler", ["block-gibbs 2", "hamming-ball 4 1"])
+def test_the_flip_ratios_kept_between_calls_give_the_torch_chains(sampler):
+    """Each call starts from the flip log-ratios the last one left (not recomputed, O(n) a
+    call): many short calls, a torch step and a new state set between two of them
+    give the torch step's chains, and what is kept is the target's ratios at the chains'
+    states."""
+    from lsbcore.samplers.factor_graph_kernel import still_kept
+
+    name, options = SAMPLERS[sampler]
+    model = ising(4, 5, "periodic", True, 5)
+    options = dict(options, blocks="sweep", resync_every=10**6)
+    torch_run = make_sampler(name, model, 7, seed=1, backend="torch", **options)
+    compiled = make_sampler(name, model, 7, seed=1, backend="compiled", **options)
+    y = torch.where(
+        torch.rand(7, 4, 5, generator=torch.Generator().manual_seed(9)) < 0.5, -1.0, 1.0
+    )
+    states = []
+    for run, calls in ((torch_run, (31,)), (compiled, (1, 2, 5, 1, 13, 9))):
+        for n in calls:
+            run.step(n)
+        states.append(run.x.clone())
+        run.set_state(y)
+        for at, n in enumerate(calls[::-1]):
+            run.set_backend("torch" if run is torch_run or at == 2 else "compiled")
+            run.step(n)  # the compiled run's third call after y a torch step: it moves x
+        assert run.n_steps == 62
+    assert torch.equal(states[0], states[1])
+    assert torch.equal(compiled.x, torch_run.x)
+    assert torch.allclose(compiled.log_p, torch_run.log_p, rtol=0, atol=1e-9)
+    kept = still_kept(compiled, "_flip_ratios_of")
+    assert kept is not None
+    exact = model.flip_log_ratios(compiled._x)
+    assert torch.allclose(kept[0], exact, rtol=0, atol=1e-10)

@@ -48,6 +48,7 @@ from lsbcore.samplers.batched import (
     rbm_compiled_refusal,
 )
 from lsbcore.samplers.chain_base import StepInfo
+from lsbcore.samplers.factor_graph_kernel import keep, still_kept
 from lsbcore.targets.base import Target
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.pairwise_target import PairwiseTarget
@@ -319,7 +320,7 @@ class BlockGibbsSampler(BatchedSampler):
             from lsbcore.backends import block_kernels
 
             neighbours, coupling, reach = self._pairwise_tables()
-            s = self.target.flip_log_ratios(x).contiguous()
+            s = self._flip_ratios(x)
             block_kernels.pairwise_block_steps(
                 x.numpy(), s.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode,
                 blocks, orders.numpy(), self._candidates().numpy(), self._aux, neighbours,
@@ -342,10 +343,26 @@ class BlockGibbsSampler(BatchedSampler):
                 sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
+        if pairwise:  # moved with the chains: the next call starts from them
+            keep(self, "_flip_ratios_of", s)
         self._position = position
         if sweeps:
             self._order = orders[-1]
         self._last = StepInfo(sites=sites, accept_prob=last[0], accepted=last[1] > 0)
+
+    def _flip_ratios(self, x: torch.Tensor) -> torch.Tensor:
+        """Every site's flip log-ratio at the chains' states ``x`` (a copy of them): as the last
+        compiled call left them while neither the chains nor the target changed and no resync
+        came since (which bounds their rounding drift), else computed afresh, ``O(n)`` a call
+        that a short call (the live page's) would spend most of its time on."""
+        kept = still_kept(self, "_flip_ratios_of")
+        if kept is not None:
+            return kept[0]
+        return self.target.flip_log_ratios(x).contiguous()
+
+    def _after_resync(self) -> None:
+        self._flip_ratios_of = None
+        super()._after_resync()
 
     def _sweep_blocks_array(self) -> np.ndarray:
         """``sweep_blocks`` as one ``[blocks, k]`` array (built once per block size: a large
