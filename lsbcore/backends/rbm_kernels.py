@@ -288,12 +288,15 @@ def gwg_steps(
     pre_activations(x, w_t, c, a)
     sig, a_new, sig_new = np.empty((2, m)), np.empty(m), np.empty((2, m))
     logits, cdf, s_tilde = np.empty(n), np.empty(n), np.empty(n)
-    logits_new, cdf_new, g_new = np.empty(n), np.empty(n), np.empty(n)
+    logits_new, cdf_new, g_spare = np.empty(n), np.empty(n), np.empty(n)
     scratch = network_scratch(n)
     linear_form = has_linear_form(function)  # once: the function is fixed during the call
     weights = np.exp(function.log_w) if function.kind == KIND_MIXTURE else np.zeros(4)
     for b in range(chains):
-        xb, ab, gb = x[b], a[b], grad[b]
+        # an accepted move swaps the current and proposed arrays (no copies of n values); the
+        # chain's gradient is copied into its row at the end where a swap left it in the spare
+        xb, ab, gb, g_new = x[b], a[b], grad[b], g_spare
+        in_row = True  # whether gb is grad[b]'s own row
         _refresh_sig(ab, sig)
         log_z, linear = _proposal_cdf(
             xb, gb, function, weights, logits, cdf, s_tilde, linear_form, scratch
@@ -327,13 +330,18 @@ def gwg_steps(
                 n_accepted[b] += 1
                 log_z, linear = log_z_new, linear_new
                 _take_hidden(ab, sig, a_new, sig_new)
-                for k in range(n):
-                    gb[k], logits[k], cdf[k] = g_new[k], logits_new[k], cdf_new[k]
+                gb, g_new = g_new, gb
+                logits, logits_new = logits_new, logits
+                cdf, cdf_new = cdf_new, cdf
+                in_row = not in_row
                 sum_x -= 2.0 * x_i
                 overlap -= 2.0 * x_i * truth[i]
             else:
                 xb[i] = x_i
             trace_row(trace, step, b, log_p[b], sum_x, overlap, 1.0 if accept else 0.0, i)
+        if not in_row:  # the current gradient is in the spare array, the row a proposal's
+            for k in range(n):
+                g_new[k] = gb[k]
 
 
 # ----------------------------------------------------------------- exact locally balanced
