@@ -255,9 +255,13 @@ def ratio_cdf(s, function, weights, logits, cdf, gwg, linear_form, scratch):
         else:
             logits[k] = log_g(kind, s[k], log_w, breakpoints, slope, intercept)
         top = max(top, logits[k])
+    shifted = scratch[0][0]  # free here: the network's rows serve the linear form only
+    for k in range(n):
+        shifted[k] = logits[k] - top
+    _vector_exp(shifted, cdf, scratch[2])  # the elements side by side, not n library calls
     total = 0.0
     for k in range(n):
-        total += math.exp(logits[k] - top)
+        total += cdf[k]
         cdf[k] = total
     return top + math.log(total), False
 
