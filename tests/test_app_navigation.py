@@ -135,3 +135,19 @@ def test_the_worker_imports_its_libraries_on_the_page_thread_before_it_starts(mo
     for name in state.WORKER_IMPORTS:  # each imported (scipy imports some again itself) first
         assert ("import", name) in events[:made], name
     assert "arviz_stats.base" in state.WORKER_IMPORTS and run.running
+
+
+def test_a_reload_keeps_what_a_target_left_had():
+    """The settings kept for a target left (its samplers, chains) outlive a reload mid-run."""
+    at = open_app(target="mn1", burn_in="5")
+    at.sidebar.multiselect(key="samplers").set_value(["barker", "lsb1"]).run()
+    at.sidebar.slider(key="chains").set_value(3).run()
+    at.sidebar.selectbox(key="target").set_value("ising").run()
+    healthy(at)
+    sample_steps(at.session_state["_run"], 12)
+    again = open_app(**link_of(at))  # the reloaded page, in the same browser
+    healthy(again)
+    again.sidebar.selectbox(key="target").set_value("mn1").run()
+    healthy(again)
+    assert list(again.sidebar.multiselect(key="samplers").value) == ["barker", "lsb1"]
+    assert again.sidebar.slider(key="chains").value == 3
