@@ -4,6 +4,9 @@ the exact one-step law on random blocks, and keep ``log p~`` and the counters ex
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -220,3 +223,122 @@ def test_the_flip_ratios_kept_between_calls_give_the_torch_chains(sampler):
     assert kept is not None
     exact = model.flip_log_ratios(compiled._x)
     assert torch.allclose(kept[0], exact, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize(("n", "k"), [(7, 3), (6, 4), (5, 5), (9, 2)])
+def test_floyd_picks_give_every_block_once_per_order(n, k):
+    """Uniform ``j`` at the centres of ``n - j`` cells, as ``pick_block`` reads them: each
+    ``k``-subset comes out ``k!`` times (the block moves' law depends on the set alone), and
+    the picks say "apart" exactly where no two of the first picks lie within the reach at a
+    difference of coupled sites (a free chain's ends do, on the ring), so never where two are
+    coupled or one repeats."""
+    model = ising(1, n, "free", False, 0)  # a chain: sites i and i + 1 coupled
+    neighbours = model.neighbourhood.numpy()
+    reach = block_kernels.neighbour_reach(neighbours)
+    offsets = block_kernels.neighbour_offsets(neighbours)
+    sites = np.empty(k, np.int64)
+    counts: dict[tuple, int] = {}
+    for cells in itertools.product(*(range(n - j) for j in range(k))):
+        u = np.array([(r + 0.5) / (n - j) for j, r in enumerate(cells)])
+        apart = block_kernels.pick_apart(u, 0, n, k, reach, offsets, sites)
+        assert len(set(sites.tolist())) == k
+        coupled = any(abs(int(a) - int(c)) == 1 for a, c in itertools.combinations(sites, 2))
+        first = [int(u[k - 1 - t] * (n - k + t + 1)) for t in range(k)]  # Floyd's, raw
+        maybe = any(
+            min(abs(a - c), n - abs(a - c)) <= reach and offsets[(c - a) % n]
+            for a, c in itertools.combinations(first, 2)
+        )  # a repeat included: offset 0
+        assert apart == (not maybe)
+        if coupled or len(set(first)) < k:
+            assert not apart
+        key = tuple(sorted(sites.tolist()))
+        counts[key] = counts.get(key, 0) + 1
+    assert sorted(counts) == list(itertools.combinations(range(n), k))
+    assert set(counts.values()) == {math.factorial(k)}
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "boundary"), [(3, 4, "periodic"), (4, 5, "free"), (2, 5, "periodic")]
+)
+def test_the_offsets_are_the_differences_of_coupled_sites(height, width, boundary):
+    """True at ``(j - i) mod n`` for every coupled pair and at 0, nowhere else: two sites whose
+    difference is not one are not neighbours."""
+    model = ising(height, width, boundary, False, 0)
+    neighbours = model.neighbourhood.numpy()
+    n = model.n_sites
+    offsets = block_kernels.neighbour_offsets(neighbours)
+    coupled = {(int(i), int(j)) for i, j in model.edges.tolist()}
+    expected = {0} | {(j - i) % n for i, j in coupled} | {(i - j) % n for i, j in coupled}
+    assert set(np.flatnonzero(offsets).tolist()) == expected
+
+
+@pytest.mark.parametrize("sampler", ["block-gibbs 4", "hamming-ball 4 1"])
+@pytest.mark.parametrize("blocks", ["random", "shuffled"])
+def test_chains_in_groups_on_threads_are_the_chains_of_one_call(monkeypatch, sampler, blocks):
+    """A long call runs groups of chains in parallel threads (``threads.run_grouped``), each
+    group stepping through tiles of ``STEP_TILE`` steps: the states, ``log p~``, counters,
+    last blocks and trace rows equal one thread's."""
+    from lsbcore.backends import threads
+
+    name, options = SAMPLERS[sampler]
+    model = ising(6, 7, "periodic", True, 3)
+    steps = 2 * block_kernels.STEP_TILE + 37  # tiles, and a part of one
+    runs = []
+    for cores, least in ((1, threads.MIN_SITES_PER_GROUP), (3, 1)):
+        monkeypatch.setattr(threads, "cores", lambda cores=cores: cores)
+        monkeypatch.setattr(threads, "MIN_SITES_PER_GROUP", least)
+        assert len(threads.chain_groups(5, steps)) == cores
+        run = make_sampler(name, model, 5, seed=4, blocks=blocks, resync_every=10**6, **options)
+        run.track_statistics()
+        trace = torch.zeros(steps, 5, 5, dtype=torch.float64)
+        run.step(steps, trace=trace)
+        runs.append((run, trace))
+    (one, trace_one), (grouped, trace_grouped) = runs
+    assert torch.equal(one.x, grouped.x) and torch.equal(one.log_p, grouped.log_p)
+    assert one.n_accepted == grouped.n_accepted > 0
+    assert torch.equal(trace_one, trace_grouped)
+    for key in ("sites", "accepted", "accept_prob"):
+        assert torch.equal(one.last_proposal[key], grouped.last_proposal[key])
+    assert grouped.invariant_error() < 1e-10
+
+
+@pytest.mark.parametrize("blocks", ["sweep", "shuffled"])
+def test_calls_longer_than_a_tile_give_the_torch_chains(blocks):
+    """Steps in tiles: each chain's sweep position, order and running sums carry from one tile
+    to the next (a torch run of as many steps, one call each)."""
+    model = ising(4, 5, "periodic", True, 5)
+    steps = block_kernels.STEP_TILE + 90
+    options = dict(block_size=3, blocks=blocks, resync_every=10**6)
+    runs = [make_sampler("block-gibbs", model, 6, seed=8, backend=b, **options)
+            for b in ("torch", "compiled")]  # fmt: skip
+    traces = []
+    for run in runs:
+        run.track_statistics()
+        traces.append(torch.zeros(steps, 6, 5, dtype=torch.float64))
+        run.step(steps, trace=traces[-1])
+    assert torch.equal(runs[0].x, runs[1].x)
+    torch.testing.assert_close(traces[0], traces[1], rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("target", ["mrf, a field per chain", "ising periodic, edge scale"])
+def test_a_resync_computes_log_p_and_the_flip_ratios_in_one_pass_to_the_bit(target):
+    """``log_prob_and_flip_log_ratios`` gives ``log_prob`` and ``flip_log_ratios`` exactly, and
+    a block sampler's resync starts its next call from those ratios."""
+    model = TARGETS[target]()
+    x = torch.where(torch.rand(12, model.n_sites, generator=torch.Generator().manual_seed(1))
+                    < 0.5, -1.0, 1.0)  # fmt: skip
+    log_p, s = model.log_prob_and_flip_log_ratios(x)
+    assert torch.equal(log_p, model.log_prob(x))
+    assert torch.equal(s, model.flip_log_ratios(x))
+    from lsbcore.samplers.factor_graph_kernel import still_kept
+
+    run = make_sampler("block-gibbs", model, 12, x0=x, block_size=2, resync_every=25)
+    run.step(50)  # a resync after 25 steps and after 50
+    kept = still_kept(run, "_flip_ratios_of")
+    assert kept is not None and run.steps_to_resync == 25
+    flat = run.x.reshape(12, -1)
+    assert torch.equal(kept[0], model.flip_log_ratios(flat))
+    assert torch.equal(run.log_p, model.log_prob(run.x))
+    run.step(10)  # from the kept ratios, moved with the chains
+    flat = run.x.reshape(12, -1)
+    assert torch.allclose(still_kept(run, "_flip_ratios_of")[0], model.flip_log_ratios(flat))

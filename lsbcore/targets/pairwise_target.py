@@ -166,6 +166,18 @@ class PairwiseTarget(Target):
         """``s_i(x) = -2 x_i f_i(x)`` for every site (float64), in ``x``'s layout."""
         return -2.0 * x.to(torch.float64) * self.local_field(x)
 
+    def log_prob_and_flip_log_ratios(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_prob(x), flip_log_ratios(x))``, the same values, from one compiled pass over
+        the tables where it serves ``x`` (a block sampler's resync needs both)."""
+        flat = self._flat(x)
+        compiled = self._compiled_fields(flat)
+        if compiled is None:
+            return self.log_prob(x), self.flip_log_ratios(x)
+        log_p = torch.empty(flat.shape[0], dtype=torch.float64)
+        s = torch.empty(flat.shape, dtype=torch.float64)
+        compiled.log_probs_and_flip_ratios(*self._table_arrays(flat), log_p.numpy(), s.numpy())
+        return log_p, s.view(x.shape)
+
     def grad_log_prob(self, x: torch.Tensor) -> torch.Tensor:
         """``d log p~ / d x = f(x)``, the local field: ``log p~`` is multilinear, so its
         first-order flip estimate ``-2 x_i f_i`` is exact."""
