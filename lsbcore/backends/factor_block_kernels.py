@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.block_kernels import (
+    STEP_TILE,
     draw_alone,
     draw_candidate,
     draw_passing_on,
@@ -203,15 +204,17 @@ def _block_gibbs_by_parts(
 @njit(cache=True, nogil=True)
 def factor_block_steps(
     x, log_p, n_accepted, u, layout, mode, sweep_blocks, orders, flips, aux, tables,
-    last_sites, last, trace, truth,
+    last_sites, last, trace, truth, first=0, stop=-1,
 ):  # fmt: skip
     """``T = layout.shape[0]`` block steps of every chain of a factor graph, in place: block
     Gibbs over the candidates ``flips [M, k]`` (``aux`` False) or the Hamming ball sampler with
     the ball ``flips`` (``aux`` True). ``x [B, n]``: states; ``log_p``, ``n_accepted [B]``;
     ``tables``: the graph's ``FactorTables``; ``u``, ``layout``, ``mode``, ``sweep_blocks``,
     ``orders``, ``last_sites``, ``last``, ``trace`` and ``truth`` as in
-    ``rbm_kernels.block_steps``."""
+    ``rbm_kernels.block_steps``; steps in tiles and chains ``first`` to ``stop`` (-1: the last)
+    as in ``block_kernels.pairwise_block_steps``."""
     steps, chains = layout.shape[0], x.shape[0]
+    stop = chains if stop < 0 else stop
     n = x.shape[1]
     count_q, k = flips.shape
     masks = flip_masks(flips)
@@ -230,45 +233,51 @@ def factor_block_steps(
     part, members, moves = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.int64)
     every = np.arange(k)  # the whole block's sites, in order
     by_parts = mode == 0 and not aux  # block Gibbs on random blocks: its parts one by one
-    for b in range(chains):
-        xb = x[b]
-        current_order = 0
-        sum_x, overlap = trace_start(trace, xb, truth)
-        lp, accepted = log_p[b], n_accepted[b]  # locals: the steps' running sums
-        for step in range(steps):
-            aux_at, choice_at = layout[step, 1], layout[step, 2]
-            current_order = step_block(
-                u, layout, step, mode, sweep_blocks, orders, current_order, b, n, sites, swaps
-            )
-            count = _block_factors(
-                xb, sites, tables, touched, entry, inside, places, of_site, n_of_site
-            )
-            if by_parts:
-                log_ratio, stay, changed = _block_gibbs_by_parts(
-                    count, touched, entry, inside, places, of_site, n_of_site, tables, pair,
-                    part, members, moved, fin, zeros, log_w, w, u[choice_at + b], moves,
-                )  # fmt: skip
-            else:
-                current = 0
-                if aux:  # the ball's few candidates, each scored on its own
-                    current = min(int(u[aux_at + b] * count_q), count_q - 1)
-                    for q in range(count_q):
-                        log_w[q] = _log_ratio(masks[q] ^ masks[current], count, touched, entry,
-                                              inside, places, tables)  # fmt: skip
-                else:  # every subset of the block (``flip_patterns``: row q flips q's bits)
-                    _every_subset(every, k, entry, touched, inside, places, of_site, n_of_site,
-                                  tables, moved, fin, zeros, log_w)  # fmt: skip
-                stay, log_ratio, changed = draw_candidate(
-                    log_w, w, u[choice_at + b], masks, current, moves
+    orders_now = np.zeros(chains, np.int64)  # each chain's current order ("shuffled")
+    sums = np.zeros((2, chains))  # each chain's sum x and x . truth, for the trace
+    for b in range(first, stop):
+        sums[0, b], sums[1, b] = trace_start(trace, x[b], truth)
+    for tile in range(0, steps, STEP_TILE):  # a tile's uniforms stay cached for every chain
+        for b in range(first, stop):
+            xb = x[b]
+            current_order = orders_now[b]
+            sum_x, overlap = sums[0, b], sums[1, b]
+            lp, accepted = log_p[b], n_accepted[b]  # locals: the steps' running sums
+            for step in range(tile, min(tile + STEP_TILE, steps)):
+                aux_at, choice_at = layout[step, 1], layout[step, 2]
+                current_order = step_block(
+                    u, layout, step, mode, sweep_blocks, orders, current_order, b, n, sites, swaps
                 )
-            lp += log_ratio
-            accepted += changed
-            for c in range(changed):
-                i = sites[moves[c]]
-                sum_x -= 2.0 * xb[i]
-                overlap -= 2.0 * xb[i] * truth[i]
-                xb[i] = -xb[i]
-            if step == steps - 1:
-                record_last(last_sites, last, b, sites, stay, changed)
-            trace_row(trace, step, b, lp, sum_x, overlap, changed, -1)
-        log_p[b], n_accepted[b] = lp, accepted
+                count = _block_factors(
+                    xb, sites, tables, touched, entry, inside, places, of_site, n_of_site
+                )
+                if by_parts:
+                    log_ratio, stay, changed = _block_gibbs_by_parts(
+                        count, touched, entry, inside, places, of_site, n_of_site, tables, pair,
+                        part, members, moved, fin, zeros, log_w, w, u[choice_at + b], moves,
+                    )  # fmt: skip
+                else:
+                    current = 0
+                    if aux:  # the ball's few candidates, each scored on its own
+                        current = min(int(u[aux_at + b] * count_q), count_q - 1)
+                        for q in range(count_q):
+                            log_w[q] = _log_ratio(masks[q] ^ masks[current], count, touched, entry,
+                                                  inside, places, tables)  # fmt: skip
+                    else:  # every subset of the block (``flip_patterns``: row q flips q's bits)
+                        _every_subset(every, k, entry, touched, inside, places, of_site, n_of_site,
+                                      tables, moved, fin, zeros, log_w)  # fmt: skip
+                    stay, log_ratio, changed = draw_candidate(
+                        log_w, w, u[choice_at + b], masks, current, moves
+                    )
+                lp += log_ratio
+                accepted += changed
+                for c in range(changed):
+                    i = sites[moves[c]]
+                    sum_x -= 2.0 * xb[i]
+                    overlap -= 2.0 * xb[i] * truth[i]
+                    xb[i] = -xb[i]
+                if step == steps - 1:
+                    record_last(last_sites, last, b, sites, stay, changed)
+                trace_row(trace, step, b, lp, sum_x, overlap, changed, -1)
+            log_p[b], n_accepted[b] = lp, accepted
+            orders_now[b], sums[0, b], sums[1, b] = current_order, sum_x, overlap

@@ -318,7 +318,7 @@ class BlockGibbsSampler(BatchedSampler):
         last = torch.empty(2, self.n_chains, dtype=torch.float64)
         blocks = self._sweep_blocks_array()
         if pairwise:  # the chains' flip log-ratios, moved with every flip of the steps
-            from lsbcore.backends import block_kernels, threads
+            from lsbcore.backends import block_kernels
 
             s = self._flip_ratios(x)
             arrays = (
@@ -326,19 +326,17 @@ class BlockGibbsSampler(BatchedSampler):
                 blocks, orders.numpy(), self._candidates().numpy(), self._aux,
                 *self._pairwise_tables(), sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
-            # a long call's chains in groups on all cores, as the checkerboard's sweeps
-            groups = threads.chain_groups(b, n * self.block_size)
-            calls = [(*arrays, g.start, g.stop) for g in groups]
-            threads.run_grouped(block_kernels.pairwise_block_steps, groups, *calls)
+            self._run_in_groups(block_kernels.pairwise_block_steps, arrays, n)
         elif factors:
             from lsbcore.backends.factor_block_kernels import factor_block_steps
             from lsbcore.samplers.factor_graph_kernel import factor_tables
 
-            factor_block_steps(
+            arrays = (
                 x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode, blocks,
                 orders.numpy(), self._candidates().numpy(), self._aux, factor_tables(self),
                 sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
+            self._run_in_groups(factor_block_steps, arrays, n)
         else:
             block_steps(
                 x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode, blocks,
@@ -353,6 +351,21 @@ class BlockGibbsSampler(BatchedSampler):
         if sweeps:
             self._order = orders[-1]
         self._last = StepInfo(sites=sites, accept_prob=last[0], accepted=last[1] > 0)
+
+    def _run_in_groups(self, kernel, arrays: tuple, n: int) -> None:
+        """``kernel(*arrays, first, stop)`` for ``n`` steps: a long call's chains in groups on
+        all cores (``threads.chain_groups`` on its work: ``k`` sites a step where a pairwise
+        target's random blocks fall apart into single sites, else every candidate scored), as
+        the checkerboard's sweeps; the chains are independent given their uniforms, so the
+        groups give one call's."""
+        from lsbcore.backends import threads
+
+        apart = (
+            self.blocks == "random" and not self._aux and isinstance(self.target, PairwiseTarget)
+        )
+        work = n * (self.block_size if apart else self.evals_per_step)
+        groups = threads.chain_groups(self.n_chains, work)
+        threads.run_grouped(kernel, groups, *((*arrays, g.start, g.stop) for g in groups))
 
     def _flip_ratios(self, x: torch.Tensor) -> torch.Tensor:
         """Every site's flip log-ratio at the chains' states ``x`` (a copy of them): as the last
