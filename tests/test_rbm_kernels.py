@@ -93,6 +93,30 @@ def test_block_steps_on_sweeps_give_the_torch_chains(name, blocks):
     assert compiled.invariant_error() < 1e-10
 
 
+@pytest.mark.parametrize("name", BLOCKS)
+def test_block_steps_in_tiles_and_chain_groups_give_the_torch_chains(monkeypatch, name):
+    """A call longer than a tile (``rbm_kernels.STEP_TILE``), its chains in groups on parallel
+    threads: each chain's order, hidden units and running sums carry from tile to tile, and
+    the groups give the torch step's chains and trace."""
+    from lsbcore.backends import threads
+
+    monkeypatch.setattr(threads, "cores", lambda: 3)
+    monkeypatch.setattr(threads, "MIN_SITES_PER_GROUP", 1)
+    target = RBM.random(30, 8, seed=2, scale=1.0)
+    options = dict(BLOCKS[name], block_size=3, blocks="shuffled", resync_every=10**6)
+    steps = rbm_kernels.STEP_TILE + 70  # a tile ends mid-sweep: 10 blocks a sweep
+    assert rbm_kernels.STEP_TILE % (30 // 3)
+    runs = [make_sampler(name, target, 7, seed=5, backend=b, **options)
+            for b in ("torch", "compiled")]  # fmt: skip
+    traces = []
+    for run in runs:
+        run.track_statistics()
+        traces.append(torch.zeros(steps, 7, 5, dtype=torch.float64))
+        run.step(steps, trace=traces[-1])
+    assert torch.equal(runs[0].x, runs[1].x) and runs[0].n_accepted == runs[1].n_accepted
+    torch.testing.assert_close(traces[0], traces[1], rtol=0, atol=1e-9)
+
+
 def test_chunks_of_uniforms_do_not_change_the_chains(monkeypatch):
     target = RBM.random(30, 6, seed=1, scale=1.0)
     whole = make_sampler("gwg", target, 10, seed=4, backend="compiled")

@@ -39,14 +39,10 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import trace_row, trace_start
-from lsbcore.backends.rbm_kernels import draw_index, step_block
-
-#: Steps a kernel takes with every chain before the next ones: the uniforms lie step by step,
-#: chain by chain, so a chain's walk through all the steps would stream the whole array
-#: through the cache once per chain (at 200,000 steps, a third of block-gibbs 8's time).
-STEP_TILE = 256
+from lsbcore.backends.rbm_kernels import STEP_TILE, draw_index, step_block
 
 __all__ = [
+    "STEP_TILE",
     "draw_alone",
     "draw_candidate",
     "draw_passing_on",

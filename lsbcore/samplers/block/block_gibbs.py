@@ -338,12 +338,13 @@ class BlockGibbsSampler(BatchedSampler):
             )  # fmt: skip
             self._run_in_groups(factor_block_steps, arrays, n)
         else:
-            block_steps(
+            calls = (
                 x.numpy(), log_p.numpy(), accepted.numpy(), u.numpy(), layout, mode, blocks,
                 orders.numpy(), self._candidates().numpy(), self._aux, arrays["w_t"],
                 arrays["b_vis"], arrays["c"], arrays["exp_w"], arrays["exp_neg_w"],
                 sites.numpy(), last.numpy(), trace, truth,
             )  # fmt: skip
+            self._run_in_groups(block_steps, calls, n)
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         if pairwise:  # moved with the chains: the next call starts from them
             keep(self, "_flip_ratios_of", s)
