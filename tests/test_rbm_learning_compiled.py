@@ -99,6 +99,48 @@ def test_compiled_learning_gives_the_torch_steps_chains_parameters_and_losses(
     assert torch.equal(compiled.x, torch_run.x)
 
 
+@pytest.mark.parametrize(
+    "name, tabled",
+    [("lsb1", True), ("lsb1", False), ("lsb2", True), ("flsb1", None), ("flsb2", None)],
+)  # fmt: skip
+def test_chain_groups_on_all_cores_give_the_torch_steps_run(name, tabled, monkeypatch):
+    """The parallel twin runs a step's chains in groups side by side, then the loss and update
+    over all of them in the chains' order: the torch step's chains, parameters, losses and
+    trace, with groups of unequal sizes."""
+    from lsbcore.backends import threads
+
+    if not threads.parallel_ready():
+        pytest.skip("no thread-safe numba threading layer (OpenMP or TBB) on this machine")
+    if tabled is False:
+        monkeypatch.setattr(rbm_learning_kernels, "TABLE_LIMIT", 0)
+    monkeypatch.setattr(threads, "cores", lambda: 3)
+    monkeypatch.setattr(threads, "MIN_LEARNING_WORK", 1)
+    assert threads.learning_groups(7, 1) == 3
+    target = bounded()
+    runs, traces = {}, {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(target, backend, name, n_chains=7, lr=0.05, resync_every=70)
+        sampler.track_statistics()
+        traces[backend] = torch.zeros(90, 7, 5, dtype=torch.float64)
+        sampler.step(90, learn=True, trace=traces[backend])
+        runs[backend] = sampler
+    assert_same_run(runs["compiled"], runs["torch"])
+    torch.testing.assert_close(traces["compiled"], traces["torch"], rtol=0, atol=1e-9)
+
+
+def test_learning_runs_in_groups_only_where_a_step_pays_for_the_threads(monkeypatch):
+    from lsbcore.backends import threads
+
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "parallel_ready", lambda: True)
+    work = threads.MIN_LEARNING_WORK
+    assert threads.learning_groups(100, 2 * 100 * 25) == 2  # the 100 x 25 RBM's 100 chains
+    assert threads.learning_groups(4, work // 8) == 1  # a page's few chains of a small model
+    assert threads.learning_groups(1, 10 * work) == 1  # one chain: nothing to share
+    monkeypatch.setattr(threads, "parallel_ready", lambda: False)
+    assert threads.learning_groups(100, 2 * 100 * 25) == 1
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_restarts_inside_a_call_give_the_torch_chains(name):
     """The paper's Q1 restarts (here frequent) cut the compiled call where the torch loop

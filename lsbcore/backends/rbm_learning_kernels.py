@@ -41,9 +41,10 @@ checked. Beyond ``learned_function.LEARNING_LIMIT`` the torch step runs (``RBMBa
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from lsbcore.backends.kernels import trace_row, trace_start
 from lsbcore.backends.learned_function import (
@@ -76,6 +77,12 @@ from lsbcore.backends.vector_math import _vector_exp
 TABLE_LIMIT = 1 << 22
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _group_range(group, groups, chains):
+    """The chains of ``group`` of ``groups`` contiguous ones, as ``range``'s bounds."""
+    return group * chains // groups, (group + 1) * chains // groups
+
+
 @njit(cache=True, nogil=True)
 def _selected_products(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t):
     """``rbm_kernels._exact_ratio_exps`` (every ``t_k`` a product of the shift tables at the
@@ -104,7 +111,7 @@ def _flip_state(b, site, x, a, a_new, sig_new, w_t):
 
 @njit(cache=True, nogil=True)
 def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner, history, last,
-                   failed, trace, truth):  # fmt: skip
+                   failed, trace, truth, groups=1):  # fmt: skip
     """``T = u.shape[0]`` learning steps with exact ratios on an RBM, in place, of LSB 1
     (``kind`` ``KIND_MIXTURE``, ``learner.params = [theta (4), eta_raw]``) or LSB 2
     (``KIND_NETWORK``, ``[w1, b1, w2, b2, eta_raw]`` of ``hidden`` units).
@@ -116,7 +123,9 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     (``TABLE_LIMIT``), else the products select their factors. ``history [T, 3 or 7]``
     receives each step's loss, eta, failed (and LSB 1's weights); ``last [3, B]`` the last
     step's site, acceptance probability and decision; ``failed [1]`` is set (and the parameters
-    pinned) by a step that diverged; ``trace`` and ``truth`` as in ``rbm_kernels.balanced_steps``.
+    pinned) by a step that diverged; ``trace`` and ``truth`` as in ``rbm_kernels.balanced_steps``;
+    ``groups``: the chains' work of a step in that many contiguous groups (``_group_range``),
+    side by side in ``exact_learning_parallel``.
 
     Per chain: ``Z(x)`` and the proposal's CDF, ``i`` and ``j``, every ratio at ``x'`` and at
     ``x~`` (``2 n m`` multiply-adds) and their ``Z``; ``T_theta(x'|x) = g(t_i) / max(Z, Z')``
@@ -140,7 +149,6 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     z = np.empty((3, chains))  # Z at x, x', x~
     log_g = np.empty((2, chains))
     sites = np.empty((2, chains), dtype=np.int64)
-    g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
     weights = np.empty(4)
     change, dead = np.empty(2), np.zeros(2, dtype=np.bool_)  # an RBM has no zero mass
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
@@ -150,28 +158,32 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
         breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
         dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
         dsite = np.empty((2, chains, n_phi))  # d log g / dphi at t_i and t_j
-        for b in range(chains):
-            xb = x[b]
-            z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
-                                  dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
-            for f in range(2):
-                site = sites[f, b]
-                log_g[f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
-                                          intercept, values, dsite[f, b])  # fmt: skip
-                x_site = xb[site]
-                _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
-                if tabled:  # the site's column flipped, the products, the column back
-                    _flip_column(x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
-                    _table_products(sig_new[f, b], table[b], bias[b], t_new[f, b])
-                    _flip_column(-x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b],
-                                 bias[b])  # fmt: skip
-                else:
-                    xb[site] = -x_site
-                    _selected_products(xb, sig_new[f, b], rows, neg_rows, exp_b, exp_neg_b,
-                                       t_new[f, b])  # fmt: skip
-                    xb[site] = x_site
-                z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
-                                         intercept, dz[1 + f, b], scratch)  # fmt: skip
+        for group in prange(groups):  # each group its own scratch
+            g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
+            for b in range(*_group_range(group, groups, chains)):
+                xb = x[b]
+                z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
+                                      dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
+                for f in range(2):
+                    site = sites[f, b]
+                    log_g[f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
+                                              intercept, values, dsite[f, b])  # fmt: skip
+                    x_site = xb[site]
+                    _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
+                    if tabled:  # the site's column flipped, the products, the column back
+                        _flip_column(
+                            x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b]
+                        )
+                        _table_products(sig_new[f, b], table[b], bias[b], t_new[f, b])
+                        _flip_column(-x_site, site, rows, neg_rows, exp_b, exp_neg_b, table[b],
+                                     bias[b])  # fmt: skip
+                    else:
+                        xb[site] = -x_site
+                        _selected_products(xb, sig_new[f, b], rows, neg_rows, exp_b, exp_neg_b,
+                                           t_new[f, b])  # fmt: skip
+                        xb[site] = x_site
+                    z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
+                                             intercept, dz[1 + f, b], scratch)  # fmt: skip
         # the loss and its gradient in phi (objective.lsb_loss_and_grads, by hand)
         eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
         top = log_p.max()
@@ -223,7 +235,8 @@ def _first_order_exps(xb, d, t, s, powers):
 
 @njit(cache=True, nogil=True)
 def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis, c, exp_w,
-                      exp_neg_w, learner, history, last, failed, trace, truth):  # fmt: skip
+                      exp_neg_w, learner, history, last, failed, trace, truth,
+                      groups=1):  # fmt: skip
     """``T = u.shape[0]`` FLSB learning steps (LSB 1 or 2, ``kind`` and ``hidden`` as in
     ``exact_learning``, on the first-order ratios ``s~ = -2 x d``, ``d = grad log p~(x)``) on an
     RBM, in place: Algorithm 2's objective with ``T(x'|x) = min(Q~(x'|x), p~(x')/p~(x)
@@ -243,11 +256,10 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
     pre_activations(x, w_t, c, a)
     for b in range(chains):
         _refresh_sig(a[b], sig[b])
-    g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
-    first_order, powers = scratch[1][10], scratch[3]  # s~, and the exponent bits
+    start = _scratch(n)
     t = np.empty((chains, n))  # e^(s~) at x
     for b in range(chains):
-        _first_order_exps(x[b], grad[b], t[b], first_order, powers)
+        _first_order_exps(x[b], grad[b], t[b], start[1][10], start[3])
     t_new, grad_new = np.empty((2, chains, n)), np.empty((2, chains, n))
     a_new, sig_new = np.empty((2, chains, m)), np.empty((2, chains, 2, m))
     z = np.empty((3, chains))  # Z at x, x', x~
@@ -263,26 +275,30 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
         breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
         dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
         dsite = np.empty((2, 2, chains, n_phi))  # d log g / dphi at the sites, [x or flip, f]
-        for b in range(chains):
-            xb = x[b]
-            z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
-                                  dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
-            for f in range(2):
-                site = sites[f, b]
-                log_g[0, f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
-                                             intercept, values, dsite[0, f, b])  # fmt: skip
-                x_site = xb[site]
-                table = _shift_table(x_site, site, exp_w, exp_neg_w)
-                log_ratio[f, b] = -x_site * b_vis[site] + _log_prod_single(sig[b], table)
-                _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
-                _gradient(sig_new[f, b], w, b_vis, grad_new[f, b])
-                xb[site] = -x_site  # the flipped state's first-order ratios
-                _first_order_exps(xb, grad_new[f, b], t_new[f, b], first_order, powers)
-                xb[site] = x_site
-                z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
-                                         intercept, dz[1 + f, b], scratch)  # fmt: skip
-                log_g[1, f, b] = _site_log_g(kind, t_new[f, b, site], weights, breakpoints,
-                                             slope, intercept, values, dsite[1, f, b])  # fmt: skip
+        for group in prange(groups):  # each group its own scratch
+            g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
+            first_order, powers = scratch[1][10], scratch[3]  # s~, and the exponent bits
+            for b in range(*_group_range(group, groups, chains)):
+                xb = x[b]
+                z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
+                                      dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
+                for f in range(2):
+                    site = sites[f, b]
+                    log_g[0, f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
+                                                 intercept, values, dsite[0, f, b])  # fmt: skip
+                    x_site = xb[site]
+                    table = _shift_table(x_site, site, exp_w, exp_neg_w)
+                    log_ratio[f, b] = -x_site * b_vis[site] + _log_prod_single(sig[b], table)
+                    _flip_state(b, site, x, a, a_new[f, b], sig_new[f, b], w_t)
+                    _gradient(sig_new[f, b], w, b_vis, grad_new[f, b])
+                    xb[site] = -x_site  # the flipped state's first-order ratios
+                    _first_order_exps(xb, grad_new[f, b], t_new[f, b], first_order, powers)
+                    xb[site] = x_site
+                    z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
+                                             intercept, dz[1 + f, b], scratch)  # fmt: skip
+                    log_g[1, f, b] = _site_log_g(kind, t_new[f, b, site], weights,
+                                                 breakpoints, slope, intercept, values,
+                                                 dsite[1, f, b])  # fmt: skip
         # the loss (batched.lsb_mh_loss) and its gradient in phi, by hand
         eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
         top = log_p.max()
@@ -333,3 +349,19 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
                 sum_x[b] -= 2.0 * x_i
                 overlap[b] -= 2.0 * x_i * truth[i]
             trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
+
+
+def _parallel_twin(kernel):
+    """``kernel`` compiled with ``parallel=True``: its ``prange`` over the chain groups runs them
+    on the cores side by side, each step's loss and update after all of them (so a step's
+    gradient sums the chains in the same order: the same parameters and chains as one group).
+    A copy of the function under its own name, so that numba's cache keeps the two apart."""
+    f = kernel.py_func
+    twin = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_parallel", f.__defaults__)
+    twin.__qualname__ = f.__qualname__ + "_parallel"
+    twin.__doc__ = f.__doc__
+    return njit(cache=True, nogil=True, parallel=True)(twin)
+
+
+exact_learning_parallel = _parallel_twin(exact_learning)
+gradient_learning_parallel = _parallel_twin(gradient_learning)

@@ -9,12 +9,19 @@ threading layers: those are not safe when several app sessions call kernels at o
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from lsbcore.backends.structures import Chains
 
 MIN_SITES_PER_GROUP = 1 << 15  # below this a thread hand-off costs more than it saves
+#: Multiply-adds of a learning step's chains below which they stay in one group: each step of
+#: a parallel kernel starts and joins its threads (a few microseconds; a step of the 100 x 25 RBM's
+#: 100 chains, 250,000 multiply-adds, takes about 230)
+MIN_LEARNING_WORK = 1 << 17
 _pool: ThreadPoolExecutor | None = None
+_parallel: bool | None = None
+_parallel_lock = threading.Lock()
 
 
 def cores() -> int:
@@ -46,3 +53,42 @@ def run_grouped(kernel, groups: list[slice], *calls) -> None:
         _pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="lsb-kernel")
     for future in [_pool.submit(kernel, *args) for args in calls]:
         future.result()
+
+
+def parallel_ready() -> bool:
+    """Whether numba's parallel kernels (``prange``) may run in this process: only on a
+    threading layer that is safe when several threads launch kernels at once (OpenMP or TBB;
+    numba's own workqueue layer aborts the process then, and the app's sessions are threads).
+    Asked once; a parallel function is launched to load the layer."""
+    global _parallel
+    with _parallel_lock:
+        if _parallel is None:
+            import numba
+
+            numba.config.THREADING_LAYER = "threadsafe"
+            try:
+                _probe(2)
+                _parallel = numba.threading_layer() in ("omp", "tbb")
+            except (ValueError, ImportError, OSError):  # no safe layer here
+                _parallel = False
+    return _parallel
+
+
+def learning_groups(chains: int, work_per_chain: int) -> int:
+    """Contiguous groups of chains for a learning kernel's parallel twin (1: the serial
+    kernel): one per core, where a step's work pays for starting the threads."""
+    groups = min(cores(), chains, chains * work_per_chain // MIN_LEARNING_WORK)
+    return groups if groups > 1 and parallel_ready() else 1
+
+
+def _probe(n: int) -> int:
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def count(m):
+        total = 0
+        for i in prange(m):
+            total += i + 1
+        return total
+
+    return count(n)
