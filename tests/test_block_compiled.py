@@ -14,6 +14,10 @@ import torch
 from lsbcore.backends import block_kernels
 from lsbcore.exact.states import all_states
 from lsbcore.samplers.registry import make_sampler
+from tests.block_steps_support import (
+    assert_groups_give_one_calls_run,
+    assert_past_a_tile_like_torch,
+)
 from tests.test_block_local_scores import ising, random_mrf
 from tests.test_rbm_kernels import quadrature_uniforms
 
@@ -278,27 +282,12 @@ def test_chains_in_groups_on_threads_are_the_chains_of_one_call(monkeypatch, sam
     """A long call runs groups of chains in parallel threads (``threads.run_grouped``), each
     group stepping through tiles of ``STEP_TILE`` steps: the states, ``log p~``, counters,
     last blocks and trace rows equal one thread's."""
-    from lsbcore.backends import threads
-
     name, options = SAMPLERS[sampler]
     model = ising(6, 7, "periodic", True, 3)
-    steps = 2 * block_kernels.STEP_TILE + 37  # tiles, and a part of one
-    runs = []
-    for cores, least in ((1, threads.MIN_SITES_PER_GROUP), (3, 1)):
-        monkeypatch.setattr(threads, "cores", lambda cores=cores: cores)
-        monkeypatch.setattr(threads, "MIN_SITES_PER_GROUP", least)
-        assert len(threads.chain_groups(5, steps)) == cores
-        run = make_sampler(name, model, 5, seed=4, blocks=blocks, resync_every=10**6, **options)
-        run.track_statistics()
-        trace = torch.zeros(steps, 5, 5, dtype=torch.float64)
-        run.step(steps, trace=trace)
-        runs.append((run, trace))
-    (one, trace_one), (grouped, trace_grouped) = runs
-    assert torch.equal(one.x, grouped.x) and torch.equal(one.log_p, grouped.log_p)
-    assert one.n_accepted == grouped.n_accepted > 0
-    assert torch.equal(trace_one, trace_grouped)
-    for key in ("sites", "accepted", "accept_prob"):
-        assert torch.equal(one.last_proposal[key], grouped.last_proposal[key])
+    options = dict(options, blocks=blocks, resync_every=10**6)
+    grouped = assert_groups_give_one_calls_run(
+        monkeypatch, lambda: make_sampler(name, model, 5, seed=4, **options)
+    )
     assert grouped.invariant_error() < 1e-10
 
 
@@ -307,17 +296,10 @@ def test_calls_longer_than_a_tile_give_the_torch_chains(blocks):
     """Steps in tiles: each chain's sweep position, order and running sums carry from one tile
     to the next (a torch run of as many steps, one call each)."""
     model = ising(4, 5, "periodic", True, 5)
-    steps = block_kernels.STEP_TILE + 90
     options = dict(block_size=3, blocks=blocks, resync_every=10**6)
-    runs = [make_sampler("block-gibbs", model, 6, seed=8, backend=b, **options)
-            for b in ("torch", "compiled")]  # fmt: skip
-    traces = []
-    for run in runs:
-        run.track_statistics()
-        traces.append(torch.zeros(steps, 6, 5, dtype=torch.float64))
-        run.step(steps, trace=traces[-1])
-    assert torch.equal(runs[0].x, runs[1].x)
-    torch.testing.assert_close(traces[0], traces[1], rtol=0, atol=1e-9)
+    assert_past_a_tile_like_torch(
+        lambda backend: make_sampler("block-gibbs", model, 6, seed=8, backend=backend, **options)
+    )
 
 
 @pytest.mark.parametrize("target", ["mrf, a field per chain", "ising periodic, edge scale"])

@@ -17,6 +17,10 @@ from lsbcore.samplers.factor_graph_kernel import factor_tables
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.grid_network import grid_network
+from tests.block_steps_support import (
+    assert_groups_give_one_calls_run,
+    assert_past_a_tile_like_torch,
+)
 from tests.test_factor_moves import random_graph
 from tests.test_rbm_kernels import quadrature_uniforms
 
@@ -198,42 +202,17 @@ def test_chains_in_groups_on_threads_are_the_chains_of_one_call(monkeypatch, sam
     """A long call runs groups of chains in parallel threads, each through tiles of steps
     (``block_kernels.STEP_TILE``): the states, ``log p~``, counters, last blocks and trace rows
     equal one thread's."""
-    from lsbcore.backends import block_kernels, threads
-
     name, options = SAMPLERS[sampler]
     model = TARGETS["grid network, hard zeros"]()
-    steps = 2 * block_kernels.STEP_TILE + 37
-    runs = []
-    for cores, least in ((1, threads.MIN_SITES_PER_GROUP), (3, 1)):
-        monkeypatch.setattr(threads, "cores", lambda cores=cores: cores)
-        monkeypatch.setattr(threads, "MIN_SITES_PER_GROUP", least)
-        run = make_sampler(name, model, 5, seed=4, blocks=blocks, **options)
-        assert run.backend == "compiled"
-        run.track_statistics()
-        trace = torch.zeros(steps, 5, 5, dtype=torch.float64)
-        run.step(steps, trace=trace)
-        runs.append((run, trace))
-    (one, trace_one), (grouped, trace_grouped) = runs
-    assert torch.equal(one.x, grouped.x) and torch.equal(one.log_p, grouped.log_p)
-    assert one.n_accepted == grouped.n_accepted > 0
-    assert torch.equal(trace_one, trace_grouped)
-    for key in ("sites", "accepted", "accept_prob"):
-        assert torch.equal(one.last_proposal[key], grouped.last_proposal[key])
+    assert_groups_give_one_calls_run(
+        monkeypatch, lambda: make_sampler(name, model, 5, seed=4, blocks=blocks, **options)
+    )
 
 
 def test_calls_longer_than_a_tile_give_the_torch_chains():
     """Each chain's order and running sums carry from one tile of steps to the next."""
-    from lsbcore.backends.block_kernels import STEP_TILE
-
     model = TARGETS["grid network"]()
-    steps = STEP_TILE + 90
     options = dict(block_size=3, blocks="shuffled")
-    runs = [make_sampler("block-gibbs", model, 6, seed=8, backend=b, **options)
-            for b in ("torch", "compiled")]  # fmt: skip
-    traces = []
-    for run in runs:
-        run.track_statistics()
-        traces.append(torch.zeros(steps, 6, 5, dtype=torch.float64))
-        run.step(steps, trace=traces[-1])
-    assert torch.equal(runs[0].x, runs[1].x)
-    torch.testing.assert_close(traces[0], traces[1], rtol=0, atol=1e-9)
+    assert_past_a_tile_like_torch(
+        lambda backend: make_sampler("block-gibbs", model, 6, seed=8, backend=backend, **options)
+    )

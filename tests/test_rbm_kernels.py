@@ -19,6 +19,7 @@ from lsbcore.samplers import batched
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
 from tests.batched_support import UniformMetropolis
+from tests.block_steps_support import assert_past_a_tile_like_torch
 from tests.test_target_protocol import TableTarget, random_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -104,17 +105,10 @@ def test_block_steps_in_tiles_and_chain_groups_give_the_torch_chains(monkeypatch
     monkeypatch.setattr(threads, "MIN_SITES_PER_GROUP", 1)
     target = RBM.random(30, 8, seed=2, scale=1.0)
     options = dict(BLOCKS[name], block_size=3, blocks="shuffled", resync_every=10**6)
-    steps = rbm_kernels.STEP_TILE + 70  # a tile ends mid-sweep: 10 blocks a sweep
-    assert rbm_kernels.STEP_TILE % (30 // 3)
-    runs = [make_sampler(name, target, 7, seed=5, backend=b, **options)
-            for b in ("torch", "compiled")]  # fmt: skip
-    traces = []
-    for run in runs:
-        run.track_statistics()
-        traces.append(torch.zeros(steps, 7, 5, dtype=torch.float64))
-        run.step(steps, trace=traces[-1])
-    assert torch.equal(runs[0].x, runs[1].x) and runs[0].n_accepted == runs[1].n_accepted
-    torch.testing.assert_close(traces[0], traces[1], rtol=0, atol=1e-9)
+    assert rbm_kernels.STEP_TILE % (30 // 3)  # a tile ends mid-sweep: 10 blocks a sweep
+    assert_past_a_tile_like_torch(
+        lambda backend: make_sampler(name, target, 7, seed=5, backend=backend, **options), 7
+    )
 
 
 def test_chunks_of_uniforms_do_not_change_the_chains(monkeypatch):
