@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.kernels import trace_row, trace_start
+from lsbcore.backends.kernels import trace_row, trace_starts
 from lsbcore.backends.rbm_kernels import STEP_TILE, draw_index, step_block
 
 __all__ = [
@@ -436,9 +436,7 @@ def pairwise_block_steps(
     part, members, moves = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.int64)
     by_parts = mode == 0 and not aux  # block Gibbs on random blocks: its parts one by one
     orders_now = np.zeros(chains, np.int64)  # each chain's current order ("shuffled")
-    sums = np.zeros((2, chains))  # each chain's sum x and x . truth, for the trace
-    for b in range(first, stop):
-        sums[0, b], sums[1, b] = trace_start(trace, x[b], truth)
+    sums = trace_starts(trace, x, truth, first, stop)  # each chain's sum x and x . truth
     for tile in range(0, steps, STEP_TILE):  # a tile's uniforms stay cached for every chain
         for b in range(first, stop):
             xb, sb = x[b], s[b]

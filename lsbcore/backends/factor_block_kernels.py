@@ -37,7 +37,7 @@ from lsbcore.backends.block_kernels import (
     parts,
     record_last,
 )
-from lsbcore.backends.kernels import trace_row, trace_start
+from lsbcore.backends.kernels import trace_row, trace_starts
 from lsbcore.backends.rbm_kernels import step_block
 
 __all__ = ["factor_block_steps"]
@@ -234,9 +234,7 @@ def factor_block_steps(
     every = np.arange(k)  # the whole block's sites, in order
     by_parts = mode == 0 and not aux  # block Gibbs on random blocks: its parts one by one
     orders_now = np.zeros(chains, np.int64)  # each chain's current order ("shuffled")
-    sums = np.zeros((2, chains))  # each chain's sum x and x . truth, for the trace
-    for b in range(first, stop):
-        sums[0, b], sums[1, b] = trace_start(trace, x[b], truth)
+    sums = trace_starts(trace, x, truth, first, stop)  # each chain's sum x and x . truth
     for tile in range(0, steps, STEP_TILE):  # a tile's uniforms stay cached for every chain
         for b in range(first, stop):
             xb = x[b]

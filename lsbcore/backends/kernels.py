@@ -142,6 +142,16 @@ def trace_start(trace, xb, truth):
     return sum_x, overlap
 
 
+@njit(cache=True, nogil=True)
+def trace_starts(trace, x, truth, first, stop):
+    """``[2, B]``: ``trace_start`` of chains ``first`` to ``stop`` (the rest 0), kept between
+    a kernel's tiles of steps."""
+    sums = np.zeros((2, x.shape[0]))
+    for b in range(first, stop):
+        sums[0, b], sums[1, b] = trace_start(trace, x[b], truth)
+    return sums
+
+
 @njit(cache=True, nogil=True, inline="always")
 def trace_row(trace, t, b, log_p, sum_x, overlap, changed, site):
     """Row ``t`` of chain ``b`` of a batched sampler's step trace (``BatchedSampler.step``):

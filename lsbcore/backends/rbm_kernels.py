@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import njit
 
-from lsbcore.backends.kernels import log_g, search_cdf, trace_row, trace_start
+from lsbcore.backends.kernels import log_g, search_cdf, trace_row, trace_start, trace_starts
 from lsbcore.backends.network_terms import network_g, network_is_linear, network_scratch
 from lsbcore.backends.structures import KIND_MIXTURE, KIND_NETWORK
 from lsbcore.backends.vector_math import _vector_exp
@@ -724,9 +724,7 @@ def block_steps(
     a_base, sig_base = np.empty(m), np.empty((2, m))
     before = np.empty(k)
     orders_now = np.zeros(chains, np.int64)  # each chain's current order ("shuffled")
-    sums = np.zeros((2, chains))  # each chain's sum x and x . truth, for the trace
-    for b in range(first, stop):
-        sums[0, b], sums[1, b] = trace_start(trace, x[b], truth)
+    sums = trace_starts(trace, x, truth, first, stop)  # each chain's sum x and x . truth
     for tile in range(0, steps, STEP_TILE):  # a tile's uniforms stay cached for every chain
         for b in range(first, stop):
             xb, ab = x[b], a[b]

@@ -3,7 +3,9 @@
 Frozen chains are independent given their uniforms, and the kernels release the interpreter
 lock (``nogil``), so a kernel called on disjoint groups of chains from several threads gives
 exactly the chains one call would, faster on several cores. Plain threads, not numba's
-threading layers: those are not safe when several app sessions call kernels at once.
+threading layers: its default one (workqueue) aborts the process when several app sessions
+call kernels at once. The learning kernels, whose chains meet at every step, take numba's
+parallel loops only on a layer that is safe for that (``parallel_ready``: OpenMP or TBB).
 """
 
 from __future__ import annotations
