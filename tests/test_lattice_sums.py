@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from lsbcore.backends import learning_kernels as lk
+from lsbcore.backends import network_terms
 from lsbcore.backends.network_terms import network_scratch
 from lsbcore.backends.structures import NetworkLattice, Pieces
 from lsbcore.balancing.functions import NetworkBalancing
@@ -32,7 +33,7 @@ def test_lattice_sums_are_the_networks_values_and_numpys_sums_per_piece(hidden, 
     scatter); lattices of several tiles, exactly one, and fewer sites than a tile."""
     function = network(hidden, seed=hidden)
     pieces = pieces_of(function)
-    assert (pieces.slope.shape[0] <= lk.MASKED_PIECES) == (hidden == 10)
+    assert (pieces.slope.shape[0] <= network_terms.MASKED_PIECES) == (hidden == 10)
     rng = np.random.default_rng(0)
     s = rng.normal(0.0, 3.0, (2, n_sites))
     u = 1.0 / (1.0 + np.exp(-s)) - 0.5

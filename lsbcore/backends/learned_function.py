@@ -41,7 +41,7 @@ from lsbcore.backends.learning_kernels import (
     network_pieces,
     optimizer_step,
 )
-from lsbcore.backends.network_terms import _network_terms
+from lsbcore.backends.network_terms import _network_terms, piece_sums
 from lsbcore.backends.structures import KIND_MIXTURE, KIND_MONOTONE
 from lsbcore.numerics import MAX_LOG_G
 
@@ -314,23 +314,21 @@ def _update(kind, learner, hidden, grad_phi, grad_eta, weights, active, loss, fa
             history[step, 3 + c] = weights[c]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=LOOP_MATH, error_model="numpy")
 def _network_values(t, breakpoints, slope, intercept, g, dphi, rows, pieces, powers):
     """``g(t_k)`` of LSB 2's network at every site into ``g [n]``, and ``dZ / dphi`` added into
-    ``dphi`` (``_network_g`` for a whole state); returns ``Z``."""
+    ``dphi`` (``_network_g`` for a whole state, the sites side by side: the sums per piece by
+    ``network_terms.piece_sums``); returns ``Z``."""
     _network_terms(t, breakpoints, slope, intercept, rows, pieces, powers)
     u, h1, h2, d1, d2 = rows[0], rows[5], rows[6], rows[7], rows[8]
-    p = slope.shape[0]
+    a1, a2 = rows[1], rows[2]  # z's rows, free now: dg / dz of the two inputs
     total = 0.0
     for k in range(t.shape[0]):
         g[k] = 0.5 * (h1[k] + t[k] * h2[k])
         total += g[k]
-        a1, a2 = 0.5 * d1[k], 0.5 * t[k] * d2[k]
-        k1, k2 = pieces[0, k], pieces[1, k]
-        dphi[k1] += a1 * u[k]
-        dphi[p + k1] += a1
-        dphi[k2] -= a2 * u[k]
-        dphi[p + k2] += a2
+        a1[k], a2[k] = 0.5 * d1[k], 0.5 * t[k] * d2[k]
+    p = slope.shape[0]
+    piece_sums(a1, a2, u, pieces, dphi[p:], dphi[:p])
     return total
 
 

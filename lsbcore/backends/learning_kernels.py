@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from lsbcore.backends.kernels import component_log_g, flip_values, log_g, record_step, write_flip
-from lsbcore.backends.network_terms import network_terms_at
+from lsbcore.backends.network_terms import network_terms_at, piece_sums
 from lsbcore.balancing import objective
 from lsbcore.numerics import (
     ADAM_BETA1,
@@ -45,9 +45,6 @@ LOOP_MATH = {"contract", "arcp", "reassoc"}
 #: Sites of a chain whose LSB 2 terms are computed together (``_lattice_sums``): the work rows
 #: of a tile (about 100 kB) stay in cache, where a whole photo's (65,536 sites: 6 MB) do not
 LATTICE_TILE = 1024
-#: Up to this many pieces the sums per piece are a pass over a tile per piece, the sites side
-#: by side; beyond, a scatter (a site at a time, each sum waiting on the last: 1.7x slower at 5)
-MASKED_PIECES = 16
 
 
 # ----------------------------------------------------------------------------- shared pieces
@@ -581,23 +578,7 @@ def _tile_sums(s, scale, small, u, rows, piece, g, acc_icpt, acc_slope):
         total += g[i]
         a1[i] = half * c1 * d1[i]
         a2[i] = half * c2 * d2[i]
-    k1, k2 = piece[0], piece[1]
-    if acc_icpt.shape[0] <= MASKED_PIECES:  # a pass per piece, the sites side by side
-        for p in range(acc_icpt.shape[0]):
-            by_icpt, by_slope = 0.0, 0.0
-            for i in range(g.shape[0]):
-                w1 = a1[i] if k1[i] == p else 0.0
-                w2 = a2[i] if k2[i] == p else 0.0
-                by_icpt += w1 + w2
-                by_slope += (w1 - w2) * u[i]
-            acc_icpt[p] += by_icpt
-            acc_slope[p] += by_slope
-        return total
-    for i in range(g.shape[0]):  # a scatter, one site at a time
-        acc_icpt[k1[i]] += a1[i]
-        acc_slope[k1[i]] += a1[i] * u[i]
-        acc_icpt[k2[i]] += a2[i]
-        acc_slope[k2[i]] -= a2[i] * u[i]
+    piece_sums(a1, a2, u, piece, acc_icpt, acc_slope)
     return total
 
 
