@@ -159,8 +159,9 @@ def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
             return back
         if parks:  # not lost: it waits for its source or target to be chosen again
             left = "source" if run.config.target == cfg.target else "target"
+            how = "complete" if run.finished else "paused"
             st.info(
-                f"The run of the {left} left ({run.n_steps:,} steps) is kept, paused, for when "
+                f"The run of the {left} left ({run.n_steps:,} steps) is kept, {how}, for when "
                 f"you choose it again; this {left}'s run starts here."
             )
         elif run.n_steps:
@@ -207,10 +208,13 @@ def _take_parked(run: state.Run, cfg: Config, key: tuple) -> state.Run | None:
     page_state.RUN_INPUTS.set(old_key)
     old.config = cfg
     kept_for = "source" if run.config.target == cfg.target else "target"
-    st.info(
-        f"Back to the run kept for this {kept_for}: {old.n_steps:,} steps, paused while you "
-        "were away; press Run to go on."
-    )
+    if old.finished:  # Run is disabled: the status says how to go on (raise the mixing steps)
+        st.info(f"Back to the run kept for this {kept_for}: {old.n_steps:,} steps, complete.")
+    else:
+        st.info(
+            f"Back to the run kept for this {kept_for}: {old.n_steps:,} steps, paused while "
+            "you were away; press Run to go on."
+        )
     return old
 
 

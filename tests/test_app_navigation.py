@@ -151,3 +151,26 @@ def test_a_reload_keeps_what_a_target_left_had():
     healthy(again)
     assert list(again.sidebar.multiselect(key="samplers").value) == ["barker", "lsb1"]
     assert again.sidebar.slider(key="chains").value == 3
+
+
+def test_a_finished_run_kept_for_its_source_does_not_ask_for_run_on_coming_back():
+    """Back to a finished run, Run is disabled: the notice says the run is complete (the status
+    says how to go on), not "press Run"."""
+    at = open_app(size="16", chains="2", burn_in="5", steps="10", samplers="barker")
+    assert at.sidebar.radio(key="source").value == "paper"
+    run = at.session_state["_run"]
+    state.advance(run, 60.0, 20)
+    assert run.finished
+    for _ in range(2):  # second return alike
+        at.sidebar.radio(key="source").set_value("sample").run()
+        healthy(at)
+        left = f"The run of the source left ({run.n_steps:,} steps) is kept, complete, for when"
+        assert left in texts(at.info)
+        at.sidebar.radio(key="source").set_value("paper").run()
+        healthy(at)
+        assert at.session_state["_run"] is run
+        back = texts(at.info)
+        assert f"Back to the run kept for this source: {run.n_steps:,} steps, complete." in back
+        assert "press Run" not in back
+        assert at.button(key="run").disabled
+        assert "Run complete" in texts(at.success)
