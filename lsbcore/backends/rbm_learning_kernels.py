@@ -25,9 +25,12 @@ sites run side by side: numba has no vector ones here). Each chain keeps its rat
 and its hidden pre-activations between steps.
 
 Learning couples the chains (the loss is a mean over them and theta changes every step): the
-steps are the outer loop, the chains the inner one. The kernels read the torch step's uniforms
-as it reads them (``u [T, 3, B]``: the site by inverse CDF, the decision, the uniform site of
-``x~``), so a seed gives the torch chains, parameters and losses (up to rounding).
+steps are the outer loop, the chains the inner one. All of a chain's work in a step, its term
+of the loss and its move included, is its own (the move is decided under theta0, before the
+update); only the sum over the chains and the update are the step's. The kernels read the
+torch step's uniforms as it reads them (``u [T, 3, B]``: the site by inverse CDF, the decision,
+the uniform site of ``x~``), so a seed gives the torch chains, parameters and losses (up to
+rounding).
 
 Both kernels work on ``g(t)`` itself (linear in ``t``), which is exact while every ratio is
 within ``LEARNING_LIMIT`` (``ratio_bound``, a bound on every ``|s|`` and ``|s~|``): then every
@@ -84,6 +87,21 @@ def _group_range(group, groups, chains):
 
 
 @njit(cache=True, nogil=True)
+def _chain_sums(terms, grads):
+    """The loss, ``d loss / d eta`` and ``d loss / d phi`` summed over the chains in their
+    order (``terms [2, B]``, ``grads [B, n_phi]``): the same sums whatever the chain groups
+    that computed each chain's share."""
+    loss, grad_eta = 0.0, 0.0
+    grad_phi = np.zeros(grads.shape[1])
+    for b in range(grads.shape[0]):
+        loss += terms[0, b]
+        grad_eta += terms[1, b]
+        for q in range(grads.shape[1]):
+            grad_phi[q] += grads[b, q]
+    return loss, grad_eta, grad_phi
+
+
+@njit(cache=True, nogil=True)
 def _selected_products(xb, sig, rows, neg_rows, exp_b, exp_neg_b, t):
     """``rbm_kernels._exact_ratio_exps`` (every ``t_k`` a product of the shift tables at the
     state ``xb``) with both factors loaded before the state picks one: a select the compiler
@@ -130,8 +148,9 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     Per chain: ``Z(x)`` and the proposal's CDF, ``i`` and ``j``, every ratio at ``x'`` and at
     ``x~`` (``2 n m`` multiply-adds) and their ``Z``; ``T_theta(x'|x) = g(t_i) / max(Z, Z')``
     (``objective.lsb_loss_and_grads``) and its gradient in ``phi`` (each state's ``dZ / dphi``
-    and the flipped sites' ``d log g / dphi``), then the update and the acceptance under
-    theta0, ``min(1, Z / Z')``.
+    and the flipped sites' ``d log g / dphi``), and the acceptance under theta0, ``min(1, Z /
+    Z')`` (the update cannot change it); then the loss and gradient summed over the chains in
+    their order (``_chain_sums``) and the update.
     """
     w_t, _, _, _, rows, neg_rows, exp_b, exp_neg_b, _ = tables
     params, log_p = learner.params, learner.log_p
@@ -150,16 +169,21 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     log_g = np.empty((2, chains))
     sites = np.empty((2, chains), dtype=np.int64)
     weights = np.empty(4)
-    change, dead = np.empty(2), np.zeros(2, dtype=np.bool_)  # an RBM has no zero mass
+    dead = np.zeros(2, dtype=np.bool_)  # an RBM has no zero mass
+    terms = np.empty((2, chains))  # each chain's term of the loss and share of d loss / d eta
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
     for b in range(chains):
         sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
     for step in range(steps):
         breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
+        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
+        top = log_p.max()
         dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
         dsite = np.empty((2, chains, n_phi))  # d log g / dphi at t_i and t_j
+        grads = np.empty((chains, n_phi))  # each chain's d loss / d phi
         for group in prange(groups):  # each group its own scratch
             g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
+            change = np.empty(2)
             for b in range(*_group_range(group, groups, chains)):
                 xb = x[b]
                 z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
@@ -184,41 +208,37 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
                         xb[site] = x_site
                     z[1 + f, b] = _state_sum(kind, t_new[f, b], weights, breakpoints, slope,
                                              intercept, dz[1 + f, b], scratch)  # fmt: skip
-        # the loss and its gradient in phi (objective.lsb_loss_and_grads, by hand)
-        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
-        top = log_p.max()
-        loss, grad_eta = 0.0, 0.0
-        grad_phi = np.zeros(n_phi)
-        for b in range(chains):
-            change[0], change[1] = z[1, b] - z[0, b], z[2, b] - z[0, b]
-            term, grad_eta_b = _balanced_objective(
-                z[0, b], change, log_g[:, b], dead, log_p[b], top, math.log(t[b, sites[0, b]]),
-                eta, log_eta_1, chains, dz[:, b], dsite[:, b], grad_phi,
-            )  # fmt: skip
-            loss += term
-            grad_eta += grad_eta_b
+                # the chain's term of the loss and its gradient in phi (objective.
+                # lsb_loss_and_grads, by hand), summed over the chains in their order below
+                change[0], change[1] = z[1, b] - z[0, b], z[2, b] - z[0, b]
+                grads[b] = 0.0
+                terms[0, b], terms[1, b] = _balanced_objective(
+                    z[0, b], change, log_g[:, b], dead, log_p[b], top, math.log(t[b, sites[0, b]]),
+                    eta, log_eta_1, chains, dz[:, b], dsite[:, b], grads[b],
+                )  # fmt: skip
+                # accept x' with theta0 (the update does not change it): A = Z / max(Z, Z')
+                i = sites[0, b]
+                log_a = -math.log1p(max((z[1, b] - z[0, b]) / z[0, b], 0.0))
+                accept = math.log(u[step, 1, b]) < log_a
+                last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), 1.0 if accept else 0.0
+                if accept:
+                    x_i = xb[i]
+                    log_p[b] += math.log(t[b, i])
+                    xb[i] = -x_i
+                    n_accepted[b] += 1
+                    if tabled:
+                        _flip_column(x_i, i, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
+                    for k in range(n):
+                        t[b, k] = t_new[0, b, k]
+                    for h in range(m):
+                        a[b, h] = a_new[0, b, h]
+                    sum_x[b] -= 2.0 * x_i
+                    overlap[b] -= 2.0 * x_i * truth[i]
+                changed = 1.0 if accept else 0.0
+                trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], changed, i)
+        loss, grad_eta, grad_phi = _chain_sums(terms, grads)
         _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
                 loss / chains, failed, history, step)  # fmt: skip
-        # accept x' with theta0: A = Z / max(Z, Z')
-        for b in range(chains):
-            i = sites[0, b]
-            log_a = -math.log1p(max((z[1, b] - z[0, b]) / z[0, b], 0.0))
-            accept = math.log(u[step, 1, b]) < log_a
-            last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), 1.0 if accept else 0.0
-            if accept:
-                x_i = x[b, i]
-                log_p[b] += math.log(t[b, i])
-                x[b, i] = -x_i
-                n_accepted[b] += 1
-                if tabled:
-                    _flip_column(x_i, i, rows, neg_rows, exp_b, exp_neg_b, table[b], bias[b])
-                for k in range(n):
-                    t[b, k] = t_new[0, b, k]
-                for h in range(m):
-                    a[b, h] = a_new[0, b, h]
-                sum_x[b] -= 2.0 * x_i
-                overlap[b] -= 2.0 * x_i * truth[i]
-            trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
     for b in range(chains):
         for k in range(n):
             s[b, k] = math.log(t[b, k])
@@ -267,17 +287,21 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
     log_ratio = np.empty((2, chains))
     sites = np.empty((2, chains), dtype=np.int64)
     weights = np.empty(4)
-    log_t, share, log_a = np.empty(2), np.empty(2), np.empty(chains)
+    terms = np.empty((2, chains))  # each chain's term of the loss and share of d loss / d eta
     sum_x, overlap = np.zeros(chains), np.zeros(chains)
     for b in range(chains):
         sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
     for step in range(steps):
         breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
+        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
+        top = log_p.max()
         dz = np.empty((3, chains, n_phi))  # dZ / dphi at x, x', x~
         dsite = np.empty((2, 2, chains, n_phi))  # d log g / dphi at the sites, [x or flip, f]
+        grads = np.empty((chains, n_phi))  # each chain's d loss / d phi
         for group in prange(groups):  # each group its own scratch
             g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
             first_order, powers = scratch[1][10], scratch[3]  # s~, and the exponent bits
+            log_t, share = np.empty(2), np.empty(2)
             for b in range(*_group_range(group, groups, chains)):
                 xb = x[b]
                 z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
@@ -299,62 +323,59 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
                     log_g[1, f, b] = _site_log_g(kind, t_new[f, b, site], weights,
                                                  breakpoints, slope, intercept, values,
                                                  dsite[1, f, b])  # fmt: skip
-        # the loss (batched.lsb_mh_loss) and its gradient in phi, by hand
-        eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
-        top = log_p.max()
-        loss, grad_eta = 0.0, 0.0
-        grad_phi = np.zeros(n_phi)
-        for b in range(chains):
-            log_z = math.log(z[0, b])
-            for f in range(2):
-                log_q = log_g[0, f, b] - log_z
-                log_reverse = log_ratio[f, b] + log_g[1, f, b] - math.log(z[1 + f, b])
-                log_t[f] = min(log_q, log_reverse)
-                share[f] = _min_share(log_q, log_reverse)
-            log_q0 = log_g[0, 0, b] - log_z
-            log_a[b] = log_t[0] - log_q0
-            term, grad_t, grad_t_uniform, grad_eta_b = chain_objective(
-                log_t[0], log_t[1], log_p[b] - top, log_q0, log_p[b] + log_ratio[0, b], eta,
-                log_eta_1, chains,
-            )  # fmt: skip
-            loss += term
-            grad_eta += grad_eta_b
-            for f in range(2):
-                # log Q~ = log g(t_site) - log Z(x); the reverse likewise at the flipped state
-                gf = grad_t if f == 0 else grad_t_uniform
-                forward, reverse = gf * share[f], gf * (1.0 - share[f])
-                c_x, c_flip = forward / z[0, b], reverse / z[1 + f, b]
-                for q in range(n_phi):
-                    grad_phi[q] += (
-                        forward * dsite[0, f, b, q] - c_x * dz[0, b, q]
-                        + reverse * dsite[1, f, b, q] - c_flip * dz[1 + f, b, q]
-                    )  # fmt: skip
+                # the chain's term of the loss (batched.lsb_mh_loss) and its gradient in phi,
+                # by hand, summed over the chains in their order below
+                log_z = math.log(z[0, b])
+                for f in range(2):
+                    log_q = log_g[0, f, b] - log_z
+                    log_reverse = log_ratio[f, b] + log_g[1, f, b] - math.log(z[1 + f, b])
+                    log_t[f] = min(log_q, log_reverse)
+                    share[f] = _min_share(log_q, log_reverse)
+                log_q0 = log_g[0, 0, b] - log_z
+                log_a = log_t[0] - log_q0
+                terms[0, b], grad_t, grad_t_uniform, terms[1, b] = chain_objective(
+                    log_t[0], log_t[1], log_p[b] - top, log_q0, log_p[b] + log_ratio[0, b], eta,
+                    log_eta_1, chains,
+                )  # fmt: skip
+                grads[b] = 0.0
+                for f in range(2):
+                    # log Q~ = log g(t_site) - log Z(x); the reverse likewise at the flipped state
+                    gf = grad_t if f == 0 else grad_t_uniform
+                    forward, reverse = gf * share[f], gf * (1.0 - share[f])
+                    c_x, c_flip = forward / z[0, b], reverse / z[1 + f, b]
+                    for q in range(n_phi):
+                        grads[b, q] += (
+                            forward * dsite[0, f, b, q] - c_x * dz[0, b, q]
+                            + reverse * dsite[1, f, b, q] - c_flip * dz[1 + f, b, q]
+                        )  # fmt: skip
+                # accept x' with theta0 (the update does not change it):
+                # log A = log T - log Q~ = min(0, log R)
+                i = sites[0, b]
+                accept = math.log(u[step, 1, b]) < log_a
+                last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), 1.0 if accept else 0.0
+                if accept:
+                    x_i = xb[i]
+                    log_p[b] += log_ratio[0, b]
+                    xb[i] = -x_i
+                    n_accepted[b] += 1
+                    for k in range(n):
+                        t[b, k], grad[b, k] = t_new[0, b, k], grad_new[0, b, k]
+                    for h in range(m):
+                        a[b, h] = a_new[0, b, h]
+                        sig[b, 0, h], sig[b, 1, h] = sig_new[0, b, 0, h], sig_new[0, b, 1, h]
+                    sum_x[b] -= 2.0 * x_i
+                    overlap[b] -= 2.0 * x_i * truth[i]
+                changed = 1.0 if accept else 0.0
+                trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], changed, i)
+        loss, grad_eta, grad_phi = _chain_sums(terms, grads)
         _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
                 loss / chains, failed, history, step)  # fmt: skip
-        # accept x' with theta0: log A = log T - log Q~ = min(0, log R)
-        for b in range(chains):
-            i = sites[0, b]
-            accept = math.log(u[step, 1, b]) < log_a[b]
-            last[0, b], last[1, b], last[2, b] = i, math.exp(log_a[b]), 1.0 if accept else 0.0
-            if accept:
-                x_i = x[b, i]
-                log_p[b] += log_ratio[0, b]
-                x[b, i] = -x_i
-                n_accepted[b] += 1
-                for k in range(n):
-                    t[b, k], grad[b, k] = t_new[0, b, k], grad_new[0, b, k]
-                for h in range(m):
-                    a[b, h] = a_new[0, b, h]
-                    sig[b, 0, h], sig[b, 1, h] = sig_new[0, b, 0, h], sig_new[0, b, 1, h]
-                sum_x[b] -= 2.0 * x_i
-                overlap[b] -= 2.0 * x_i * truth[i]
-            trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
 
 
 def _parallel_twin(kernel):
     """``kernel`` compiled with ``parallel=True``: its ``prange`` over the chain groups runs them
-    on the cores side by side, each step's loss and update after all of them (so a step's
-    gradient sums the chains in the same order: the same parameters and chains as one group).
+    on the cores side by side, each step's sums over the chains and update after all of them
+    (``_chain_sums``, in the chains' order: the same parameters and chains as one group).
     A copy of the function under its own name, so that numba's cache keeps the two apart."""
     f = kernel.py_func
     twin = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_parallel", f.__defaults__)
