@@ -307,3 +307,46 @@ def test_lsb2_monotones_projection_binds_as_in_the_torch_step(optimizer):
     assert_same_run(compiled, torch_run)
     slopes = compiled.balancing.slope.detach()
     assert int((slopes == 0).sum()) > 5 and int((slopes == 1).sum()) > 5
+
+
+@pytest.mark.parametrize(
+    "name, epsilon",
+    [("lsb1", 1e-3), ("lsb2", 0.0), ("flsb2", 1e-3), ("lsb2-monotone", 1e-3)],
+    ids=["lsb1", "lsb2, hard zeros", "flsb2", "lsb2'"],
+)  # fmt: skip
+def test_chain_groups_on_all_cores_give_the_torch_steps_run(name, epsilon, monkeypatch):
+    """The parallel twin runs a step's chains in groups side by side (each chain's term of the
+    loss and its move in its group), then the sums over the chains and the update: the torch
+    step's chains, parameters, losses and trace, with groups of unequal sizes."""
+    from lsbcore.backends import threads
+
+    if not threads.parallel_ready():
+        pytest.skip("no thread-safe numba threading layer (OpenMP or TBB) on this machine")
+    monkeypatch.setattr(threads, "cores", lambda: 3)
+    monkeypatch.setattr(threads, "MIN_LEARNING_WORK", 1)
+    assert threads.learning_groups(7, 1) == 3
+    target = graph(epsilon)
+    runs, traces = {}, {}
+    for backend in ("compiled", "torch"):
+        sampler = learner(target, backend, name, n_chains=7, lr=0.05)
+        sampler.track_statistics()
+        traces[backend] = torch.zeros(120, 7, 5, dtype=torch.float64)
+        sampler.step(120, learn=True, trace=traces[backend])
+        runs[backend] = sampler
+    assert runs["compiled"].learns_compiled()
+    assert_same_run(runs["compiled"], runs["torch"])
+    torch.testing.assert_close(traces["compiled"], traces["torch"], rtol=0, atol=1e-9)
+
+
+def test_learning_on_a_factor_graph_runs_in_groups_from_a_few_chains(monkeypatch):
+    """The grid network's 100 sites: two groups from 6 chains (where the timings say they pay),
+    one below, and one without a thread-safe layer."""
+    from lsbcore.backends import threads
+    from lsbcore.samplers.balanced.factor_graph_steps import LEARNING_WORK_PER_SITE
+
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "parallel_ready", lambda: True)
+    work = LEARNING_WORK_PER_SITE * 100
+    assert [threads.learning_groups(c, work) for c in (1, 4, 5, 6, 30)] == [1, 1, 1, 2, 2]
+    monkeypatch.setattr(threads, "parallel_ready", lambda: False)
+    assert threads.learning_groups(30, work) == 1

@@ -21,6 +21,10 @@ states of positive mass, as for the frozen kernel.
 
 The function is read on ``g(t)`` itself, exact while every finite ratio is within
 ``learned_function.LEARNING_LIMIT`` (``FactorGraph.ratio_bound``; beyond it the torch step runs).
+
+A step's chains run in contiguous groups, side by side on the cores in the parallel twin
+(``exact_learning_parallel``, ``chain_groups``): each chain's work, its term of the loss and its
+move included, is its own; the sum over the chains and the update follow, in the chains' order.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
+from lsbcore.backends.chain_groups import group_range, parallel_twin
 from lsbcore.backends.factor_kernels import flip_scores_after, largest_neighbourhood
-from lsbcore.backends.kernels import trace_row, trace_start
+from lsbcore.backends.kernels import trace_move, trace_start
 from lsbcore.backends.learned_function import (
     _balanced_objective,
     _draw_sites,
@@ -39,13 +44,14 @@ from lsbcore.backends.learned_function import (
     _scratch,
     _site_change,
     _site_log_g,
-    _update,
+    _update_from_chains,
 )
 from lsbcore.backends.learning_kernels import eta_terms
 
 
 @njit(cache=True, nogil=True)
-def exact_learning(kind, hidden, chains, tables, u, learner, history, last, failed, trace, truth):
+def exact_learning(kind, hidden, chains, tables, u, learner, history, last, failed, trace, truth,
+                   groups=1):  # fmt: skip
     """``T = u.shape[0]`` learning steps with exact ratios on a factor graph, in place, of LSB 1
     (``kind`` ``KIND_MIXTURE``, ``learner.params = [theta (4), eta_raw]``), LSB 2
     (``KIND_NETWORK``, ``[w1, b1, w2, b2, eta_raw]`` of ``hidden`` units) or LSB 2'
@@ -54,7 +60,9 @@ def exact_learning(kind, hidden, chains, tables, u, learner, history, last, fail
     ``chains``: ``FactorChains`` (its ``log_p`` is ``learner.log_p``), the sampler's ratios ``s``
     and ratio cache, kept; ``tables``: ``FactorTables``; ``u [T, 3, B]`` as the torch step reads
     it (the site by inverse CDF, the decision, the uniform site of ``x~``); ``history``,
-    ``last``, ``failed``, ``trace`` and ``truth`` as in ``rbm_learning_kernels.exact_learning``.
+    ``last``, ``failed``, ``trace`` and ``truth`` as in ``rbm_learning_kernels.exact_learning``;
+    ``groups``: the chains' work of a step in that many contiguous groups, side by side in
+    ``exact_learning_parallel`` (``chain_groups``).
     """
     x, _, n_accepted, s, d_finite, d_zeros = chains
     near_first, near = tables.near_first, tables.near
@@ -69,70 +77,72 @@ def exact_learning(kind, hidden, chains, tables, u, learner, history, last, fail
     log_g = np.empty((2, chains_n))
     dead = np.zeros((2, chains_n), dtype=np.bool_)  # x' or x~ has zero mass
     sites = np.empty((2, chains_n), dtype=np.int64)
-    g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
     weights = np.empty(4)
+    terms = np.empty((2, chains_n))  # each chain's term of the loss and share of d loss / d eta
     sum_x, overlap = np.zeros(chains_n), np.zeros(chains_n)
     for b in range(chains_n):
         sum_x[b], overlap[b] = trace_start(trace, x[b], truth)
     for step in range(steps):
         breakpoints, slope, intercept, active, n_phi = _function_now(kind, params, hidden, weights)
-        dz = np.empty((3, chains_n, n_phi))  # dZ / dphi at x, x', x~
-        dsite = np.empty((2, chains_n, n_phi))  # d log g / dphi at t_i and t_j
-        work = np.empty(n_phi)
-        for b in range(chains_n):
-            z[b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
-                               dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
-            for f in range(2):
-                site = sites[f, b]
-                log_g[f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
-                                          intercept, values, dsite[f, b])  # fmt: skip
-                dz[1 + f, b, :] = dz[0, b, :]
-                change[f, b] = 0.0
-                dead[f, b] = s[b, site] == -math.inf
-                if dead[f, b]:  # the torch step scores x itself instead: no change
-                    continue
-                flip_scores_after(b, site, x, d_finite, d_zeros, tables, fin_new[f, b],
-                                  zero_new[f, b])  # fmt: skip
-                start = near_first[site]
-                total = 0.0
-                for k in range(near_first[site + 1] - start):
-                    tk = 0.0 if zero_new[f, b, k] > 0.0 else math.exp(fin_new[f, b, k])
-                    t_new[f, b, k] = tk
-                    total += _site_change(kind, tk, t[b, near[start + k]], weights, breakpoints,
-                                          slope, intercept, values, work, dz[1 + f, b])  # fmt: skip
-                change[f, b] = total
-        # the loss (objective.lsb_loss_and_grads) and its gradient in phi, by hand
         eta, log_eta_1, eta_slope = eta_terms(params[params.shape[0] - 1])
         top = log_p.max()
-        loss, grad_eta = 0.0, 0.0
-        grad_phi = np.zeros(n_phi)
-        for b in range(chains_n):
-            term, grad_eta_b = _balanced_objective(
-                z[b], change[:, b], log_g[:, b], dead[:, b], log_p[b], top, s[b, sites[0, b]],
-                eta, log_eta_1, chains_n, dz[:, b], dsite[:, b], grad_phi,
-            )  # fmt: skip
-            loss += term
-            grad_eta += grad_eta_b
-        _update(kind, learner, hidden, grad_phi, grad_eta / chains_n * eta_slope, weights, active,
-                loss / chains_n, failed, history, step)  # fmt: skip
-        # accept x' with theta0: A = Z / max(Z, Z'); never into zero mass
-        for b in range(chains_n):
-            i = sites[0, b]
-            log_a = -math.inf if dead[0, b] else -math.log1p(max(change[0, b] / z[b], 0.0))
-            accept = math.log(u[step, 1, b]) < log_a
-            prob = math.exp(log_a)
-            last[0, b], last[1, b], last[2, b] = i, prob, 1.0 if accept else 0.0
-            if accept:
+        dz = np.empty((3, chains_n, n_phi))  # dZ / dphi at x, x', x~
+        dsite = np.empty((2, chains_n, n_phi))  # d log g / dphi at t_i and t_j
+        grads = np.empty((chains_n, n_phi))  # each chain's d loss / d phi
+        for group in prange(groups):  # each group its own scratch
+            g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
+            work = np.empty(n_phi)
+            for b in range(*group_range(group, groups, chains_n)):
+                z[b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
+                                   dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
+                for f in range(2):
+                    site = sites[f, b]
+                    log_g[f, b] = _site_log_g(kind, t[b, site], weights, breakpoints, slope,
+                                              intercept, values, dsite[f, b])  # fmt: skip
+                    dz[1 + f, b, :] = dz[0, b, :]
+                    change[f, b] = 0.0
+                    dead[f, b] = s[b, site] == -math.inf
+                    if dead[f, b]:  # the torch step scores x itself instead: no change
+                        continue
+                    flip_scores_after(b, site, x, d_finite, d_zeros, tables, fin_new[f, b],
+                                      zero_new[f, b])  # fmt: skip
+                    start = near_first[site]
+                    total = 0.0
+                    for k in range(near_first[site + 1] - start):
+                        tk = 0.0 if zero_new[f, b, k] > 0.0 else math.exp(fin_new[f, b, k])
+                        t_new[f, b, k] = tk
+                        total += _site_change(kind, tk, t[b, near[start + k]], weights,
+                                              breakpoints, slope, intercept, values, work,
+                                              dz[1 + f, b])  # fmt: skip
+                    change[f, b] = total
+                # the chain's term of the loss (objective.lsb_loss_and_grads) and its gradient
+                # in phi, by hand, summed over the chains in their order below
+                grads[b] = 0.0
+                terms[0, b], terms[1, b] = _balanced_objective(
+                    z[b], change[:, b], log_g[:, b], dead[:, b], log_p[b], top,
+                    s[b, sites[0, b]], eta, log_eta_1, chains_n, dz[:, b], dsite[:, b], grads[b],
+                )  # fmt: skip
+                # accept x' with theta0 (the update does not change it): A = Z / max(Z, Z');
+                # never into zero mass
+                i = sites[0, b]
+                log_a = -math.inf if dead[0, b] else -math.log1p(max(change[0, b] / z[b], 0.0))
+                accept = math.log(u[step, 1, b]) < log_a
+                prob = math.exp(log_a)
+                last[0, b], last[1, b], last[2, b] = i, prob, 1.0 if accept else 0.0
                 x_i = x[b, i]
-                log_p[b] += s[b, i]
-                x[b, i] = -x_i
-                n_accepted[b] += 1
-                start = near_first[i]
-                for k in range(near_first[i + 1] - start):
-                    v = near[start + k]
-                    d_finite[b, v], d_zeros[b, v] = fin_new[0, b, k], zero_new[0, b, k]
-                    s[b, v] = -math.inf if zero_new[0, b, k] > 0.0 else fin_new[0, b, k]
-                    t[b, v] = t_new[0, b, k]
-                sum_x[b] -= 2.0 * x_i
-                overlap[b] -= 2.0 * x_i * truth[i]
-            trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], 1.0 if accept else 0.0, i)
+                if accept:
+                    log_p[b] += s[b, i]
+                    x[b, i] = -x_i
+                    n_accepted[b] += 1
+                    start = near_first[i]
+                    for k in range(near_first[i + 1] - start):
+                        v = near[start + k]
+                        d_finite[b, v], d_zeros[b, v] = fin_new[0, b, k], zero_new[0, b, k]
+                        s[b, v] = -math.inf if zero_new[0, b, k] > 0.0 else fin_new[0, b, k]
+                        t[b, v] = t_new[0, b, k]
+                trace_move(trace, step, b, log_p[b], sum_x, overlap, truth, i, x_i, accept)
+        _update_from_chains(kind, learner, hidden, terms, grads, eta_slope, weights, active,
+                            failed, history, step)  # fmt: skip
+
+
+exact_learning_parallel = parallel_twin(exact_learning)

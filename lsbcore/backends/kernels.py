@@ -166,6 +166,16 @@ def trace_row(trace, t, b, log_p, sum_x, overlap, changed, site):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def trace_move(trace, t, b, log_p, sum_x, overlap, truth, i, x_i, moved):
+    """Chain ``b``'s running ``sum x`` and ``x . truth`` after a single-site step at site ``i``
+    (``x_i`` its value before; ``moved``: the flip was taken) and its trace row (``trace_row``)."""
+    if moved:
+        sum_x[b] -= 2.0 * x_i
+        overlap[b] -= 2.0 * x_i * truth[i]
+    trace_row(trace, t, b, log_p, sum_x[b], overlap[b], 1.0 if moved else 0.0, i)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def flip_values(b, site, x, s, tables, s_new, x_new):
     """The neighbourhood of ``site`` in chain ``b`` after flipping it, into ``s_new, x_new [K]``:
     ``s_i -> -s_i``, ``s_j -> s_j + coupling_ij x_j x_i`` (spec 1, ``x_i`` before the flip).

@@ -30,6 +30,7 @@ import math
 import numpy as np
 from numba import njit
 
+from lsbcore.backends.chain_groups import chain_sums
 from lsbcore.backends.kernels import search_cdf
 from lsbcore.backends.learning_kernels import (
     LOOP_MATH,
@@ -312,6 +313,18 @@ def _update(kind, learner, hidden, grad_phi, grad_eta, weights, active, loss, fa
         _softmax(params, weights)
         for c in range(4):
             history[step, 3 + c] = weights[c]
+
+
+@njit(cache=True, nogil=True)
+def _update_from_chains(kind, learner, hidden, terms, grads, eta_slope, weights, active, failed,
+                        history, step):  # fmt: skip
+    """``_update`` from each chain's term of the loss and share of its gradient (``terms [2,
+    B]``, ``grads [B, n_phi]``), summed over the chains in their order (``chain_groups.
+    chain_sums``); the loss is their mean."""
+    chains = grads.shape[0]
+    loss, grad_eta, grad_phi = chain_sums(terms, grads)
+    _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
+            loss / chains, failed, history, step)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=LOOP_MATH, error_model="numpy")

@@ -44,12 +44,12 @@ checked. Beyond ``learned_function.LEARNING_LIMIT`` the torch step runs (``RBMBa
 from __future__ import annotations
 
 import math
-import types
 
 import numpy as np
 from numba import njit, prange
 
-from lsbcore.backends.kernels import trace_row, trace_start
+from lsbcore.backends.chain_groups import group_range, parallel_twin
+from lsbcore.backends.kernels import trace_move, trace_start
 from lsbcore.backends.learned_function import (
     _balanced_objective,
     _draw_sites,
@@ -58,7 +58,7 @@ from lsbcore.backends.learned_function import (
     _scratch,
     _site_log_g,
     _state_sum,
-    _update,
+    _update_from_chains,
 )
 from lsbcore.backends.learning_kernels import chain_objective, eta_terms
 from lsbcore.backends.rbm_kernels import (
@@ -78,27 +78,6 @@ from lsbcore.backends.vector_math import _vector_exp
 #: frozen steps do: products of contiguous rows, a flip moving one column; 32 MB); beyond it
 #: every product selects its factor by the site's state
 TABLE_LIMIT = 1 << 22
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _group_range(group, groups, chains):
-    """The chains of ``group`` of ``groups`` contiguous ones, as ``range``'s bounds."""
-    return group * chains // groups, (group + 1) * chains // groups
-
-
-@njit(cache=True, nogil=True)
-def _chain_sums(terms, grads):
-    """The loss, ``d loss / d eta`` and ``d loss / d phi`` summed over the chains in their
-    order (``terms [2, B]``, ``grads [B, n_phi]``): the same sums whatever the chain groups
-    that computed each chain's share."""
-    loss, grad_eta = 0.0, 0.0
-    grad_phi = np.zeros(grads.shape[1])
-    for b in range(grads.shape[0]):
-        loss += terms[0, b]
-        grad_eta += terms[1, b]
-        for q in range(grads.shape[1]):
-            grad_phi[q] += grads[b, q]
-    return loss, grad_eta, grad_phi
 
 
 @njit(cache=True, nogil=True)
@@ -142,7 +121,7 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     receives each step's loss, eta, failed (and LSB 1's weights); ``last [3, B]`` the last
     step's site, acceptance probability and decision; ``failed [1]`` is set (and the parameters
     pinned) by a step that diverged; ``trace`` and ``truth`` as in ``rbm_kernels.balanced_steps``;
-    ``groups``: the chains' work of a step in that many contiguous groups (``_group_range``),
+    ``groups``: the chains' work of a step in that many contiguous groups (``group_range``),
     side by side in ``exact_learning_parallel``.
 
     Per chain: ``Z(x)`` and the proposal's CDF, ``i`` and ``j``, every ratio at ``x'`` and at
@@ -150,7 +129,7 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
     (``objective.lsb_loss_and_grads``) and its gradient in ``phi`` (each state's ``dZ / dphi``
     and the flipped sites' ``d log g / dphi``), and the acceptance under theta0, ``min(1, Z /
     Z')`` (the update cannot change it); then the loss and gradient summed over the chains in
-    their order (``_chain_sums``) and the update.
+    their order (``chain_sums``) and the update.
     """
     w_t, _, _, _, rows, neg_rows, exp_b, exp_neg_b, _ = tables
     params, log_p = learner.params, learner.log_p
@@ -184,7 +163,7 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
         for group in prange(groups):  # each group its own scratch
             g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
             change = np.empty(2)
-            for b in range(*_group_range(group, groups, chains)):
+            for b in range(*group_range(group, groups, chains)):
                 xb = x[b]
                 z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
                                       dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
@@ -221,8 +200,8 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
                 log_a = -math.log1p(max((z[1, b] - z[0, b]) / z[0, b], 0.0))
                 accept = math.log(u[step, 1, b]) < log_a
                 last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), 1.0 if accept else 0.0
+                x_i = xb[i]
                 if accept:
-                    x_i = xb[i]
                     log_p[b] += math.log(t[b, i])
                     xb[i] = -x_i
                     n_accepted[b] += 1
@@ -232,13 +211,9 @@ def exact_learning(kind, hidden, x, n_accepted, s, a, u, tables, tabled, learner
                         t[b, k] = t_new[0, b, k]
                     for h in range(m):
                         a[b, h] = a_new[0, b, h]
-                    sum_x[b] -= 2.0 * x_i
-                    overlap[b] -= 2.0 * x_i * truth[i]
-                changed = 1.0 if accept else 0.0
-                trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], changed, i)
-        loss, grad_eta, grad_phi = _chain_sums(terms, grads)
-        _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
-                loss / chains, failed, history, step)  # fmt: skip
+                trace_move(trace, step, b, log_p[b], sum_x, overlap, truth, i, x_i, accept)
+        _update_from_chains(kind, learner, hidden, terms, grads, eta_slope, weights, active,
+                            failed, history, step)  # fmt: skip
     for b in range(chains):
         for k in range(n):
             s[b, k] = math.log(t[b, k])
@@ -302,7 +277,7 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
             g, cdf, values, scratch = np.empty(n), np.empty(n), np.empty(4), _scratch(n)
             first_order, powers = scratch[1][10], scratch[3]  # s~, and the exponent bits
             log_t, share = np.empty(2), np.empty(2)
-            for b in range(*_group_range(group, groups, chains)):
+            for b in range(*group_range(group, groups, chains)):
                 xb = x[b]
                 z[0, b] = _draw_sites(kind, t[b], weights, breakpoints, slope, intercept, g, cdf,
                                       dz[0, b], scratch, u[step, :, b], sites[:, b])  # fmt: skip
@@ -353,8 +328,8 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
                 i = sites[0, b]
                 accept = math.log(u[step, 1, b]) < log_a
                 last[0, b], last[1, b], last[2, b] = i, math.exp(log_a), 1.0 if accept else 0.0
+                x_i = xb[i]
                 if accept:
-                    x_i = xb[i]
                     log_p[b] += log_ratio[0, b]
                     xb[i] = -x_i
                     n_accepted[b] += 1
@@ -363,26 +338,10 @@ def gradient_learning(kind, hidden, x, log_p, n_accepted, grad, u, w, w_t, b_vis
                     for h in range(m):
                         a[b, h] = a_new[0, b, h]
                         sig[b, 0, h], sig[b, 1, h] = sig_new[0, b, 0, h], sig_new[0, b, 1, h]
-                    sum_x[b] -= 2.0 * x_i
-                    overlap[b] -= 2.0 * x_i * truth[i]
-                changed = 1.0 if accept else 0.0
-                trace_row(trace, step, b, log_p[b], sum_x[b], overlap[b], changed, i)
-        loss, grad_eta, grad_phi = _chain_sums(terms, grads)
-        _update(kind, learner, hidden, grad_phi, grad_eta / chains * eta_slope, weights, active,
-                loss / chains, failed, history, step)  # fmt: skip
+                trace_move(trace, step, b, log_p[b], sum_x, overlap, truth, i, x_i, accept)
+        _update_from_chains(kind, learner, hidden, terms, grads, eta_slope, weights, active,
+                            failed, history, step)  # fmt: skip
 
 
-def _parallel_twin(kernel):
-    """``kernel`` compiled with ``parallel=True``: its ``prange`` over the chain groups runs them
-    on the cores side by side, each step's sums over the chains and update after all of them
-    (``_chain_sums``, in the chains' order: the same parameters and chains as one group).
-    A copy of the function under its own name, so that numba's cache keeps the two apart."""
-    f = kernel.py_func
-    twin = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_parallel", f.__defaults__)
-    twin.__qualname__ = f.__qualname__ + "_parallel"
-    twin.__doc__ = f.__doc__
-    return njit(cache=True, nogil=True, parallel=True)(twin)
-
-
-exact_learning_parallel = _parallel_twin(exact_learning)
-gradient_learning_parallel = _parallel_twin(gradient_learning)
+exact_learning_parallel = parallel_twin(exact_learning)
+gradient_learning_parallel = parallel_twin(gradient_learning)
