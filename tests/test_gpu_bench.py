@@ -114,13 +114,20 @@ def test_the_other_workloads_run_end_to_end_on_the_cpu(tmp_path):
     out = tmp_path / "figures.jsonl"
     done = run_bench(
         out, "--tiny", "--device", "cpu", "--seconds", "0.02",
-        "--workloads", "rbm", "photo", "neural-block",
+        "--workloads", "rbm", "rbm-learning", "photo", "neural-block",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     records = lines(out)
-    assert [r["workload"] for r in records if r.get("done")] == ["rbm", "photo", "neural-block"]
+    assert [r["workload"] for r in records if r.get("done")] == [
+        "rbm", "rbm-learning", "photo", "neural-block"
+    ]  # fmt: skip
     rbm = [r["label"] for r in records if r["workload"] == "rbm" and "label" in r]
     assert len(rbm) == 2 * len(gpu.RBM_SAMPLERS)
+    learning = [r for r in records if r["workload"] == "rbm-learning" and "label" in r]
+    assert [r["label"] for r in learning] == [
+        f"RBM 12 x 4, 3 chains, {name} (learning)" for name in ("lsb1", "lsb2", "flsb1", "flsb2")
+    ]
+    assert all(r["learns_compiled"] and r["steps"] >= 1 for r in learning)  # the kernels' steps
     (photo,) = [r for r in records if r["workload"] == "photo" and "label" in r]
     assert photo["label"].startswith("photo 16 x 12") and photo["sweeps"] >= 1
     assert photo["seconds_to_settled"] >= photo["sampling_s"] > 0

@@ -50,7 +50,7 @@ TEST_FILES = (  # most evidence first: what no GPU has run yet, then what it has
     "tests/test_device_arguments.py",
     "tests/test_device_compile.py",
 )
-WORKLOADS = ("block-gibbs", "paper", "rbm", "photo", "neural-block")
+WORKLOADS = ("block-gibbs", "paper", "rbm", "rbm-learning", "photo", "neural-block")
 SHARES = {"tests": 0.36, "bench cuda": 0.36, "bench cpu": 0.2}  # of the budget; the rest: extras
 
 

@@ -15,6 +15,8 @@ Workloads, in the order they run (``--workloads`` picks and orders them):
 - ``paper``: the paper comparison (six samplers on paper case 3, 30 x 30) with 4, 64, 1,024 and
   16,384 chains, in mixing and in burn-in (learning): iterations and chain-steps per second;
 - ``rbm``: RBM 784 x 500 (random weights), 100 and 10,000 chains, each sampler: steps per second;
+- ``rbm-learning``: the learning steps of LSB 1, LSB 2, FLSB 1 and FLSB 2 on the 100 x 25 RBM,
+  100 chains (on the CPU, every core: issue 45's goal against the public GWG code);
 - ``photo``: a 12-megapixel photo (``assets/camera.png`` scaled to 4,000 x 3,000) segmented at
   full resolution as ``lsbcore.segment`` samples it: seconds to settled;
 - ``neural-block``: the learned block proposals (k = 2, 3, 4, the shipped networks) on paper
@@ -56,6 +58,8 @@ RBM_SIZE = {"full": (784, 500), "tiny": (12, 4)}
 NEURAL_CHAINS = {"full": (30, 1024), "tiny": (2,)}
 NEURAL_SIDE = {"full": 30, "tiny": 8}  # a periodic side of at least twice the largest block
 RBM_CHAINS = {"full": (100, 10000), "tiny": (2, 3)}
+LEARNING_RBM_SIZE = {"full": (100, 25), "tiny": (12, 4)}
+LEARNING_RBM_CHAINS = {"full": 100, "tiny": 3}
 RBM_SAMPLERS = (
     ("gwg", {}),
     ("block-gibbs", {"block_size": 2}),
@@ -204,6 +208,32 @@ def rbm(device, backend: str, size: str, seconds: float):
             yield label, sampler_figure(sampler, device, seconds)
 
 
+def rbm_learning(device, backend: str, size: str, seconds: float):
+    """The learning steps (burn-in) of LSB 1, LSB 2, FLSB 1 and FLSB 2 on the 100 x 25 RBM with
+    100 chains, the public GWG code's setting (issue 45's goal: 10x its gwg's 558 steps/s on
+    the CPU); on the CPU the compiled kernels' chain groups take every core."""
+    n_visible, n_hidden = LEARNING_RBM_SIZE[size]
+    target = rbm_target(n_visible, n_hidden)
+    chains = LEARNING_RBM_CHAINS[size]
+    backend = "torch" if backend == "device" else backend  # no device kernels for RBMs' learning
+    for name in ("lsb1", "lsb2", "flsb1", "flsb2"):
+        sampler = make_sampler(name, target, chains, seed=0, device=device, backend=backend)
+        steps_per_second, steps, spent = rate(
+            lambda n, s=sampler: s.step(n, learn=True), device, seconds
+        )
+        label = f"RBM {n_visible} x {n_hidden}, {chains} chains, {name} (learning)"
+        yield (
+            label,
+            {
+                "steps_per_second": steps_per_second,
+                "steps": steps,
+                "seconds": spent,
+                "backend": sampler.backend,
+                "learns_compiled": bool(sampler.learns_compiled()),
+            },
+        )
+
+
 def photo(device, backend: str, size: str, seconds: float):
     """The fit and the checkerboard sweeps of ``lsbcore.segment`` (4 chains, from the mixed
     start) until the marginal has settled, at the photo's full resolution; ``segment`` itself
@@ -269,6 +299,7 @@ WORKLOADS = {
     "block-gibbs": block_gibbs,
     "paper": paper,
     "rbm": rbm,
+    "rbm-learning": rbm_learning,
     "photo": photo,
     "neural-block": neural_block,
 }
