@@ -350,3 +350,21 @@ def test_learning_on_a_factor_graph_runs_in_groups_from_a_few_chains(monkeypatch
     assert [threads.learning_groups(c, work) for c in (1, 4, 5, 6, 30)] == [1, 1, 1, 2, 2]
     monkeypatch.setattr(threads, "parallel_ready", lambda: False)
     assert threads.learning_groups(30, work) == 1
+
+
+def test_the_warm_up_compiles_the_learning_steps_kernel():
+    """The app's warm-up thread compiles the factor graphs' learning kernel: a network page's
+    first run (5 chains: the serial kernel) does not wait for numba. In a fresh process."""
+    import subprocess
+    import sys
+
+    probe = (
+        "from lsbcore.samplers import warmup; warmup.compile_kernels(); "
+        "from lsbcore.backends import factor_learning_kernels as k; "
+        "print(len(k.exact_learning.signatures))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip().splitlines()[-1]) >= 1

@@ -8,7 +8,9 @@ and a trace, and two learning steps where it learns: the argument types real run
 samplers on any target (``SamplerSpec.batched_only``) run torch steps only and are skipped,
 except the RBM's compiled steps (``RBM_STEPS``, and ``RBM_LEARNING``'s learning steps), taken on
 a 6-visible RBM (the block moves on the lattice too), and the factor
-graph's (``FACTOR_GRAPH_STEPS``), taken on a 3 x 3 grid network. Then
+graph's (``FACTOR_GRAPH_STEPS``, and ``FACTOR_GRAPH_LEARNING``'s learning steps), taken on a
+3 x 3 grid network. The learning kernels' parallel twins (``chain_groups``) compile at their first
+call with many chains. Then
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
 
@@ -87,6 +89,9 @@ RBM_STEPS = (
 RBM_LEARNING = ("lsb1", "flsb1")
 # compiles the kernel for every fixed function (the function is a value it reads)
 FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
+#: ... and the learning steps' kernel (``factor_learning_kernels``: LSB 1, LSB 2, LSB 2' and
+#: FLSB, the function's kind a value it reads), which a network page's first run would wait for
+FACTOR_GRAPH_LEARNING = ("lsb1",)
 
 
 def _warm_up() -> None:
@@ -112,6 +117,8 @@ def _warm_up() -> None:
     network = grid_network(3, 0.5, 0)
     for name in FACTOR_GRAPH_STEPS:
         make_sampler(name, network, 2, device="cpu", backend="auto").step(2)
+    for name in FACTOR_GRAPH_LEARNING:
+        make_sampler(name, network, 2, device="cpu", backend="auto").step(2, learn=True)
 
 
 def compile_in_background() -> threading.Thread:
