@@ -21,6 +21,7 @@ from lsbcore.targets.factor_graph import FactorGraph
 from lsbcore.targets.grid_network import grid_network
 from tests.test_factor_balanced import tiny_graph
 from tests.test_rbm_learning_compiled import assert_same_run
+from tests.warm_up_support import after_warm_up
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -355,16 +356,5 @@ def test_learning_on_a_factor_graph_runs_in_groups_from_a_few_chains(monkeypatch
 def test_the_warm_up_compiles_the_learning_steps_kernel():
     """The app's warm-up thread compiles the factor graphs' learning kernel: a network page's
     first run (5 chains: the serial kernel) does not wait for numba. In a fresh process."""
-    import subprocess
-    import sys
-
-    probe = (
-        "from lsbcore.samplers import warmup; warmup.compile_kernels(); "
-        "from lsbcore.backends import factor_learning_kernels as k; "
-        "print(len(k.exact_learning.signatures))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert int(done.stdout.strip().splitlines()[-1]) >= 1
+    probe = "from lsbcore.backends import factor_learning_kernels as k; "
+    assert int(after_warm_up(probe + "print(len(k.exact_learning.signatures))")) >= 1

@@ -21,6 +21,7 @@ from lsbcore.targets.rbm import RBM
 from tests.batched_support import UniformMetropolis
 from tests.block_steps_support import assert_past_a_tile_like_torch
 from tests.test_target_protocol import TableTarget, random_table
+from tests.warm_up_support import after_warm_up
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -274,17 +275,11 @@ def test_a_trace_runs_the_torch_steps_of_a_compiled_sampler():
 def test_the_warm_up_compiles_every_rbm_step():
     """The app's warm-up thread compiles the RBM's steps too: a page's first RBM run does not
     wait for numba (about 2 s). In a fresh process, where nothing else has run them."""
-    import subprocess
-    import sys
-
-    probe = (
-        "from lsbcore.samplers import warmup; warmup.compile_kernels(); "
-        "from lsbcore.backends import rbm_kernels as k; "
-        "print([len(f.signatures) for f in (k.gwg_steps, k.uniform_site_steps, k.block_steps)])"
+    counts = eval(
+        after_warm_up(
+            "from lsbcore.backends import rbm_kernels as k; "
+            "print([len(f.signatures) for f in (k.gwg_steps, k.uniform_site_steps, "
+            "k.block_steps)])"
+        )
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    counts = eval(done.stdout.strip().splitlines()[-1])
     assert all(count >= 1 for count in counts), counts
