@@ -19,6 +19,7 @@ from lsbcore.backends import learned_function, rbm_learning_kernels, vector_math
 from lsbcore.balancing.functions import NetworkBalancing
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
+from tests.warm_up_support import after_warm_up
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -129,16 +130,69 @@ def test_chain_groups_on_all_cores_give_the_torch_steps_run(name, tabled, monkey
 
 
 def test_learning_runs_in_groups_only_where_a_step_pays_for_the_threads(monkeypatch):
+    """Two groups from a serial step of about 9 us (timed on two cores, BENCHMARKS.md): the
+    digits pages' chains (8 x 8 from 4, 16 x 16 from 2), the 100 x 25 RBM's from 4, a 20 x 10
+    RBM's from 8; one chain, or no thread-safe layer, never."""
+    from lsbcore.backends import threads
+    from lsbcore.rbm.models import load_model
+
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "parallel_ready", lambda: True)
+    models = {
+        "8 x 8": load_model("digits-8x8"), "16 x 16": load_model("digits-16x16"),
+        "100 x 25": RBM.random(100, 25), "20 x 10": RBM.random(20, 10),
+    }  # fmt: skip
+    groups = {
+        (key, b): threads.learning_groups(b, make_sampler("lsb1", rbm, b).learning_work())
+        for key, rbm in models.items() for b in (1, 2, 4, 8)
+    }  # fmt: skip
+    assert groups == {
+        ("8 x 8", 1): 1, ("8 x 8", 2): 1, ("8 x 8", 4): 2, ("8 x 8", 8): 2,
+        ("16 x 16", 1): 1, ("16 x 16", 2): 2, ("16 x 16", 4): 2, ("16 x 16", 8): 2,
+        ("100 x 25", 1): 1, ("100 x 25", 2): 1, ("100 x 25", 4): 2, ("100 x 25", 8): 2,
+        ("20 x 10", 1): 1, ("20 x 10", 2): 1, ("20 x 10", 4): 1, ("20 x 10", 8): 2,
+    }  # fmt: skip
+    monkeypatch.setattr(threads, "parallel_ready", lambda: False)
+    assert threads.learning_groups(100, 2 * 100 * 25) == 1
+
+
+def test_forced_groups_hold_in_their_thread_only_and_end_with_it(monkeypatch):
+    """The warm-up's way to reach the parallel twins on a tiny target: two groups whatever the
+    work, at most one a chain, none without a thread-safe layer, and only in its thread."""
+    import threading
+
     from lsbcore.backends import threads
 
     monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(threads, "parallel_ready", lambda: True)
-    work = threads.MIN_LEARNING_WORK
-    assert threads.learning_groups(100, 2 * 100 * 25) == 2  # the 100 x 25 RBM's 100 chains
-    assert threads.learning_groups(4, work // 8) == 1  # a page's few chains of a small model
-    assert threads.learning_groups(1, 10 * work) == 1  # one chain: nothing to share
-    monkeypatch.setattr(threads, "parallel_ready", lambda: False)
-    assert threads.learning_groups(100, 2 * 100 * 25) == 1
+    seen = []
+    with threads.forced_groups(2):
+        assert threads.learning_groups(2, 1) == 2
+        assert threads.learning_groups(1, 1) == 1
+        other = threading.Thread(target=lambda: seen.append(threads.learning_groups(2, 1)))
+        other.start()
+        other.join()
+        monkeypatch.setattr(threads, "parallel_ready", lambda: False)
+        assert threads.learning_groups(2, 1) == 1
+    monkeypatch.setattr(threads, "parallel_ready", lambda: True)
+    assert seen == [1]
+    assert threads.learning_groups(2, 1) == 1
+
+
+def test_the_app_warm_up_compiles_the_learning_kernels_parallel_twins():
+    """After the serial kernels the app's warm-up thread compiles the RBM's two twins and the
+    factor graph's: a fresh install's RBM 16 x 16 page (8 chains) waited about 21 s for them at
+    its first run. In a fresh process."""
+    probe = (
+        "from lsbcore.backends import threads, rbm_learning_kernels as r, "
+        "factor_learning_kernels as f; warmup.compile_in_background().join(); "
+        "print(threads.parallel_ready(), len(r.exact_learning_parallel.signatures), "
+        "len(r.gradient_learning_parallel.signatures), len(f.exact_learning_parallel.signatures))"
+    )
+    ready, *twins = after_warm_up(probe).split()
+    if ready == "False":
+        pytest.skip("no thread-safe numba threading layer (OpenMP or TBB) on this machine")
+    assert [int(n) >= 1 for n in twins] == [True, True, True]
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -13,17 +13,20 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from lsbcore.backends.structures import Chains
 
 MIN_SITES_PER_GROUP = 1 << 15  # below this a thread hand-off costs more than it saves
-#: Multiply-adds of a learning step's chains below which they stay in one group: each step of
-#: a parallel kernel starts and joins its threads (a few microseconds; a step of the 100 x 25 RBM's
-#: 100 chains, 250,000 multiply-adds, takes about 230)
-MIN_LEARNING_WORK = 1 << 17
+#: A learning step's multiply-adds (about 0.14 ns each) per chain group: each step of a parallel
+#: kernel starts and joins its threads, so two groups need twice this, a serial step of about
+#: 9 us, where they pay on two cores (RBM 8 x 8 digits, 4 chains: LSB 1
+#: 1.10x, LSB 2 1.34x; 2 chains 0.82x and 1.06x; BENCHMARKS.md)
+MIN_LEARNING_WORK = 1 << 15
 _pool: ThreadPoolExecutor | None = None
 _parallel: bool | None = None
 _parallel_lock = threading.Lock()
+_forced = threading.local()  # groups the warm-up asks for in its thread (``forced_groups``)
 
 
 def cores() -> int:
@@ -79,8 +82,22 @@ def parallel_ready() -> bool:
 def learning_groups(chains: int, work_per_chain: int) -> int:
     """Contiguous groups of chains for a learning kernel's parallel twin (1: the serial
     kernel): one per core, where a step's work pays for starting the threads."""
-    groups = min(cores(), chains, chains * work_per_chain // MIN_LEARNING_WORK)
+    groups = getattr(_forced, "groups", None)
+    if groups is None:
+        groups = min(cores(), chains * work_per_chain // MIN_LEARNING_WORK)
+    groups = min(groups, chains)
     return groups if groups > 1 and parallel_ready() else 1
+
+
+@contextmanager
+def forced_groups(groups: int):
+    """``learning_groups`` gives ``groups`` (at most one a chain) in this thread, whatever the
+    work: the warm-up compiles the parallel twins on a tiny target this way."""
+    _forced.groups = groups
+    try:
+        yield
+    finally:
+        _forced.groups = None
 
 
 def _probe(n: int) -> int:
