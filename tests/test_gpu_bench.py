@@ -69,9 +69,26 @@ def test_the_rate_counts_the_steps_of_about_the_asked_seconds_after_a_warm_up(mo
 
     steps_per_second, steps, seconds = gpu.rate(advance, CPU, 1.0)
     assert calls[0] == 1  # the warm-up: not timed
-    assert steps == sum(calls[1:]) and seconds >= 1.0
+    assert calls[1:6] == [1, 2, 4, 8, 16]  # calls grow while short
+    assert set(calls[5:]) == {16}  # then keep the first size that is not
+    assert steps == sum(calls[5:]) and seconds == pytest.approx(0.01 * steps)
+    assert clock[0] - 0.01 >= 1.0  # about the asked seconds in all
     assert steps_per_second == pytest.approx(100.0)
-    assert calls[1:4] == [1, 2, 4]  # calls grow while short
+
+
+def test_the_rate_leaves_out_the_short_calls_whose_fixed_cost_would_pull_it_down(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(gpu.time, "perf_counter", lambda: clock[0])
+    calls = []
+
+    def advance(n):  # 50 ms a call, 10 ms a step
+        calls.append(n)
+        clock[0] += 0.05 + 0.01 * n
+
+    steps_per_second, steps, seconds = gpu.rate(advance, CPU, 1.0)
+    assert calls[1:5] == [1, 2, 4, 8] and set(calls[4:]) == {8}
+    assert steps_per_second == pytest.approx(8 / 0.13)  # the steady calls' rate
+    assert steps == 8 * len(calls[4:]) and seconds == pytest.approx(0.13 * len(calls[4:]))
 
 
 def run_bench(out: Path, *args: str, interpret: bool = False) -> subprocess.CompletedProcess:

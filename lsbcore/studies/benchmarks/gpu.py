@@ -5,8 +5,8 @@ Every figure is appended to ``--out`` as one JSON line, flushed and synced, the 
 measured, so a run cut off at its time limit (a lent GPU's ten-minute command) still returns all
 it measured; the figures are also printed as they come. Each is the rate of about ``--seconds``
 of steps after one warm-up call (the warm-up compiles the Triton kernels, or loads them from the
-cache built ahead, ``tools/gpu/cache.py``); the calls grow while they are short, and CUDA is
-synchronised before the clock is read.
+cache built ahead, ``tools/gpu/cache.py``); the calls grow while they are short, only the calls
+of the size they settle at count, and CUDA is synchronised before the clock is read.
 
 Workloads, in the order they run (``--workloads`` picks and orders them):
 
@@ -82,22 +82,26 @@ def synchronise(device: torch.device) -> None:
 
 
 def rate(advance, device: torch.device, seconds: float) -> tuple[float, int, float]:
-    """Steps per second of ``advance(n)`` over about ``seconds`` after one warm-up call of one
-    step; a call's ``n`` doubles while a call takes under a tenth of ``seconds``. Returns the
-    rate, the steps timed and the seconds."""
+    """Steps per second of ``advance(n)`` in calls of a steady size: after one warm-up call of
+    one step, ``n`` doubles while a call takes under a tenth of ``seconds`` (those calls are not
+    counted: a short call's fixed cost would pull the rate down), then calls of that size until
+    about ``seconds`` have passed in all. Returns the rate, the steps counted and their
+    seconds."""
     advance(1)
     synchronise(device)
-    n, steps, start = 1, 0, time.perf_counter()
+    n, steps, timed, start = 1, 0, 0.0, time.perf_counter()
     while True:
         begun = time.perf_counter()
         advance(n)
         synchronise(device)
-        steps += n
         now = time.perf_counter()
+        if not steps and now - begun < seconds / 10 and now - start < seconds:
+            n *= 2  # still growing
+            continue
+        steps += n
+        timed += now - begun
         if now - start >= seconds:
-            return steps / (now - start), steps, now - start
-        if now - begun < seconds / 10:
-            n *= 2
+            return steps / timed, steps, timed
 
 
 @contextlib.contextmanager
