@@ -21,10 +21,12 @@ def test_a_row_per_model_chains_and_sampler_with_both_rates_and_the_picked_group
     )  # fmt: skip
     monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(threads, "MIN_LEARNING_WORK", 10**9)  # picked: one group
+    monkeypatch.setattr(bench, "LATTICE_SIDES", (3,))
     bench.main(["--chains", "1,3", "--samplers", "lsb1,flsb2", "--steps", "3", "--rounds", "2"])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| tiny")]
-    assert [row.split(" | ")[1:3] for row in rows] == [
-        ["1", "lsb1"], ["1", "flsb2"], ["3", "lsb1"], ["3", "flsb2"]
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
+    assert [row.split(" | ")[:3] for row in rows] == [
+        ["| tiny", "1", "lsb1"], ["| tiny", "1", "flsb2"], ["| tiny", "3", "lsb1"],
+        ["| tiny", "3", "flsb2"], ["| Ising 3 x 3", "1", "lsb2"], ["| Ising 3 x 3", "3", "lsb2"],
     ]  # fmt: skip
     assert all(row.endswith("| 1 |") for row in rows)
-    assert calls == [1, 2, 1, 2] * 4  # a row's rounds alternate one group and two
+    assert calls == [1, 2, 1, 2] * 6  # a row's rounds alternate one group and two

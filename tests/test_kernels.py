@@ -197,6 +197,68 @@ def test_compiled_learning_is_the_torch_learning_step(name, optimizer, objective
     assert compiled.invariant_error() < 1e-12
 
 
+@pytest.mark.parametrize("boundary", ["free", "periodic"])
+def test_lsb2_learning_in_chain_groups_gives_the_torch_steps_run(boundary, monkeypatch):
+    """LSB 2's learning step on a lattice runs each chain's O(D) part (``Z``, its gradient
+    sums, the draw) in its chain group (the parallel twin), then the loss and update over all
+    chains: the torch step's chains, parameters, losses and trace with three groups of unequal
+    sizes, and bit for bit one group's, on a lattice of two tiles."""
+    from lsbcore.backends import learning_kernels, threads
+
+    if not threads.parallel_ready():
+        pytest.skip("no thread-safe numba threading layer (OpenMP or TBB) on this machine")
+    field = torch.randn(40, 40, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    target = IsingPosterior(field, 0.6, boundary)
+    assert target.n_sites > learning_kernels.LATTICE_TILE
+    monkeypatch.setattr(threads, "cores", lambda: 3)
+    calls = []
+    twin = learning_kernels.network_learning_step_parallel
+    monkeypatch.setattr(
+        learning_kernels, "network_learning_step_parallel",
+        lambda *args: calls.append(args[-1]) or twin(*args),
+    )  # fmt: skip
+    runs, traces = {}, {}
+    for key, backend, work in [("groups", "compiled", 1), ("one", "compiled", 10**12),
+                               ("torch", "torch", 1)]:  # fmt: skip
+        monkeypatch.setattr(threads, "MIN_LEARNING_WORK", work)
+        sampler = make_sampler("lsb2", target, 7, seed=2, lr=0.05, backend=backend)
+        sampler.track_statistics()
+        traces[key] = torch.zeros(60, 7, 5, dtype=torch.float64)
+        sampler.step(60, learn=True, trace=traces[key])
+        runs[key] = sampler
+    assert calls and set(calls) == {3}  # the twin took every step of the grouped run, and only it
+    grouped, one, reference = runs["groups"], runs["one"], runs["torch"]
+    assert torch.equal(grouped.x, one.x) and torch.equal(grouped.x, reference.x)
+    assert torch.equal(traces["groups"], traces["one"])
+    torch.testing.assert_close(traces["groups"], traces["torch"], rtol=0, atol=1e-9)
+    for a, b, c in zip(*(r.balancing.parameters() for r in runs.values()), strict=True):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a, c, rtol=1e-10, atol=1e-12)
+    losses = [r.history.arrays()["loss"] for r in runs.values()]
+    np.testing.assert_array_equal(losses[0], losses[1])
+    np.testing.assert_allclose(losses[0], losses[2], rtol=1e-9, atol=1e-12)
+
+
+def test_lsb2_learning_on_a_lattice_runs_in_groups_where_the_timings_say_they_pay(monkeypatch):
+    """Two groups on two cores from 4 chains of 8 x 8 and from 2 chains of 16 x 16 and more
+    (BENCHMARKS.md: 1.20-1.22x and 1.06-1.95x; 2 chains of 8 x 8 1.01x); one chain, or no
+    thread-safe layer, never."""
+    from lsbcore.backends import threads
+
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "parallel_ready", lambda: True)
+
+    def groups(side, chains):
+        target = IsingPosterior(torch.zeros(side, side, dtype=torch.float64), 0.5)
+        return threads.learning_groups(chains, make_sampler("lsb2", target, chains).learning_work())
+
+    assert [groups(8, b) for b in (1, 2, 4, 8)] == [1, 1, 2, 2]
+    assert [groups(16, b) for b in (1, 2, 4)] == [1, 2, 2]
+    assert [groups(256, b) for b in (1, 2, 8)] == [1, 2, 2]
+    monkeypatch.setattr(threads, "parallel_ready", lambda: False)
+    assert groups(256, 8) == 1
+
+
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 @pytest.mark.parametrize("name", ["lsb1", "lsb2"])
 def test_a_change_of_backend_mid_burn_in_keeps_the_optimisers_state(name, optimizer):

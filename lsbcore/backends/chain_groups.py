@@ -42,9 +42,11 @@ def parallel_twin(kernel):
     """``kernel`` compiled with ``parallel=True``: its ``prange`` over the chain groups runs them
     on the cores side by side, each step's sums over the chains and update after all of them
     (``chain_sums``, in the chains' order: the same parameters and chains as one group).
-    A copy of the function under its own name, so that numba's cache keeps the two apart."""
+    A copy of the function under its own name, so that numba's cache keeps the two apart, with
+    the kernel's floating-point options (``fastmath``, ``error_model``): the same arithmetic."""
     f = kernel.py_func
     twin = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_parallel", f.__defaults__)
     twin.__qualname__ = f.__qualname__ + "_parallel"
     twin.__doc__ = f.__doc__
-    return njit(cache=True, nogil=True, parallel=True)(twin)
+    options = {k: v for k, v in kernel.targetoptions.items() if k in ("fastmath", "error_model")}
+    return njit(cache=True, nogil=True, parallel=True, **options)(twin)

@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
+from lsbcore.backends.chain_groups import group_range, parallel_twin
 from lsbcore.backends.kernels import component_log_g, flip_values, log_g, record_step, write_flip
 from lsbcore.backends.network_terms import network_terms_at, piece_sums
+from lsbcore.backends.structures import NetworkLattice
 from lsbcore.balancing import objective
 from lsbcore.numerics import (
     ADAM_BETA1,
@@ -583,13 +585,17 @@ def _tile_sums(s, scale, small, u, rows, piece, g, acc_icpt, acc_slope):
 
 
 @njit(cache=True, nogil=True, fastmath=LOOP_MATH)
-def network_learning_step(t, chains, tables, learner, hidden, u_step, out, cache, lattice, pieces):
+def network_learning_step(
+    t, chains, tables, learner, hidden, u_step, out, cache, lattice, pieces, groups
+):
     """One LSB 2 learning step in place (step ``t`` of a call). ``lattice``: work rows for the
-    network's terms at a chain's sites (``NetworkLattice``); ``pieces`` from
-    ``network_pieces``; ``cache``:
-    the per-site inputs (see ``network_caches``). Returns 0, or 1 when the step left non-finite
-    parameters or loss (they are restored; the move is still made), or 2 when ``log Z`` was not
-    finite (nothing is done)."""
+    network's terms at a chain's sites (``NetworkLattice``, one set per group: ``[groups, ...]``);
+    ``pieces`` from ``network_pieces``; ``cache``: the per-site inputs (see ``network_caches``).
+    Each chain's O(D) part (``Z`` and its gradient sums, the draw, the flips' terms) runs in its
+    group of ``groups`` (``chain_groups``: side by side in the parallel twin); the loss, the
+    update and the moves after them. Returns 0, or 1 when the step left non-finite parameters
+    or loss (they are restored; the move is still made), or 2 when ``log Z`` was not finite
+    (nothing is done)."""
     x, s, _, stats, _, _, trace = chains
     neighbours = tables.neighbours
     params, log_p = learner.params, learner.log_p
@@ -601,45 +607,49 @@ def network_learning_step(t, chains, tables, learner, hidden, u_step, out, cache
         n_chains, k_slots
     )
     n_pieces = slope.shape[0]
-    g = np.empty(n_sites)
-    tile_totals = np.empty((n_sites + LATTICE_TILE - 1) // LATTICE_TILE)
     acc_icpt = np.zeros((n_chains, n_pieces))  # d (Z e^-M) / d intercept, per chain
     acc_slope = np.zeros((n_chains, n_pieces))
     flip_coef = np.empty((4, n_chains, k_slots, 2))
     flip_piece = np.empty((4, n_chains, k_slots, 2), dtype=np.int64)
     flip_input = np.empty((4, n_chains, k_slots, 2))
     totals = np.empty(n_chains)
-    for b in range(n_chains):
-        total = _lattice_sums(
-            b, s, scale, small, u_cache, pieces, lattice, g, tile_totals, acc_icpt, acc_slope
-        )
-        if not math.exp(-LOG_RANGE) < total < math.exp(LOG_RANGE):
-            # the scale e^M went stale (the chain's largest s fell or rose far): a fresh one
-            _rescale_row(b, s, n_sites, u_cache, scale, small, top)
-            acc_icpt[b] = 0.0
-            acc_slope[b] = 0.0
+    for group in prange(groups):
+        # a group's own g, tile totals and work rows; every other array is written per chain
+        g = np.empty(n_sites)
+        tile_totals = np.empty((n_sites + LATTICE_TILE - 1) // LATTICE_TILE)
+        rows = NetworkLattice(lattice.rows[group], lattice.piece[group], lattice.powers[group])
+        lo, hi = group_range(group, groups, n_chains)
+        for b in range(lo, hi):
             total = _lattice_sums(
-                b, s, scale, small, u_cache, pieces, lattice, g, tile_totals, acc_icpt,
-                acc_slope,
-            )  # fmt: skip
-        totals[b] = total
-        log_z[b] = top[b] + math.log(total)
-        i = _draw_by_tiles(g, tile_totals, u_step[b, 0])
-        j = min(int(u_step[b, 3] * n_sites), n_sites - 1)
-        _both_flips(b, i, j, x, s, tables, sites, flips, x_new, masks)
-        for f in range(4):
-            for kk in range(k_slots):
-                log_g_flips[f, b, kk] = _flip_log_g(
-                    flips[f, b, kk],
-                    breakpoints,
-                    slope,
-                    intercept,
-                    flip_coef[f, b, kk],
-                    flip_piece[f, b, kk],
-                    flip_input[f, b, kk],
-                )
-        log_q0[b] = log_g_flips[0, b, 0] - log_z[b]
-        s_flipped[b] = _objective_log_ratio(b, i, flips[0, b, 0], x, learner.authors_field)
+                b, s, scale, small, u_cache, pieces, rows, g, tile_totals, acc_icpt, acc_slope
+            )
+            if not math.exp(-LOG_RANGE) < total < math.exp(LOG_RANGE):
+                # the scale e^M went stale (the chain's largest s fell or rose far): a fresh one
+                _rescale_row(b, s, n_sites, u_cache, scale, small, top)
+                acc_icpt[b] = 0.0
+                acc_slope[b] = 0.0
+                total = _lattice_sums(
+                    b, s, scale, small, u_cache, pieces, rows, g, tile_totals, acc_icpt,
+                    acc_slope,
+                )  # fmt: skip
+            totals[b] = total
+            log_z[b] = top[b] + math.log(total)
+            i = _draw_by_tiles(g, tile_totals, u_step[b, 0])
+            j = min(int(u_step[b, 3] * n_sites), n_sites - 1)
+            _both_flips(b, i, j, x, s, tables, sites, flips, x_new, masks)
+            for f in range(4):
+                for kk in range(k_slots):
+                    log_g_flips[f, b, kk] = _flip_log_g(
+                        flips[f, b, kk],
+                        breakpoints,
+                        slope,
+                        intercept,
+                        flip_coef[f, b, kk],
+                        flip_piece[f, b, kk],
+                        flip_input[f, b, kk],
+                    )
+            log_q0[b] = log_g_flips[0, b, 0] - log_z[b]
+            s_flipped[b] = _objective_log_ratio(b, i, flips[0, b, 0], x, learner.authors_field)
     for b in range(n_chains):
         if not math.isfinite(log_z[b]):
             return 2  # nothing done: the caller stops learning
@@ -680,3 +690,7 @@ def network_learning_step(t, chains, tables, learner, hidden, u_step, out, cache
                 _rescale_row(b, s, n_sites, u_cache, scale, small, top)
         record_step(trace, t, b, stats, 1.0 if accept else 0.0, i)
     return 1 if failed else 0
+
+
+#: ``network_learning_step`` with its chain groups side by side on the cores (``chain_groups``)
+network_learning_step_parallel = parallel_twin(network_learning_step)

@@ -15,6 +15,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
+import torch
+
 from lsbcore.backends.structures import Chains
 
 MIN_SITES_PER_GROUP = 1 << 15  # below this a thread hand-off costs more than it saves
@@ -72,7 +74,8 @@ def parallel_ready() -> bool:
 
             numba.config.THREADING_LAYER = "threadsafe"
             try:
-                _probe(2)
+                with torch_threads_kept():
+                    _probe(2)
                 _parallel = numba.threading_layer() in ("omp", "tbb")
             except (ValueError, ImportError, OSError):  # no safe layer here
                 _parallel = False
@@ -98,6 +101,20 @@ def forced_groups(groups: int):
         yield
     finally:
         _forced.groups = None
+
+
+@contextmanager
+def torch_threads_kept():
+    """Keep this thread's torch CPU threads across numba parallel launches: its OpenMP layer
+    shares the process's OpenMP runtime with torch and leaves the calling thread's count at
+    numba's (all cores), which torch's large operations in that thread would then take (the
+    app runs torch with one thread: with more, small operations pay for hand-offs)."""
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 def _probe(n: int) -> int:

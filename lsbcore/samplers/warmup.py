@@ -125,14 +125,16 @@ def _warm_up() -> None:
 
 def compile_parallel_twins() -> None:
     """Compile (or load) the learning kernels' parallel twins (``backends.chain_groups``), which
-    steps take from a few chains of a large model: the RBM's two and the factor graph's, on
-    tiny targets in two forced groups. A fresh install's RBM 16 x 16 page (8 chains) waited
-    11.2 s for LSB 1's and 9.8 s for FLSB 1's at its first learning step, a network page with 6
-    chains or more 11.4 s; from numba's cache each loads in about 0.04 s. Where numba has no
-    thread-safe layer the steps never take them: nothing to do."""
+    steps take from a few chains of a large model: LSB 2's on a lattice, the RBM's two and the
+    factor graph's, on tiny targets in two forced groups. A fresh install's RBM 16 x 16 page
+    (8 chains) waited 11.2 s for LSB 1's and 9.8 s for FLSB 1's at its first learning step, a
+    network page with 6 chains or more 11.4 s; from numba's cache each loads in about 0.04 s.
+    Where numba has no thread-safe layer the steps never take them: nothing to do."""
     if not threads.parallel_ready():
         return
     with threads.forced_groups(2):
+        lattice = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
+        make_sampler("lsb2", lattice, 2, device="cpu", backend="auto").step(2, learn=True)
         rbm, network = RBM.random(6, 3), grid_network(3, 0.5, 0)
         for name in RBM_LEARNING:
             make_sampler(name, rbm, 2, device="cpu", backend="auto").step(2, learn=True)

@@ -37,6 +37,13 @@ from lsbcore.backends.structures import (
 from lsbcore.balancing.functions import FIXED, FixedBalancing, MixtureBalancing, NetworkBalancing
 from lsbcore.balancing.monotone import MonotoneBalancing
 
+#: LSB 2's learning step on a pairwise target in ``threads.learning_groups``' units, a site (the
+#: network's terms, their sums per piece and the draw: 11-13 ns) and a chain, set from timings
+#: of one group against two (``studies.benchmarks.learning_groups``, BENCHMARKS.md): two groups
+#: from 4 chains of 8 x 8 (1.20-1.22x; 2 chains 1.01x), 2 of 16 x 16 up (1.06-1.95x)
+LATTICE_WORK_PER_SITE = 80
+LATTICE_WORK_PER_CHAIN = 1 << 14
+
 
 class BalancedBackends:
     """Frozen and learning steps of a locally balanced sampler on the compiled and device
@@ -165,26 +172,37 @@ class BalancedBackends:
         fresh = fresh or cache is None
         return (None if fresh else cache), fresh
 
+    def learning_work(self) -> int:
+        """A chain's LSB 2 learning step in ``threads.learning_groups``' units (LSB 1's is O(1)
+        in the sites and has no groups)."""
+        return LATTICE_WORK_PER_SITE * self.n_sites + LATTICE_WORK_PER_CHAIN
+
     def _network_learning(self, m, chains, tables, learner, u, out, cache, fresh):
         """LSB 2's learning steps: per step the network's pieces, then the step (compiled).
         Returns the steps taken, the status of the last and the cache."""
         from lsbcore.backends import learning_kernels as lk
+        from lsbcore.backends.threads import learning_groups, torch_threads_kept
 
         b, d, hidden = self.n_chains, self.n_sites, self.balancing.hidden
         if fresh:
             cache = NetworkCache(np.empty((b, d)), np.empty((b, d)), np.empty((b, d)), np.empty(b))
             lk.network_caches(self._s.numpy(), d, *cache)
-        lattice = NetworkLattice(*network_scratch(min(d, lk.LATTICE_TILE)))
+        # each chain's Z(x) and its gradient sums at every site: chains in groups on all cores
+        groups = learning_groups(b, self.learning_work())
+        step = lk.network_learning_step_parallel if groups > 1 else lk.network_learning_step
+        scratch = [network_scratch(min(d, lk.LATTICE_TILE)) for _ in range(groups)]
+        lattice = NetworkLattice(*(np.stack(rows) for rows in zip(*scratch, strict=True)))
         u = u.numpy()
-        for t in range(m):
-            pieces = Pieces(*lk.network_pieces(learner.params, hidden))
-            status = lk.network_learning_step(
-                t, chains, tables, learner, hidden, u[t], out, cache, lattice, pieces
-            )
-            if status == 2:
-                return t, status, cache
-            if status == 1:
-                return t + 1, status, cache
+        with torch_threads_kept():
+            for t in range(m):
+                pieces = Pieces(*lk.network_pieces(learner.params, hidden))
+                status = step(
+                    t, chains, tables, learner, hidden, u[t], out, cache, lattice, pieces, groups
+                )
+                if status == 2:
+                    return t, status, cache
+                if status == 1:
+                    return t + 1, status, cache
         return m, 0, cache
 
     def _optimizer_state(self, n_params: int) -> torch.Tensor:

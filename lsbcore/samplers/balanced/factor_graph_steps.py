@@ -133,7 +133,7 @@ class FactorGraphSteps(CompiledLearning, CompiledFunction, FactorGraphKernel):
         if not isinstance(self.target, FactorGraph):
             return super()._kernel_learning(steps, trace)
         from lsbcore.backends import factor_learning_kernels as kernels
-        from lsbcore.backends.threads import learning_groups
+        from lsbcore.backends.threads import learning_groups, torch_threads_kept
 
         # a step's Z(x) and its gradient at every site: chains in groups on all cores
         groups = learning_groups(self.n_chains, LEARNING_WORK_PER_SITE * self.n_sites)
@@ -149,10 +149,11 @@ class FactorGraphSteps(CompiledLearning, CompiledFunction, FactorGraphKernel):
             d_zeros.numpy(),
         )  # fmt: skip
         exact = kernels.exact_learning_parallel if groups > 1 else kernels.exact_learning
-        exact(
-            kind, hidden, chains, self._factor_tables(), u.numpy(), learner, history,
-            last.numpy(), failed, *self._kernel_trace(trace), groups,
-        )  # fmt: skip
+        with torch_threads_kept():
+            exact(
+                kind, hidden, chains, self._factor_tables(), u.numpy(), learner, history,
+                last.numpy(), failed, *self._kernel_trace(trace), groups,
+            )  # fmt: skip
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._keep_ratios(s, (d_finite, d_zeros, zeros))
         self._after_kernel_learning(params, history, last, failed)

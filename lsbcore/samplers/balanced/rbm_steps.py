@@ -137,7 +137,7 @@ class RBMBalancedSteps(CompiledLearning, CompiledFunction):
         if not isinstance(self.target, RBM):
             return super()._kernel_learning(steps, trace)
         from lsbcore.backends import rbm_learning_kernels as kernels
-        from lsbcore.backends.threads import learning_groups
+        from lsbcore.backends.threads import learning_groups, torch_threads_kept
 
         b = self.n_chains
         groups = learning_groups(b, self.learning_work())
@@ -148,11 +148,12 @@ class RBMBalancedSteps(CompiledLearning, CompiledFunction):
             s, a = self._s.clone().contiguous(), self._cache.clone().contiguous()
             tabled = b * self.n_sites * self.target.n_hidden <= kernels.TABLE_LIMIT
             exact = kernels.exact_learning_parallel if groups > 1 else kernels.exact_learning
-            exact(
-                kind, hidden, x.numpy(), accepted.numpy(), s.numpy(), a.numpy(), u.numpy(),
-                self.target.ratio_tables(), tabled, learner, history, last.numpy(), failed,
-                *self._kernel_trace(trace), groups,
-            )  # fmt: skip
+            with torch_threads_kept():
+                exact(
+                    kind, hidden, x.numpy(), accepted.numpy(), s.numpy(), a.numpy(), u.numpy(),
+                    self.target.ratio_tables(), tabled, learner, history, last.numpy(), failed,
+                    *self._kernel_trace(trace), groups,
+                )  # fmt: skip
             self._s, self._cache = s, a
         else:  # the torch step's s~ = -2 x d, as the kernel's d and back (exact: x = +-1)
             grad = (-0.5 * x * self._s_tilde).contiguous()
@@ -160,12 +161,13 @@ class RBMBalancedSteps(CompiledLearning, CompiledFunction):
             first_order = (
                 kernels.gradient_learning_parallel if groups > 1 else kernels.gradient_learning
             )
-            first_order(
-                kind, hidden, x.numpy(), log_p.numpy(), accepted.numpy(), grad.numpy(), u.numpy(),
-                arrays["w"], arrays["w_t"], arrays["b_vis"], arrays["c"], arrays["exp_w"],
-                arrays["exp_neg_w"], learner, history, last.numpy(), failed,
-                *self._kernel_trace(trace), groups,
-            )  # fmt: skip
+            with torch_threads_kept():
+                first_order(
+                    kind, hidden, x.numpy(), log_p.numpy(), accepted.numpy(), grad.numpy(),
+                    u.numpy(), arrays["w"], arrays["w_t"], arrays["b_vis"], arrays["c"],
+                    arrays["exp_w"], arrays["exp_neg_w"], learner, history, last.numpy(), failed,
+                    *self._kernel_trace(trace), groups,
+                )  # fmt: skip
             self._s_tilde = -2.0 * x * grad
         self._x, self._log_p, self._n_accepted = x, log_p, accepted
         self._after_kernel_learning(params, history, last, failed)

@@ -1,11 +1,14 @@
 """Where a learning step's chains pay for running in groups on the cores: ``python -m
-lsbcore.studies.benchmarks.learning_groups [--chains 2,4,8] [--samplers lsb1,flsb1,lsb2]``.
+lsbcore.studies.benchmarks.learning_groups [--targets rbm,lattice] [--chains 2,4,8]
+[--samplers lsb1,flsb1,lsb2]``.
 
-For each RBM (the shipped digits 8 x 8 and 16 x 16, the 100 x 25 of the benchmarks, a small
-20 x 10) and chain count, one sampler's learning steps per second with its chains in one group
-(the serial kernel) and in two (the parallel twin, ``threads.forced_groups``), each the best of
-``--rounds`` alternations of both, three timed calls a round (a group count measured right
-after the other reads the same machine), and the groups ``learning_groups`` picks there.
+For each target (``rbm``: the shipped digits 8 x 8 and 16 x 16 RBMs, the 100 x 25 of the
+benchmarks, a small 20 x 10; ``lattice``: Ising posteriors of 8 x 8 to 256 x 256 sites, LSB 2
+only, the one learning step there with groups) and chain count, one sampler's learning steps per
+second with its chains in one group (the serial kernel) and in two (the parallel twin,
+``threads.forced_groups``), each the best of ``--rounds`` alternations of both, three timed
+calls a round (a group count measured right after the other reads the same machine), and the
+groups ``learning_groups`` picks there.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from lsbcore.backends import threads
 from lsbcore.rbm.models import load_model
 from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import make_sampler
+from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.rbm import RBM
 
 MODELS = {
@@ -27,6 +31,23 @@ MODELS = {
     "random 100 x 25": lambda: RBM.random(100, 25, seed=0),
     "random 20 x 10": lambda: RBM.random(20, 10, seed=1, scale=0.8),
 }
+LATTICE_SIDES = (8, 16, 30, 64, 256)
+
+
+def ising(side: int) -> IsingPosterior:
+    """An Ising posterior on a ``side``-square lattice with a random field (lambda 0.5)."""
+    field = torch.randn(side, side, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return IsingPosterior(field, 0.5)
+
+
+def targets(kinds: list[str], samplers: list[str]) -> list[tuple[str, object, list[str]]]:
+    """(label, target builder, samplers) of the asked kinds, in order."""
+    rows = []
+    if "rbm" in kinds:
+        rows += [(label, build, samplers) for label, build in MODELS.items()]
+    if "lattice" in kinds:
+        rows += [(f"Ising {d} x {d}", lambda d=d: ising(d), ["lsb2"]) for d in LATTICE_SIDES]
+    return rows
 
 
 def steps_per_second(sampler, groups: int, steps: int) -> float:
@@ -42,29 +63,33 @@ def steps_per_second(sampler, groups: int, steps: int) -> float:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", default="rbm,lattice")
     parser.add_argument("--chains", default="2,4,8")
-    parser.add_argument("--samplers", default="lsb1,flsb1,lsb2")
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--samplers", default="lsb1,flsb1,lsb2", help="on the RBMs")
+    parser.add_argument(
+        "--steps", type=int, default=2000, help="a call's steps (fewer on large lattices)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # as the app runs: torch's threads would take the cores
     warmup.compile_kernels()
     warmup.compile_parallel_twins()
     print(f"{threads.cores()} cores; parallel layer ready: {threads.parallel_ready()}")
-    print("| RBM | chains | sampler | 1 group | 2 groups | ratio | picked |")
+    print("| target | chains | sampler | 1 group | 2 groups | ratio | picked |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
-    for label, model in MODELS.items():
-        rbm = model()
+    for label, build, names in targets(args.targets.split(","), args.samplers.split(",")):
+        target = build()
         for chains in (int(c) for c in args.chains.split(",")):
-            for name in args.samplers.split(","):
-                sampler = make_sampler(name, rbm, chains, seed=0, device="cpu", backend="auto")
+            # a call of at most about 2e6 site updates: seconds, not minutes, on a photo
+            steps = max(5, min(args.steps, 2_000_000 // (target.n_sites * chains)))
+            for name in names:
+                sampler = make_sampler(name, target, chains, seed=0, device="cpu", backend="auto")
                 sampler.step(20, learn=True)
                 rates = {1: 0.0, 2: 0.0}
                 for _ in range(args.rounds):
                     for groups in rates:
-                        rates[groups] = max(
-                            rates[groups], steps_per_second(sampler, groups, args.steps)
-                        )
+                        rate = steps_per_second(sampler, groups, steps)
+                        rates[groups] = max(rates[groups], rate)
                 picked = threads.learning_groups(chains, sampler.learning_work())
                 print(
                     f"| {label} | {chains} | {name} | {rates[1]:,.0f} | {rates[2]:,.0f} | "
