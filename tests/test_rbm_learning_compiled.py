@@ -19,7 +19,6 @@ from lsbcore.backends import learned_function, rbm_learning_kernels, vector_math
 from lsbcore.balancing.functions import NetworkBalancing
 from lsbcore.samplers.registry import make_sampler
 from lsbcore.targets.rbm import RBM
-from tests.warm_up_support import after_warm_up
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -212,24 +211,6 @@ def test_learning_in_chain_groups_leaves_the_threads_torch_count_alone():
     if ready == "False":
         pytest.skip("no thread-safe numba threading layer (OpenMP or TBB) on this machine")
     assert counts == ["1"] * 4
-
-
-def test_the_app_warm_up_compiles_the_learning_kernels_parallel_twins():
-    """After the serial kernels the app's warm-up thread compiles the RBM's two twins, the
-    factor graph's and LSB 2's on a lattice: a fresh install's RBM 16 x 16 page (8 chains)
-    waited about 21 s for them at its first run. In a fresh process."""
-    probe = (
-        "from lsbcore.backends import threads, rbm_learning_kernels as r, "
-        "factor_learning_kernels as f, learning_kernels as k; "
-        "warmup.compile_in_background().join(); "
-        "print(threads.parallel_ready(), len(r.exact_learning_parallel.signatures), "
-        "len(r.gradient_learning_parallel.signatures), len(f.exact_learning_parallel.signatures), "
-        "len(k.network_learning_step_parallel.signatures))"
-    )
-    ready, *twins = after_warm_up(probe).split()
-    if ready == "False":
-        pytest.skip("no thread-safe numba threading layer (OpenMP or TBB) on this machine")
-    assert [int(n) >= 1 for n in twins] == [True] * 4
 
 
 @pytest.mark.parametrize("name", ALL)

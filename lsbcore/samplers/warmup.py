@@ -13,10 +13,13 @@ graph's (``FACTOR_GRAPH_STEPS``, and ``FACTOR_GRAPH_LEARNING``'s learning steps)
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
 
+The learning kernels' parallel twins (``chain_groups``) compile at their first call with many
+chains (10-11 s each on a fresh install, then from numba's cache): compiling them here, launched
+or not, loads numba's OpenMP layer in this thread, and the paper page's runs then mixed at 25-50%
+of the library's rate against 71-79% (``tools.live_speed``, BENCHMARKS.md).
+
 The app calls it in a background thread (``compile_in_background``; it steps with torch until
-``ready``), which then compiles the learning kernels' parallel twins (``compile_parallel_twins``:
-a page's first run with many chains would wait 10-11 s for each); the tests and the photo and
-annealing benchmarks call ``compile_kernels`` first. It drives the
+``ready``); the tests and the photo and annealing benchmarks call it first. It drives the
 samplers through the registry, so it sits on top of them: no sampler, target or backend imports
 it.
 """
@@ -28,7 +31,6 @@ import time
 
 import torch
 
-from lsbcore.backends import threads
 from lsbcore.samplers.registry import REGISTRY, make_sampler
 from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.ising import IsingPosterior
@@ -123,33 +125,9 @@ def _warm_up() -> None:
         make_sampler(name, network, 2, device="cpu", backend="auto").step(2, learn=True)
 
 
-def compile_parallel_twins() -> None:
-    """Compile (or load) the learning kernels' parallel twins (``backends.chain_groups``), which
-    steps take from a few chains of a large model: LSB 2's on a lattice, the RBM's two and the
-    factor graph's, on tiny targets in two forced groups. A fresh install's RBM 16 x 16 page
-    (8 chains) waited 11.2 s for LSB 1's and 9.8 s for FLSB 1's at its first learning step, a
-    network page with 6 chains or more 11.4 s; from numba's cache each loads in about 0.04 s.
-    Where numba has no thread-safe layer the steps never take them: nothing to do."""
-    if not threads.parallel_ready():
-        return
-    with threads.forced_groups(2):
-        lattice = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
-        make_sampler("lsb2", lattice, 2, device="cpu", backend="auto").step(2, learn=True)
-        rbm, network = RBM.random(6, 3), grid_network(3, 0.5, 0)
-        for name in RBM_LEARNING:
-            make_sampler(name, rbm, 2, device="cpu", backend="auto").step(2, learn=True)
-        for name in FACTOR_GRAPH_LEARNING:
-            make_sampler(name, network, 2, device="cpu", backend="auto").step(2, learn=True)
-
-
-def _warm_up_all() -> None:
-    compile_kernels()
-    compile_parallel_twins()  # after ``ready``: the serial kernels serve runs meanwhile
-
-
 def compile_in_background() -> threading.Thread:
     """Start compiling in a daemon thread (the app's first frame never waits for it)."""
-    thread = threading.Thread(target=_warm_up_all, name="lsb-kernels", daemon=True)
+    thread = threading.Thread(target=compile_kernels, name="lsb-kernels", daemon=True)
     thread.start()
     return thread
 

@@ -39,10 +39,14 @@ from lsbcore.balancing.monotone import MonotoneBalancing
 
 #: LSB 2's learning step on a pairwise target in ``threads.learning_groups``' units, a site (the
 #: network's terms, their sums per piece and the draw: 11-13 ns) and a chain, set from timings
-#: of one group against two (``studies.benchmarks.learning_groups``, BENCHMARKS.md): two groups
-#: from 4 chains of 8 x 8 (1.20-1.22x; 2 chains 1.01x), 2 of 16 x 16 up (1.06-1.95x)
+#: of one group against two (``studies.benchmarks.learning_groups``, BENCHMARKS.md): 1.06-1.95x
+#: from 2 chains of 16 x 16 up, alone on two cores
 LATTICE_WORK_PER_SITE = 80
 LATTICE_WORK_PER_CHAIN = 1 << 14
+#: ... but groups only from a 64 x 64 lattice (1.54-1.93x): on the paper cases' 30 x 30 with the
+#: browser on the server's two cores, the page's burn-in took 2.1-2.9 s after Run against
+#: 1.6-1.9 s in one group (``tools.live_speed``)
+LATTICE_MIN_SITES = 64 * 64
 
 
 class BalancedBackends:
@@ -175,6 +179,8 @@ class BalancedBackends:
     def learning_work(self) -> int:
         """A chain's LSB 2 learning step in ``threads.learning_groups``' units (LSB 1's is O(1)
         in the sites and has no groups)."""
+        if self.n_sites < LATTICE_MIN_SITES:
+            return 0
         return LATTICE_WORK_PER_SITE * self.n_sites + LATTICE_WORK_PER_CHAIN
 
     def _network_learning(self, m, chains, tables, learner, u, out, cache, fresh):
