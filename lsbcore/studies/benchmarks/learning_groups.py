@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.backends import threads
 from lsbcore.rbm.models import load_model
 from lsbcore.samplers import warmup
@@ -61,7 +62,7 @@ def steps_per_second(sampler, groups: int, steps: int) -> float:
     return best
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", default="rbm,lattice")
     parser.add_argument("--chains", default="2,4,8")
@@ -97,7 +98,10 @@ def main(argv=None) -> None:
                     f"{rates[2] / rates[1]:.2f}x | {picked} |",
                     flush=True,
                 )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(
+        interrupt.run_command(main, "python -m lsbcore.studies.benchmarks.learning_groups")
+    )
