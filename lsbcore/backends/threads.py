@@ -22,13 +22,13 @@ from lsbcore.backends.structures import Chains
 MIN_SITES_PER_GROUP = 1 << 15  # below this a thread hand-off costs more than it saves
 #: A learning step's multiply-adds (about 0.14 ns each) per chain group: each step of a parallel
 #: kernel starts and joins its threads, so two groups need twice this, a serial step of about
-#: 9 us, where they pay on two cores (RBM 8 x 8 digits, 4 chains: LSB 1
-#: 1.10x, LSB 2 1.34x; 2 chains 0.82x and 1.06x; BENCHMARKS.md)
+#: 9 us, where they pay on two cores (RBM 8 x 8 digits, 4 chains: LSB 1 1.08-1.16x, FLSB 1
+#: 1.03-1.08x; 2 chains 0.83-0.85x and 0.77-0.81x; BENCHMARKS.md)
 MIN_LEARNING_WORK = 1 << 15
 _pool: ThreadPoolExecutor | None = None
 _parallel: bool | None = None
 _parallel_lock = threading.Lock()
-_forced = threading.local()  # groups the warm-up asks for in its thread (``forced_groups``)
+_forced = threading.local()  # groups a benchmark or test asks for in its thread
 
 
 def cores() -> int:
@@ -95,7 +95,7 @@ def learning_groups(chains: int, work_per_chain: int) -> int:
 @contextmanager
 def forced_groups(groups: int):
     """``learning_groups`` gives ``groups`` (at most one a chain) in this thread, whatever the
-    work: the warm-up compiles the parallel twins on a tiny target this way."""
+    work: ``studies.benchmarks.learning_groups`` times one group against two this way."""
     _forced.groups = groups
     try:
         yield
