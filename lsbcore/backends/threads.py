@@ -21,10 +21,11 @@ from lsbcore.backends.structures import Chains
 
 MIN_SITES_PER_GROUP = 1 << 15  # below this a thread hand-off costs more than it saves
 #: A learning step's multiply-adds (about 0.14 ns each) per chain group: each step of a parallel
-#: kernel starts and joins its threads, so two groups need twice this, a serial step of about
-#: 9 us, where they pay on two cores (RBM 8 x 8 digits, 4 chains: LSB 1 1.08-1.16x, FLSB 1
-#: 1.03-1.08x; 2 chains 0.83-0.85x and 0.77-0.81x; BENCHMARKS.md)
-MIN_LEARNING_WORK = 1 << 15
+#: kernel starts and joins its threads. Alone on two cores two groups pay from a serial step of
+#: about 9 us (1 << 15 here), but with the browser on the same cores the 8 x 8 digits page's 8
+#: chains ran 25,487-36,251 steps in its first 6 s in groups against 51,000 in one
+#: (BENCHMARKS.md): groups only from a serial step of about 35 us
+MIN_LEARNING_WORK = 1 << 17
 _pool: ThreadPoolExecutor | None = None
 _parallel: bool | None = None
 _parallel_lock = threading.Lock()
@@ -120,7 +121,7 @@ def torch_threads_kept():
 def _probe(n: int) -> int:
     from numba import njit, prange
 
-    @njit(parallel=True)
+    @njit(parallel=True, cache=True)  # compiled: 0.6 s of the first grouped run; loaded: 0.3
     def count(m):
         total = 0
         for i in prange(m):

@@ -45,7 +45,7 @@ from lsbcore.targets.factor_graph import FactorGraph
 #: A learning step's work a chain and site in ``threads.learning_groups``' units, set from
 #: timings of the 10 x 10 grid network (100 sites): two chain groups from 6 chains, where they
 #: pay (LSB 1 0.90x at 4 chains, 1.19x at 8, 1.73x at 30; LSB 2 1.21x at 4, 1.90x at 30)
-LEARNING_WORK_PER_SITE = 128
+LEARNING_WORK_PER_SITE = 512
 
 
 class FactorGraphSteps(CompiledLearning, CompiledFunction, FactorGraphKernel):

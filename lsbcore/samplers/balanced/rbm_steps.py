@@ -39,10 +39,6 @@ from lsbcore.samplers.batched import rbm_compiled_refusal
 from lsbcore.samplers.chain_base import StepInfo
 from lsbcore.targets.rbm import RBM
 
-#: A chain's learning step outside its ratios' products, in ``threads.learning_groups``' units
-#: (about 2 us: a chain's step took 2 us + 0.28 ns x n m on 20 x 10, 64 x 50, 256 x 100 RBMs)
-LEARNING_WORK_PER_CHAIN = 14_000
-
 
 class RBMBalancedSteps(CompiledLearning, CompiledFunction):
     """Compiled frozen steps of ``BatchedBalancedSampler`` on an ``RBM`` (a mixin before
@@ -128,8 +124,8 @@ class RBMBalancedSteps(CompiledLearning, CompiledFunction):
 
     def learning_work(self) -> int:
         """A chain's learning step in ``threads.learning_groups``' units (multiply-adds): the
-        ratios at x' and x~, 2 n m, and the rest of the step, about 2 us whatever the model."""
-        return 2 * self.n_sites * self.target.n_hidden + LEARNING_WORK_PER_CHAIN
+        ratios at x' and x~, 2 n m."""
+        return 2 * self.n_sites * self.target.n_hidden
 
     def _kernel_learning(self, steps: int, trace) -> None:
         """``steps`` learning steps by ``exact_learning`` (LSB 1, LSB 2) or ``gradient_learning``
