@@ -124,6 +124,16 @@ def backend(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(autouse=True)
+def no_held_groups():
+    """The app's warm-up (run by any app test in this process) holds the learning kernels to one
+    chain group until their twins are compiled (``threads.hold_groups``): no other test runs
+    under that hold."""
+    from lsbcore.backends import threads
+
+    threads.hold_groups(None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def compiled_kernels():
     """Compile (or load) the kernels once, before any test measures or times anything."""

@@ -11,10 +11,14 @@ parameters and chains; ``parallel_twin`` compiles a kernel with numba's ``parall
 
 from __future__ import annotations
 
+import pickle
 import types
 
 import numpy as np
 from numba import njit
+
+#: every kernel's parallel twin, as its kernel module is imported
+TWINS = []
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -49,4 +53,16 @@ def parallel_twin(kernel):
     twin.__qualname__ = f.__qualname__ + "_parallel"
     twin.__doc__ = f.__doc__
     options = {k: v for k, v in kernel.targetoptions.items() if k in ("fastmath", "error_model")}
-    return njit(cache=True, nogil=True, parallel=True, **options)(twin)
+    compiled = njit(cache=True, nogil=True, parallel=True, **options)(twin)
+    TWINS.append(compiled)
+    return compiled
+
+
+def in_disk_cache(twin) -> bool:
+    """Whether numba's disk cache holds ``twin`` compiled from its current source: numba's index
+    for it, read without loading anything (loading would bring in numba's OpenMP layer).
+    numba's own API has no such question; False wherever the index cannot be read."""
+    try:
+        return bool(twin._cache._cache_file._load_index())
+    except (AttributeError, OSError, EOFError, ValueError, pickle.UnpicklingError):
+        return False

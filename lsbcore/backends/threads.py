@@ -30,6 +30,7 @@ _pool: ThreadPoolExecutor | None = None
 _parallel: bool | None = None
 _parallel_lock = threading.Lock()
 _forced = threading.local()  # groups a benchmark or test asks for in its thread
+_held_until: threading.Event | None = None  # one group until set (hold_groups)
 
 
 def cores() -> int:
@@ -88,9 +89,20 @@ def learning_groups(chains: int, work_per_chain: int) -> int:
     kernel): one per core, where a step's work pays for starting the threads."""
     groups = getattr(_forced, "groups", None)
     if groups is None:
+        if _held_until is not None and not _held_until.is_set():
+            return 1
         groups = min(cores(), chains * work_per_chain // MIN_LEARNING_WORK)
     groups = min(groups, chains)
     return groups if groups > 1 and parallel_ready() else 1
+
+
+def hold_groups(until: threading.Event | None) -> None:
+    """``learning_groups`` gives one group (the serial kernels) until ``until`` is set, unless a
+    thread forces groups; None lifts the hold. The app holds them while a child process compiles
+    the twins (``samplers.twin_warmup``): a twin's first call would otherwise compile it, 10-11 s
+    on a fresh install, in the middle of a run."""
+    global _held_until
+    _held_until = until
 
 
 @contextmanager

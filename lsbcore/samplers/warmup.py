@@ -13,10 +13,10 @@ graph's (``FACTOR_GRAPH_STEPS``, and ``FACTOR_GRAPH_LEARNING``'s learning steps)
 ``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
 picks a photo's working resolution.
 
-The learning kernels' parallel twins (``chain_groups``) compile at their first call with many
-chains (10-11 s each on a fresh install, then from numba's cache): compiling them here, launched
-or not, loads numba's OpenMP layer in this thread, and the paper page's runs then mixed at 25-50%
-of the library's rate against 71-79% (``tools.live_speed``, BENCHMARKS.md).
+The learning kernels' parallel twins (``chain_groups``) are not compiled here: compiling them,
+launched or not, loads numba's OpenMP layer in this thread, and the paper page's runs then mixed
+at 25-50% of the library's rate against 71-79% (``tools.live_speed``, BENCHMARKS.md). The app
+compiles them in a child process after this (``twin_warmup``).
 
 The app calls it in a background thread (``compile_in_background``; it steps with torch until
 ``ready``); the tests and the photo and annealing benchmarks call it first. It drives the
@@ -31,7 +31,10 @@ import time
 
 import torch
 
+from lsbcore.backends import threads
+from lsbcore.samplers import twin_warmup
 from lsbcore.samplers.registry import REGISTRY, make_sampler
+from lsbcore.samplers.twin_warmup import FACTOR_GRAPH_LEARNING, RBM_LEARNING
 from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.rbm import RBM
@@ -88,14 +91,8 @@ RBM_STEPS = (
 
 
 # every compiled factor-graph step (lsbcore.backends.factor_kernels): one balanced sampler
-#: Learnable samplers whose learning steps on an RBM compile ``rbm_learning_kernels``' two
-#: kernels (each serves LSB 1 and LSB 2: the function's kind is a value it reads)
-RBM_LEARNING = ("lsb1", "flsb1")
 # compiles the kernel for every fixed function (the function is a value it reads)
 FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
-#: ... and the learning steps' kernel (``factor_learning_kernels``: LSB 1, LSB 2, LSB 2' and
-#: FLSB, the function's kind a value it reads), which a network page's first run would wait for
-FACTOR_GRAPH_LEARNING = ("lsb1",)
 
 
 def _warm_up() -> None:
@@ -126,8 +123,17 @@ def _warm_up() -> None:
 
 
 def compile_in_background() -> threading.Thread:
-    """Start compiling in a daemon thread (the app's first frame never waits for it)."""
-    thread = threading.Thread(target=compile_kernels, name="lsb-kernels", daemon=True)
+    """Start compiling in a daemon thread (the app's first frame never waits for it): the
+    kernels, then their parallel twins in a child process (``twin_warmup``), the learning
+    kernels in one chain group until those are in numba's disk cache."""
+    twins = threading.Event()
+    threads.hold_groups(twins)
+
+    def compile_all() -> None:
+        compile_kernels()
+        twin_warmup.compile_elsewhere(twins)
+
+    thread = threading.Thread(target=compile_all, name="lsb-kernels", daemon=True)
     thread.start()
     return thread
 
