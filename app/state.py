@@ -48,6 +48,7 @@ from app.text import escape
 from lsbcore.backends import resolve_device
 from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import refusal
+from lsbcore.targets.pairwise_target import PairwiseTarget
 
 log = logging.getLogger(__name__)
 
@@ -503,8 +504,9 @@ def advance(
         join_flow(run)  # the flow samplers, once their flow is ready
         # until the compiled kernels are ready (streamlit_app compiles them in the background)
         # the torch steps run: every backend gives the same chains, so the switch is invisible
-        if not rbm:
-            comparison.set_backend("auto" if warmup.ready() else "torch")
+        if not rbm:  # a lattice's kernels are compiled first (the paper page's)
+            lattice = isinstance(comparison.target, PairwiseTarget)
+            comparison.set_backend("auto" if warmup.ready(lattice) else "torch")
         while done < limit:
             _maybe_start_mixing(run)
             group, room = _next_group(run)
