@@ -4,7 +4,9 @@ held to one until they are (``samplers.twin_warmup``, ``threads.hold_groups``)."
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -139,3 +141,13 @@ def test_the_apps_warm_up_holds_the_groups_until_the_twins_are_ready(monkeypatch
     thread.join(120)
     assert not thread.is_alive()
     assert threads.learning_groups(8, threads.MIN_LEARNING_WORK) == 4
+
+
+def test_the_child_process_runs_at_a_lower_priority_than_the_server():
+    code = (
+        "import os; from lsbcore.samplers import twin_warmup; "
+        "twin_warmup.compile_twins = lambda: True; twin_warmup.main(); print(os.nice(0))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) == min(os.nice(0) + 10, 19)

@@ -94,7 +94,6 @@ def compile_elsewhere(done: threading.Event, timeout_s: float = TIMEOUT_S) -> bo
         result = subprocess.run(
             [sys.executable, "-m", "lsbcore.samplers.twin_warmup"],
             cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-            preexec_fn=_lower_priority if hasattr(os, "nice") else None,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as error:
         log.warning("the learning kernels keep one chain group: compiling their twins: %s", error)
@@ -109,11 +108,9 @@ def compile_elsewhere(done: threading.Event, timeout_s: float = TIMEOUT_S) -> bo
     return True
 
 
-def _lower_priority() -> None:  # the server's live runs come first
-    os.nice(10)
-
-
 def main(argv: list[str] | None = None) -> int:
+    if hasattr(os, "nice"):  # the server's live runs come first (set here: the server has threads)
+        os.nice(10)
     torch.set_num_threads(1)
     print("twins compiled" if compile_twins() else "no safe parallel layer: no twins")
     return 0
