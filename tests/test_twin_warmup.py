@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -151,3 +153,50 @@ def test_the_child_process_runs_at_a_lower_priority_than_the_server():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) == min(os.nice(0) + 10, 19)
+
+
+# A server stand-in: compiles the twins in a child (an empty numba cache: a long compile), idle
+PARENT = """
+import threading, time
+from lsbcore.samplers import twin_warmup
+twin_warmup.all_cached = lambda: False
+threading.Thread(target=twin_warmup.compile_elsewhere, args=(threading.Event(),)).start()
+time.sleep(600)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl's parent-death signal")
+def test_a_child_process_ends_with_the_server_that_started_it(tmp_path):
+    """Killed mid-compile, the server leaves nothing compiling: the child ends with it (it would
+    otherwise go on for about a minute on an empty cache)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], env=env, cwd=twin_warmup.ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (child := _children(parent.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert child, "no child process started"
+        time.sleep(8)  # past its imports: compiling
+        assert _alive(child[0])
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(child[0])

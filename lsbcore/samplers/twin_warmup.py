@@ -15,8 +15,11 @@ argument types real runs pass. ``python -m lsbcore.samplers.twin_warmup`` runs i
 
 from __future__ import annotations
 
+import argparse
+import ctypes
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -41,6 +44,7 @@ FACTOR_GRAPH_LEARNING = ("lsb1",)
 ROOT = Path(__file__).resolve().parents[2]
 #: a fresh install compiled the four twins in 44.7 s on two cores (BENCHMARKS.md)
 TIMEOUT_S = 900
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent thread ends
 
 
 def compile_twins() -> bool:
@@ -92,7 +96,7 @@ def compile_elsewhere(done: threading.Event, timeout_s: float = TIMEOUT_S) -> bo
         return True
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "lsbcore.samplers.twin_warmup"],
+            [sys.executable, "-m", "lsbcore.samplers.twin_warmup", "--parent", str(os.getpid())],
             cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -108,7 +112,23 @@ def compile_elsewhere(done: threading.Event, timeout_s: float = TIMEOUT_S) -> bo
     return True
 
 
+def _end_with(parent: int) -> bool:
+    """Have the kernel end this process when ``parent`` does (Linux; elsewhere it runs to its
+    end): a server stopped mid-compile leaves nothing compiling. False if it is gone already."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    return os.getppid() == parent
+
+
 def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lsbcore.samplers.twin_warmup")
+    parser.add_argument("--parent", type=int, default=None, help="end when this process ends")
+    args = parser.parse_args(argv)
+    if args.parent is not None and not _end_with(args.parent):
+        return 0
     if hasattr(os, "nice"):  # the server's live runs come first (set here: the server has threads)
         os.nice(10)
     torch.set_num_threads(1)
