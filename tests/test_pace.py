@@ -151,6 +151,7 @@ class _TimedComparison:
     def __init__(self, clock: _Clock, per_call: float, per_step: float):
         self.clock, self.per_call, self.per_step = clock, per_call, per_step
         self.n_steps, self.phase, self.samplers, self.calls = 0, "mixing", {}, []
+        self.target = None  # no lattice: the torch steps until the whole warm-up ends
         self.sampler_steps, self.sampler_phases = {"one": 0}, {"one": "mixing"}
 
     def set_backend(self, backend: str) -> None:
