@@ -136,9 +136,12 @@ def no_held_groups():
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_kernels():
-    """Compile (or load) the kernels once, before any test measures or times anything."""
+    """Compile (or load) the kernels once, before any test measures or times anything. The app
+    tests' warm-ups start no twin child (``warmup.TWINS_IN_CHILD``; tests/test_twin_warmup.py
+    turns it on where it tests it)."""
     from lsbcore.samplers import warmup
 
+    warmup.TWINS_IN_CHILD = False
     warmup.compile_kernels()
 
 

@@ -123,6 +123,7 @@ def test_the_apps_warm_up_holds_the_groups_until_the_twins_are_ready(monkeypatch
     from its start and lifts the hold once the twins are in the disk cache."""
     from lsbcore.samplers import warmup
 
+    monkeypatch.setattr(warmup, "TWINS_IN_CHILD", True)
     monkeypatch.setattr(threads, "cores", lambda: 4)
     monkeypatch.setattr(threads, "parallel_ready", lambda: True)
     twin_warmup.compile_twins()  # cached, as after a first start

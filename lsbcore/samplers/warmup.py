@@ -43,6 +43,9 @@ from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.rbm import RBM
 
+#: whether ``compile_in_background`` compiles the twins in a child process (the test suite's
+#: app tests turn it off: their processes' children only cost CPU, tests/conftest.py)
+TWINS_IN_CHILD = True
 _compiled = threading.Event()
 _lattice = threading.Event()  # the pairwise targets' kernels are compiled (ready(lattice=True))
 _lock = threading.Lock()
@@ -138,7 +141,10 @@ def compile_in_background() -> threading.Thread:
 
     def compile_all() -> None:
         compile_kernels()
-        twin_warmup.compile_elsewhere(twins)
+        if TWINS_IN_CHILD:
+            twin_warmup.compile_elsewhere(twins)
+        else:
+            twins.set()
 
     thread = threading.Thread(target=compile_all, name="lsb-kernels", daemon=True)
     thread.start()
