@@ -6,7 +6,10 @@ seconds, shown rounded to two significant figures: turns, redraws and other sess
 half-second rates jump by a third, while a few seconds' slope holds still. It is measured from
 the first turn on: a lecture's room sees the real rate within the first second. Burn-in learns and
 is slower than mixing, so a phase change starts a new window, from the turn that crossed it (the
-rate goes on, never back to "starting"). The time left divides the steps left in the phase by
+rate goes on, never back to "starting"). A window spanning less than ``MIN_SPAN_S`` gives no
+slope once a rate has been measured: two samples a few milliseconds apart (a late turn catching
+up on its due steps) read 15,000 steps/s in a run capped at 100; the last rate holds until the
+window is wide enough. The time left divides the steps left in the phase by
 that rate, and adds the mixing steps at the last measured mixing rate once there is one.
 """
 
@@ -17,6 +20,7 @@ import threading
 from collections import deque
 
 WINDOW_S = 3.0  # the rate is the slope over this many seconds
+MIN_SPAN_S = 0.5  # a narrower window's slope is timing noise (but the first rate is shown)
 
 
 class Pace:
@@ -25,8 +29,9 @@ class Pace:
     Written by the worker thread, read by the page's: a lock keeps the samples consistent.
     """
 
-    def __init__(self, window_s: float = WINDOW_S):
+    def __init__(self, window_s: float = WINDOW_S, min_span_s: float = MIN_SPAN_S):
         self.window_s = window_s
+        self.min_span_s = min_span_s
         self._samples: deque[tuple[float, int]] = deque()
         self._phase: str | None = None
         self._last_rate: dict[str, float] = {}  # phase -> the rate it last had
@@ -64,11 +69,16 @@ class Pace:
         if len(self._samples) < 2:
             return math.nan
         (t0, n0), (t1, n1) = self._samples[0], self._samples[-1]
-        return (n1 - n0) / (t1 - t0) if t1 > t0 and n1 > n0 else math.nan
+        if not (t1 > t0 and n1 > n0):
+            return math.nan
+        if t1 - t0 < self.min_span_s and not math.isnan(self._last):
+            return math.nan  # too narrow to trust: the last rate stands
+        return (n1 - n0) / (t1 - t0)
 
     def rate(self) -> float:
         """Steps per second now: the window's slope, or, until the window has one (just
-        resumed, or no step yet in it), the rate last measured; NaN before any."""
+        resumed, a new phase, or narrower than ``min_span_s``), the rate last measured; NaN
+        before any."""
         with self._lock:
             rate = self._slope()
             return self._last if math.isnan(rate) else rate

@@ -620,7 +620,10 @@ def _work(run: Run) -> None:
                 with run.lock:  # the steps with their pace: a page reading one finds the other
                     window_steps += advance(run, budget, max_steps, clock)
                     if cap is None or not run.pace.measured():  # capped: the first turn only
-                        run.pace.add(time.perf_counter(), run.steps_done, _progress_phase(run))
+                        at = time.perf_counter()
+                        if cap is not None:  # its steps are the interval's: due at its end
+                            at = max(at, window_start + REFRESH_S)
+                        run.pace.add(at, run.steps_done, _progress_phase(run))
         except Exception as err:  # the page shows why; the run stays inspectable
             log.exception("sampling failed")
             hint = " Switch the device to cpu to go on." if run.device_label != "CPU" else ""
