@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: run test lint bench browser clean reproduction gpu-cache
+.PHONY: run test lint bench browser clean reproduction gpu-cache kernels
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,9 +32,18 @@ browser:
 	    exit 1; \
 	  fi; }
 
+# numba's disk cache filled on both cores at once (the warm-up's sections, then the learning
+# kernels' parallel twins, by target): 65 s on a fresh clone, a few seconds once filled.
+# Without it each of the suite's two workers compiled every kernel itself (81 s each).
+kernels: $(VENV)/.runtime
+	{ $(PY) -m lsbcore.samplers.warmup lattice network && \
+	  $(PY) -m lsbcore.samplers.twin_warmup rbm; } & first=$$!; \
+	$(PY) -m lsbcore.samplers.warmup rbm && $(PY) -m lsbcore.samplers.twin_warmup lattice network; \
+	second=$$?; wait $$first && exit $$second
+
 # Two parts: the tests that start no browser, server or cluster on both cores, then those alone
 # (tests/conftest.py, SERIAL_FILES); `pytest -q` alone still runs everything in one process.
-test: $(VENV)/.dev browser
+test: $(VENV)/.dev browser kernels
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not serial"

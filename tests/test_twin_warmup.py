@@ -149,7 +149,7 @@ def test_the_apps_warm_up_holds_the_groups_until_the_twins_are_ready(monkeypatch
 def test_the_child_process_runs_at_a_lower_priority_than_the_server():
     code = (
         "import os; from lsbcore.samplers import twin_warmup; "
-        "twin_warmup.compile_twins = lambda: True; twin_warmup.main(); print(os.nice(0))"
+        "twin_warmup.compile_twins = lambda kinds: True; twin_warmup.main(); print(os.nice(0))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -201,3 +201,32 @@ def test_a_child_process_ends_with_the_server_that_started_it(tmp_path):
     while _alive(child[0]) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(child[0])
+
+
+def test_the_twins_of_the_named_targets_only_are_compiled():
+    """``make kernels`` compiles the twins in two processes, by target: a process asked for the
+    network's gives those (the factor graph's learning kernels) and leaves the others
+    uncompiled (a fresh process: signatures only from its own calls or its own cache loads)."""
+    code = (
+        "from lsbcore.backends import chain_groups, factor_learning_kernels, learning_kernels, "
+        "rbm_learning_kernels; from lsbcore.samplers import twin_warmup; "
+        "twin_warmup.compile_twins(('network',)); "
+        "print(*(f'{t.py_func.__module__}:{len(t.signatures)}' for t in chain_groups.TWINS))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = [item.rsplit(":", 1) for item in done.stdout.split()]
+    modules = {module for module, _ in counts}
+    assert {
+        "lsbcore.backends.factor_learning_kernels",
+        "lsbcore.backends.rbm_learning_kernels",
+    } <= modules
+    for module, signatures in counts:
+        assert (int(signatures) > 0) == module.endswith("factor_learning_kernels"), counts
+
+
+def test_an_unknown_kind_is_refused_in_a_sentence(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        twin_warmup.main(["lattice", "ising"])
+    assert exit_.value.code == 2
+    assert "no kind 'ising': the kinds are lattice, rbm, network" in capsys.readouterr().err

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import pytest
+import torch
+
 from app import config as cfgmod
 from app import network_targets, sources, state
 from app.config import Config
@@ -84,3 +87,14 @@ def test_the_page_takes_the_compiled_steps_on_a_lattice_once_its_kernels_are_rea
     assert backends(lattice) == {"compiled"} and backends(network) == {"torch"}
     warmup._compiled.set()
     assert backends(network) == {"compiled"}
+
+
+def test_the_command_compiles_the_named_sections_and_refuses_unknown_ones(capsys, monkeypatch):
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the command's, not the suite's
+    assert warmup.main(["network", "lattice"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["network kernels", "lattice kernels"]
+    with pytest.raises(SystemExit) as exit_:
+        warmup.main(["lattice", "ising"])
+    assert exit_.value.code == 2
+    assert "no section 'ising': the sections are lattice, rbm, network" in capsys.readouterr().err

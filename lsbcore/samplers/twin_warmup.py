@@ -47,25 +47,35 @@ TIMEOUT_S = 900
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent thread ends
 
 
-def compile_twins() -> bool:
-    """Every learning kernel's twin compiled for real runs' argument types (or loaded from
-    numba's disk cache); False where this process has no safe parallel layer (no twin runs)."""
+#: the targets whose learning kernels have twins, which ``compile_twins`` takes by name
+KINDS = ("lattice", "rbm", "network")
+
+
+def compile_twins(kinds: tuple[str, ...] = KINDS) -> bool:
+    """Every learning kernel's twin on the targets ``kinds`` (all by default) compiled for real
+    runs' argument types (or loaded from numba's disk cache); False where this process has no
+    safe parallel layer (no twin runs)."""
     if not threads.parallel_ready():
         return False
-    lattice = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
-    rbm, network = RBM.random(6, 3), grid_network(3, 0.5, 0)
-    samplers = [
-        *(
+    samplers = []
+    if "lattice" in kinds:
+        lattice = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
+        samplers += [
             make_sampler(name, lattice, 2, device="cpu", backend="auto")
             for name, spec in REGISTRY.items()
             if not (spec.needs_balancing or spec.batched_only)
-        ),
-        *(make_sampler(name, rbm, 2, device="cpu", backend="auto") for name in RBM_LEARNING),
-        *(
+        ]
+    if "rbm" in kinds:
+        rbm = RBM.random(6, 3)
+        samplers += [
+            make_sampler(name, rbm, 2, device="cpu", backend="auto") for name in RBM_LEARNING
+        ]
+    if "network" in kinds:
+        network = grid_network(3, 0.5, 0)
+        samplers += [
             make_sampler(name, network, 2, device="cpu", backend="auto")
             for name in FACTOR_GRAPH_LEARNING
-        ),
-    ]
+        ]
     with threads.forced_groups(2):
         for sampler in samplers:
             if sampler.learnable:
@@ -125,14 +135,21 @@ def _end_with(parent: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lsbcore.samplers.twin_warmup")
+    parser.add_argument(
+        "kinds", nargs="*", metavar="KIND", help=f"among {', '.join(KINDS)} (default: all)"
+    )
     parser.add_argument("--parent", type=int, default=None, help="end when this process ends")
     args = parser.parse_args(argv)
+    unknown = [kind for kind in args.kinds if kind not in KINDS]
+    if unknown:
+        parser.error(f"no kind {unknown[0]!r}: the kinds are {', '.join(KINDS)}")
     if args.parent is not None and not _end_with(args.parent):
         return 0
     if hasattr(os, "nice"):  # the server's live runs come first (set here: the server has threads)
         os.nice(10)
     torch.set_num_threads(1)
-    print("twins compiled" if compile_twins() else "no safe parallel layer: no twins")
+    compiled = compile_twins(tuple(args.kinds) or KINDS)
+    print("twins compiled" if compiled else "no safe parallel layer: no twins")
     return 0
 
 

@@ -22,6 +22,10 @@ The lattice samplers' kernels come first (about 21 of the 69 s a fresh install t
 cores): ``ready(lattice=True)`` says they are, and the app's runs on a pairwise target (the
 paper page) take them from then on.
 
+``python -m lsbcore.samplers.warmup [lattice] [rbm] [network]`` compiles the named sections
+(``make kernels`` runs two such commands at once before the test suite, and the twins by target
+with ``python -m lsbcore.samplers.twin_warmup``).
+
 The app calls it in a background thread (``compile_in_background``; it steps with torch until
 ``ready``); the tests and the photo and annealing benchmarks call it first. It drives the
 samplers through the registry, so it sits on top of them: no sampler, target or backend imports
@@ -30,11 +34,14 @@ it.
 
 from __future__ import annotations
 
+import argparse
+import sys
 import threading
 import time
 
 import torch
 
+from lsbcore import interrupt
 from lsbcore.backends import threads
 from lsbcore.samplers import twin_warmup
 from lsbcore.samplers.registry import REGISTRY, make_sampler
@@ -104,6 +111,13 @@ FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
 
 
 def _warm_up() -> None:
+    _lattice_kernels()
+    _lattice.set()  # a lattice's runs (the paper page's) take the compiled steps from here
+    _rbm_kernels()
+    _network_kernels()
+
+
+def _lattice_kernels() -> None:
     target = IsingPosterior(torch.linspace(-1, 1, 9).view(3, 3), 0.5, "free")
     for name, spec in REGISTRY.items():
         if spec.needs_balancing or spec.batched_only:  # torch steps only: nothing to compile
@@ -118,18 +132,29 @@ def _warm_up() -> None:
     for name, options in RBM_STEPS:
         if name in ("block-gibbs", "hamming-ball"):
             make_sampler(name, target, 2, device="cpu", backend="auto", **options).step(2)
-    _lattice.set()  # a lattice's runs (the paper page's) take the compiled steps from here
-    # the RBM's compiled steps (lsbcore.backends.rbm_kernels)
+
+
+def _rbm_kernels() -> None:
+    """The RBM's compiled steps (``lsbcore.backends.rbm_kernels``) and learning steps
+    (``rbm_learning_kernels``)."""
     rbm = RBM.random(6, 3)
     for name, options in RBM_STEPS:
         make_sampler(name, rbm, 2, device="cpu", backend="auto", **options).step(2)
-    for name in RBM_LEARNING:  # their learning steps (lsbcore.backends.rbm_learning_kernels)
+    for name in RBM_LEARNING:
         make_sampler(name, rbm, 2, device="cpu", backend="auto").step(2, learn=True)
+
+
+def _network_kernels() -> None:
+    """The factor graph's compiled steps and learning steps (``factor_kernels``)."""
     network = grid_network(3, 0.5, 0)
     for name in FACTOR_GRAPH_STEPS:
         make_sampler(name, network, 2, device="cpu", backend="auto").step(2)
     for name in FACTOR_GRAPH_LEARNING:
         make_sampler(name, network, 2, device="cpu", backend="auto").step(2, learn=True)
+
+
+#: the warm-up's sections, which ``python -m lsbcore.samplers.warmup`` compiles by name
+SECTIONS = {"lattice": _lattice_kernels, "rbm": _rbm_kernels, "network": _network_kernels}
 
 
 def compile_in_background() -> threading.Thread:
@@ -158,3 +183,27 @@ def ready(lattice: bool = False) -> bool:
     return (
         _compiled.is_set() or getattr(_warming, "active", False) or (lattice and _lattice.is_set())
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Compile the named sections into numba's disk cache (all when none is named), saying how
+    long each took: ``make test`` runs two at once before the suite, so that its two workers
+    load the kernels instead of both compiling all of them."""
+    parser = argparse.ArgumentParser(prog="python -m lsbcore.samplers.warmup")
+    parser.add_argument(
+        "sections", nargs="*", metavar="SECTION", help=f"among {', '.join(SECTIONS)} (default: all)"
+    )
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.sections if name not in SECTIONS]
+    if unknown:
+        parser.error(f"no section {unknown[0]!r}: the sections are {', '.join(SECTIONS)}")
+    torch.set_num_threads(1)
+    for name in args.sections or SECTIONS:
+        start = time.perf_counter()
+        SECTIONS[name]()
+        print(f"{name} kernels: {time.perf_counter() - start:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(interrupt.run_command(main, "python -m lsbcore.samplers.warmup"))
