@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 # keys for a lecture: one key runs and pauses (only one of the two buttons is enabled at a time)
 RUN_PAUSE_KEY = "Space"
 STEP_KEY = "S"
+# a run waiting for its compiled steps redraws this seldom (seconds): nothing moves meanwhile
+WAITING_REFRESH_S = 1.0
 
 
 def controls(run: state.Run, speed: bool = False) -> None:
@@ -154,6 +156,8 @@ def _status(run: state.Run) -> None:
     )
     if run.running and state.waits_for_flow(run):
         speed = "waiting for the flow's training"  # nothing samples meanwhile: no rate
+    if run.running and progress == 0 and state.waits_for_kernels(run):
+        speed = "compiling the RBM's steps (once after an install: about a minute)"
     others = state.running_runs() - 1 if run.running else 0
     shared = ""
     if others > 0:
@@ -250,6 +254,9 @@ def _current_run() -> state.Run | None:
     if page_state.LIVE.get() and not state.active(run):
         page_state.LIVE.set(False)
         st.rerun(scope="app")  # finished or failed: redraw the buttons, stop refreshing
+    if page_state.WAITING.get() and not state.waits_for_kernels(run):
+        page_state.WAITING.set(False)
+        st.rerun(scope="app")  # its kernels are ready: refresh at the live rate again
     return run
 
 
@@ -279,6 +286,10 @@ def panel(run: state.Run) -> None:
     """The live fragment: it refreshes itself only while the run is running."""
     page_state.LIVE.set(state.active(run))
     every = scheduler.refresh_interval(state.running_runs()) if state.active(run) else None
+    waiting = state.active(run) and state.waits_for_kernels(run)
+    page_state.WAITING.set(waiting)
+    if waiting:  # nothing moves: the redraws would only slow the compile it waits for
+        every = WAITING_REFRESH_S
     page = _page(run)
     if not page.groups:  # the RBM and network pages: their tabs inside the fragment
         st.fragment(_live, run_every=every)()

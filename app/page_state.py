@@ -137,6 +137,8 @@ VIEW_GROUP = Slot("view_group", "")  # its group chooser
 # the view last open in each group, reopened with its group
 VIEW_LAST: Slot[dict | None] = Slot("_view_last", None)
 LIVE = Slot("_live", False)  # whether the live fragment was set to refresh itself
+# whether it was set to refresh slowly: its run waits for its compiled steps
+WAITING = Slot("_waiting", False)
 # the sidebar's note on a lattice size it lowered
 SIZE_NOTE: Slot[str | None] = Slot("_size_note", None)
 

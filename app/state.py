@@ -503,10 +503,13 @@ def advance(
     with run.lock:
         join_flow(run)  # the flow samplers, once their flow is ready
         # until the compiled kernels are ready (streamlit_app compiles them in the background)
-        # the torch steps run: every backend gives the same chains, so the switch is invisible
+        # the torch steps run: every backend gives the same chains, so the switch is invisible.
+        # Not an RBM's: on a fresh install its torch steps, learning, took 10-100 a second and
+        # slowed the compile beside them; a page Run 10 s after opening ended its 51,000 steps
+        # 88 s after Run with them on half the time (none came before 44 s without them, and
+        # all were done at 59 s). Its page says that it waits (``waits_for_kernels``)
         if not rbm:  # a lattice's kernels are compiled first (the paper page's)
-            lattice = isinstance(comparison.target, PairwiseTarget)
-            comparison.set_backend("auto" if warmup.ready(lattice) else "torch")
+            comparison.set_backend("auto" if warmup.ready(_warm_up_section(run)) else "torch")
         while done < limit:
             _maybe_start_mixing(run)
             group, room = _next_group(run)
@@ -540,6 +543,21 @@ def advance(
         _maybe_start_mixing(run)
         _note_failed_learning(run)
     return done
+
+
+def waits_for_kernels(run: Run) -> bool:
+    """Whether the run's steps wait for the warm-up to compile them (an RBM's, on a fresh
+    install's first minute: ``advance`` runs no torch steps for it). The worker waits without
+    the run's lock: a compiled call waiting on numba's compiler held it, and the page with it
+    (it still read "paused" 51 s after Run)."""
+    return rbm_run.is_rbm_run(run) and not warmup.ready("rbm")
+
+
+def _warm_up_section(run: Run) -> str | None:
+    """The warm-up's section that compiles ``run``'s kernels (None: the whole warm-up)."""
+    if rbm_run.is_rbm_run(run):
+        return "rbm"
+    return "lattice" if isinstance(run.comparison.target, PairwiseTarget) else None
 
 
 def active(run: Run) -> bool:
@@ -600,6 +618,11 @@ def _work(run: Run) -> None:
         if waits_for_flow(run):  # every other sampler has its steps: wait for the flow samplers
             join_flow(run)
             time.sleep(REFRESH_S)
+            continue
+        if waits_for_kernels(run):  # outside the run's lock: the page redraws and says why
+            time.sleep(REFRESH_S)
+            run.pace.restart()  # the rate counts from the first step, not from Run
+            run.pace.add(time.perf_counter(), run.steps_done, _progress_phase(run))
             continue
         cap = steps_per_refresh(run.config)
         max_steps = None

@@ -415,3 +415,62 @@ def test_a_file_removed_from_the_box_is_no_longer_in_use_but_one_hidden_by_a_tar
     at.sidebar.selectbox(key="target").set_value("ising").run()
     at.sidebar.selectbox(key="target").set_value("own").run()
     assert at.button(key="rbm_train").disabled  # removed stays removed
+
+
+def test_a_run_waiting_for_the_rbms_kernels_says_so(monkeypatch):
+    """A fresh install's first minute: the RBM's compiled steps are not ready and its run
+    waits for them (no torch steps: they slowed the compile), and the status line says why
+    instead of "starting"; once they are ready, or once it has steps, it says what it did."""
+    from lsbcore.samplers import warmup
+
+    monkeypatch.setattr(warmup, "_compiled", type(warmup._compiled)())
+    monkeypatch.setattr(warmup, "_sections", {k: type(e)() for k, e in warmup._sections.items()})
+    monkeypatch.setattr(warmup, "compile_kernels", lambda: None)  # the page's own warm-up
+    at = open_app(target="digits-8x8", chains="4")
+    run = at.session_state["_run"]
+    assert state.waits_for_kernels(run)
+    waiting = "compiling the RBM's steps (once after an install: about a minute)"
+    run.running = True  # as the worker has it before its first step (no worker: none steps)
+    try:
+        at.run()
+        healthy(at)
+        assert any(waiting in str(c.value) for c in at.caption)
+        warmup._sections["rbm"].set()
+        assert not state.waits_for_kernels(run)
+        at.run()
+        assert not any(waiting in str(c.value) for c in at.caption)
+        assert any("**starting**" in str(c.value) for c in at.caption)
+    finally:
+        run.running = False
+    cfg = replace(cfgmod.Config(), chains=2)
+    lattice, _ = state.build_run(cfg, sources.build_problem(cfg))
+    warmup._sections["rbm"].clear()
+    assert not state.waits_for_kernels(lattice)  # a lattice's run takes torch steps meanwhile
+
+
+def test_the_worker_waits_for_the_rbms_kernels_without_holding_the_run(monkeypatch):
+    """Started before the RBM's kernels are ready, the worker takes no step and leaves the
+    run's lock free (the page reads it five times a second: a worker holding it while a
+    compiled call waited on numba's compiler froze the page); the steps come once they are."""
+    from lsbcore.samplers import warmup
+
+    monkeypatch.setattr(warmup, "_compiled", type(warmup._compiled)())
+    monkeypatch.setattr(warmup, "_sections", {k: type(e)() for k, e in warmup._sections.items()})
+    config = replace(cfgmod.defaults_for(target="digits-8x8"), chains=2, burn_in=20, steps=50)
+    run, _ = state.build_rbm_run(config, rbm_targets.load_shipped("digits-8x8"), "digits")
+    state.start(run)
+    try:
+        for _ in range(10):
+            time.sleep(0.1)
+            run.last_seen = time.perf_counter()
+            assert run.lock.acquire(timeout=0.5)
+            run.lock.release()
+        assert run.running and run.steps_done == 0
+        warmup._sections["rbm"].set()
+        deadline = time.perf_counter() + 30
+        while not run.finished and time.perf_counter() < deadline:
+            run.last_seen = time.perf_counter()
+            time.sleep(0.05)
+        assert run.finished and run.steps_done == 70
+    finally:
+        state.pause(run)

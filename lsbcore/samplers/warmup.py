@@ -19,8 +19,9 @@ at 25-50% of the library's rate against 71-79% (``tools.live_speed``, BENCHMARKS
 compiles them in a child process after this (``twin_warmup``).
 
 The lattice samplers' kernels come first (about 21 of the 69 s a fresh install takes on two
-cores): ``ready(lattice=True)`` says they are, and the app's runs on a pairwise target (the
-paper page) take them from then on.
+cores): ``ready("lattice")`` says they are, and the app's runs on a pairwise target (the paper
+page) take them from then on; then the RBM's (``ready("rbm")``, the RBM pages' runs), then the
+networks'.
 
 ``python -m lsbcore.samplers.warmup [lattice] [rbm] [network]`` compiles the named sections
 (``make kernels`` runs two such commands at once before the test suite, and the twins by target
@@ -35,6 +36,7 @@ it.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 import time
@@ -50,11 +52,14 @@ from lsbcore.targets.grid_network import grid_network
 from lsbcore.targets.ising import IsingPosterior
 from lsbcore.targets.rbm import RBM
 
+log = logging.getLogger(__name__)
+
 #: whether ``compile_in_background`` compiles the twins in a child process (the test suite's
 #: app tests turn it off: their processes' children only cost CPU, tests/conftest.py)
 TWINS_IN_CHILD = True
 _compiled = threading.Event()
-_lattice = threading.Event()  # the pairwise targets' kernels are compiled (ready(lattice=True))
+# each section's kernels are compiled (``ready(section)``): a page's runs take them from then on
+_sections = {"lattice": threading.Event(), "rbm": threading.Event(), "network": threading.Event()}
 _lock = threading.Lock()
 _warming = threading.local()  # set in the thread that runs the warm-up
 _rate: list[float] = []  # site updates per second of checkerboard Gibbs, once measured
@@ -111,10 +116,9 @@ FACTOR_GRAPH_STEPS = ("gibbs", "metropolis", "barker")
 
 
 def _warm_up() -> None:
-    _lattice_kernels()
-    _lattice.set()  # a lattice's runs (the paper page's) take the compiled steps from here
-    _rbm_kernels()
-    _network_kernels()
+    for name, compile_section in SECTIONS.items():  # the paper page's lattice first
+        compile_section()
+        _sections[name].set()  # that page's runs take the compiled steps from here
 
 
 def _lattice_kernels() -> None:
@@ -165,7 +169,11 @@ def compile_in_background() -> threading.Thread:
     threads.hold_groups(twins)
 
     def compile_all() -> None:
-        compile_kernels()
+        try:
+            compile_kernels()
+        except Exception:  # no page may wait for a warm-up that has stopped
+            log.exception("the warm-up failed: each kernel compiles at its first use instead")
+            _compiled.set()
         if TWINS_IN_CHILD:
             twin_warmup.compile_elsewhere(twins)
         else:
@@ -176,12 +184,14 @@ def compile_in_background() -> threading.Thread:
     return thread
 
 
-def ready(lattice: bool = False) -> bool:
-    """Whether the kernels are compiled (or this thread is compiling them); ``lattice``: only
-    those of the samplers on a pairwise target, which the warm-up compiles first (about 21 of
-    its 69 s on a fresh install, on two cores)."""
+def ready(section: str | None = None) -> bool:
+    """Whether the kernels are compiled (or this thread is compiling them); ``section``: only
+    those of one of ``SECTIONS``, which the warm-up compiles in turn (on a fresh install on two
+    cores the lattice's are ready after about 21 of its 69 s, the RBM's after about 60)."""
     return (
-        _compiled.is_set() or getattr(_warming, "active", False) or (lattice and _lattice.is_set())
+        _compiled.is_set()
+        or getattr(_warming, "active", False)
+        or (section is not None and _sections[section].is_set())
     )
 
 
