@@ -33,7 +33,7 @@ browser:
 	  fi; }
 
 # numba's disk cache filled on both cores at once (the warm-up's sections, then the learning
-# kernels' parallel twins, by target): 65 s on a fresh clone, a few seconds once filled.
+# kernels' parallel twins, by target): 70 s on a fresh clone, 7 s once filled.
 # Without it each of the suite's two workers compiled every kernel itself (81 s each).
 kernels: $(VENV)/.runtime
 	{ $(PY) -m lsbcore.samplers.warmup lattice network && \

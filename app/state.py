@@ -509,7 +509,8 @@ def advance(
         # 88 s after Run with them on half the time (none came before 44 s without them, and
         # all were done at 59 s). Its page says that it waits (``waits_for_kernels``)
         if not rbm:  # a lattice's kernels are compiled first (the paper page's)
-            comparison.set_backend("auto" if warmup.ready(_warm_up_section(run)) else "torch")
+            section = "lattice" if isinstance(comparison.target, PairwiseTarget) else None
+            comparison.set_backend("auto" if warmup.ready(section) else "torch")
         while done < limit:
             _maybe_start_mixing(run)
             group, room = _next_group(run)
@@ -551,13 +552,6 @@ def waits_for_kernels(run: Run) -> bool:
     the run's lock: a compiled call waiting on numba's compiler held it, and the page with it
     (it still read "paused" 51 s after Run)."""
     return rbm_run.is_rbm_run(run) and not warmup.ready("rbm")
-
-
-def _warm_up_section(run: Run) -> str | None:
-    """The warm-up's section that compiles ``run``'s kernels (None: the whole warm-up)."""
-    if rbm_run.is_rbm_run(run):
-        return "rbm"
-    return "lattice" if isinstance(run.comparison.target, PairwiseTarget) else None
 
 
 def active(run: Run) -> bool:
