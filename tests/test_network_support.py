@@ -19,7 +19,7 @@ from lsbcore import Comparison, make_sampler
 from lsbcore.balancing.functions import make_balancing
 from lsbcore.samplers.base import uniform_start
 from lsbcore.samplers.registry import REGISTRY, samplers_for
-from lsbcore.targets.factor_graph import FactorGraph
+from lsbcore.targets.factor_graph import FactorGraph, SupportMoves
 from lsbcore.targets.grid_network import grid_network
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -201,3 +201,18 @@ def test_no_sampler_ever_moves_a_chain_into_zero_mass(name):
         assert into_zero == 0  # g(0) = 0: a move into zero mass is never even proposed
     if name in ("max", "lsb1", "lsb2", "gibbs", "metropolis"):
         assert into_zero > 0  # g(0) > 0 or a uniform site: proposed (~1,000 times), refused
+
+
+def test_the_start_sentence_counts_in_good_english():
+    """One chain of five moved by one flip reads "1 of 5 chains ... 1 flip"; a lone chain
+    "1 of 1 chain"."""
+
+    def moves(flips, n_chains):
+        return SupportMoves((0,), (flips,), (), (), n_chains)
+
+    assert moves(1, 5).sentence().startswith("1 of 5 chains started where p~ = 0")
+    assert "it was moved to a state of positive probability by greedy repair, 1 flip, " in (
+        moves(1, 5).sentence()
+    )
+    assert "greedy repair, 3 flips, " in moves(3, 5).sentence()
+    assert moves(2, 1).sentence().startswith("1 of 1 chain started")

@@ -88,12 +88,13 @@ class SupportMoves:
         if not self.moved:
             return None
         k, n = len(self.moved), self.n_chains
-        where = "chain" if k == 1 else "chains"
+        where = "chain" if n == 1 else "chains"  # "1 of 5 chains", "1 of 1 chain"
         each = "it was" if k == 1 else "each was"
         mean = sum(self.flips) / k
         how = f"greedy repair, {mean:.3g} flips on average"
         if k == 1:
-            how = f"greedy repair, {self.flips[0]} flips"
+            flips = self.flips[0]
+            how = f"greedy repair, {flips} {'flip' if flips == 1 else 'flips'}"
         others = []
         if self.restarted:
             others.append(f"{len(self.restarted)} of them after a restart from fresh draws")
