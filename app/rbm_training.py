@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from app.page_state import PAGE_RUNS, Slot, ensure_in_range, state_again
-from app.text import grid_size, plain, quote
+from app.text import counted, grid_size, plain, quote
+from app.upload_limit import upload_limit_mb
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def sidebar(sb) -> tuple[object, str] | None:
             on_change=_on_upload,
             help="An .npy array of 0/1 rows (2-D) or images (3-D), or a .zip of images of one "
             "size (binarised as the photo pipeline does: ink against paper). Up to "
-            f"{MAX_FILE_BYTES // 10**6} MB, {MAX_ROWS:,} rows and {MAX_VISIBLE:,} values a "
+            f"{upload_limit_mb(MAX_FILE_BYTES)} MB, {MAX_ROWS:,} rows and {MAX_VISIBLE:,} values a "
             "row.",
         )
         upload = state.get("rbm_upload")
@@ -217,7 +218,8 @@ def sidebar(sb) -> tuple[object, str] | None:
         if data is not None and error is None:
             rows, shape = data.rows, data.shape
             layout = f", images {grid_size(*shape)}" if shape else ""
-            st.caption(f"{rows.shape[0]:,} rows of {rows.shape[1]:,} values{layout}.")
+            size = f"{counted(rows.shape[0], 'row')} of {counted(rows.shape[1], 'value')}"
+            st.caption(f"{size}{layout}.")
         # the boxes' values come back from their kept copies when another target hid them
         HIDDEN_KEPT.set(ensure_in_range("rbm_hidden", HIDDEN_KEPT.get(), 1, MAX_HIDDEN))
         EPOCHS_KEPT.set(ensure_in_range("rbm_epochs", EPOCHS_KEPT.get(), 1, MAX_EPOCHS))

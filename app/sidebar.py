@@ -35,7 +35,9 @@ from app.config import BOUNDS, Config
 from app.page_state import ensure, ensure_in_range
 from app.target_kind import TargetKind, kind_of
 from app.text import counted, plain, quote
+from app.upload_limit import upload_limit_mb
 from lsbcore.backends import AUTO_NOTE, AUTO_PICKS_CUDA
+from lsbcore.image import MAX_BYTES as IMAGE_MAX_BYTES
 from lsbcore.samplers import warmup
 from lsbcore.samplers.registry import SamplerSpec
 from lsbcore.segmentation.starts import START_LABELS
@@ -482,15 +484,16 @@ def _posterior(sb, samples: tuple[str, ...], notes: dict[str, str]) -> Inputs:
         )
         sb.caption(SAMPLE_NOTES.get(state["sample"], ""))
     else:
+        limit = upload_limit_mb(IMAGE_MAX_BYTES)
         sb.file_uploader(
             "Upload an image",
             type=IMAGE_TYPES,
             key="upload",
             on_change=_changed,
             args=("upload",),
-            help="PNG, JPEG, GIF, WebP, TIFF or BMP, up to 20 MB. It is scaled down to the "
-            "working resolution (colour kept for the fitted model). Files of other types or "
-            "over 20 MB are refused by the browser: point at the red file to see why.",
+            help=f"PNG, JPEG, GIF, WebP, TIFF or BMP, up to {limit} MB. It is scaled down to "
+            "the working resolution (colour kept for the fitted model). Files of other types "
+            f"or over {limit} MB are refused by the browser: point at the red file to see why.",
         )
     size_label = "Lattice size n" if source == "paper" else "Working resolution (longer side, px)"
     top = cfgmod.MAX_SIZE

@@ -474,3 +474,15 @@ def test_the_worker_waits_for_the_rbms_kernels_without_holding_the_run(monkeypat
         assert run.finished and run.steps_done == 70
     finally:
         state.pause(run)
+
+
+def test_a_one_row_upload_is_counted_in_the_singular():
+    import io
+
+    at = open_app(target="own", chains="2", burn_in="5")
+    buffer = io.BytesIO()
+    np.save(buffer, np.ones((1, 1), dtype=np.uint8))
+    at.sidebar.file_uploader(key="rbm_upload").upload("one.npy", buffer.getvalue(), "x/y")
+    at.run()
+    healthy(at)
+    assert "1 row of 1 value." in [str(c.value) for c in at.sidebar.caption]
