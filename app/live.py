@@ -84,16 +84,13 @@ def controls(run: state.Run, speed: bool = False) -> None:
             on_click=session.on_reset,
             help="Start again from the same random start.",
         )
-        if not _page(run).no_pins:
-            pin_controls.pin_button(run)
+        pin_controls.pin_button(run)
         if speed:
             presentation.speed_control()
     if run.flow is not None:  # the flow samplers' training: progress, Stop, Resume
         from app.views import flow  # imported only where a flow trains (not on a first page)
 
         flow.controls(run.flow, run)
-    if _page(run).no_pins and not presentation.is_on():  # a lecture's header stays one row
-        st.caption(_page(run).no_pins)
     pin_controls.notices()
     if run.finished and not presentation.is_on():  # a lecture's status line says "finished"
         st.success(

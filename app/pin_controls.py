@@ -19,10 +19,11 @@ import secrets
 
 import streamlit as st
 
-from app import pin_store, pins, rbm_targets
+from app import network_targets, pin_store, pins
 from app.pin_allowance import Visitor
 from app.pin_store import PinStore
 from app.pins import PinError
+from app.target_kind import TargetKind, kind_of
 from app.text import plain, quote
 from lsbcore.studies.figures import sampler_label
 
@@ -84,10 +85,18 @@ def publish() -> None:
             st.query_params[key] = value
 
 
+def pins_view(target: str) -> str:
+    """The tab where a page draws its pins: Compare on the Ising page, Pinned runs elsewhere."""
+    return "Compare" if kind_of(target) is TargetKind.ISING else "Pinned runs"
+
+
 def default_name(run) -> str:
     cfg = run.config
-    if rbm_targets.is_rbm(cfg.target):
+    kind = kind_of(cfg.target)
+    if kind is not TargetKind.ISING:
         name = run.problem.name[:24]
+        if cfg.target in network_targets.PRESETS:  # MN 1 / MN 2: ε is what a user varies
+            name = f"{name} · ε {cfg.epsilon:g}"
         return f"{name} · {cfg.chains} chains · seed {cfg.seed} · step {run.n_steps:,}"
     source = {"paper": f"case {cfg.case}", "sample": cfg.sample}.get(cfg.source, "upload")
     return f"{source[:24]} · λ {cfg.lam:g} · seed {cfg.seed} · step {run.n_steps:,}"
@@ -114,7 +123,10 @@ def _pin(run) -> None:
         )
         return
     st.session_state["pin_name"] = ""
-    st.session_state[PINNED_KEY] = (True, f"Pinned {quote(pin.name)}: see the Compare tab.")
+    st.session_state[PINNED_KEY] = (
+        True,
+        f"Pinned {quote(pin.name)}: see the {pins_view(run.config.target)} tab.",
+    )
 
 
 def pin_button(run) -> None:
@@ -123,7 +135,7 @@ def pin_button(run) -> None:
     with st.popover(
         "Pin this run",
         help="Keep this run's settings, summary numbers and figures under a name, to compare "
-        "it with other runs in the Compare tab.",
+        f"it with other runs in the {pins_view(run.config.target)} tab.",
     ):
         st.text_input(
             "Name",
@@ -159,6 +171,15 @@ def notices() -> None:
 
 # ----------------------------------------------------------------------------- managing pins
 ERROR_KEY = "_pin_error"  # a rename that failed, said on the next draw
+
+
+def pins_of(belongs) -> tuple[dict[str, pins.Pin], list[str]]:
+    """This session's pins that ``belongs(pin)`` keeps, by their numbered label ("2. name", the
+    number the pin's place in the whole set), and the names of the others."""
+    store = session_store()
+    entries = store.entries() if store is not None else []
+    kept = {f"{k}. {e.pin.name}": e.pin for k, e in enumerate(entries, start=1) if belongs(e.pin)}
+    return kept, [e.pin.name for e in entries if not belongs(e.pin)]
 
 
 def expired_notice() -> None:

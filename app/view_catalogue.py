@@ -278,11 +278,16 @@ NETWORK = Page(
             params=view_params.BLOCK_PROPOSALS,
             offered=network_run.draws_a_network,
         ),
+        View(
+            "Pinned runs",
+            _later("network_pins", "render"),
+            "The ESS of earlier runs of this network, pinned, beside this run's: which "
+            "settings (ε, chains, learning, samplers) mix the near-deterministic factors best.",
+        ),
     ),
     not_offered="The segmentation, pixels, proposal-map, exact-chain, tempering, annealing, "
-    "importance-sampling, export and compare views are about the Ising posterior of an image, "
-    "so a network run does not offer them.",
-    no_pins="Pins are for the Ising and RBM pages: a network run cannot be pinned yet.",
+    "importance-sampling and export views are about the Ising posterior of an image, so a "
+    "network run does not offer them.",
     left_out="they draw a Markov network's factors, which variable selection does not have.",
 )
 

@@ -53,7 +53,6 @@ class Page:
     link_label: str  # what a link's warning calls it ("view", "RBM view", ...)
     views: tuple[View, ...]
     not_offered: str = ""  # the sentence under the tabs: the views this page does not offer
-    no_pins: str = ""  # why its runs cannot be pinned ("": they can)
     left_out: str = ""  # why a view a run's target does not offer (``View.offered``) is left out
 
     def __post_init__(self):

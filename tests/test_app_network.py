@@ -27,7 +27,7 @@ from lsbcore.targets.uai import MAX_UPLOAD_BYTES
 
 SAMPLES = sources.sample_names()
 TABLE3 = list(network_targets.DEFAULT_SAMPLERS)
-VIEWS = ("Network", "Trace", "ESS", "Balancing functions", "Softmax weights")
+VIEWS = ("Network", "Trace", "ESS", "Balancing functions", "Softmax weights", "Pinned runs")
 
 # a ring of 6 binary variables with one zero entry per factor (x_i = -1, x_{i+1} = +1 has no
 # mass), written as the competition's MARKOV format
@@ -189,7 +189,7 @@ def test_mn1_runs_and_every_view_draws():
         healthy(at)
         assert at.get("plotly_chart"), view
     assert any("Ising posterior" in str(c.value) for c in at.caption)  # what is not offered
-    assert at.query_params["network_view"] == "Softmax weights"
+    assert at.query_params["network_view"] == "Pinned runs"
     # the learned functions download as JSON that loads back as the run's own functions
     at.session_state["network_view"] = "Balancing functions"
     at.run()
@@ -203,8 +203,7 @@ def test_mn1_runs_and_every_view_draws():
         s = torch.linspace(-20, 20, 81, dtype=torch.float64)
         with torch.no_grad():
             assert torch.allclose(loaded.log_g(s), run.comparison[name].balancing.log_g(s))
-    assert not [p for p in at.get("popover")]  # no pins on a network run, and it says so
-    assert any("cannot be pinned" in str(c.value) for c in at.caption)
+    assert [p for p in at.get("popover")]  # "Pin this run", as on the other pages
 
 
 def test_changing_target_and_epsilon_again_and_again():
@@ -400,3 +399,58 @@ def test_a_target_chosen_again_comes_back_with_its_settings_and_its_run():
     assert at.sidebar.number_input(key="lam").value == 1.3
     assert list(at.sidebar.multiselect(key="samplers").value) == list(cfgmod.PAPER_SAMPLERS)
     assert at.session_state["_run"].config.lam == 1.3
+
+
+# ----------------------------------------------------------------------------- pins
+def test_a_network_run_is_pinned_and_its_ess_drawn_beside_later_runs(tmp_path, monkeypatch):
+    """Pin this run on MN 1: the pin keeps the paper ESS per sampler; the Pinned runs tab draws
+    it beside the current run's (grouped bars, one trace per run) with the settings that
+    differ (ε, after a change), and on MN 2 lists it by name only."""
+    from app import pin_store
+    from app.views import network_pins
+
+    monkeypatch.setattr(pin_store, "ROOT", tmp_path)
+    at = open_app(target="mn1", chains="2", burn_in="5", samplers="barker,lsb1")
+    run = at.session_state["_run"]
+    state.advance(run, 10.0, max_steps=60)
+    at.run()
+    at.text_input(key="pin_name").input("eps default")
+    at.button(key="pin_save").click().run()
+    healthy(at)
+    assert texts(at.success) == ["Pinned “eps default”: see the Pinned runs tab."]
+    (entry,) = at.session_state[pin_store.STATE_KEY].entries()
+    assert entry.pin.problem == "MN 1" and set(entry.pin.samplers) == {"barker", "lsb1"}
+    assert entry.pin.samplers["barker"]["ess_paper_mean"] > 0
+    at.number_input(key="epsilon").set_value(0.01).run()  # another ε: a new run, same network
+    at.session_state["network_view"] = "Pinned runs"
+    at.run()
+    healthy(at)
+    (chart,) = at.get("plotly_chart")
+    bars = json.loads(chart.proto.spec)["data"]
+    assert [b["name"] for b in bars] == ["Current run (step 0)", "1. eps default"]
+    assert bars[1]["text"][0] == f"{entry.pin.samplers['barker']['ess_paper_mean']:.3g}"
+    differ = [row["setting"] for row in at.dataframe[0].value.to_dict("records")]
+    assert cfgmod.LABELS["epsilon"] in differ
+    at.sidebar.selectbox(key="target").set_value("mn2").run()
+    at.session_state["network_view"] = "Pinned runs"
+    at.run()
+    healthy(at)
+    assert any("No pinned runs of this network yet" in t for t in texts(at.info))
+    assert any(t.endswith("compared on their own page: eps default.") for t in texts(at.caption))
+    assert network_pins.same_network(entry.pin, at.session_state["_run"]) is False
+
+
+def test_the_ising_compare_view_leaves_a_network_pin_to_its_own_page(tmp_path, monkeypatch):
+    from app import pin_store
+
+    monkeypatch.setattr(pin_store, "ROOT", tmp_path)
+    at = open_app(target="mn1", chains="2", burn_in="5", samplers="barker")
+    at.text_input(key="pin_name").input("a network")
+    at.button(key="pin_save").click().run()
+    at.sidebar.selectbox(key="target").set_value("ising").run()
+    at.session_state["view"] = "Compare"
+    at.run()
+    healthy(at)
+    assert any(t.endswith("compared on their own page: a network.") for t in texts(at.caption))
+    (runs,) = [m for m in at.multiselect if m.key == "compare_runs"]
+    assert runs.options == ["Current run (step 0)"]  # the network pin is not offered here

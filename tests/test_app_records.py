@@ -40,7 +40,9 @@ def test_the_pages_hold_every_view_once_with_its_sentence():
         assert page.link_param().choices == page.labels
         assert page.link_param().default == page.labels[0]
     assert ISING.group_of("Tempering") == "Beyond LSB" and ISING.group_of("?") == "LSB views"
-    assert NETWORK.no_pins and not ISING.no_pins and not RBM.no_pins
+    # every page pins its runs: the Ising page compares them, the others draw them
+    assert "Compare" in ISING.labels
+    assert "Pinned runs" in RBM.labels and "Pinned runs" in NETWORK.labels
 
 
 def test_the_link_table_is_the_records_and_every_value_round_trips():

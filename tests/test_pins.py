@@ -289,3 +289,29 @@ def test_a_tab_past_its_rate_is_told_when_it_may_pin_again_and_a_page_run_marks_
     os.utime(store.dir, (two_hours_ago, two_hours_ago))
     at.run()
     assert time.time() - os.stat(store.dir).st_mtime < 60
+
+
+def test_the_suggested_name_and_the_tab_named_follow_the_page():
+    from types import SimpleNamespace
+
+    from app import pin_controls
+
+    def run(target, name, **settings):
+        cfg = replace(cfgmod.defaults_for(target=target), seed=3, **settings)
+        return SimpleNamespace(config=cfg, problem=SimpleNamespace(name=name), n_steps=1200)
+
+    assert pin_controls.default_name(run("mn2", "MN 2", epsilon=0.01)) == (
+        "MN 2 · ε 0.01 · 5 chains · seed 3 · step 1,200"
+    )
+    assert pin_controls.default_name(run("uai", "grid.uai")) == (
+        "grid.uai · 5 chains · seed 3 · step 1,200"
+    )
+    assert pin_controls.default_name(run("digits-8x8", "digits 8 × 8")).startswith(
+        "digits 8 × 8 · 8 chains"
+    )
+    assert [pin_controls.pins_view(t) for t in ("ising", "digits-8x8", "mn1", "uai")] == [
+        "Compare",
+        "Pinned runs",
+        "Pinned runs",
+        "Pinned runs",
+    ]

@@ -18,6 +18,7 @@ from app import charts, pin_controls, pins, presentation
 from app.config import LABELS, Config
 from app.page_state import COMPARE_RUNS
 from app.pins import Pin
+from app.target_kind import kind_of
 from app.text import escape
 from lsbcore.number_text import MISSING, number_text
 from lsbcore.studies import figures
@@ -137,6 +138,20 @@ def render(run) -> None:
         )
         return
     labels = _labels(entries)
+    # an RBM's or a network's pin is compared on its own page (its Pinned runs tab)
+    kind = kind_of(run.config.target)
+    others = [e.pin.name for e in entries if kind_of(e.pin.config.target) is not kind]
+    labels = {
+        pin_id: label
+        for (pin_id, label), e in zip(labels.items(), entries, strict=True)
+        if kind_of(e.pin.config.target) is kind
+    }
+    if others:
+        st.caption(
+            "Pins of other targets, compared on their own page: "
+            + ", ".join(escape(n) for n in others)
+            + "."
+        )
     current = f"Current run (step {run.n_steps:,})"
     options = [CURRENT, *labels]
     names = {CURRENT: current, **labels}

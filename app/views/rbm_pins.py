@@ -68,14 +68,7 @@ def summary_rows(pinned: dict[str, Pin]) -> list[dict]:
 
 
 def render(run) -> None:
-    store = pin_controls.session_store()
-    entries = store.entries() if store is not None else []
-    same = {
-        f"{k}. {e.pin.name}": e.pin
-        for k, e in enumerate(entries, start=1)
-        if e.pin.config.target == run.config.target
-    }
-    others = [e.pin.name for e in entries if e.pin.config.target != run.config.target]
+    same, others = pin_controls.pins_of(lambda pin: pin.config.target == run.config.target)
     pin_controls.expired_notice()
     if not same:
         st.info(
