@@ -173,6 +173,16 @@ def notices() -> None:
 ERROR_KEY = "_pin_error"  # a rename that failed, said on the next draw
 
 
+def managed() -> None:
+    """The pins' expander: add one from its file, rename, download or delete each (every page's
+    pins tab has it)."""
+    with st.expander("Pinned runs: add from a file, rename, download, delete"):
+        upload()
+        store = session_store()
+        if store is not None:
+            manage(store, store.entries())
+
+
 def pins_of(belongs) -> tuple[dict[str, pins.Pin], list[str]]:
     """This session's pins that ``belongs(pin)`` keeps, by their numbered label ("2. name", the
     number the pin's place in the whole set), and the names of the others."""
@@ -212,6 +222,8 @@ def upload() -> None:
             log.exception("pin upload failed")
             done[file.file_id] = f"it cannot be read ({type(err).__name__})."
         publish()
+        if done[file.file_id] is None:
+            st.rerun()  # the figures above the box (a Pinned runs tab's) draw the pin at once
     error = done[file.file_id]
     if error:
         st.error(f"This file cannot be pinned: {plain(error)}")

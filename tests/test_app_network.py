@@ -17,7 +17,7 @@ import torch
 from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
-from app import network_run, network_targets, rbm_run, sources, state
+from app import network_run, network_targets, pins, rbm_run, sources, state
 from app.text import escape, plain, quote
 from app.views import network_graph
 from app.views.export import learned_functions
@@ -438,6 +438,22 @@ def test_a_network_run_is_pinned_and_its_ess_drawn_beside_later_runs(tmp_path, m
     assert any("No pinned runs of this network yet" in t for t in texts(at.info))
     assert any(t.endswith("compared on their own page: eps default.") for t in texts(at.caption))
     assert network_pins.same_network(entry.pin, at.session_state["_run"]) is False
+    assert pins.from_json(entry.pin.to_json().encode()) == entry.pin  # its file reads back
+    # the tab manages the pins as the Ising page's Compare does: this one deleted here
+    at.button(key=f"pin_delete_{entry.pin_id}").click().run()
+    healthy(at)
+    assert at.session_state[pin_store.STATE_KEY].entries() == []
+    assert not any("compared on their own page" in t for t in texts(at.caption))
+    # and added again from its file, on its own network's tab: drawn in that same page run
+    at.sidebar.selectbox(key="target").set_value("mn1").run()
+    at.session_state["network_view"] = "Pinned runs"
+    at.run()
+    at.file_uploader(key="pin_upload").upload("pin.json", entry.pin.to_json().encode(), "x/y")
+    at.run()
+    healthy(at)
+    (chart,) = at.get("plotly_chart")
+    names = [b["name"] for b in json.loads(chart.proto.spec)["data"]]
+    assert names[1:] == ["1. eps default"]
 
 
 def test_the_ising_compare_view_leaves_a_network_pin_to_its_own_page(tmp_path, monkeypatch):

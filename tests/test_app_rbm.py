@@ -252,16 +252,22 @@ def test_pinning_on_the_rbm_page_in_presentation_mode(tmp_path, monkeypatch):
     at.text_input(key="pin_name").input("eight by eight")
     at.button(key="pin_save").click().run()
     healthy(at)
-    assert any("Pinned" in str(s.value) for s in at.success)
+    assert [str(s.value) for s in at.success] == [
+        "Pinned “eight by eight”: see the Pinned runs tab."
+    ]
     at.session_state["rbm_view"] = "Pinned runs"
     at.run()
     healthy(at)
     rows = at.dataframe[0].value
     assert list(rows["run"].unique()) == ["1. eight by eight"] and len(rows) == len(SIX)
+    (pin_id,) = [e.pin_id for e in at.session_state[pin_store.STATE_KEY].entries()]
+    assert at.button(key=f"pin_delete_{pin_id}")  # managed on its own page
     at.sidebar.selectbox(key="target").set_value("ising").run()  # its pin on the Ising page
     at.session_state["view"] = "Compare"
     at.run()
     healthy(at)
+    captions = [str(c.value) for c in at.caption]
+    assert "Pins of other targets, compared on their own page: eight by eight." in captions
 
 
 def test_your_own_data_is_trained_on_and_then_sampled_like_a_shipped_model():

@@ -122,13 +122,9 @@ def _labels(entries) -> dict[str, str]:
 
 
 def render(run) -> None:
+    pin_controls.managed()
     store = pin_controls.session_store()
-    with st.expander("Pinned runs: add from a file, rename, download, delete"):
-        pin_controls.upload()
-        store = pin_controls.session_store()
-        entries = store.entries() if store is not None else []
-        if store is not None:
-            pin_controls.manage(store, entries)
+    entries = store.entries() if store is not None else []
     pin_controls.expired_notice()
     if not entries:
         st.info(

@@ -66,3 +66,4 @@ def render(run) -> None:
             + ", ".join(escape(n) for n in others)
             + "."
         )
+    pin_controls.managed()  # last: the figure stays whole on a lecture screen
