@@ -406,3 +406,22 @@ def test_the_collapse_table_prints_numbers_as_short_text():
     shown = view.collapse_table([row])[0]
     assert shown["ESS / N"] == "1e-4" and shown["ESS"] == "1" and shown["se of log Ẑ"] == "0.123"
     assert shown["log Ẑ − log Z"] == "—"  # not None
+
+
+def test_a_window_the_data_term_decides_says_why_nothing_collapses():
+    """A photo's saturated centre (the field at its cap of 50, as coffee.png and horse.png
+    give at the default resolution) weighs every draw the same: the tab says why, with the
+    window's field; a paper-like window (|α| about 1) gets no such sentence."""
+    from app.views import importance as view
+
+    saturated = IsingPosterior(torch.full((1, 9, 9), 50.0), 1.0, "free")
+    shown = view.compute(saturated, "field", 500, side=3, max_side=4, seed=0)
+    window, _ = view.centre_window(saturated, 3)
+    note = view.near_exact_note(shown.estimate, window, 1.0)
+    assert shown.estimate.ess_fraction > 0.999
+    assert note.startswith("Every draw weighs about the same here (Kish ESS 100.0% of N)")
+    assert "|α| from 50 to 50, against λ = 1)" in note
+    weak = posterior((9, 9), scale=1.0)
+    shown = view.compute(weak, "field", 500, side=3, max_side=4, seed=0)
+    assert shown.estimate.ess_fraction < view.NEAR_EXACT_ESS
+    assert view.near_exact_note(shown.estimate, view.centre_window(weak, 3)[0], 1.0) is None

@@ -153,6 +153,26 @@ def collapse_table(rows: list[CollapseRow]) -> list[dict]:
     ]
 
 
+# a Kish ESS this close to N: the draws weigh about the same, and nothing collapses to show
+NEAR_EXACT_ESS = 0.99
+
+
+def near_exact_note(estimate: ImportanceEstimate, window, lam: float) -> str | None:
+    """One sentence when the proposal is already about the posterior on ``window`` (a photo
+    whose centre the data term decides, such as a saturated background): else the tab shows a
+    perfect estimate and no collapse without saying why."""
+    if estimate.ess_fraction < NEAR_EXACT_ESS:
+        return None
+    field = window.alpha.abs()
+    return (
+        f"Every draw weighs about the same here (Kish ESS {estimate.ess_fraction:.1%} of N): "
+        f"on this window the data term decides each site (|α| from {field.min():.3g} to "
+        f"{field.max():.3g}, against λ = {lam:g}), so one coin per site is already close to "
+        "the posterior. The collapse shows where the data are weaker: a paper case, a lower μ, "
+        "or a photo whose centre is less certain."
+    )
+
+
 def render_run(run) -> None:
     """The Importance sampling tab: controls, then on request the estimate and the study."""
     import streamlit as st
@@ -211,6 +231,9 @@ def render_run(run) -> None:
                   delta_color="off", delta_arrow="off")  # fmt: skip
         st.metric("sd of log w", f"{est.log_w_sd:.2f}")
     st.caption(ESTIMATE_MEANING)
+    note = near_exact_note(est, centre_window(run.problem.target, params[2])[0], run.problem.lam)
+    if note:
+        st.info(note)
     exact = None if view.exact_p_plus is None else view.exact_p_plus.numpy()
     charts.show(
         figures.importance_marginals_figure(est.p_plus.numpy(), est.p_plus_se.numpy(), exact),
