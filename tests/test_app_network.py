@@ -454,6 +454,11 @@ def test_a_network_run_is_pinned_and_its_ess_drawn_beside_later_runs(tmp_path, m
     (chart,) = at.get("plotly_chart")
     names = [b["name"] for b in json.loads(chart.proto.spec)["data"]]
     assert names[1:] == ["1. eps default"]
+    (entry,) = at.session_state[pin_store.STATE_KEY].entries()
+    at.text_input(key=f"pin_rename_{entry.pin_id}").input("renamed")
+    at.button(key=f"pin_rename_go_{entry.pin_id}").click().run()
+    (chart,) = at.get("plotly_chart")  # a paused run: redrawn for the new name all the same
+    assert [b["name"] for b in json.loads(chart.proto.spec)["data"]][1:] == ["1. renamed"]
 
 
 def test_the_ising_compare_view_leaves_a_network_pin_to_its_own_page(tmp_path, monkeypatch):

@@ -45,9 +45,8 @@ def render(run) -> None:
     current = f"Current run (step {run.n_steps:,})"
     now = run.throttled("network-pin-now", lambda: pins.capture(run, "current run"), max_age_s=5.0)
     runs = {current: now, **same}
-    fig = run.throttled(
-        "network-pins", lambda: ess_figure(runs), (id(now), *(id(p) for p in same.values()))
-    )
+    shown = (id(now), *((label, pin.created) for label, pin in same.items()))
+    fig = run.throttled("network-pins", lambda: ess_figure(runs), shown)
     charts.show(fig, run, "network-pinned-ess")
     if run.comparison.phase == "burnin":
         st.caption("This run's ESS starts after burn-in: its bars read n/a until then.")

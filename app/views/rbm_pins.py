@@ -79,7 +79,7 @@ def render(run) -> None:
     fig = run.throttled(
         "rbm_pins",
         lambda: overlay_figure(rbm_mmd.curves_now(run), same, floor),
-        tuple(id(p) for p in same.values()),
+        tuple((label, pin.created) for label, pin in same.items()),  # a rename redraws
     )
     charts.show(fig, run, "rbm-pinned-mmd")
     if same:
