@@ -126,20 +126,12 @@ def render(run) -> None:
     store = pin_controls.session_store()
     entries = store.entries() if store is not None else []
     pin_controls.expired_notice()
-    if not entries:
-        st.info(
-            'No pinned runs yet. Name this run under "Pin this run" next to the Run button, '
-            "then pin another (another case, another λ) to compare them here. Pins are kept on "
-            "this server for 24 hours, under the pins parameter of this page's link."
-        )
-        return
-    labels = _labels(entries)
     # an RBM's or a network's pin is compared on its own page (its Pinned runs tab)
     kind = kind_of(run.config.target)
     others = [e.pin.name for e in entries if kind_of(e.pin.config.target) is not kind]
     labels = {
         pin_id: label
-        for (pin_id, label), e in zip(labels.items(), entries, strict=True)
+        for (pin_id, label), e in zip(_labels(entries).items(), entries, strict=True)
         if kind_of(e.pin.config.target) is kind
     }
     if others:
@@ -148,6 +140,14 @@ def render(run) -> None:
             + ", ".join(escape(n) for n in others)
             + "."
         )
+    if not labels:
+        st.info(
+            f"No pinned runs {'of this posterior ' if others else ''}yet. Name this run under "
+            '"Pin this run" next to the Run button, then pin another (another case, another λ) '
+            "to compare them here. Pins are kept on this server for 24 hours, under the pins "
+            "parameter of this page's link."
+        )
+        return
     current = f"Current run (step {run.n_steps:,})"
     options = [CURRENT, *labels]
     names = {CURRENT: current, **labels}
