@@ -24,7 +24,7 @@ from app.pin_allowance import Visitor
 from app.pin_store import PinStore
 from app.pins import PinError
 from app.target_kind import TargetKind, kind_of
-from app.text import plain, quote
+from app.text import escape, plain, quote
 from lsbcore.studies.figures import sampler_label
 
 log = logging.getLogger(__name__)
@@ -190,6 +190,16 @@ def pins_of(belongs) -> tuple[dict[str, pins.Pin], list[str]]:
     entries = store.entries() if store is not None else []
     kept = {f"{k}. {e.pin.name}": e.pin for k, e in enumerate(entries, start=1) if belongs(e.pin)}
     return kept, [e.pin.name for e in entries if not belongs(e.pin)]
+
+
+def others_caption(names: list[str], what: str = "targets") -> None:
+    """Name the pins a page's tab leaves to their own page (plain text: names are user text)."""
+    if names:
+        st.caption(
+            f"Pins of other {what}, compared on their own page: "
+            + ", ".join(escape(n) for n in names)
+            + "."
+        )
 
 
 def expired_notice() -> None:

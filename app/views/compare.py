@@ -134,12 +134,7 @@ def render(run) -> None:
         for (pin_id, label), e in zip(_labels(entries).items(), entries, strict=True)
         if kind_of(e.pin.config.target) is kind
     }
-    if others:
-        st.caption(
-            "Pins of other targets, compared on their own page: "
-            + ", ".join(escape(n) for n in others)
-            + "."
-        )
+    pin_controls.others_caption(others)
     if not labels:
         st.info(
             f"No pinned runs {'of this posterior ' if others else ''}yet. Name this run under "

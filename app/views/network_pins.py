@@ -15,7 +15,6 @@ import streamlit as st
 
 from app import charts, pin_controls, pins
 from app.pins import Pin
-from app.text import escape
 from app.views import compare
 from lsbcore.studies import figures
 
@@ -59,10 +58,5 @@ def render(run) -> None:
             st.caption("Every setting is the same in these runs.")
         st.markdown("**Summary per sampler**")
         st.dataframe(compare.summary_rows(runs), hide_index=True)
-    if others:
-        st.caption(
-            "Pins of other targets or networks, compared on their own page: "
-            + ", ".join(escape(n) for n in others)
-            + "."
-        )
+    pin_controls.others_caption(others, "targets or networks")
     pin_controls.managed()  # last: the figure stays whole on a lecture screen

@@ -14,7 +14,6 @@ import streamlit as st
 
 from app import charts, pin_controls
 from app.pins import Pin
-from app.text import escape
 from app.views import rbm_mmd
 from lsbcore.studies import figures
 
@@ -85,10 +84,5 @@ def render(run) -> None:
     if same:
         st.caption("Solid: this run. Dashed: the pinned runs, one dash each.")
         st.dataframe(summary_rows(same), hide_index=True)
-    if others:
-        st.caption(
-            "Pins of other targets, compared on their own page: "
-            + ", ".join(escape(n) for n in others)
-            + "."
-        )
+    pin_controls.others_caption(others)
     pin_controls.managed()  # last: the figure stays whole on a lecture screen
