@@ -189,6 +189,13 @@ TARGET_FIELDS = (
 )
 # The fields of the variable-selection target alone (a link carries them for it only)
 SELECTION_FIELDS = ("features", "informative", "data_seed")
+# The fields a Markov network's run reads (app/state.py, ``build_network_run``): the Ising
+# page's image, posterior, start and stop settings stay in the configuration for the way back,
+# but a network run does not depend on them.
+NETWORK_RUN_FIELDS = (
+    "target", "seed", "samplers", "chains", "burn_in", "steps", "thin", "lr", "optimizer",
+    "hidden", "device",
+)  # fmt: skip
 # Fields that define the samplers: changing one rebuilds the comparison.
 SAMPLER_FIELDS = (
     "samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device", "flow_steps",
@@ -228,6 +235,16 @@ LABELS = {
     "informative": "informative features",
     "data_seed": "data seed",
 }
+
+
+def network_settings(cfg: Config) -> dict:
+    """The settings a network run of ``cfg`` reads, as JSON values: ``NETWORK_RUN_FIELDS``,
+    ε for a preset network, and the synthetic data's for variable selection."""
+    names = list(NETWORK_RUN_FIELDS)
+    names += ["epsilon"] if cfg.target in network_targets.PRESETS else []
+    names += list(SELECTION_FIELDS) if cfg.target == selection_target.TARGET else []
+    values = cfg.as_dict()
+    return {name: values[name] for name in names}
 
 
 def source_defaults(source: str, case: int = 3, sample: str = DEFAULT_SAMPLE) -> dict:

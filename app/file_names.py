@@ -17,6 +17,9 @@ import json
 import re
 from pathlib import PurePosixPath, PureWindowsPath
 
+from app import network_targets
+from app.config import network_settings
+
 __all__ = [
     "UPLOAD_TITLE",
     "cut_at_word",
@@ -34,6 +37,7 @@ DIGEST_CHARS = 6  # hex characters of the settings' digest: 16.7 million values
 # Configuration fields that change no result: how often the page redraws the run
 NOT_RESULTS = ("speed",)
 FINGERPRINT = "photo_fingerprint"  # run.cache: (the uploaded bytes, their SHA-256)
+NETWORK_FINGERPRINT = "network_fingerprint"  # run.cache: an uploaded network's SHA-256
 
 
 def cut_at_word(words: str, limit: int, sep: str = "-") -> str:
@@ -66,10 +70,30 @@ def _photo_fingerprint(run) -> str | None:
     return held[1]
 
 
+def _network_fingerprint(run) -> str | None:
+    """SHA-256 of an uploaded network's scopes and tables (two files may share a name),
+    computed once per run; None for a preset or variable selection, named by the settings."""
+    if run.config.target != "uai":
+        return None
+    cache = getattr(run, "cache", {})
+    if NETWORK_FINGERPRINT not in cache:
+        graph, digest = run.problem.target, hashlib.sha256()
+        for scope, table in zip(graph.scopes, graph.log_tables, strict=True):
+            digest.update(repr(scope).encode())
+            digest.update(table.detach().cpu().double().numpy().tobytes())
+        cache[NETWORK_FINGERPRINT] = digest.hexdigest()
+    return cache[NETWORK_FINGERPRINT]
+
+
 def result_settings(run) -> dict:
     """Every setting that changes what ``run`` produces, as JSON values: the sidebar's
-    configuration (all but the redraw speed), the problem's name (an upload's file name), the
-    uploaded photo's fingerprint, and an object prompt's box, points and refits."""
+    configuration (all but the redraw speed; a network run's own fields only), the problem's
+    name (an upload's file name), the uploaded photo's or network's fingerprint, and an object
+    prompt's box, points and refits."""
+    if network_targets.is_network(run.config.target):
+        settings = {**network_settings(run.config), "problem": run.problem.name}
+        network = _network_fingerprint(run)
+        return settings if network is None else {**settings, "network": network}
     settings = {k: v for k, v in run.config.as_dict().items() if k not in NOT_RESULTS}
     settings["problem"] = run.problem.name
     photo = _photo_fingerprint(run)

@@ -35,6 +35,10 @@ WEIGHTS_SEEING = (
     "LSB 1's mixture of the four fixed functions: how much of each it uses, and how that share "
     "changes while it learns."
 )
+EXPORT_SEEING = (
+    "Everything to keep: the report, the traces, the learned functions and a link that reopens "
+    "this page."
+)
 BLOCKS_SEEING = (
     "A network trained once on random blocks proposes a whole k x k block of the grid at once: "
     "its guess beside the exact answer for the block, and how close it comes over every block."
@@ -165,8 +169,7 @@ ISING = Page(
         View(
             "Export",
             _later("export", "render"),
-            "Everything to keep: the report, the traces, the learned functions and a link that "
-            "reopens this page.",
+            EXPORT_SEEING,
             RESULTS,
         ),
         View(
@@ -279,15 +282,20 @@ NETWORK = Page(
             offered=network_run.draws_a_network,
         ),
         View(
+            "Export",
+            _later("export", "render"),
+            EXPORT_SEEING,
+        ),
+        View(
             "Pinned runs",
             _later("network_pins", "render"),
             "The ESS of earlier runs of this network, pinned, beside this run's: which "
             "settings (ε, chains, learning, samplers) mix the near-deterministic factors best.",
         ),
     ),
-    not_offered="The segmentation, pixels, proposal-map, exact-chain, tempering, annealing, "
-    "importance-sampling and export views are about the Ising posterior of an image, so a "
-    "network run does not offer them.",
+    not_offered="The segmentation, pixels, proposal-map, exact-chain, tempering, annealing and "
+    "importance-sampling views are about the Ising posterior of an image, so a network run "
+    "does not offer them.",
     left_out="they draw a Markov network's factors, which variable selection does not have.",
 )
 

@@ -1,6 +1,11 @@
-"""View 8, Export: the report (the experiment command's HTML), results (JSON, its schema),
-traces (gzip-compressed CSV), learned balancing functions (JSON, importable again as the
-"learned" sampler), the figures' format, and a link that reopens this configuration.
+"""The Export view of the Ising and network pages: the report (the experiment command's HTML),
+results (JSON, its schema), traces (gzip-compressed CSV), learned balancing functions (JSON,
+importable again as the "learned" sampler), the figures' format, and a link that reopens this
+configuration.
+
+A network run's files carry its own settings only (``config.network_settings``): the Ising
+page's settings it keeps for the way back would otherwise set a paper case's Table 2 beside a
+Markov network's ESS in its report.
 
 File names carry the problem, its key settings, the seed, a digest of every setting that changes
 the result and the date (``file_names.export_stem``), so two runs' files do not overwrite each
@@ -23,8 +28,9 @@ import streamlit as st
 
 import lsbcore
 from app import charts
-from app.config import Config, to_query_params
+from app.config import Config, network_settings, to_query_params
 from app.file_names import export_stem
+from app.network_run import is_network_run
 from app.page_state import EXPORT_TRACES
 from lsbcore import REGISTRY
 from lsbcore.cases import PAPER_CASES
@@ -75,13 +81,32 @@ def experiment_command(cfg: Config, out: str = "lsb-run") -> tuple[str | None, s
     return shlex.join([*argv, "--out", out]), ""
 
 
+# why a network run's report has no command line, and what comes closest
+NETWORK_COMMAND_NOTE = (
+    "No command line: the experiment command's Markov-network study (python -m lsbcore.experiment "
+    "--target markov-networks) runs the authors' protocol on MN 1 and MN 2 over seeds, not one "
+    "run of the dashboard's."
+)
+
+
+def run_config(run) -> dict:
+    """The configuration a run's report and results document give: every setting of an Ising
+    run, a network run's own (``config.network_settings``), and the problem's name."""
+    if is_network_run(run):
+        return {**network_settings(run.config), "problem": run.problem.name}
+    return {**run.config.as_dict(), "problem": run.problem.name}
+
+
 def report_html(run) -> str:
     """The experiment command's self-contained report for this run, with the command line
     that runs the same settings (or the sentence saying why none does)."""
-    command, reason = experiment_command(run.config, export_stem(run))
-    config = {**run.config.as_dict(), "problem": run.problem.name}
-    if run.config.source == "paper":  # the start setting is the photos'; a paper case's chains
-        config["start"] = "shared"  # share one start in the app
+    config = run_config(run)
+    if is_network_run(run):
+        command, reason = None, NETWORK_COMMAND_NOTE
+    else:
+        command, reason = experiment_command(run.config, export_stem(run))
+    if "start" in config and run.config.source == "paper":  # the start setting is the photos';
+        config["start"] = "shared"  # a paper case's chains share one start in the app
     if command:
         config["command"] = command
     else:
@@ -116,7 +141,7 @@ def share_link(cfg: Config, base_url: str | None = None) -> str:
 
 def results_json(run, max_lag: int = 500) -> str:
     """The results document of the experiment command (``lsbcore.studies.results``) for this run."""
-    config = {**run.config.as_dict(), "problem": run.problem.name}
+    config = run_config(run)
     with run.lock:
         burnin, mixing = run.phase_seconds()
         results = comparison_results(run.comparison, config, burnin, mixing, max_lag=max_lag)
@@ -176,6 +201,7 @@ def render(run) -> None:
         "config": to_query_params(run.config),
     }
     stem = export_stem(run)
+    network = is_network_run(run)
     st.markdown("**Report and data**")
     row = st.container(horizontal=True)
     row.download_button(
@@ -218,7 +244,8 @@ def render(run) -> None:
                 mime="application/json",
                 on_click="ignore",
                 key=f"download_{name}",
-                help=f"Import it again with the sampler '{importer}' to reuse it on another image.",
+                help=f"Import it again with the sampler '{importer}' to reuse it on another image"
+                + (" (on the Ising page)." if network else "."),
             )
     st.markdown("**Figures**")
     charts.figure_format()  # a valid value in Session State before the widget reads it
@@ -235,7 +262,11 @@ def render(run) -> None:
     base = getattr(st.context, "url", None)
     link = share_link(run.config, base)
     st.code(link, language=None, wrap_lines=True)
-    if run.config.source == "upload":
+    if network and run.config.target == "uai":
+        st.caption(
+            "The link carries the settings, not the uploaded network: upload its file again."
+        )
+    elif not network and run.config.source == "upload":
         st.caption("The link carries the settings, not the uploaded image: upload it again.")
     st.caption(
         "Opening the link restores every setting in the sidebar; the run itself starts afresh."
