@@ -189,13 +189,14 @@ TARGET_FIELDS = (
 )
 # The fields of the variable-selection target alone (a link carries them for it only)
 SELECTION_FIELDS = ("features", "informative", "data_seed")
-# The fields a Markov network's run reads (app/state.py, ``build_network_run``): the Ising
-# page's image, posterior, start and stop settings stay in the configuration for the way back,
-# but a network run does not depend on them.
-NETWORK_RUN_FIELDS = (
-    "target", "seed", "samplers", "chains", "burn_in", "steps", "thin", "lr", "optimizer",
-    "hidden", "device",
+# The fields an RBM's or a Markov network's run reads (app/state.py, ``build_rbm_run`` and
+# ``build_network_run``): the Ising page's image, posterior, start and stop settings stay in the
+# configuration for the way back, but these runs do not depend on them.
+RBM_RUN_FIELDS = (
+    "target", "seed", "samplers", "chains", "burn_in", "steps", "lr", "optimizer", "hidden",
+    "device",
 )  # fmt: skip
+NETWORK_RUN_FIELDS = (*RBM_RUN_FIELDS, "thin")  # a network run records traces
 # Fields that define the samplers: changing one rebuilds the comparison.
 SAMPLER_FIELDS = (
     "samplers", "chains", "start", "thin", "lr", "optimizer", "hidden", "device", "flow_steps",
@@ -237,10 +238,14 @@ LABELS = {
 }
 
 
-def network_settings(cfg: Config) -> dict:
-    """The settings a network run of ``cfg`` reads, as JSON values: ``NETWORK_RUN_FIELDS``,
-    ε for a preset network, and the synthetic data's for variable selection."""
-    names = list(NETWORK_RUN_FIELDS)
+def run_settings(cfg: Config) -> dict:
+    """The settings a run of ``cfg`` reads, as JSON values: every field for the Ising
+    posterior; ``RBM_RUN_FIELDS`` for an RBM; ``NETWORK_RUN_FIELDS`` for a network, with ε for
+    a preset and the synthetic data's for variable selection."""
+    kind = kind_of(cfg.target)
+    if kind is TargetKind.ISING:
+        return cfg.as_dict()
+    names = list(RBM_RUN_FIELDS if kind is TargetKind.RBM else NETWORK_RUN_FIELDS)
     names += ["epsilon"] if cfg.target in network_targets.PRESETS else []
     names += list(SELECTION_FIELDS) if cfg.target == selection_target.TARGET else []
     values = cfg.as_dict()

@@ -17,8 +17,7 @@ import json
 import re
 from pathlib import PurePosixPath, PureWindowsPath
 
-from app import network_targets
-from app.config import network_settings
+from app.config import run_settings
 
 __all__ = [
     "UPLOAD_TITLE",
@@ -37,7 +36,7 @@ DIGEST_CHARS = 6  # hex characters of the settings' digest: 16.7 million values
 # Configuration fields that change no result: how often the page redraws the run
 NOT_RESULTS = ("speed",)
 FINGERPRINT = "photo_fingerprint"  # run.cache: (the uploaded bytes, their SHA-256)
-NETWORK_FINGERPRINT = "network_fingerprint"  # run.cache: an uploaded network's SHA-256
+MODEL_FINGERPRINT = "model_fingerprint"  # run.cache: an uploaded network's or own RBM's SHA-256
 
 
 def cut_at_word(words: str, limit: int, sep: str = "-") -> str:
@@ -70,30 +69,38 @@ def _photo_fingerprint(run) -> str | None:
     return held[1]
 
 
-def _network_fingerprint(run) -> str | None:
-    """SHA-256 of an uploaded network's scopes and tables (two files may share a name),
-    computed once per run; None for a preset or variable selection, named by the settings."""
-    if run.config.target != "uai":
+def _model_fingerprint(run) -> str | None:
+    """SHA-256 of a model the user gave (an uploaded network's scopes and tables, their own
+    RBM's weights: two may share a name), computed once per run; None for a shipped model or a
+    preset, which the settings name."""
+    target = run.config.target
+    if target not in ("uai", "own"):
         return None
     cache = getattr(run, "cache", {})
-    if NETWORK_FINGERPRINT not in cache:
-        graph, digest = run.problem.target, hashlib.sha256()
-        for scope, table in zip(graph.scopes, graph.log_tables, strict=True):
-            digest.update(repr(scope).encode())
-            digest.update(table.detach().cpu().double().numpy().tobytes())
-        cache[NETWORK_FINGERPRINT] = digest.hexdigest()
-    return cache[NETWORK_FINGERPRINT]
+    if MODEL_FINGERPRINT not in cache:
+        model, digest = run.problem.target, hashlib.sha256()
+        if target == "uai":
+            parts = [(repr(scope).encode(), table) for scope, table in
+                     zip(model.scopes, model.log_tables, strict=True)]  # fmt: skip
+        else:
+            parts = [(b"", t) for t in (model.W, model.b_visible, model.b_hidden)]
+        for head, tensor in parts:
+            digest.update(head)
+            digest.update(tensor.detach().cpu().double().numpy().tobytes())
+        cache[MODEL_FINGERPRINT] = digest.hexdigest()
+    return cache[MODEL_FINGERPRINT]
 
 
 def result_settings(run) -> dict:
     """Every setting that changes what ``run`` produces, as JSON values: the sidebar's
-    configuration (all but the redraw speed; a network run's own fields only), the problem's
-    name (an upload's file name), the uploaded photo's or network's fingerprint, and an object
-    prompt's box, points and refits."""
-    if network_targets.is_network(run.config.target):
-        settings = {**network_settings(run.config), "problem": run.problem.name}
-        network = _network_fingerprint(run)
-        return settings if network is None else {**settings, "network": network}
+    configuration (all but the redraw speed; an RBM's or a network's run its own fields only,
+    ``config.run_settings``), the problem's name (an upload's file name), the fingerprint of an
+    uploaded photo, network or the user's own RBM, and an object prompt's box, points and
+    refits."""
+    if run.config.target != "ising":
+        settings = {**run_settings(run.config), "problem": run.problem.name}
+        model = _model_fingerprint(run)
+        return settings if model is None else {**settings, "model": model}
     settings = {k: v for k, v in run.config.as_dict().items() if k not in NOT_RESULTS}
     settings["problem"] = run.problem.name
     photo = _photo_fingerprint(run)

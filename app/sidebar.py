@@ -819,6 +819,16 @@ def _run_settings(sb, source: str, notes: dict[str, str], speed_here: bool) -> N
             "with split R-hat above 1.01 across the chains (Segmentation tab). Run again to "
             "keep refining.",
         )
+    if kind is not TargetKind.ISING:  # the Ising page's seed sits with its posterior (the noise)
+        _number(
+            sb,
+            "Seed",
+            "seed",
+            "Seeds the shared random start and each sampler's random numbers"
+            + (" (and the network's drawing)" if kind is TargetKind.NETWORK else "")
+            + ": the same seed gives the same run.",
+            1,
+        )
     if "thin" in notes:
         sb.caption(notes["thin"])
     if kind is not TargetKind.RBM:  # an RBM run keeps no traces, only its MMD checkpoints

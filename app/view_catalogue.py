@@ -36,8 +36,8 @@ WEIGHTS_SEEING = (
     "changes while it learns."
 )
 EXPORT_SEEING = (
-    "Everything to keep: the report, the traces, the learned functions and a link that reopens "
-    "this page."
+    "Everything to keep: the results, the data behind the charts, the learned functions and a "
+    "link that reopens this page."
 )
 BLOCKS_SEEING = (
     "A network trained once on random blocks proposes a whole k x k block of the grid at once: "
@@ -220,6 +220,7 @@ RBM = Page(
             "How often each sampler's proposals are accepted, and how many pixels a chain "
             "changes per step.",
         ),
+        View("Export", _later("rbm_export", "render"), EXPORT_SEEING),
         View(
             "Pinned runs",
             _later("rbm_pins", "render"),
@@ -227,9 +228,9 @@ RBM = Page(
             "settings reach the exact samples' level sooner.",
         ),
     ),
-    not_offered="The segmentation, posterior, proposal-map, exact-chain, tempering, annealing, "
-    "importance-sampling and export views are about the Ising posterior of an image, so an RBM "
-    "run does not offer them.",
+    not_offered="The segmentation, posterior, proposal-map, exact-chain, tempering, annealing "
+    "and importance-sampling views are about the Ising posterior of an image, so an RBM run "
+    "does not offer them.",
 )
 
 # A network has no image and no lattice of pixels: the views about the Ising posterior of an

@@ -77,11 +77,11 @@ def test_the_export_tab_offers_the_report_results_and_learned_functions(mn1):
     assert traces and f"at step {run.n_steps:,}" in traces[0], traces
 
 
-def test_the_results_carry_the_network_settings_and_every_sampler(mn1):
+def test_the_results_carry_the_run_settings_and_every_sampler(mn1):
     _, run = mn1
     results = json.loads(export.results_json(run))
     config = results["config"]
-    own = cfgmod.network_settings(run.config)
+    own = cfgmod.run_settings(run.config)
     assert {k: config[k] for k in own} == own and config["problem"] == "MN 1"
     assert own["epsilon"] == run.config.epsilon and own["chains"] == 3
     for ising in ("lam", "mu", "sigma", "case", "source", "sample", "size", "start"):
@@ -127,7 +127,7 @@ def test_the_link_reopens_the_network_run(mn1):
     params = dict(parse_qsl(urlsplit(link).query))
     back, warnings = cfgmod.from_query_params(params, sources.sample_names())
     assert warnings == []
-    assert cfgmod.network_settings(back) == cfgmod.network_settings(run.config)
+    assert cfgmod.run_settings(back) == cfgmod.run_settings(run.config)
 
 
 def network_run(target: str = "mn1", name: str = "MN 1", graph=None, **changes):
@@ -175,7 +175,7 @@ def test_two_uploads_of_one_name_get_different_file_names():
 
 def test_variable_selection_files_carry_its_data_settings():
     run = network_run(target="vs", name="variable selection")
-    settings = cfgmod.network_settings(run.config)
+    settings = cfgmod.run_settings(run.config)
     assert {"features", "informative", "data_seed"} <= set(settings)
     assert "epsilon" not in settings
     base = export_stem(run, DAY)

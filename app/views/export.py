@@ -3,7 +3,7 @@ results (JSON, its schema), traces (gzip-compressed CSV), learned balancing func
 importable again as the "learned" sampler), the figures' format, and a link that reopens this
 configuration.
 
-A network run's files carry its own settings only (``config.network_settings``): the Ising
+A network run's files carry its own settings only (``config.run_settings``): the Ising
 page's settings it keeps for the way back would otherwise set a paper case's Table 2 beside a
 Markov network's ESS in its report.
 
@@ -28,7 +28,7 @@ import streamlit as st
 
 import lsbcore
 from app import charts
-from app.config import Config, network_settings, to_query_params
+from app.config import Config, run_settings, to_query_params
 from app.file_names import export_stem
 from app.network_run import is_network_run
 from app.page_state import EXPORT_TRACES
@@ -90,11 +90,10 @@ NETWORK_COMMAND_NOTE = (
 
 
 def run_config(run) -> dict:
-    """The configuration a run's report and results document give: every setting of an Ising
-    run, a network run's own (``config.network_settings``), and the problem's name."""
-    if is_network_run(run):
-        return {**network_settings(run.config), "problem": run.problem.name}
-    return {**run.config.as_dict(), "problem": run.problem.name}
+    """The configuration a run's report and results document give: the settings the run reads
+    (``config.run_settings``: every one of an Ising run, a network run's own) and the problem's
+    name."""
+    return {**run_settings(run.config), "problem": run.problem.name}
 
 
 def report_html(run) -> str:
@@ -247,6 +246,19 @@ def render(run) -> None:
                 help=f"Import it again with the sampler '{importer}' to reuse it on another image"
                 + (" (on the Ising page)." if network else "."),
             )
+    figures_and_link(run, stem)
+
+
+# what a link cannot carry, by the target that needs it, and where it comes from again
+NOT_IN_LINK = {
+    "uai": "The link carries the settings, not the uploaded network: upload its file again.",
+    "own": "The link carries the settings, not your own model: upload its data again to train it.",
+}
+
+
+def figures_and_link(run, stem: str) -> None:
+    """Every Export tab's end: the charts' download format, and the link that reopens this
+    configuration with what it cannot carry said."""
     st.markdown("**Figures**")
     charts.figure_format()  # a valid value in Session State before the widget reads it
     st.radio(
@@ -262,11 +274,10 @@ def render(run) -> None:
     base = getattr(st.context, "url", None)
     link = share_link(run.config, base)
     st.code(link, language=None, wrap_lines=True)
-    if network and run.config.target == "uai":
-        st.caption(
-            "The link carries the settings, not the uploaded network: upload its file again."
-        )
-    elif not network and run.config.source == "upload":
+    cfg = run.config
+    if cfg.target in NOT_IN_LINK:
+        st.caption(NOT_IN_LINK[cfg.target])
+    elif cfg.target == "ising" and cfg.source == "upload":
         st.caption("The link carries the settings, not the uploaded image: upload it again.")
     st.caption(
         "Opening the link restores every setting in the sidebar; the run itself starts afresh."
