@@ -222,6 +222,28 @@ def test_the_few_eigenvalue_path_gives_the_dense_answer(name, monkeypatch):
     assert few == pytest.approx(exact_chain.spectral_gap(p, pi), abs=1e-10)
 
 
+def test_an_arpack_failure_falls_back_to_the_dense_answer(monkeypatch):
+    """ARPACK can stop with its error 3 ("no shifts could be applied") on a saturated window,
+    whose P is near nilpotent: seen on the horse sample's 3 x 3 window after a 3 x 4 one, in
+    the app's Exact chain tab. The gap then comes from the dense solve."""
+    from scipy.sparse import linalg as sparse_linalg
+
+    from lsbcore.exact import spectrum
+
+    target = random_mrf(10, seed=3)
+    pi = exact_chain.exact_distribution(target)
+    p = exact_chain.transition_matrix(target, "sqrt")
+    monkeypatch.setattr(spectrum, "DENSE_STATES", 10**9)
+    dense = exact_chain.spectral_gap(p, pi)
+    monkeypatch.setattr(spectrum, "DENSE_STATES", 256)
+
+    def fails(m, symmetric):
+        raise sparse_linalg.ArpackError(3)
+
+    monkeypatch.setattr(spectrum, "_extreme_moduli", fails)
+    assert exact_chain.spectral_gap(p, pi) == pytest.approx(dense, abs=1e-12)
+
+
 def test_a_reducible_chain_has_gap_zero_and_infinite_relaxation_time():
     p = np.eye(4)
     pi = np.full(4, 0.25)
@@ -333,9 +355,40 @@ def test_comparison_rows_agree_with_the_pieces():
         np.testing.assert_allclose(row["tv"], exact_chain.tv_curve(p, pi, 0, 30), rtol=1e-12)
         assert row["tv_final"] == row["tv"][-1]
         assert row["invariance_error"] < 1e-12
+        m = row["mixing_steps"]  # the first step at which TV is at most 1/4
+        assert m is not None and row["tv"][m] <= 0.25 and (m == 0 or row["tv"][m - 1] > 0.25)
     sweep = rows[-1]
     assert sweep["relaxation_site_updates"] == pytest.approx(9 * sweep["relaxation_time"])
     assert rows[0]["relaxation_site_updates"] == rows[0]["relaxation_time"]
+
+
+def test_the_mixing_time_is_the_first_step_at_or_below_the_threshold():
+    assert exact_chain.mixing_time(np.array([1.0, 0.5, 0.25, 0.1])) == 2
+    assert exact_chain.mixing_time(np.array([0.2, 0.1])) == 0
+    assert exact_chain.mixing_time(np.array([1.0, 0.3])) is None
+    assert exact_chain.mixing_time(np.array([1.0, 0.3, 0.05]), threshold=0.01) is None
+
+
+def test_a_strong_field_mixes_in_one_step_per_flip_whatever_the_gap():
+    """alpha = 25 everywhere on 3 x 3: the posterior is almost all on the all-(+1) state, nine
+    flips from the least likely start. t/(1+t)'s and min(1,t)'s gap is 1 to rounding
+    (relaxation time 1 step), yet no single-site sampler gets TV below 1/4 in fewer than 9
+    steps (before step 9 it cannot be at the mode, which holds nearly all the mass), and these
+    two take exactly 9: each step flips one of the sites still wrong. The view says why."""
+    from app.views import exact_chain as view
+
+    target = IsingPosterior(torch.full((3, 3), 25.0), 0.5, "free")
+    names = ["barker", "min", "sqrt", "gibbs"]
+    shown = view.exact_view(target, names, steps=60)
+    rows = {row["name"]: row for row in shown.rows}
+    for name in ("barker", "min"):
+        assert rows[name]["gap"] == pytest.approx(1.0, abs=1e-9)
+        assert rows[name]["mixing_steps"] == 9
+    assert all(row["mixing_steps"] >= 9 for row in rows.values())
+    assert "9 flips away" in shown.note and "holds all but 1e-" in shown.note
+    assert "t/(1+t): 9 steps" in shown.note and "min(1,t): 9 steps" in shown.note
+    assert "Gibbs" not in shown.note  # 30 steps, but its relaxation time is 9
+    assert view.exact_view(ising("free"), names, steps=60).note == ""  # a mild field
 
 
 def test_tv_figure_draws_one_log_scale_line_per_sampler():
@@ -435,9 +488,12 @@ def test_the_exact_table_prints_no_float_noise():
             "relaxation_time": 15.123,
             "relaxation_site_updates": 32123.4,
             "tv_final": 6e-16,
+            "tv": np.zeros(201),
+            "mixing_steps": None,
         }
     ]
     shown = view.table(rows)[0]
+    assert shown["steps to TV ≤ 1/4"] == "> 200"  # not within the curve
     assert shown["TV after the last step"] == "< 1e-12"  # once 0.0000000000000006
     assert shown["spectral gap"] == "0.0661"
     assert shown["relaxation time (site updates)"] == "32,100"

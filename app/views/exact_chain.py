@@ -25,6 +25,13 @@ GAP_MEANING = (
 )
 
 
+START_CAPTION = (
+    "Start: a point mass at the least likely state. A checkerboard step is a sweep of every "
+    "site; compare it with the others in site updates. Steps to TV ≤ 1/4: the mixing time "
+    "from that start."
+)
+
+
 @dataclass(frozen=True)
 class ExactView:
     """What the view draws: the table rows, the figure, and a note (or only a message)."""
@@ -32,6 +39,7 @@ class ExactView:
     rows: list[dict]
     figure: go.Figure | None
     message: str = ""
+    note: str = ""  # why a start takes many relaxation times (``start_note``), if it does
 
 
 def exact_names(names, balancings: dict | None = None) -> list[str]:
@@ -61,10 +69,54 @@ def table(rows: list[dict]) -> list[dict]:
             "spectral gap": number_text(row["gap"], floor=TV_FLOOR),
             "relaxation time (steps)": number_text(row["relaxation_time"]),
             "relaxation time (site updates)": number_text(row["relaxation_site_updates"]),
+            "steps to TV ≤ 1/4": _mixing_text(row),
             "TV after the last step": number_text(row["tv_final"], floor=TV_FLOOR),
         }
         for row in rows
     ]
+
+
+def _mixing_text(row: dict) -> str:
+    steps = row["mixing_steps"]
+    return f"> {len(row['tv']) - 1:,}" if steps is None else f"{steps:,}"
+
+
+# a start is "slow" when its distance takes this many relaxation times to fall below 1/4
+SLOW_START = 4.0
+
+
+def start_note(target, rows: list[dict]) -> str:
+    """A sentence when some sampler's distance from the least likely state takes many times its
+    relaxation time to fall below 1/4 (a strong field: a gap near 1, yet 9 steps on 3 x 3), and
+    why: the gap is the long-run rate near the target, and a sampler first has to walk from the
+    start to where the mass is, a step per site it flips. Empty otherwise."""
+    slow = [
+        row
+        for row in rows
+        if row["mixing_steps"] is not None
+        and row["mixing_steps"] >= SLOW_START * row["relaxation_time"]
+    ]
+    if not slow:
+        return ""
+    pi = exact.exact_distribution(target)
+    states = exact.all_states(target.n_sites)
+    start, mode = int(np.argmin(pi)), int(np.argmax(pi))
+    flips = int((states[start] != states[mode]).sum())
+    # "100%" would hide how near 1 it is: the rest of a saturated window's mass is 1e-20 or so
+    rest = float(np.delete(pi, mode).sum())  # not 1 - pi[mode], which rounds to 0
+    share = f"{1 - rest:.0%} of the mass" if rest > 0.005 else f"all but {rest:.1g} of the mass"
+    listed = "; ".join(
+        f"{label(row['name'])}: {row['mixing_steps']:,} steps, relaxation time "
+        f"{number_text(row['relaxation_time'])}"
+        for row in slow
+    )
+    return (
+        f"From the least likely state the distance falls below 1/4 far later than the "
+        f"relaxation time suggests ({listed}). The gap is the rate once the chain is near the "
+        f"target; from this start it first has to get there: the likeliest state holds "
+        f"{share} and is {flips} flips away, and a sampler that flips one "
+        "site a step needs at least one step per flip."
+    )
 
 
 def exact_view(target, names, steps: int = 200, start="least likely", balancings=None):
@@ -84,7 +136,7 @@ def exact_view(target, names, steps: int = 200, start="least likely", balancings
         return ExactView([], None, "Choose at least one sampler to compare.")
     rows = exact.compare_samplers(target, names, steps, start, balancings)
     curves = {row["name"]: row["tv"] for row in rows}
-    return ExactView(rows, figures.exact_tv_figure(curves))
+    return ExactView(rows, figures.exact_tv_figure(curves), note=start_note(target, rows))
 
 
 def render(target, names, balancings: dict | None = None, steps: int = 200) -> None:
@@ -101,10 +153,9 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
     if target.batch > 1:
         st.caption("Each chain has its own field here; this is the chain of chain 0.")
     st.dataframe(table(view.rows), hide_index=True)
-    st.caption(
-        "Start: a point mass at the least likely state. A checkerboard step is a sweep of "
-        "every site; compare it with the others in site updates."
-    )
+    st.caption(START_CAPTION)
+    if view.note:
+        st.caption(view.note)
     st.plotly_chart(view.figure, config={"displayModeBar": False})
 
 
@@ -253,10 +304,9 @@ def render_run(run) -> None:
     )
     st.caption(GAP_MEANING)
     st.dataframe(table(view.rows), hide_index=True)
-    st.caption(
-        "Start: a point mass at the least likely state. A checkerboard step is a sweep of "
-        "every site; compare it with the others in site updates."
-    )
+    st.caption(START_CAPTION)
+    if view.note:
+        st.caption(view.note)
     charts.show(view.figure, run, "exact-chain-tv")
     if sweep is not None:
         lams, curves, used = sweep

@@ -2,7 +2,7 @@
 full transition matrix, and what it says about convergence (spectral gap, TV against steps)."""
 
 from lsbcore.exact.compare import compare_samplers, relaxation_along
-from lsbcore.exact.distance import STARTS, start_distribution, tv_curve
+from lsbcore.exact.distance import MIXING_TV, STARTS, mixing_time, start_distribution, tv_curve
 from lsbcore.exact.spectrum import (
     is_reversible,
     relaxation_time,
@@ -27,6 +27,7 @@ from lsbcore.exact.transition import (
 
 __all__ = [
     "MAX_SITES",
+    "MIXING_TV",
     "STARTS",
     "all_states",
     "block_update_matrix",
@@ -36,6 +37,7 @@ __all__ = [
     "exact_distribution",
     "flip_matrix",
     "is_reversible",
+    "mixing_time",
     "relaxation_time",
     "second_eigenvalue_modulus",
     "spectral_gap",

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from lsbcore.balancing.functions import Balancing
-from lsbcore.exact.distance import tv_curve
+from lsbcore.exact.distance import mixing_time, tv_curve
 from lsbcore.exact.spectrum import relaxation_time, spectral_gap
 from lsbcore.exact.states import check_target, exact_distribution
 from lsbcore.exact.transition import step_law
@@ -31,7 +31,9 @@ def compare_samplers(
     sampler's steps), ``relaxation_site_updates`` (the same counted in site updates: the
     sampler's ``sites_per_step`` per step; a checkerboard step updates every site, a block
     Gibbs step ``k``), ``tv_final`` (``TV(pi, v P^steps)``), ``tv``
-    (the curve, ``[steps + 1]``) and ``invariance_error`` (``max |pi P - pi|``, a check).
+    (the curve, ``[steps + 1]``), ``mixing_steps`` (the first step with TV at most 1/4 from
+    ``start``, None when not within ``steps``) and ``invariance_error`` (``max |pi P - pi|``, a
+    check).
     ``balancings`` gives learned samplers their current function (see ``transition_matrix``),
     ``options`` a sampler its registry options (``{"block-gibbs": {"block_size": 3}}``).
     """
@@ -52,6 +54,7 @@ def compare_samplers(
                 "relaxation_site_updates": relaxation_time(gap) * sites,
                 "tv_final": float(curve[-1]),
                 "tv": curve,
+                "mixing_steps": mixing_time(curve),
                 "invariance_error": float(np.abs(pi @ p - pi).max()),
             }
         )

@@ -10,6 +10,8 @@ import numpy as np
 
 #: Start laws ``start_distribution`` understands besides a state code or a vector.
 STARTS = ("uniform", "least likely")
+#: The usual threshold of the mixing time: the first step at which TV is at most 1/4.
+MIXING_TV = 0.25
 
 
 def start_distribution(start, pi: np.ndarray) -> np.ndarray:
@@ -45,3 +47,12 @@ def tv_curve(p: np.ndarray, pi: np.ndarray, start="uniform", steps: int = 100) -
         out[t] = 0.5 * np.abs(v - pi).sum()
         v = v @ p
     return out
+
+
+def mixing_time(curve: np.ndarray, threshold: float = MIXING_TV) -> int | None:
+    """The first step ``t`` with ``curve[t] <= threshold`` (``tv_curve``'s answer; None when
+    the curve never gets there). Unlike the relaxation time (the long-run rate), it counts the
+    steps from this start: a single-site sampler needs at least as many as the sites its start
+    differs in from where the target's mass is, whatever its gap."""
+    below = np.flatnonzero(np.asarray(curve) <= threshold)
+    return int(below[0]) if below.size else None

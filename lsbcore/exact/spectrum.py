@@ -56,8 +56,8 @@ def second_eigenvalue_modulus(p: np.ndarray, pi: np.ndarray) -> float:
     if len(p) > DENSE_STATES:
         try:
             return _extreme_moduli(m, reversible)
-        except sparse_linalg.ArpackNoConvergence:
-            pass  # rare: the dense solve below is exact, only slower
+        except sparse_linalg.ArpackError:  # no convergence, or ARPACK's error 3 ("no shifts
+            pass  # could be applied") on a near-nilpotent P: the dense solve is exact, slower
     eigenvalues = np.linalg.eigvalsh(m) if reversible else np.linalg.eigvals(m)
     return float(np.sort(np.abs(eigenvalues))[-2])  # the largest is the stationary 1
 
