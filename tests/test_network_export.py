@@ -125,9 +125,11 @@ def test_the_link_reopens_the_network_run(mn1):
     at, run = mn1
     (link,) = [str(c.value) for c in at.code if "target=mn1" in str(c.value)]
     params = dict(parse_qsl(urlsplit(link).query))
+    assert set(params) == {*cfgmod.run_settings(run.config), "speed"}  # no lam, case, size...
     back, warnings = cfgmod.from_query_params(params, sources.sample_names())
     assert warnings == []
     assert cfgmod.run_settings(back) == cfgmod.run_settings(run.config)
+    assert back.speed == run.config.speed
 
 
 def network_run(target: str = "mn1", name: str = "MN 1", graph=None, **changes):

@@ -15,13 +15,14 @@ import json
 import shlex
 from dataclasses import replace
 from types import SimpleNamespace
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import torch
 from app_support import open_app, stop_runs_fixture  # noqa: F401  (autouse)
 
 from app import config as cfgmod
-from app import rbm_run, state
+from app import rbm_run, sources, state
 from app.file_names import export_stem
 from app.views import rbm_export
 from lsbcore import load_balancing
@@ -65,7 +66,11 @@ def test_the_export_tab_offers_results_curves_learned_functions_and_the_command(
     assert labels == ["Results (JSON)", "MMD curves (CSV)", "LSB 1 (JSON)", "FLSB 2 (JSON)"]
     codes = [str(c.value) for c in at.code]
     assert codes[0] == rbm_export.rbm_command(run.config, export_stem(run))[0]
-    assert any("target=digits-8x8" in c for c in codes[1:])  # the link
+    (link,) = [c for c in codes[1:] if "target=digits-8x8" in c]
+    params = dict(parse_qsl(urlsplit(link).query))
+    assert set(params) == {*cfgmod.run_settings(run.config), "speed"}  # the RBM run's own
+    back, warnings = cfgmod.from_query_params(params, sources.sample_names())
+    assert warnings == [] and cfgmod.run_settings(back) == cfgmod.run_settings(run.config)
     not_offered = [str(c.value) for c in at.caption if "Ising posterior" in str(c.value)]
     assert not_offered and not any("export" in c for c in not_offered)
 

@@ -132,8 +132,14 @@ def learned_functions(samplers: dict, meta: dict | None = None) -> dict[str, str
 
 
 def share_link(cfg: Config, base_url: str | None = None) -> str:
-    """A URL (relative without ``base_url``) whose query parameters reopen ``cfg``."""
-    query = urlencode(to_query_params(cfg), safe=",")
+    """A URL (relative without ``base_url``) whose query parameters reopen ``cfg``: an RBM's
+    or a network's run by its own settings and the speed (the Ising page's, kept in this
+    session for the way back, are not the link's to pass on)."""
+    params = to_query_params(cfg)
+    if cfg.target != "ising":
+        own = {*run_settings(cfg), "speed"}
+        params = {key: value for key, value in params.items() if key in own}
+    query = urlencode(params, safe=",")
     base = (base_url or "").split("?")[0].split("#")[0]
     return f"{base}?{query}"
 
