@@ -143,8 +143,9 @@ def test_the_command_is_refused_in_a_sentence_where_it_cannot_rerun_the_run():
     base = replace(cfgmod.defaults_for(target="digits-16x16"), samplers=("barker", "lsb2"))
     command, reason = rbm_export.rbm_command(base)
     assert reason == "" and "--model digits-16x16 --samplers barker,lsb2" in command
+    own, _ = rbm_export.rbm_command(replace(base, target="own"), "out", 400, "mine.npz")
+    assert "--model mine.npz" in own and own.endswith("--truth-steps 400 --out out")
     refusals = {
-        "your own model": replace(base, target="own"),
         "at least 2 chains": replace(base, chains=1),
         "at least 4 steps": replace(base, steps=3),
         "LSB 2 width is 10": replace(base, hidden=12),
@@ -155,6 +156,31 @@ def test_the_command_is_refused_in_a_sentence_where_it_cannot_rerun_the_run():
     # the width matters only to a sampler that has one
     command, _ = rbm_export.rbm_command(replace(base, hidden=12, samplers=("barker", "lsb1")))
     assert command is not None
+
+
+def test_the_command_reruns_your_own_model_from_its_file(tmp_path):
+    """Your own model (here a random one, as the RBM page holds a trained one): its ``.npz``
+    from the tab, and the command with the ground truth's length the page used (a shorter one
+    for a large model; all 10,000 sweeps for this small one), reach the page's log10 MMD."""
+    cfg = replace(cfgmod.defaults_for(target="own"), samplers=("barker", "lsb1"), chains=3,
+                  burn_in=5, steps=10, seed=2)  # fmt: skip
+    run, _ = state.build_rbm_run(cfg, RBM.random(20, 6, seed=4), "your model")
+    try:
+        state.advance(run, 30.0, max_steps=15)
+        with run.lock:
+            rbm_run.checkpoint(run, force=True)
+        stem = str(tmp_path / "mine")
+        (tmp_path / "mine-model.npz").write_bytes(rbm_export.model_file(run))
+        command, reason = rbm_export._command(run, stem)
+        assert reason == "" and f"--model {stem}-model.npz" in command
+        assert experiment([*shlex.split(command)[3:], "--checkpoints", "3", "--quiet"]) == 0
+        results = json.loads((tmp_path / "mine" / "results.json").read_text())
+        for label, figures in results["runs"][0]["samplers"].items():
+            ours = run.comparison.curve(label)
+            assert figures["curve"]["step"][-1] == ours["step"][-1] == 15
+            assert figures["curve"]["log_mmd"][-1] == pytest.approx(ours["log_mmd"][-1], abs=1e-12)
+    finally:
+        state._pause_all_runs()
 
 
 def rbm_run_of(target="digits-8x8", name="digits 8 × 8", model=None, **changes):

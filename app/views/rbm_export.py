@@ -1,12 +1,13 @@
 """The RBM page's Export view: the run's results (JSON: its settings, and per sampler the MMD
 checkpoints, acceptance, hop distance, evaluations and seconds, with the noise floor), the MMD
-curves (CSV), the learned balancing functions (JSON, importable on the Ising page), the
-experiment command that reruns it, the figures' format and the link.
+curves (CSV), your own model (``.npz``), the learned balancing functions (JSON, importable on the
+Ising page), the experiment command that reruns it, the figures' format and the link.
 
 The RBM experiment command (``python -m lsbcore.experiment --target rbm-digits``) draws the
-same start and the same sampler streams from the seed as the page's run, so on a shipped model,
-with the command's options, it reproduces the run's chains exactly (tested: equal log-MMD at the
-same step); its checkpoints are on its own log grid of steps. Files are built when a button is
+same start and the same sampler streams from the seed as the page's run, so with the command's
+options it reproduces the run's chains exactly (tested: equal log-MMD at the same step), on a
+shipped model or on your own (its ``.npz``, offered here, and its ground truth's length); its
+checkpoints are on its own log grid of steps. Files are built when a button is
 clicked, under the run's lock (the noise floor, seconds of exact Gibbs sampling when the MMD tab
 has not computed it, outside it).
 """
@@ -26,20 +27,19 @@ from app import rbm_targets
 from app.config import Config, run_settings
 from app.file_names import export_stem
 from app.views.export import figures_and_link
+from lsbcore.rbm.ground_truth import TRUTH_STEPS
 from lsbcore.studies.results import describe_device, json_safe, versions
 
 CSV_COLUMNS = ("sampler", "step", "phase", "target_evals", "seconds", "log10_mmd")
 DEFAULT_HIDDEN = 10  # the width the command's LSB 2 and FLSB 2 use (it has no option for it)
 
 
-def rbm_command(cfg: Config, out: str = "lsb-rbm") -> tuple[str | None, str]:
+def rbm_command(
+    cfg: Config, out: str = "lsb-rbm", truth_steps: int = TRUTH_STEPS, model: str = "model.npz"
+) -> tuple[str | None, str]:
     """``(command, "")``: the ``python -m lsbcore.experiment --target rbm-digits`` line that
-    reruns this run's chains, or ``(None, reason)`` when the command cannot express it."""
-    if cfg.target not in rbm_targets.SHIPPED:
-        return None, (
-            "No command line: your own model lives in this session only; the experiment command "
-            "runs the shipped digits models (--model digits-8x8 or digits-16x16) or an .npz file."
-        )
+    reruns this run's chains (on your own model: its file ``model``, the Model download, with
+    the ground truth's ``truth_steps``), or ``(None, reason)`` when the command cannot."""
     if cfg.chains < 2:
         return None, "No command line: the experiment command runs at least 2 chains."
     if cfg.steps < 4:
@@ -49,11 +49,28 @@ def rbm_command(cfg: Config, out: str = "lsb-rbm") -> tuple[str | None, str]:
             f"No command line: the experiment command's LSB 2 width is {DEFAULT_HIDDEN}, and "
             f"this run's is {cfg.hidden}."
         )
-    argv = ["python", "-m", "lsbcore.experiment", "--target", "rbm-digits", "--model", cfg.target]
+    shipped = cfg.target in rbm_targets.SHIPPED
+    argv = ["python", "-m", "lsbcore.experiment", "--target", "rbm-digits"]
+    argv += ["--model", cfg.target if shipped else model]
     argv += ["--samplers", ",".join(cfg.samplers), "--chains", str(cfg.chains)]
     argv += ["--burn-in", str(cfg.burn_in), "--steps", str(cfg.steps), "--seed", str(cfg.seed)]
     argv += ["--lr", f"{cfg.lr:g}", "--optimizer", cfg.optimizer]
+    # a large own model's truth is drawn shorter, to be ready within seconds (build_rbm_run)
+    argv += ["--truth-steps", str(truth_steps)] if truth_steps != TRUTH_STEPS else []
     return shlex.join([*argv, "--out", out]), ""
+
+
+def model_file(run) -> bytes:
+    """Your own model as the ``.npz`` the experiment command's ``--model`` reads."""
+    from lsbcore.rbm.models import model_arrays, npz_bytes
+
+    meta = {"problem": run.problem.name, "made_by": "LSB Explorer"}
+    return npz_bytes(model_arrays(run.problem.target, meta))
+
+
+def _command(run, stem: str) -> tuple[str | None, str]:
+    """This run's command line, its own model's file named as the page offers it."""
+    return rbm_command(run.config, stem, run.comparison.truth_steps, f"{stem}-model.npz")
 
 
 def _takes_hidden(label: str) -> bool:
@@ -75,7 +92,7 @@ def results(run) -> dict:
 
     floor = _floor(run)
     comparison = run.comparison
-    command, reason = rbm_command(run.config, export_stem(run))
+    command, reason = _command(run, export_stem(run))
     config = {**run_settings(run.config), "problem": run.problem.name}
     config["model_description"] = comparison.rbm.describe()
     config["truth_samples"] = len(comparison.truth)
@@ -170,13 +187,26 @@ def render(run) -> None:
         help="One row per sampler and checkpoint: step, phase, target evaluations per chain, "
         "sampling seconds and log10 MMD against the ground truth.",
     )
-    command, reason = rbm_command(run.config, stem)
+    own = run.config.target not in rbm_targets.SHIPPED
+    if own:
+        row.download_button(
+            "Model (.npz)",
+            data=lambda: model_file(run),
+            file_name=f"{stem}-model.npz",
+            mime="application/octet-stream",
+            on_click="ignore",
+            key="rbm_download_model",
+            help="Your own model's weights and biases, as the experiment command's --model "
+            "reads them (and lsbcore.rbm.models.load_model).",
+        )
+    command, reason = _command(run, stem)
     if command:
         st.code(command, language="bash", wrap_lines=True)
         on_gpu = getattr(run.comparison.device, "type", "cpu") == "cuda"
         st.caption(
             "This command reruns the same chains from the same seed (the same log10 MMD at the "
             "same step); it records its checkpoints on its own log grid and adds the ESS."
+            + (" Save the model file (Model, above) beside it first." if own else "")
             + (
                 " It samples on the CPU, and this run on the GPU: expect the same law, not the "
                 "same draws."
