@@ -149,16 +149,19 @@ def curves_csv(run) -> str:
     return buffer.getvalue()
 
 
+def learned_function(run, label: str) -> str:
+    """JSON of the learned balancing function of the variant ``label``."""
+    comparison = run.comparison
+    info = {"sampler": label, "problem": run.problem.name}
+    with run.lock:
+        info["steps"] = comparison.n_steps
+        return lsbcore.balancing_to_json(comparison.samplers[label].balancing, info)
+
+
 def learned_functions(run) -> dict[str, str]:
     """JSON of each learned balancing function, by variant label."""
-    comparison = run.comparison
-    info = {"problem": run.problem.name, "steps": comparison.n_steps}
-    with run.lock:
-        return {
-            label: lsbcore.balancing_to_json(sampler.balancing, {"sampler": label, **info})
-            for label, sampler in comparison.samplers.items()
-            if rbm_targets.learnable(label)
-        }
+    labels = [label for label in run.comparison.labels if rbm_targets.learnable(label)]
+    return {label: learned_function(run, label) for label in labels}
 
 
 def render(run) -> None:
@@ -226,7 +229,7 @@ def render(run) -> None:
         for label in learned:
             row.download_button(
                 f"{display_name(label)} (JSON)",
-                data=lambda n=label: learned_functions(run)[n],
+                data=lambda n=label: learned_function(run, n),
                 file_name=f"{stem}-{label}.json",
                 mime="application/json",
                 on_click="ignore",
