@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from scipy import sparse
 
 from lsbcore import IsingPosterior, PairwiseMRF, make_sampler
 from lsbcore import exact as exact_chain
@@ -237,11 +238,60 @@ def test_an_arpack_failure_falls_back_to_the_dense_answer(monkeypatch):
     dense = exact_chain.spectral_gap(p, pi)
     monkeypatch.setattr(spectrum, "DENSE_STATES", 256)
 
-    def fails(m, symmetric):
+    def fails(p, pi, reversible):
         raise sparse_linalg.ArpackError(3)
 
-    monkeypatch.setattr(spectrum, "_extreme_moduli", fails)
+    monkeypatch.setattr(spectrum, "_extreme_modulus", fails)
     assert exact_chain.spectral_gap(p, pi) == pytest.approx(dense, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sqrt", "max", "barker"])
+def test_a_saturated_window_gets_its_gap_from_arpack_and_it_is_the_dense_one(name, monkeypatch):
+    """A field of 25 on every site packs all but a few eigenvalues of the symmetrised ``P``
+    within 1e-11 of 0; ARPACK asked for the smallest of them did not converge (40 s on 3 x 4
+    before the dense fallback). With ``sqrt(pi)`` projected out one Lanczos run finds
+    ``|lambda_2|``, and no fallback is needed: the dense solve's answer, to 1e-12."""
+    from lsbcore.exact import spectrum
+
+    target = IsingPosterior(torch.full((2, 5), 25.0, dtype=torch.float64), 0.5, "free")
+    pi = exact_chain.exact_distribution(target)
+    p = exact_chain.transition_matrix(target, name)
+    assert len(pi) > spectrum.DENSE_STATES and exact_chain.is_reversible(p, pi)
+    few = spectrum._extreme_modulus(sparse.csr_matrix(p), pi, reversible=True)
+    monkeypatch.setattr(spectrum, "DENSE_STATES", 10**9)
+    assert few == pytest.approx(exact_chain.second_eigenvalue_modulus(p, pi), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["min", "gibbs", "checkerboard"])
+def test_a_sparse_matrix_gives_the_dense_gap_balance_and_tv(name):
+    """``compare_samplers`` hands a single-site sampler's ``P`` (at most n + 1 entries a row) on
+    as CSR; the gap, the balance check and the TV curve are the dense matrix's."""
+    target = random_mrf(10, seed=3)
+    pi = exact_chain.exact_distribution(target)
+    p = exact_chain.transition_matrix(target, name)
+    csr = sparse.csr_matrix(p)
+    assert exact_chain.is_reversible(csr, pi) == exact_chain.is_reversible(p, pi)
+    assert exact_chain.is_reversible(csr, pi) == (name != "checkerboard")
+    assert exact_chain.spectral_gap(csr, pi) == pytest.approx(
+        exact_chain.spectral_gap(p, pi), abs=1e-10
+    )
+    np.testing.assert_allclose(
+        exact_chain.tv_curve(csr, pi, "least likely", 30),
+        exact_chain.tv_curve(p, pi, "least likely", 30),
+        rtol=1e-12,
+        atol=1e-15,
+    )
+
+
+def test_a_sparse_matrix_out_of_balance_in_one_entry_is_not_reversible():
+    target = ising("free", shape=(2, 3), lam=0.6, seed=2)
+    pi = exact_chain.exact_distribution(target)
+    p = exact_chain.transition_matrix(target, "barker")
+    x, y = np.argwhere((p > 0) & ~np.eye(len(p), dtype=bool))[0]
+    p[x, y] *= 1 + 1e-6
+    p[x, x] -= p[x, y] * 1e-6 / (1 + 1e-6)  # the row still sums to 1
+    assert not exact_chain.is_reversible(sparse.csr_matrix(p), pi)
+    assert not exact_chain.is_reversible(p, pi)
 
 
 def test_a_reducible_chain_has_gap_zero_and_infinite_relaxation_time():

@@ -7,6 +7,7 @@ a Markov kernel), and for an ergodic chain it tends to 0 like ``(1 - gap)^t``.
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 #: Start laws ``start_distribution`` understands besides a state code or a vector.
 STARTS = ("uniform", "least likely")
@@ -37,15 +38,16 @@ def start_distribution(start, pi: np.ndarray) -> np.ndarray:
     return v
 
 
-def tv_curve(p: np.ndarray, pi: np.ndarray, start="uniform", steps: int = 100) -> np.ndarray:
-    """``TV(pi, v P^t)`` for ``t = 0..steps``, ``[steps + 1]``."""
+def tv_curve(p, pi: np.ndarray, start="uniform", steps: int = 100) -> np.ndarray:
+    """``TV(pi, v P^t)`` for ``t = 0..steps``, ``[steps + 1]``; ``P`` dense or scipy sparse."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}.")
     v = start_distribution(start, pi)
+    p_t = p.T.tocsr() if sparse.issparse(p) else p.T  # v P as P^T v: a row-major product
     out = np.empty(steps + 1)
     for t in range(steps + 1):
         out[t] = 0.5 * np.abs(v - pi).sum()
-        v = v @ p
+        v = p_t @ v
     return out
 
 
