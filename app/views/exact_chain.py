@@ -290,7 +290,8 @@ def render_run(run) -> None:
         run.cache[CACHE_KEY] = ((choice, tuple(comparison.names)), run.n_steps, view, sweep)
         cached, fresh = run.cache[CACHE_KEY], True
     if not fresh:
-        st.caption(f"Press Compute: {2 ** (rows * cols):,} states, about a second or two.")
+        wait = "a second or two" if rows * cols <= 9 else "a few seconds"  # 3 x 4: 3-6 s, 2 cores
+        st.caption(f"Press Compute: {2 ** (rows * cols):,} states, about {wait}.")
         return
     _, step, view, sweep = cached
     if view.message:
