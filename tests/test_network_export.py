@@ -103,6 +103,18 @@ def test_a_network_report_is_never_set_beside_the_papers_table_2(mn1):
     assert "paper Table 2" not in html and "lsbcore.experiment --case" not in html
     assert export.NETWORK_COMMAND_NOTE.split(":")[0] in html
     assert "LSB Explorer experiment: MN 1" in html
+    # MN 1 is a distribution, not a posterior: its burn-in figure says so
+    assert "Burn-in: log probability" in html and "log posterior" not in html
+
+
+def test_the_report_names_a_posterior_only_where_the_target_is_one(mn1):
+    from app.selection_target import SyntheticSelection
+    from lsbcore import IsingPosterior
+    from lsbcore.studies.experiment.report import target_density
+
+    assert target_density(mn1[1].problem.target) == "probability"
+    assert target_density(SyntheticSelection(30, 4, 5)) == "posterior"
+    assert target_density(IsingPosterior(torch.zeros(2, 2), 1.0, "free")) == "posterior"
 
 
 def test_traces_and_learned_functions_are_the_runs_own(mn1):

@@ -216,6 +216,15 @@ def _protocol_text(config: dict, samplers: dict) -> str:
     return text + "."
 
 
+def target_density(target) -> str:
+    """What ``p~`` is a density of, in the report's words: an image's or a regression's
+    ``posterior``; a Markov network's (or any other target's) ``probability``."""
+    from lsbcore.targets.ising import IsingPosterior
+    from lsbcore.targets.variable_selection import VariableSelection
+
+    return "posterior" if isinstance(target, (IsingPosterior, VariableSelection)) else "probability"
+
+
 def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, timings) -> str:
     """The self-contained HTML report (plotly.js embedded once in the head)."""
     from lsbcore.studies import figures  # plotly is imported only there (and only when reporting)
@@ -255,10 +264,11 @@ def build_report(results: dict, runs: dict, problem, burn_in: int, source: str, 
             ),
         )
     )
+    density = target_density(problem.target)
     figs.append(
         (
-            "Burn-in: log posterior",
-            "Unnormalised log posterior log p~(x) per chain.",
+            f"Burn-in: log {density}",
+            f"Unnormalised log {density} log p~(x) per chain.",
             figures.band_figure(
                 _burnin_series(arrays, "log_p", "step", burn_in),
                 "log p~(x) during burn-in",
