@@ -73,6 +73,8 @@ def test_the_export_tab_offers_results_curves_learned_functions_and_the_command(
     assert warnings == [] and cfgmod.run_settings(back) == cfgmod.run_settings(run.config)
     not_offered = [str(c.value) for c in at.caption if "Ising posterior" in str(c.value)]
     assert not_offered and not any("export" in c for c in not_offered)
+    # opened on Export, the tab computed the noise floor: a Results click need not wait for it
+    assert run.cache["rbm_floor"] == run.comparison.noise_floor
 
 
 def test_the_results_are_the_runs_own(digits):

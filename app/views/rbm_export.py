@@ -8,8 +8,8 @@ same start and the same sampler streams from the seed as the page's run, so with
 options it reproduces the run's chains exactly (tested: equal log-MMD at the same step), on a
 shipped model or on your own (its ``.npz``, offered here, and its ground truth's length); its
 checkpoints are on its own log grid of steps. Files are built when a button is
-clicked, under the run's lock (the noise floor, seconds of exact Gibbs sampling when the MMD tab
-has not computed it, outside it).
+clicked, under the run's lock. The noise floor the results carry (seconds of exact Gibbs
+sampling) is computed when the tab is first drawn, with a note, unless the MMD tab has.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from app import rbm_targets
 from app.config import Config, run_settings
 from app.file_names import export_stem
 from app.views.export import figures_and_link
+from app.views.rbm_mmd import floor_of
 from lsbcore.rbm.ground_truth import TRUTH_STEPS
 from lsbcore.studies.results import describe_device, json_safe, versions
 
@@ -168,6 +169,7 @@ def render(run) -> None:
     from lsbcore.rbm.variants import display_name
 
     stem = export_stem(run)
+    note = st.empty()  # while the noise floor is computed (below, once the tab is drawn)
     st.markdown("**Results and data**")
     row = st.container(horizontal=True)
     row.download_button(
@@ -237,3 +239,5 @@ def render(run) -> None:
                 help="Import it with the sampler 'Imported' on the Ising page.",
             )
     figures_and_link(run, stem)
+    if "rbm_floor" not in run.cache:  # the results carry it: computed now, not on the click
+        floor_of(run, note, "the results file carries it")

@@ -90,21 +90,21 @@ def figure_now(run, floor: float | None, x: str) -> go.Figure:
     return fig
 
 
-def floor_note(run) -> str:
-    """What the first open of the tab computes, said while it does."""
+def floor_note(run, follows: str = "the dashed line follows") -> str:
+    """What the first open of the tab computes, said while it does; ``follows``: what waits."""
     return (
         f"Computing the noise floor: 8 draws of {run.config.chains} exact samples, "
         f"{run.comparison.truth_steps:,} sweeps of block Gibbs each, against the ground truth "
-        "(once per run; the dashed line follows)."
+        f"(once per run; {follows})."
     )
 
 
-def floor_of(run, note=None) -> float:
+def floor_of(run, note=None, follows: str = "the dashed line follows") -> float:
     """The noise floor for this run's chain count (a Gibbs run of its own: computed once);
     ``note`` (a placeholder of the page by default) says so meanwhile."""
     if "rbm_floor" not in run.cache:
         note = note if note is not None else st.empty()
-        note.info(floor_note(run))
+        note.info(floor_note(run, follows))
         run.cache["rbm_floor"] = run.comparison.noise_floor
         note.empty()
     return run.cache["rbm_floor"]
