@@ -7,10 +7,11 @@ PORT ?= 8501
 
 .PHONY: run test lint bench browser clean reproduction gpu-cache kernels
 
-$(VENV)/.runtime: requirements.txt
+$(VENV)/.runtime: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt

@@ -234,3 +234,21 @@ def test_a_signal_mid_run_stops_cleanly_and_keeps_the_previous_results(tmp_path,
         ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
     ).stdout.split()
     assert children == [] or not any(os.path.exists(f"/proc/{c}") for c in children)
+
+
+def test_the_shown_command_runs_from_any_folder_with_the_environments_python(tmp_path):
+    """The dashboard shows ``python -m lsbcore.experiment ...`` to rerun a run; ``make run``
+    installs lsbcore into .venv (editable), so it runs outside this folder, with no PYTHONPATH,
+    on this checkout's code."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    where = subprocess.run(
+        [sys.executable, "-c", "import lsbcore; print(lsbcore.__file__)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert Path(where.stdout.strip()).resolve() == (ROOT / "lsbcore" / "__init__.py").resolve()
+    command = ["--case", "1", "--size", "8", "--chains", "2", "--burn-in", "2", "--steps", "20"]
+    command += ["--samplers", "barker", "--quiet", "--out", "out"]
+    subprocess.run([sys.executable, "-m", "lsbcore.experiment", *command], cwd=tmp_path, env=env,
+                   check=True, capture_output=True)  # fmt: skip
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["config"]["case"] == 1 and list(results["samplers"]) == ["barker"]
