@@ -11,7 +11,7 @@ $(VENV)/.runtime: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation --editable .
+	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
