@@ -14,7 +14,7 @@ import pytest
 import torch
 from scipy import sparse
 
-from lsbcore import IsingPosterior, PairwiseMRF, make_sampler
+from lsbcore import FactorGraph, IsingPosterior, PairwiseMRF, make_sampler
 from lsbcore import exact as exact_chain
 from lsbcore.samplers.registry import REGISTRY
 from lsbcore.studies import figures
@@ -291,6 +291,73 @@ def test_a_sparse_matrix_out_of_balance_in_one_entry_is_not_reversible():
     p[x, y] *= 1 + 1e-6
     p[x, x] -= p[x, y] * 1e-6 / (1 + 1e-6)  # the row still sums to 1
     assert not exact_chain.is_reversible(sparse.csr_matrix(p), pi)
+    assert not exact_chain.is_reversible(p, pi)
+
+
+def hard_zero_network(n: int = 8) -> FactorGraph:
+    """Pairwise factors on a chain and one parity factor with exact zeros: half the states have
+    zero mass, so their rows of P must stay the identity."""
+    generator = torch.Generator().manual_seed(4)
+    scopes = [(i, i + 1) for i in range(n - 1)] + [(0, n // 2, n - 1)]
+    tables = [torch.randn(4, generator=generator, dtype=torch.float64) for _ in range(n - 1)]
+    parity = torch.tensor([bin(k).count("1") % 2 for k in range(8)], dtype=torch.bool)
+    tables.append(torch.where(parity, 0.0, -torch.inf).to(torch.float64))
+    return FactorGraph(n, scopes, tables)
+
+
+@pytest.mark.parametrize("target_id", ["mrf-10", "hard-zeros"])
+@pytest.mark.parametrize("name", ["barker", "max", "gibbs", "metropolis", "lsb1"])
+def test_the_sparse_step_law_is_the_dense_one_without_the_dense_square(name, target_id):
+    """``step_law(sparse_form=True)`` builds a single-site sampler's P as CSR (n + 1 entries a
+    row, columns sorted); it equals the dense P entry for entry, the zero-mass states' rows
+    the identity."""
+    target = hard_zero_network() if target_id == "hard-zeros" else TARGETS[target_id]()
+    balancing = learned_balancing(name, target)
+    dense, sites = exact_chain.step_law(target, name, balancing)
+    law, sparse_sites = exact_chain.step_law(target, name, balancing, sparse_form=True)
+    assert sparse.issparse(law) and sites == sparse_sites
+    n = target.n_sites
+    assert law.nnz == len(dense) * (n + 1) and law.has_sorted_indices
+    np.testing.assert_array_equal(law.toarray(), dense)
+    dead = ~np.isfinite(target.log_prob(exact_chain.all_states(n)).numpy())
+    assert dead.any() == (target_id == "hard-zeros")
+    np.testing.assert_array_equal(dense[dead], np.eye(len(dense))[dead])
+
+
+def test_the_sweep_matrix_built_by_rows_is_the_product_of_its_block_updates(monkeypatch):
+    """The checkerboard's P is built a few rows at a time (the sparse product of all rows
+    would hold every entry twice over); any chunk gives the product of the colour blocks."""
+    from lsbcore.exact import transition
+
+    target = ising("periodic", shape=(3, 4), lam=0.4, seed=3)
+    colour = target.colouring()
+    blocks = [
+        exact_chain.block_update_matrix(target, torch.nonzero(colour == c).view(-1).tolist())
+        for c in range(int(colour.max()) + 1)
+    ]
+    product = blocks[0]
+    for block in blocks[1:]:
+        product = product @ block
+    monkeypatch.setattr(transition, "ROW_CHUNK", 333)  # not a divisor of 4,096
+    np.testing.assert_allclose(exact_chain.sweep_matrix(target), product.toarray(), rtol=1e-13,
+                               atol=1e-300)  # fmt: skip
+
+
+@pytest.mark.parametrize("rows", [1, 7, 10**6])
+def test_the_balance_check_by_rows_decides_as_the_whole_matrix(rows, monkeypatch):
+    """``is_reversible`` reads a dense P a few rows at a time; whatever the chunk, reversible
+    samplers pass, the sweep fails, and one entry out of balance (in the last rows) fails."""
+    from lsbcore.exact import spectrum
+
+    monkeypatch.setattr(spectrum, "BALANCE_ROWS", rows)
+    target = random_mrf(8, seed=5)
+    pi = exact_chain.exact_distribution(target)
+    for name in ("sqrt", "gibbs", "block-gibbs"):
+        assert exact_chain.is_reversible(exact_chain.transition_matrix(target, name), pi), name
+    assert not exact_chain.is_reversible(exact_chain.sweep_matrix(target), pi)
+    p = exact_chain.transition_matrix(target, "barker")
+    x, y = np.argwhere((p > 0) & ~np.eye(len(p), dtype=bool))[-1]
+    p[x, y] *= 1 + 1e-6
     assert not exact_chain.is_reversible(p, pi)
 
 

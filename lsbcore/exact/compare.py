@@ -47,7 +47,9 @@ def compare_samplers(
     pi = exact_distribution(target)
     rows = []
     for name in names:
-        p, sites = step_law(target, name, balancing=balancings.get(name), **options.get(name, {}))
+        p, sites = step_law(
+            target, name, balancings.get(name), sparse_form=True, **options.get(name, {})
+        )
         p = _sparse_if_sparse(p)
         gap = spectral_gap(p, pi)
         curve = tv_curve(p, pi, start, steps)
@@ -84,17 +86,20 @@ def relaxation_along(
         pi = exact_distribution(target)
         for name in names:
             p, sites = step_law(
-                target, name, balancing=balancings.get(name), **options.get(name, {})
+                target, name, balancings.get(name), sparse_form=True, **options.get(name, {})
             )
             curves[name][k] = relaxation_time(spectral_gap(_sparse_if_sparse(p), pi)) * sites
     return curves
 
 
-def _sparse_if_sparse(p: np.ndarray):
+def _sparse_if_sparse(p):
     """``P`` as CSR when few of its entries are nonzero, else as given. A single-site sampler
-    on ``n`` sites has at most ``n + 1`` per row, so on 4,096 states the TV curve's products,
-    the balance check and the eigenvalues take a fraction of their dense time (a sweep's ``P``
-    is dense and stays so)."""
+    comes as CSR already (``n + 1`` entries a row); a block sampler's few per row come dense
+    from ``transition_probabilities``. On 4,096 states the TV curve's products, the balance
+    check and the eigenvalues then take a fraction of their dense time (a sweep's ``P`` is
+    dense and stays so)."""
+    if sparse.issparse(p):
+        return p.tocsr()
     if np.count_nonzero(p) <= SPARSE_DENSITY * p.size:
         return sparse.csr_matrix(p)
     return p

@@ -29,6 +29,8 @@ from lsbcore.samplers.registry import REGISTRY, make_sampler, refusal
 LEARNED_NAMES = ("lsb1", "lsb2", "lsb2-monotone", "learned", "flsb1", "flsb2")
 #: Learned samplers on gradient-approximated ratios: frozen, they stay on those ratios.
 GRADIENT_RATIOS = ("flsb1", "flsb2")
+#: Rows of a dense matrix built or checked at a time (512 rows of 4,096 states: 16 MB).
+ROW_CHUNK = 512
 
 
 def flip_matrix(flip_probs: torch.Tensor) -> np.ndarray:
@@ -37,15 +39,31 @@ def flip_matrix(flip_probs: torch.Tensor) -> np.ndarray:
     ``P[k, k ^ (1 << i)] = flip_probs[k, i]``; the diagonal holds the rest (a rejection or a
     site left as it was), which may round to -1e-16 where every move is taken.
     """
+    return flip_csr(flip_probs).toarray()
+
+
+def flip_csr(flip_probs: torch.Tensor, alive: np.ndarray | None = None) -> sparse.csr_matrix:
+    """``flip_matrix`` as CSR: ``n + 1`` entries a row of ``2^n``, never the dense square.
+
+    ``alive`` (``[2^n]`` bool): rows of the states of positive mass; every other row is the
+    identity (a state of zero mass is never left), whatever its ``flip_probs`` say.
+    """
     fp = flip_probs.reshape(flip_probs.shape[0], -1).double().cpu().numpy()
     n_states, n = fp.shape
     if n_states != 2**n:
         raise ValueError(f"flip_probs must have one row per state (2^{n}), got {n_states}.")
-    rows = np.arange(n_states)[:, None]
-    p = np.zeros((n_states, n_states))
-    p[rows, rows ^ (1 << np.arange(n))] = fp
-    p[rows[:, 0], rows[:, 0]] = 1.0 - fp.sum(1)
-    return p
+    codes = np.arange(n_states)
+    stay = 1.0 - fp.sum(1)
+    if alive is not None:
+        fp = np.where(alive[:, None], fp, 0.0)
+        stay = np.where(alive, stay, 1.0)
+    cols = np.concatenate([codes[:, None] ^ (1 << np.arange(n)), codes[:, None]], axis=1)
+    values = np.concatenate([fp, stay[:, None]], axis=1)
+    order = np.argsort(cols, axis=1)  # CSR rows with their columns sorted
+    cols = np.take_along_axis(cols, order, axis=1)
+    values = np.take_along_axis(values, order, axis=1)
+    indptr = np.arange(0, n_states * (n + 1) + 1, n + 1)
+    return sparse.csr_matrix((values.ravel(), cols.ravel(), indptr), shape=(n_states, n_states))
 
 
 def transition_matrix(
@@ -62,10 +80,14 @@ def transition_matrix(
 
 
 def step_law(
-    target, name: str, balancing: Balancing | None = None, **options
-) -> tuple[np.ndarray, int]:
+    target, name: str, balancing: Balancing | None = None, sparse_form: bool = False, **options
+) -> tuple:
     """``transition_matrix``'s ``P`` and the sites one step moves per chain: the
-    ``sites_per_step`` of the sampler that gave ``P`` (to count a step in site updates)."""
+    ``sites_per_step`` of the sampler that gave ``P`` (to count a step in site updates).
+
+    ``sparse_form``: a single-site sampler's ``P`` as CSR (``n + 1`` entries a row), built
+    without the dense square: 134 MB a matrix on 12 sites. The others' come dense as ever.
+    """
     n = check_target(target)
     if name not in REGISTRY:
         raise ValueError(f"unknown sampler {name!r}; choose one of: {', '.join(REGISTRY)}.")
@@ -103,15 +125,14 @@ def step_law(
         sampler = make_sampler(name, target, len(x0), **common)
     if name == "checkerboard":  # built for its count: its law is the product of its colours
         return sweep_matrix(target), sampler.sites_per_step
-    p = np.eye(len(states))  # a state of zero mass is never left (never entered either)
-    rows = alive.numpy()
     if isinstance(sampler, MultiSiteSampler):
-        p[rows] = sampler.transition_probabilities().double().cpu().numpy()
+        p = np.eye(len(states))  # a state of zero mass is never left (never entered either)
+        p[alive.numpy()] = sampler.transition_probabilities().double().cpu().numpy()
         return p, sampler.sites_per_step
     fp = torch.zeros(len(states), n, dtype=torch.float64)
     fp[alive] = sampler.flip_probabilities().reshape(len(x0), n).double().cpu()
-    p[rows] = flip_matrix(fp)[rows]
-    return p, sampler.sites_per_step
+    law = flip_csr(fp, alive.numpy())
+    return (law if sparse_form else law.toarray()), sampler.sites_per_step
 
 
 def block_update_matrix(target, sites: list[int]) -> sparse.csr_matrix:
@@ -149,7 +170,11 @@ def sweep_matrix(target) -> np.ndarray:
         block_update_matrix(target, torch.nonzero(colour == c).view(-1).tolist())
         for c in range(int(colour.max()) + 1)
     ]
-    product = blocks[0]
-    for block in blocks[1:]:
-        product = product @ block
-    return product.toarray()
+    n_states = blocks[0].shape[0]
+    p = np.empty((n_states, n_states))
+    for start in range(0, n_states, ROW_CHUNK):  # by rows: the sparse product of all rows
+        rows = blocks[0][start : start + ROW_CHUNK]  # would hold every entry (16.7 M on 12
+        for block in blocks[1:]:  # sites) on top of the dense answer
+            rows = rows @ block
+        p[start : start + ROW_CHUNK] = rows.toarray()
+    return p
