@@ -361,6 +361,28 @@ def test_the_balance_check_by_rows_decides_as_the_whole_matrix(rows, monkeypatch
     assert not exact_chain.is_reversible(p, pi)
 
 
+@pytest.mark.parametrize("name", ["barker", "sqrt", "gibbs"])
+def test_a_window_whose_target_underflows_is_still_reversible(name, monkeypatch):
+    """A field of -27 to -69 on 2 x 5 makes log p span over 745: some pi round to 0 while the
+    reverse flow is a denormal (the text photo's 3 x 4 centre in the app: 298 zeros,
+    imbalances of 5e-324). The chain is reversible, so its gap comes from the symmetric path
+    (the general eigenvalues of this non-normal P were off by 1e-7, and once took 19 s of
+    dense solve); it is the dense symmetric answer."""
+    from lsbcore.exact import spectrum
+
+    alpha = torch.tensor([[-60.6, -26.6, -51.4, 3.0, -53.5], [-55.3, -60.9, -64.7, -33.7, -68.6]],
+                         dtype=torch.float64)  # fmt: skip
+    target = IsingPosterior(alpha, 1.0, "free")
+    pi = exact_chain.exact_distribution(target)
+    assert (pi == 0).any()
+    p = exact_chain.transition_matrix(target, name)
+    for form in (p, sparse.csr_matrix(p)):
+        assert exact_chain.is_reversible(form, pi)
+    few = spectrum._extreme_modulus(sparse.csr_matrix(p), pi, reversible=True)
+    monkeypatch.setattr(spectrum, "DENSE_STATES", 10**9)
+    assert few == pytest.approx(exact_chain.second_eigenvalue_modulus(p, pi), abs=1e-12)
+
+
 def test_a_reducible_chain_has_gap_zero_and_infinite_relaxation_time():
     p = np.eye(4)
     pi = np.full(4, 0.25)

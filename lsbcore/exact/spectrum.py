@@ -26,6 +26,10 @@ LANCZOS_VECTORS = 80
 ARPACK_RESTARTS = 100
 #: Relative tolerance for detailed balance ``pi_x P[x, y] == pi_y P[y, x]``.
 BALANCE_RTOL = 1e-9
+#: Absolute tolerance on a flow ``pi_x P[x, y]`` (flows sum to 1): where a photo's field makes
+#: ``log p`` span more than 745, some ``pi_x`` round to 0 while the reverse flow is a denormal
+#: (5e-324 seen), which would call a reversible chain non-reversible.
+BALANCE_ATOL = 1e-300
 #: Rows of a dense ``P`` checked for balance at a time (512 of 4,096 states: 16 MB a temporary).
 BALANCE_ROWS = 512
 
@@ -44,17 +48,18 @@ def stationary_vector(p: np.ndarray) -> np.ndarray:
 
 
 def is_reversible(p, pi: np.ndarray, rtol: float = BALANCE_RTOL) -> bool:
-    """Whether ``P`` (dense or scipy sparse) satisfies detailed balance with respect to ``pi``."""
+    """Whether ``P`` (dense or scipy sparse) satisfies detailed balance with respect to ``pi``
+    (to ``rtol``, or ``BALANCE_ATOL`` in absolute flow)."""
     if sparse.issparse(p):
         flow = abs(sparse.diags(np.asarray(pi)) @ p).tocsr()
         excess = abs(flow - flow.T) - rtol * flow.maximum(flow.T)  # <= 0 wherever balanced
-        return bool(excess.max() <= 0.0)  # the max counts the implicit zeros too
+        return bool(excess.max() <= BALANCE_ATOL)  # the max counts the implicit zeros too
     pi = np.asarray(pi)
     for start in range(0, len(pi), BALANCE_ROWS):  # by rows: no dense temporaries of P's size
         rows = slice(start, start + BALANCE_ROWS)
         flow = np.abs(pi[rows, None] * p[rows])  # abs: a diagonal may round to -1e-16
         back = np.abs(p[:, rows].T * pi[None, :])  # the same rows of flow.T
-        if not (np.abs(flow - back) <= rtol * np.maximum(flow, back)).all():
+        if not (np.abs(flow - back) <= rtol * np.maximum(flow, back) + BALANCE_ATOL).all():
             return False
     return True
 
