@@ -47,10 +47,7 @@ def compare_samplers(
     pi = exact_distribution(target)
     rows = []
     for name in names:
-        p, sites = step_law(
-            target, name, balancings.get(name), sparse_form=True, **options.get(name, {})
-        )
-        p = _sparse_if_sparse(p)
+        p, sites = _law(target, name, balancings, options)
         gap = spectral_gap(p, pi)
         curve = tv_curve(p, pi, start, steps)
         rows.append(
@@ -85,21 +82,22 @@ def relaxation_along(
         check_target(target)
         pi = exact_distribution(target)
         for name in names:
-            p, sites = step_law(
-                target, name, balancings.get(name), sparse_form=True, **options.get(name, {})
-            )
-            curves[name][k] = relaxation_time(spectral_gap(_sparse_if_sparse(p), pi)) * sites
+            p, sites = _law(target, name, balancings, options)
+            curves[name][k] = relaxation_time(spectral_gap(p, pi)) * sites
     return curves
 
 
-def _sparse_if_sparse(p):
-    """``P`` as CSR when few of its entries are nonzero, else as given. A single-site sampler
-    comes as CSR already (``n + 1`` entries a row); a block sampler's few per row come dense
-    from ``transition_probabilities``. On 4,096 states the TV curve's products, the balance
-    check and the eigenvalues then take a fraction of their dense time (a sweep's ``P`` is
-    dense and stays so)."""
+def _law(target, name: str, balancings: dict, options: dict):
+    """``step_law`` of ``name``, its ``P`` as CSR when few of its entries are nonzero. A
+    single-site sampler's comes as CSR already (``n + 1`` entries a row); a block sampler's few
+    per row come dense from ``transition_probabilities``. On 4,096 states the TV curve's
+    products, the balance check and the eigenvalues then take a fraction of their dense time (a
+    sweep's ``P`` is dense and stays so)."""
+    p, sites = step_law(
+        target, name, balancings.get(name), sparse_form=True, **options.get(name, {})
+    )
     if sparse.issparse(p):
-        return p.tocsr()
+        return p.tocsr(), sites
     if np.count_nonzero(p) <= SPARSE_DENSITY * p.size:
-        return sparse.csr_matrix(p)
-    return p
+        return sparse.csr_matrix(p), sites
+    return p, sites
