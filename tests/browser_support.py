@@ -140,3 +140,21 @@ def assert_healthy(page) -> None:
     """No traceback and no error box on the page."""
     problems = page_problems(page)
     assert not problems, problems
+
+
+def stop_if_running(page) -> None:
+    """Pause the run, or find it ended: the compiled steps finish a short default run (an RBM's,
+    MN 1's 10,500 steps, a lecture's selection run) in seconds, which on a fast or a loaded
+    machine can be before the test gets to its pause button."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    pause = button(page, "pause")
+    try:
+        if pause.is_enabled():
+            pause.click(timeout=5_000)
+    except PlaywrightTimeout:
+        assert not pause.is_enabled()  # the run ended between the look and the click
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.st-key-pause button')].every(b => b.disabled)",
+        timeout=TIMEOUT_MS,
+    )

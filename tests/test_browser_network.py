@@ -13,6 +13,7 @@ from tests.browser_support import (  # noqa: F401  (fixtures, known to pytest by
     page_fixture,
     server_fixture,
     shot,
+    stop_if_running,
 )
 
 RUN_TIMEOUT_MS = 120_000  # the first run compiles its steps
@@ -67,7 +68,7 @@ def test_mn1_runs_live_switches_and_takes_an_upload(page, server):
     )  # the colours follow the chains while running
     assert_healthy(page)
     shot(page, "network-mn1")
-    button(page, "pause").click()
+    stop_if_running(page)
 
     pick_target(page, "Markov network: MN 2")
     page.get_by_text("MN 2: a 10 × 10 grid network").first.wait_for(timeout=TIMEOUT_MS)

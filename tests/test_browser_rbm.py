@@ -4,8 +4,6 @@ to the 16 x 16 digits without an error."""
 
 from __future__ import annotations
 
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
 from tests.browser_support import (  # noqa: F401  (fixtures, known to pytest by name)
     TIMEOUT_MS,
     assert_healthy,
@@ -15,6 +13,7 @@ from tests.browser_support import (  # noqa: F401  (fixtures, known to pytest by
     page_fixture,
     server_fixture,
     shot,
+    stop_if_running,
 )
 
 RUN_TIMEOUT_MS = 120_000  # the first RBM run draws its ground truth and compiles its steps
@@ -27,21 +26,6 @@ DIGIT_SRCS = """() => [...document.querySelectorAll('[class*="st-key-digitrow_"]
 def pick_target(page, label: str) -> None:
     page.locator(".st-key-target").first.click()
     page.get_by_role("option", name=label, exact=True).click()
-
-
-def stop_if_running(page) -> None:
-    """Pause the run, or find it ended: the compiled RBM steps finish the default run in a few
-    seconds, which can be before the test gets to its pause button."""
-    pause = button(page, "pause")
-    try:
-        if pause.is_enabled():
-            pause.click(timeout=5_000)
-    except PlaywrightTimeout:
-        assert not pause.is_enabled()  # the run ended between the look and the click
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.st-key-pause button')].every(b => b.disabled)",
-        timeout=TIMEOUT_MS,
-    )
 
 
 def digit_rows(page, n: int) -> list[str]:

@@ -13,6 +13,7 @@ from tests.browser_support import (  # noqa: F401  (fixtures, known to pytest by
     page_fixture,
     server_fixture,
     shot,
+    stop_if_running,
 )
 
 RUN_TIMEOUT_MS = 60_000  # the first run compiles its steps
@@ -62,4 +63,4 @@ def test_variable_selection_runs_live_with_its_inclusion_chart(page, server):
     dots(page, 8, before)  # the dots follow the chains while running
     assert_healthy(page)
     shot(page, "selection-inclusion")
-    button(page, "pause").click()
+    stop_if_running(page)
