@@ -425,3 +425,22 @@ def test_a_window_the_data_term_decides_says_why_nothing_collapses():
     shown = view.compute(weak, "field", 500, side=3, max_side=4, seed=0)
     assert shown.estimate.ess_fraction < view.NEAR_EXACT_ESS
     assert view.near_exact_note(shown.estimate, view.centre_window(weak, 3)[0], 1.0) is None
+
+
+def test_the_log_z_metric_drops_its_error_bar_when_a_few_draws_carry_the_weight():
+    """At ESS 1 the delta-method bar is exactly 1 whatever the error: the metric says there is
+    no bar rather than show "± 1.000"; from ESS 5 on it shows the bar."""
+    from app.views import importance as view
+
+    strong = posterior((16, 16), lam=1.0, scale=0.5)  # couplings the field proposal ignores
+    collapsed = importance_sample(strong, "field", 400, seed=0)
+    assert collapsed.ess < 1.01 and collapsed.log_z_se == pytest.approx(1.0, abs=0.01)
+    label, value, note = view.log_z_metric(collapsed)
+    assert label == "log Ẑ" and "±" not in value
+    assert note == f"no error bar: ESS {collapsed.ess:.1f} < 5"
+    fine = importance_sample(IsingPosterior(torch.full((1, 3, 3), 5.0), 0.1, "free"), "field",
+                             400, seed=0)  # fmt: skip
+    assert fine.ess > 5
+    label, value, note = view.log_z_metric(fine)
+    assert (label, note) == ("log Ẑ ± se", None)
+    assert value == f"{fine.log_z:,.3f} ± {fine.log_z_se:.3f}"

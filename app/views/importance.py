@@ -44,7 +44,8 @@ ESTIMATE_MEANING = (
     "The Kish effective sample size (Σw)² / Σw² counts how many equally weighted draws the "
     "weighted sample is worth. The bars are only as good as the weights: when a handful of "
     "draws carry the weight, the bar itself is unreliable (at ESS = 1 it is exactly 1, "
-    "whatever the real error) and log Ẑ tends to lie below the truth."
+    "whatever the real error) and log Ẑ tends to lie below the truth. Below an ESS of 5 the "
+    "tab shows no bar."
 )
 MARGINALS_MEANING = (
     "Left: the self-normalised estimate of P(xᵢ = +1); middle: its one-standard-error bar "
@@ -173,6 +174,23 @@ def near_exact_note(estimate: ImportanceEstimate, window, lam: float) -> str | N
     )
 
 
+# a Kish ESS below this many draws: the weights' spread, and so the error bar, rests on a few
+# draws. The bar is about sqrt(1 / ESS - 1 / N): at ESS = 1 exactly 1, whatever the real error
+FEW_DRAWS_ESS = 5.0
+
+
+def log_z_metric(estimate: ImportanceEstimate) -> tuple[str, str, str | None]:
+    """The log Ẑ metric's label, value and note: with its error bar, or without one when the
+    ESS is too small for the bar to mean anything (the metric said "± 1.000" at ESS 1)."""
+    if estimate.ess >= FEW_DRAWS_ESS:
+        return "log Ẑ ± se", f"{estimate.log_z:,.3f} ± {estimate.log_z_se:.3f}", None
+    return (
+        "log Ẑ",
+        f"{estimate.log_z:,.3f}",
+        f"no error bar: ESS {estimate.ess:.1f} < {FEW_DRAWS_ESS:g}",
+    )
+
+
 def render_run(run) -> None:
     """The Importance sampling tab: controls, then on request the estimate and the study."""
     import streamlit as st
@@ -218,7 +236,8 @@ def render_run(run) -> None:
             "proposal, it is only a worse one."
         )
     with st.container(horizontal=True):
-        st.metric("log Ẑ ± se", f"{est.log_z:,.3f} ± {est.log_z_se:.3f}")
+        label, value, note = log_z_metric(est)
+        st.metric(label, value, delta=note, delta_color="off", delta_arrow="off")
         if view.exact_log_z is not None:
             st.metric(
                 "exact log Z",
