@@ -147,7 +147,8 @@ def compiled_kernels():
 
 # Test files that start browsers, Streamlit servers or Dask clusters, or measure time: make test
 # runs them one at a time after the rest, which runs on both cores (pytest -n 2), so that
-# neither a second browser nor a second cluster competes with them for the machine.
+# neither a second browser nor a second cluster competes with them for the machine. Every
+# test_browser*.py file is one of them (``is_serial``), listed or not.
 SERIAL_FILES = {
     "test_browser.py",
     "test_browser_block_proposals.py",
@@ -167,6 +168,11 @@ SERIAL_FILES = {
 }
 
 
+def is_serial(name: str) -> bool:
+    """Whether the test file ``name`` runs alone (``SERIAL_FILES``, or a browser test)."""
+    return name in SERIAL_FILES or name.startswith("test_browser")
+
+
 def pytest_ignore_collect(collection_path, config):
     """``-m serial`` (make test's second run) selects the files in SERIAL_FILES only: the others
     are not even imported (their imports took 11 of the 16 s its collection took). A file named
@@ -174,12 +180,12 @@ def pytest_ignore_collect(collection_path, config):
     if config.getoption("markexpr", "").strip() != "serial":
         return None
     name = collection_path.name
-    if name.startswith("test_") and name.endswith(".py") and name not in SERIAL_FILES:
+    if name.startswith("test_") and name.endswith(".py") and not is_serial(name):
         return True
     return None
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in SERIAL_FILES:
+        if is_serial(item.path.name):
             item.add_marker(pytest.mark.serial)
