@@ -15,9 +15,10 @@ from app import network_targets, rbm_targets, sources, state
 from app.config import Config
 from lsbcore.samplers import warmup
 
-# In a fresh process: the warm-up up to the RBM's section (stopped there), then the paper
-# page's default run, burn-in and mixing on the compiled steps, counting numba's compiler lock
-# (taken to compile a kernel or to load it from the disk cache): none may be taken.
+# In a fresh process: the warm-up up to the RBM's section (stopped there), by when the
+# machine's speed is measured, then the paper page's default run, burn-in and mixing on the
+# compiled steps, counting numba's compiler lock (taken to compile a kernel or to load it from
+# the disk cache): none may be taken.
 PROBE = """
 import torch
 from numba.core import event
@@ -37,6 +38,7 @@ try:
 except Stop:
     pass
 assert warmup.ready("lattice") and not warmup.ready("rbm") and not warmup.ready()
+assert warmup.site_update_rate() > 0  # a photo's pick needs no more than the lattice's kernels
 taken = []
 
 class Lock(event.Listener):

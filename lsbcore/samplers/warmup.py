@@ -9,9 +9,9 @@ samplers on any target (``SamplerSpec.batched_only``) run torch steps only and a
 except the RBM's compiled steps (``RBM_STEPS``, and ``RBM_LEARNING``'s learning steps), taken on
 a 6-visible RBM (the block moves on the lattice too), and the factor
 graph's (``FACTOR_GRAPH_STEPS``, and ``FACTOR_GRAPH_LEARNING``'s learning steps), taken on a
-3 x 3 grid network. Then
-``measure_rate`` times a short checkerboard Gibbs run (``site_update_rate``), from which the app
-picks a photo's working resolution.
+3 x 3 grid network. Once the lattice's kernels are in, ``measure_rate`` times a short
+checkerboard Gibbs run (``site_update_rate``), from which the app picks a photo's working
+resolution.
 
 The learning kernels' parallel twins (``chain_groups``) are not compiled here: compiling them,
 launched or not, loads numba's OpenMP layer in this thread, and the paper page's runs then mixed
@@ -78,25 +78,35 @@ def compile_kernels() -> None:
         finally:
             _warming.active = False
         _compiled.set()
-    measure_rate()
 
 
 def measure_rate(side: int = 96, n_chains: int = 4, seconds: float = 0.3) -> float:
-    """Checkerboard Gibbs site updates per second on a ``side``-square lattice (compiled)."""
+    """Checkerboard Gibbs site updates per second on a ``side``-square lattice (compiled).
+
+    The compiled steps are timed in this thread's CPU time: the machine's speed, not its load
+    of the moment, which the pick would keep for the server's life. On the wall clock a thread
+    running Python beside it (the server's, building a page) cut the rate about 10x: this
+    thread waits for the interpreter lock after each kernel call (``tools.rate_under_load``,
+    BENCHMARKS.md); a CI server's 80 x 60 photo got 32 px where an idle machine picks 80.
+    Torch's steps may spread over its threads: the wall clock then.
+    """
     field = torch.linspace(-1, 1, side * side, dtype=torch.float64).view(side, side)
     sampler = make_sampler("checkerboard", IsingPosterior(field, 1.0), n_chains, device="cpu")
     sampler.step(2)
-    sweeps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    # one chain group at this size (threads.chain_groups): the kernel runs in this thread
+    clock = time.thread_time if sampler.backend == "compiled" else time.perf_counter
+    sweeps, start, wall = 0, clock(), time.perf_counter()
+    while clock() - start < seconds and time.perf_counter() - wall < 20 * seconds:
         sampler.step(5)
         sweeps += 5
-    rate = sweeps * side * side * n_chains / (time.perf_counter() - start)
+    rate = sweeps * side * side * n_chains / (clock() - start)
     _rate[:] = [rate]
     return rate
 
 
 def site_update_rate() -> float | None:
-    """The measured rate (site updates per second), or None before ``compile_kernels`` ends."""
+    """The measured rate (site updates per second), or None before the lattice's kernels are
+    compiled (``measure_rate`` follows them)."""
     return _rate[0] if _rate else None
 
 
@@ -119,6 +129,8 @@ def _warm_up() -> None:
     for name, compile_section in SECTIONS.items():  # the paper page's lattice first
         compile_section()
         _sections[name].set()  # that page's runs take the compiled steps from here
+        if name == "lattice":  # a photo's pick needs only these; the others take a minute more
+            measure_rate()
 
 
 def _lattice_kernels() -> None:
