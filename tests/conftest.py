@@ -148,17 +148,8 @@ def compiled_kernels():
 # Test files that start browsers, Streamlit servers or Dask clusters, or measure time: make test
 # runs them one at a time after the rest, which runs on both cores (pytest -n 2), so that
 # neither a second browser nor a second cluster competes with them for the machine. Every
-# test_browser*.py file is one of them (``is_serial``), listed or not.
+# test_browser*.py file is one of them (``is_serial``); the others are listed here.
 SERIAL_FILES = {
-    "test_browser.py",
-    "test_browser_block_proposals.py",
-    "test_browser_lecture.py",
-    "test_browser_navigation.py",
-    "test_browser_network.py",
-    "test_browser_prompt.py",
-    "test_browser_rbm.py",
-    "test_browser_run_length.py",
-    "test_browser_which_g_where.py",
     "test_experiment.py",
     "test_load.py",
     "test_random_use.py",
