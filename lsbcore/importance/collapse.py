@@ -7,12 +7,14 @@ spread that grows like ``exp(n)``: one draw ends up carrying almost all the weig
 ``ESS / N`` falls towards ``1 / N`` as the lattice grows, whatever ``N`` was affordable.
 
 ``collapse_study`` measures that: one row per (lattice, proposal) with ``ESS / N``, the
-estimate of ``log Z`` and its error bar, and the exact ``log Z`` where it can be computed.
+Pareto ``k`` of the weights' tail, the estimate of ``log Z`` and its error bar, and the exact
+``log Z`` where it can be computed.
 ``synthetic_posterior`` is the data model of the paper's cases on any side, free boundary.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -46,6 +48,7 @@ class CollapseRow:
     exact_log_z: float | None
     converged: bool | None  # the mean-field fit's, None for the field proposal
     seconds: float
+    pareto_k: float = math.nan  # the weights' tail (estimate.ImportanceEstimate.pareto_k)
 
     @property
     def error(self) -> float | None:
@@ -97,6 +100,7 @@ def collapse_study(
                     exact_log_z=exact,
                     converged=None if est.fit is None else est.fit.converged,
                     seconds=est.seconds,
+                    pareto_k=est.pareto_k,
                 )
             )
     return rows

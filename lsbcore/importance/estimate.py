@@ -2,16 +2,20 @@
 
 ``N`` states are drawn from ``q`` in batches from one seeded generator; each batch's log weights
 ``log p~(x) - log q(x)`` are folded into running sums (``weights.WeightSums``) and dropped, so
-memory stays at one batch however large ``N`` and the lattice are. The estimates: ``log Z``,
-the marginals ``P(x_i = +1)``, their delta-method error bars, and the Kish ESS.
+memory stays at one batch however large ``N`` and the lattice are (and the ``3 sqrt(N)`` largest
+log weights). The estimates: ``log Z``, the marginals ``P(x_i = +1)``, their delta-method error
+bars, the Kish ESS, and the Pareto ``k`` of the weights' tail, which says whether the bars can be
+trusted at all (``pareto``).
 
 The error bars are only as good as the weights: when ``ESS`` is a handful of draws, the
 weights' variance itself is badly estimated and ``se(log Z^)`` understates the error (the
 estimate of ``log Z`` is also biased low, by about ``se^2 / 2``, since ``log`` is concave).
+``pareto_k`` above ``pareto.threshold(N)`` says so from the tail's shape.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -19,6 +23,7 @@ import torch
 
 from lsbcore.cases import MAX_SEED
 from lsbcore.checks import integer
+from lsbcore.importance import pareto
 from lsbcore.importance.mean_field import MeanField, mean_field, mean_field_proposal
 from lsbcore.importance.proposal import FactorisedProposal, check_single_field, field_proposal
 from lsbcore.importance.weights import WeightSums
@@ -38,7 +43,8 @@ class ImportanceEstimate:
     ``p_plus_se``: ``P^(x_i = +1)`` and its standard error, in the target's layout; ``ess``:
     Kish effective sample size; ``log_w_sd``: the standard deviation of the log weights (0 when
     ``q = p``); ``proposal``: its name; ``fit``: the mean-field fit, when the
-    proposal came from one; ``seconds``: wall time of the sampling.
+    proposal came from one; ``seconds``: wall time of the sampling; ``pareto_k``: the Pareto
+    shape of the weights' right tail (``pareto.pareto_khat``: NaN where it cannot be fitted).
     """
 
     log_z: float
@@ -51,6 +57,15 @@ class ImportanceEstimate:
     proposal: str
     fit: MeanField | None
     seconds: float
+    pareto_k: float = math.nan
+
+    @property
+    def reliable(self) -> bool | None:
+        """Whether the tail is light enough for the estimate and its bars (``pareto_k`` at most
+        ``pareto.threshold(N)``); None where the tail could not be fitted."""
+        if math.isnan(self.pareto_k):
+            return None
+        return self.pareto_k <= pareto.threshold(self.n_samples)
 
     @property
     def ess_fraction(self) -> float:
@@ -107,7 +122,7 @@ def importance_sample(
     start = time.perf_counter()
     q, fit = make_proposal(target, proposal)
     generator = torch.Generator().manual_seed(seed)
-    sums = WeightSums(target.n_sites)
+    sums = WeightSums(target.n_sites, keep=pareto.tail_size(n_samples) + 1)
     for first in range(0, n_samples, batch_size):
         x = q.sample(min(batch_size, n_samples - first), generator)  # [b, n]
         sums.add(x, target.log_prob(x) - q.log_prob(x))
@@ -122,4 +137,5 @@ def importance_sample(
         proposal=q.name,
         fit=fit,
         seconds=time.perf_counter() - start,
+        pareto_k=pareto.pareto_khat(sums.top, n_samples),
     )

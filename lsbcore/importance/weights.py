@@ -16,6 +16,9 @@ The spread of the log weights themselves (their standard deviation, kept by merg
 batch's mean and sum of squared deviations) says why the ESS collapses: under a log-normal
 model ``N / ESS ~ exp(var(log w))``, and ``var(log w)`` grows with the number of sites.
 
+The ``keep`` largest log weights are kept as they are, for the Pareto fit to the weights' tail
+(``pareto.pareto_khat``: ``tail_size(N) + 1`` of them, about ``3 sqrt(N)``).
+
 Every sum is kept relative to the largest log weight seen so far (``shift``), rescaled when a
 later batch holds a larger one, so nothing overflows however peaked the weights are.
 """
@@ -42,9 +45,11 @@ class WeightSums:
     site ``W+-`` (sum of ``w`` where ``x_i = +-1``) and ``A+-`` (sum of ``w^2`` there), all
     ``[n]`` float64 and all scaled by ``exp(-shift)`` (``exp(-2 shift)`` for squares), with
     ``shift`` the largest log weight so far. Invariant: ``S = W+ + W-`` and ``S2 = A+ + A-``
-    site by site (up to rounding)."""
+    site by site (up to rounding). ``top``: the ``keep`` largest log weights so far."""
 
-    def __init__(self, n_sites: int):
+    def __init__(self, n_sites: int, keep: int = 0):
+        self.keep = keep
+        self.top = torch.empty(0, dtype=torch.float64)
         self.count = 0
         self.log_w_mean = 0.0
         self.log_w_m2 = 0.0  # sum of squared deviations from the mean
@@ -57,6 +62,9 @@ class WeightSums:
 
     def add(self, x: torch.Tensor, log_w: torch.Tensor) -> None:
         """Fold in draws ``x`` ``[B, n]`` (+-1) with log weights ``log_w`` ``[B]``."""
+        if self.keep:
+            held = torch.cat([self.top, log_w.to(torch.float64)])
+            self.top = torch.topk(held, min(self.keep, held.numel())).values
         top = float(log_w.max())
         if top > self.shift:  # rescale what is held to the new largest weight
             scale = math.exp(self.shift - top) if math.isfinite(self.shift) else 0.0
