@@ -401,31 +401,11 @@ def test_the_collapse_table_prints_numbers_as_short_text():
 
     row = SimpleNamespace(
         shape=(6, 6), sites=36, proposal="field", ess_fraction=1.0000000000000002e-4,
-        ess=1.0000001, log_z_se=0.123456, log_w_sd=7.0, error=None, pareto_k=2.7771,
+        ess=1.0000001, log_z_se=0.123456, log_w_sd=7.0, error=None,
     )  # fmt: skip
     shown = view.collapse_table([row])[0]
     assert shown["ESS / N"] == "1e-4" and shown["ESS"] == "1" and shown["se of log Ẑ"] == "0.123"
     assert shown["log Ẑ − log Z"] == "—"  # not None
-    assert shown["Pareto k̂"] == "2.78"
-    assert [view.pareto_text(k) for k in (math.nan, -math.inf)] == ["—", "flat"]
-
-
-def test_the_pareto_metric_says_which_side_of_the_papers_threshold_k_hat_lies():
-    from dataclasses import replace
-
-    from app.views import importance as view
-
-    est = importance_sample(synthetic_posterior(4), "field", 4000, seed=3)
-    shown = {k: view.pareto_metric(replace(est, pareto_k=k)) for k in (0.31, 0.7, 0.93)}
-    assert shown == {
-        0.31: ("0.31", "light tail: ≤ 0.70"),
-        0.7: ("0.70", "light tail: ≤ 0.70"),
-        0.93: ("0.93", "heavy tail: > 0.70"),
-    }
-    few = view.pareto_metric(replace(est, pareto_k=0.6, n_samples=100))  # threshold 0.5 at N = 100
-    assert few == ("0.60", "heavy tail: > 0.50")
-    assert view.pareto_metric(replace(est, pareto_k=math.nan))[0] == "—"
-    assert view.pareto_metric(replace(est, pareto_k=-math.inf))[0] == "flat"
 
 
 def test_a_window_the_data_term_decides_says_why_nothing_collapses():

@@ -6,8 +6,8 @@ noise, lambda = 0.5, free boundary) of each side, under both proposals, ``--seed
 ``--draws`` draws each: the error ``log Z^ - log Z`` against the exact ``log Z`` (enumeration or
 the transfer matrix), in units of the delta-method se. Printed: per window and proposal the
 median Kish ESS and k-hat and the root-mean-square error; then, pooled over all runs, the share
-whose error lay within 2 and 3 se in each class of k-hat and of ESS, the classes the
-Importance sampling tab's bar and metrics use.
+whose error lay within 2 and 3 se in each class of k-hat and of ESS (below an ESS of 5 the
+Importance sampling tab shows no bar).
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ ESS; over windows of growing side: how the ESS collapses (Goodfellow et al., ch.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -24,7 +23,6 @@ from lsbcore.importance import (
     enumerated_p_plus,
     exact_log_partition,
     importance_sample,
-    pareto,
 )
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
@@ -47,13 +45,7 @@ ESTIMATE_MEANING = (
     "weighted sample is worth. The bars are only as good as the weights: when a handful of "
     "draws carry the weight, the bar itself is unreliable (at ESS = 1 it is exactly 1, "
     "whatever the real error) and log Ẑ tends to lie below the truth. Below an ESS of 5 the "
-    "tab shows no bar. The Pareto k̂ fits a generalised Pareto tail to the 3√N largest weights "
-    "(Vehtari et al., PSIS, 2024): weights with shape k have 1/k finite moments, so above "
-    "k = 1/2 their variance is infinite, above 1 their mean; the paper's threshold for a "
-    "reliable estimate is min(1 − 1/log₁₀ N, 0.7). On these small discrete posteriors it is a "
-    "warning, not a guarantee: on the paper's synthetic windows (3 × 3 to 12 × 12, both "
-    "proposals, N = 4,000, 20 seeds each) the error lay within 2 se in 43% of the runs with "
-    "k̂ > 1, but only in 69% of those with k̂ ≤ 0.7 (python -m tools.importance_coverage)."
+    "tab shows no bar."
 )
 MARGINALS_MEANING = (
     "Left: the self-normalised estimate of P(xᵢ = +1); middle: its one-standard-error bar "
@@ -144,13 +136,6 @@ def collapse_curves(rows: list[CollapseRow]) -> dict:
     }  # fmt: skip
 
 
-def pareto_text(k: float) -> str:
-    """k̂ in the table: a dash where it was not fitted, "flat" for a tail of equal weights."""
-    if math.isnan(k):
-        return "—"
-    return "flat" if k == -math.inf else f"{k:.2f}"
-
-
 def collapse_table(rows: list[CollapseRow]) -> list[dict]:
     """The study as display rows, numbers as text (a collapsed ESS / N reads 1e-4, not
     0.0001000000; an error that cannot be computed reads as a dash)."""
@@ -161,7 +146,6 @@ def collapse_table(rows: list[CollapseRow]) -> list[dict]:
             "proposal": r.proposal,
             "ESS / N": number_text(r.ess_fraction),
             "ESS": number_text(r.ess),
-            "Pareto k̂": pareto_text(r.pareto_k),
             "se of log Ẑ": number_text(r.log_z_se),
             "sd of log w": number_text(r.log_w_sd),
             "log Ẑ − log Z": number_text(r.error),
@@ -205,17 +189,6 @@ def log_z_metric(estimate: ImportanceEstimate) -> tuple[str, str, str | None]:
         f"{estimate.log_z:,.3f}",
         f"no error bar: ESS {estimate.ess:.1f} < {FEW_DRAWS_ESS:g}",
     )
-
-
-def pareto_metric(estimate: ImportanceEstimate) -> tuple[str, str]:
-    """The Pareto k̂ metric's value and its verdict against the paper's threshold for N."""
-    k, limit = estimate.pareto_k, pareto.threshold(estimate.n_samples)
-    if math.isnan(k):
-        return "—", "not fitted: the largest weights repeat a few states"
-    if k == -math.inf:
-        return "flat", "the largest weights are equal: no tail"
-    verdict = "heavy tail" if k > limit else "light tail"
-    return f"{k:.2f}", f"{verdict}: {'>' if k > limit else '≤'} {limit:.2f}"
 
 
 def render_run(run) -> None:
@@ -276,8 +249,6 @@ def render_run(run) -> None:
         st.metric("Kish ESS", f"{est.ess:,.1f}", delta=f"{est.ess_fraction:.2%} of N",
                   delta_color="off", delta_arrow="off")  # fmt: skip
         st.metric("sd of log w", f"{est.log_w_sd:.2f}")
-        k_value, k_note = pareto_metric(est)
-        st.metric("Pareto k̂", k_value, delta=k_note, delta_color="off", delta_arrow="off")
     st.caption(ESTIMATE_MEANING)
     note = near_exact_note(est, centre_window(run.problem.target, params[2])[0], run.problem.lam)
     if note:
@@ -300,6 +271,5 @@ def render_run(run) -> None:
     st.caption(
         "log Ẑ − log Z is exact where it can be computed: by enumeration up to 12 sites, by "
         "the transfer matrix up to a side of 16 (blank beyond). Compare it with the se column: "
-        "once the ESS is a few draws the error is many times the bar. Pareto k̂ grows with the "
-        "window as the ESS falls: past 1 the weights' fitted tail has no finite mean."
+        "once the ESS is a few draws the error is many times the bar."
     )

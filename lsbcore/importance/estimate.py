@@ -4,13 +4,13 @@
 ``log p~(x) - log q(x)`` are folded into running sums (``weights.WeightSums``) and dropped, so
 memory stays at one batch however large ``N`` and the lattice are (and the ``3 sqrt(N)`` largest
 log weights). The estimates: ``log Z``, the marginals ``P(x_i = +1)``, their delta-method error
-bars, the Kish ESS, and the Pareto ``k`` of the weights' tail, which says whether the bars can be
-trusted at all (``pareto``).
+bars, the Kish ESS, and the Pareto ``k`` of the weights' tail (``pareto``).
 
 The error bars are only as good as the weights: when ``ESS`` is a handful of draws, the
 weights' variance itself is badly estimated and ``se(log Z^)`` understates the error (the
 estimate of ``log Z`` is also biased low, by about ``se^2 / 2``, since ``log`` is concave).
-``pareto_k`` above ``pareto.threshold(N)`` says so from the tail's shape.
+``pareto_k``, the usual diagnostic of a weighted estimate (PSIS), is fitted where the tail
+allows; on the Ising windows it told no more than the ESS about the bar (README).
 """
 
 from __future__ import annotations
