@@ -123,9 +123,10 @@ def wait_for_status(page, pattern: str) -> None:
 # ----------------------------------------------------------------------------- the main flow
 def test_first_load_run_views_pause_and_step(page, server):
     # the default run, long enough that it cannot finish while the test looks at it, and capped
-    # at 1000 steps per redraw: the compiled steps would otherwise keep a core busy, and the
-    # 2-core test machine also runs the browser and the test
-    long = replace(config.Config(), steps=200_000, speed="1000")
+    # at 200 steps per redraw: the compiled steps would otherwise keep a core busy (the 2-core
+    # test machine also runs the browser and the test), and at 1000 a redraw, 5-10 redraws a
+    # second, the 200,000 steps could end in 20 s, before the test's Pause
+    long = replace(config.Config(), steps=200_000, speed="200")
     open_app(page, app_url(server.url, config.to_query_params(long)))
     expect(page.get_by_role("heading", name="LSB Explorer")).to_be_visible()
     assert page.locator('[data-testid="stException"]').count() == 0

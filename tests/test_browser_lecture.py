@@ -55,9 +55,10 @@ pytestmark = pytest.mark.browser
 expect.set_options(timeout=TIMEOUT_MS)
 
 PANEL = '[role="tabpanel"]:visible'
-# a long default run capped at 1000 steps per redraw: it cannot finish while a test looks, and
-# leaves the 2-core machine some room for the browser
-LONG = replace(config.Config(), steps=200_000, burn_in=200, speed="1000")
+# a long default run capped at 200 steps per redraw: its 200,000 steps take minutes, so it
+# cannot finish before a test pauses it (at 1000 a redraw, 5-10 redraws a second, it could in
+# 20 s), and it leaves the 2-core machine some room for the browser
+LONG = replace(config.Config(), steps=200_000, burn_in=200, speed="200")
 SCREENS = (LECTURE, LECTURE_WIDE)  # a projector's whole screen, and a large one
 
 
@@ -73,10 +74,13 @@ def new_page(browser, server, width: int):
 
 
 def run_a_little(page) -> None:
-    """Run until the mixing phase has some records, then pause."""
+    """Run until the mixing phase has some records (1,000 steps: what a first redraw of 1,000
+    steps gave the views before the run was capped at 200 a redraw), then pause."""
     button(page, "run").click()
     page.wait_for_function(
-        "() => /Mixing: [1-9]/.test(document.body.innerText)", timeout=TIMEOUT_MS, polling=300
+        "() => /Mixing: \\d{1,3},\\d{3}/.test(document.body.innerText)",
+        timeout=TIMEOUT_MS,
+        polling=300,
     )
     button(page, "pause").click()
     expect(button(page, "run")).to_be_enabled()
