@@ -61,8 +61,9 @@ class ImportanceEstimate:
 
     @property
     def reliable(self) -> bool | None:
-        """Whether the tail is light enough for the estimate and its bars (``pareto_k`` at most
-        ``pareto.threshold(N)``); None where the tail could not be fitted."""
+        """The PSIS paper's verdict: ``pareto_k`` at most ``pareto.threshold(N)``; None where
+        the tail could not be fitted. On the Ising windows it did not predict whether the error
+        bar covered the exact ``log Z`` (``tools.importance_coverage``)."""
         if math.isnan(self.pareto_k):
             return None
         return self.pareto_k <= pareto.threshold(self.n_samples)
