@@ -32,22 +32,11 @@ from app import sources, state
 from app.config import Config
 from lsbcore.backends import threads
 from lsbcore.samplers import warmup
-from lsbcore.samplers.registry import make_sampler
-from lsbcore.targets.ising import IsingPosterior
-
-SIDE, CHAINS, SECONDS = 96, 4, 0.3
 
 
 def wall_rate() -> float:
     """``measure_rate``'s run timed on the wall clock (how it was timed before)."""
-    field = torch.linspace(-1, 1, SIDE * SIDE, dtype=torch.float64).view(SIDE, SIDE)
-    sampler = make_sampler("checkerboard", IsingPosterior(field, 1.0), CHAINS, device="cpu")
-    sampler.step(2)
-    sweeps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < SECONDS:
-        sampler.step(5)
-        sweeps += 5
-    return sweeps * SIDE * SIDE * CHAINS / (time.perf_counter() - start)
+    return warmup.measure_rate(clock=time.perf_counter)
 
 
 @contextmanager

@@ -80,7 +80,7 @@ def compile_kernels() -> None:
         _compiled.set()
 
 
-def measure_rate(side: int = 96, n_chains: int = 4, seconds: float = 0.3) -> float:
+def measure_rate(side: int = 96, n_chains: int = 4, seconds: float = 0.3, clock=None) -> float:
     """Checkerboard Gibbs site updates per second on a ``side``-square lattice (compiled).
 
     The compiled steps are timed in this thread's CPU time: the machine's speed, not its load
@@ -88,13 +88,15 @@ def measure_rate(side: int = 96, n_chains: int = 4, seconds: float = 0.3) -> flo
     running Python beside it (the server's, building a page) cut the rate about 10x: this
     thread waits for the interpreter lock after each kernel call (``tools.rate_under_load``,
     BENCHMARKS.md); a CI server's 80 x 60 photo got 32 px where an idle machine picks 80.
-    Torch's steps may spread over its threads: the wall clock then.
+    Torch's steps may spread over its threads: the wall clock then. ``clock``: another timer
+    (``tools.rate_under_load`` compares the wall clock's reading).
     """
     field = torch.linspace(-1, 1, side * side, dtype=torch.float64).view(side, side)
     sampler = make_sampler("checkerboard", IsingPosterior(field, 1.0), n_chains, device="cpu")
     sampler.step(2)
     # one chain group at this size (threads.chain_groups): the kernel runs in this thread
-    clock = time.thread_time if sampler.backend == "compiled" else time.perf_counter
+    if clock is None:
+        clock = time.thread_time if sampler.backend == "compiled" else time.perf_counter
     sweeps, start, wall = 0, clock(), time.perf_counter()
     while clock() - start < seconds and time.perf_counter() - wall < 20 * seconds:
         sampler.step(5)
