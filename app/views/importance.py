@@ -45,7 +45,10 @@ ESTIMATE_MEANING = (
     "weighted sample is worth. The bars are only as good as the weights: when a handful of "
     "draws carry the weight, the bar itself is unreliable (at ESS = 1 it is exactly 1, "
     "whatever the real error) and log Ẑ tends to lie below the truth. Below an ESS of 5 the "
-    "tab shows no bar."
+    "tab shows no bar. Measured on the paper's windows (3 × 3 to 12 × 12, both proposals, "
+    "N = 4,000), log Ẑ lay within 2 se of the exact log Z in 74% of the runs with a bar, not "
+    "the 95% a normal error would, and below it in 73%: the draws a sample misses are the "
+    "heavy ones."
 )
 MARGINALS_MEANING = (
     "Left: the self-normalised estimate of P(xᵢ = +1); middle: its one-standard-error bar "
