@@ -72,7 +72,16 @@ IMAGE_CHAINS = 4
 # the working resolution an image starts at when the machine's speed is unknown (see pick_size)
 DEFAULT_IMAGE_SIZE = 128
 MAX_SIZE = 512
-SETTLE_SWEEPS = 500  # sweeps a photo's marginal typically needs to settle (see pick_size)
+# A photo's working resolution (pick_size): most photos' marginals settle within about
+# SETTLE_SWEEPS sweeps (lsbcore.diagnostics.settled), and the live page samples at about
+# PAGE_SHARE of the sampler's own measured speed, its redraws (and a browser on the same
+# machine) taking the rest. Both measured with tools.photo_settle (BENCHMARKS.md): 9 of 13
+# scikit-image photos settled at 180-220 sweeps (motorcycle 449, rocket 818, chelsea 830, grass
+# not in 5,050); the page reached 0.40-0.49 of the sampler's speed (0.2 while a fresh server
+# still compiles in the background).
+SETTLE_SWEEPS = 200
+PAGE_SHARE = 0.4
+SETTLE_BUDGET_S = 5.0
 
 # What one session may ask for (see cap_workload): sites x chains x samplers, and the number of
 # per-chain trace values kept ((burn-in + steps) / thin x chains x samplers x 3 fields).
@@ -293,22 +302,31 @@ def model_defaults(model: str) -> dict:
     return {"mu": 1.0, "sigma": 1.0} if model == "mixture" else {"mu": 1.0, "sigma": 0.5}
 
 
-def pick_size(rate: float, shape: tuple[int, int] | None, budget_s: float = 5.0) -> int:
+def pick_size(rate: float, shape: tuple[int, int] | None, budget_s: float = SETTLE_BUDGET_S) -> int:
     """The working resolution (longer side) whose expected settling fits ``budget_s``.
 
-    ``rate``: the machine's checkerboard site updates per second (measured); settling takes
-    about ``SETTLE_SWEEPS`` sweeps of ``IMAGE_CHAINS`` chains (BENCHMARKS.md). The lattice's
-    site count is side^2 times the photo's aspect (``shape``: its height and width), and the
-    side is capped at MAX_SIZE and at the photo's own longer side.
+    ``rate``: the machine's checkerboard site updates per second (measured), of which the live
+    page reaches about ``PAGE_SHARE``; settling takes about ``SETTLE_SWEEPS`` sweeps of
+    ``IMAGE_CHAINS`` chains. The lattice's site count is side^2 times the photo's aspect
+    (``shape``: its height and width), and the side is capped at MAX_SIZE and at the photo's
+    own longer side.
     """
     height, width = shape if shape else (MAX_SIZE, MAX_SIZE)
     own = max(height, width, BOUNDS["size"][1])  # never upsample a small photo
     if not math.isfinite(rate) or rate <= 0:
         return min(DEFAULT_IMAGE_SIZE, own)
     aspect = min(height, width) / max(height, width)
-    sites = rate * budget_s / (SETTLE_SWEEPS * IMAGE_CHAINS)
+    sites = rate * PAGE_SHARE * budget_s / (SETTLE_SWEEPS * IMAGE_CHAINS)
     side = int(math.sqrt(sites / aspect)) // 16 * 16
     return int(min(max(side, BOUNDS["size"][1]), MAX_SIZE, own))
+
+
+def settle_seconds(rate: float, size: int, shape: tuple[int, int] | None) -> float:
+    """The seconds ``pick_size``'s model expects a photo of ``shape`` to take to settle at the
+    working resolution ``size``: below its budget where the photo's own size capped the pick."""
+    height, width = shape if shape else (size, size)
+    sites = size * max(1, round(size * min(height, width) / max(height, width)))
+    return SETTLE_SWEEPS * IMAGE_CHAINS * sites / (rate * PAGE_SHARE)
 
 
 def target_defaults(target: str) -> dict:

@@ -93,10 +93,28 @@ def controls(run: state.Run, speed: bool = False) -> None:
         flow.controls(run.flow, run)
     pin_controls.notices()
     if run.finished and not presentation.is_on():  # a lecture's status line says "finished"
-        st.success(
-            f"Run complete: every sampler took its {run.config.total_steps:,} steps. Raise the "
-            "mixing steps to go on."
-        )
+        text, settled = finished_text(run)
+        (st.success if settled else st.warning)(text)
+
+
+def finished_text(run: state.Run) -> tuple[str, bool]:
+    """The closing line of a run that took all its steps, and whether it is all good news: not
+    when "Stop when settled" was on and a sampler's marginal has not settled (which, and why)."""
+    done = f"Run complete: every sampler took its {run.config.total_steps:,} steps"
+    judged = run.config.until_settled and state.judges_settling(run)
+    unsettled = [(n, v) for n, v in run.settledness.items() if not v.settled] if judged else []
+    if not unsettled:
+        return f"{done}. Raise the mixing steps to go on.", True
+    name, verdict = unsettled[0]
+    reason = verdict.reason
+    if reason.startswith("Not settled"):  # "Not settled yet: P is known ..." -> "P is known ..."
+        reason = reason.split(": ", 1)[1]
+    others = f" (and {len(unsettled) - 1} more)" if len(unsettled) > 1 else ""
+    return (
+        f"{done}, and the marginal has not settled. {sampler_label(name)}{others}: {reason} "
+        "Raise the mixing steps to go on.",
+        False,
+    )
 
 
 def _sweeps(value: float) -> str:

@@ -342,21 +342,25 @@ def _original_shape() -> tuple[int, int] | None:
 def _pick_size() -> None:
     """The working resolution for a newly chosen image, from this machine's measured speed."""
     rate = warmup.site_update_rate() or math.nan
-    size = cfgmod.pick_size(rate, _original_shape())
+    shape = _original_shape()
+    size = cfgmod.pick_size(rate, shape)
     st.session_state["size"] = size
-    st.session_state["_size_note"] = _size_note(size, rate)
+    st.session_state["_size_note"] = _size_note(size, rate, shape)
 
 
-def _size_note(size: int, rate: float) -> str:
+def _size_note(size: int, rate: float, shape: tuple[int, int] | None) -> str:
     if not math.isfinite(rate):
         return (
             f"Picked {size} px: this machine's speed is not measured yet (the sampler is still "
             "compiling); choose again later, or set it yourself."
         )
+    seconds = cfgmod.settle_seconds(rate, size, shape)
+    took = "under a second" if seconds < 1 else f"about {seconds:.0f} s"
     return (
-        f"Picked {size} px so that about {cfgmod.SETTLE_SWEEPS} sweeps of "
-        f"{counted(cfgmod.IMAGE_CHAINS, 'chain')} take about 5 s here "
-        f"(measured {rate / 1e6:.0f} M site updates/s)."
+        f"Picked {size} px: most photos settle within about {cfgmod.SETTLE_SWEEPS} sweeps of "
+        f"{counted(cfgmod.IMAGE_CHAINS, 'chain')}, {took} at this size here (the sampler alone: "
+        f"{rate / 1e6:.0f} M site updates/s, measured; the live page reaches about "
+        f"{cfgmod.PAGE_SHARE:.0%} of that)."
     )
 
 

@@ -654,6 +654,8 @@ def _work(run: Run) -> None:
                     run.settled_at = run.n_steps
                     break
         time.sleep(0)  # let a waiting reader take the lock
+    if run.finished and not run.error:  # the last steps' verdict, for the closing line
+        refresh_settledness(run)
     run.running = False
 
 

@@ -8,8 +8,11 @@ Run wait for steps with ``wait_for_steps``; every run is paused when its test en
 from __future__ import annotations
 
 import io
+import re
 import time
 from dataclasses import replace
+from types import SimpleNamespace
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -20,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 import lsbcore
 from app import config as cfgmod
-from app import pin_store, sidebar, sources, state
+from app import live, pin_store, sidebar, sources, state
 from app.text import counted
 from app.view_catalogue import ISING
 from app.views import annealing, export, why
@@ -258,6 +261,7 @@ def test_choosing_your_image_shows_the_upload_box_and_an_upload_is_segmented(mon
     # what it picked
     assert run.problem.target.shape == (60, 80) and at.session_state["size"] == 80
     assert "Picked 80 px" in texts(at.sidebar.caption)
+    assert "under a second at this size" in texts(at.sidebar.caption)
     assert run.image is not None and run.problem.target.boundary == "free"
     # the dark disc is the object: positive alpha in the middle, negative at the corner
     alpha = run.problem.target.alpha[0]
@@ -445,6 +449,56 @@ def test_stop_when_settled_pauses_a_photo_run_once_it_has_settled():
     assert all(v.settled for v in run.settledness.values())
     at.run()
     assert "Settled at step" in texts(at.success)
+
+
+def test_a_run_that_ends_before_settling_says_so_and_why():
+    # 40 mixing steps: the latter half's batches hold under 10 draws, 20 are needed
+    at = open_app(source="sample", sample="horse", size="32", burn_in="10", steps="40")
+    run = the_run(at)
+    assert run.config.until_settled
+    at.button(key="run").click().run()
+    deadline = time.perf_counter() + 60
+    while run.running and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert run.finished and run.settled_at is None
+    at.run()
+    assert_healthy(at)
+    warning = texts(at.warning)
+    assert "Run complete: every sampler took its 50 steps, and the marginal has not settled" in (
+        warning
+    )
+    assert re.search(
+        r"Checkerboard Gibbs: Too few draws so far \(\d per batch; 20 needed\)\.", warning
+    )
+    assert "Run complete" not in texts(at.success)
+
+
+def test_the_closing_line_names_the_unsettled_sampler_and_its_test():
+    run = SimpleNamespace(
+        config=SimpleNamespace(total_steps=5050, until_settled=True, chains=4),
+        settledness={
+            "checkerboard": SimpleNamespace(
+                settled=False,
+                reason="Not settled yet: P is known to within ±0.1 at 97.2% of the sites "
+                "(99% needed).",
+            )
+        },
+    )
+    with mock.patch.object(state, "judges_settling", return_value=True):
+        text, good = live.finished_text(run)
+        assert not good and text == (
+            "Run complete: every sampler took its 5,050 steps, and the marginal has not settled. "
+            "Checkerboard Gibbs: P is known to within ±0.1 at 97.2% of the sites (99% needed). "
+            "Raise the mixing steps to go on."
+        )
+        run.settledness["checkerboard"] = SimpleNamespace(settled=True, reason="Settled: ...")
+        assert live.finished_text(run) == (
+            "Run complete: every sampler took its 5,050 steps. Raise the mixing steps to go on.",
+            True,
+        )
+    run.config.until_settled = False  # not asked: no verdict in the closing line
+    run.settledness["checkerboard"] = SimpleNamespace(settled=False, reason="Not settled yet: x.")
+    assert live.finished_text(run)[1]
 
 
 # ----------------------------------------------------------------------------- links
@@ -725,7 +779,7 @@ def test_a_run_nobody_looks_at_pauses_itself(monkeypatch):
 
 
 def test_the_working_resolution_is_picked_from_the_measured_speed():
-    # 4 chains x SETTLE_SWEEPS sweeps in 5 s: sites = rate * 5 / (500 * 4)
+    # 4 chains x 200 sweeps in 5 s at 40% of the rate: sites = rate * 0.4 * 5 / (200 * 4)
     assert cfgmod.pick_size(80e6, (512, 512)) == 432  # sqrt(200,000) = 447, down to 27 x 16
     assert cfgmod.pick_size(1e9, (512, 512)) == cfgmod.MAX_SIZE
     assert cfgmod.pick_size(1e9, (90, 120)) == 120  # never beyond the photo's own size
@@ -733,6 +787,16 @@ def test_the_working_resolution_is_picked_from_the_measured_speed():
     wide = cfgmod.pick_size(20e6, (250, 500))  # half as many rows: a longer side
     assert wide > cfgmod.pick_size(20e6, (500, 500))
     assert cfgmod.pick_size(float("nan"), (512, 512)) == cfgmod.DEFAULT_IMAGE_SIZE
+
+
+def test_the_expected_settling_time_is_the_picks_budget_or_less_when_the_photo_is_small():
+    # at 80 M/s a 432 x 432 lattice: 200 sweeps x 4 chains x 186,624 sites / (0.4 x 80e6)
+    assert cfgmod.settle_seconds(80e6, 432, (512, 512)) == pytest.approx(4.6656)
+    assert cfgmod.settle_seconds(80e6, 432, (512, 512)) <= cfgmod.SETTLE_BUDGET_S
+    # a 400 x 600 photo at 384 px is 384 x 256 (rounded as the photo is scaled)
+    assert cfgmod.settle_seconds(40e6, 384, (400, 600)) == pytest.approx(800 * 384 * 256 / 16e6)
+    # a photo smaller than the pick: its own size, far under the budget
+    assert cfgmod.settle_seconds(80e6, 120, (90, 120)) < 0.5
 
 
 def test_old_links_with_invert_still_choose_the_object():
