@@ -655,7 +655,10 @@ def _work(run: Run) -> None:
                     break
         time.sleep(0)  # let a waiting reader take the lock
     if run.finished and not run.error:  # the last steps' verdict, for the closing line
-        refresh_settledness(run)
+        try:
+            refresh_settledness(run)
+        except Exception:  # the run still ends: the page judges again when it draws
+            log.exception("judging whether the run settled failed")
     run.running = False
 
 
