@@ -590,7 +590,7 @@ def _work(run: Run) -> None:
     window_start, window_steps = time.perf_counter(), 0
     run.pace.restart()
     run.pace.add(window_start, run.steps_done, _progress_phase(run))
-    judged = time.perf_counter()
+    judged, judging = time.perf_counter(), True
     gone_since = None
     while run.running and not run.finished:
         now = time.perf_counter()
@@ -647,19 +647,32 @@ def _work(run: Run) -> None:
             run.error = f"Sampling stopped: {err}.{hint}"
             break
         now = time.perf_counter()
-        if now - judged >= SETTLE_CHECK_S:
+        if judging and now - judged >= SETTLE_CHECK_S:
             judged = now
-            if refresh_settledness(run) and run.config.until_settled:
+            settled = _settled_now(run)
+            judging = settled is not None
+            if settled and run.config.until_settled:
                 if run.settled_at is None:
                     run.settled_at = run.n_steps
                     break
         time.sleep(0)  # let a waiting reader take the lock
-    if run.finished and not run.error:  # the last steps' verdict, for the closing line
-        try:
-            refresh_settledness(run)
-        except Exception:  # the run still ends: the page judges again when it draws
-            log.exception("judging whether the run settled failed")
+    if run.finished and not run.error and judging:  # the last steps' verdict, for the page
+        _settled_now(run)
     run.running = False
+
+
+def _settled_now(run: Run) -> bool | None:
+    """``refresh_settledness`` for the worker; None when judging failed (logged, and said on
+    the page), so that sampling goes on unjudged instead of the worker dying mid-run."""
+    try:
+        return refresh_settledness(run)
+    except Exception as err:
+        log.exception("judging whether the run settled failed")
+        run.notices.append(
+            f"Whether the marginal has settled could not be judged ({err}); the run goes on "
+            'without "Stop when settled".'
+        )
+        return None
 
 
 def waits_for_flow(run: Run) -> bool:

@@ -473,6 +473,26 @@ def test_a_run_that_ends_before_settling_says_so_and_why():
     assert "Run complete" not in texts(at.success)
 
 
+def test_a_failure_to_judge_settling_is_said_and_the_run_goes_on_to_its_end(monkeypatch):
+    at = open_app(source="sample", sample="horse", size="32", burn_in="10", steps="300")
+    run = the_run(at)
+
+    def broken(run):
+        raise ValueError("no batches")
+
+    monkeypatch.setattr(state, "refresh_settledness", broken)
+    monkeypatch.setattr(state, "SETTLE_CHECK_S", 0.0)  # judged after every chunk
+    at.button(key="run").click().run()
+    deadline = time.perf_counter() + 60
+    while run.running and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert not run.running and run.finished and run.settled_at is None and not run.error
+    assert run.notices == [  # said once, not once per chunk
+        "Whether the marginal has settled could not be judged (no batches); the run goes on "
+        'without "Stop when settled".'
+    ]
+
+
 def test_the_closing_line_names_the_unsettled_sampler_and_its_test():
     run = SimpleNamespace(
         config=SimpleNamespace(total_steps=5050, until_settled=True, chains=4),
