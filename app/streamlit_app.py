@@ -165,12 +165,6 @@ except Exception as err:  # no traceback reaches the page: say what failed, log 
     log.exception("LSB Explorer failed")
     st.error(f"Something went wrong: {plain(err)}. Change a setting or press Reset to continue.")
 
-# After the page, and before any worker can sample: pandas and the diagnostics' modules, once
-# per process. Imported only as the first Run started a worker, a page still drew "partially
-# initialized module 'pandas' has no attribute 'Series'" (tests/test_browser_prompt.py: 3 of 6
-# runs on 2026-12-02, 0 of 4 with this line): some other thread read pandas half imported
-# (which one is not pinned down; type checks look it up in sys.modules).
-state.worker_imports()
 # After the page, not before: importing numba and loading the kernels holds the interpreter for
 # seconds, and the first visitor's page (which steps with torch until they are ready) would wait
 # for it.
