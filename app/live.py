@@ -22,6 +22,7 @@ import streamlit as st
 
 from app import (
     colour_refits,
+    late_imports,
     page_state,
     panel_tabs,
     pin_controls,
@@ -275,6 +276,7 @@ def _current_run() -> state.Run | None:
     return run
 
 
+@late_imports.drawing()
 def _live() -> None:
     """An RBM's or a network's page: the status line and the target's own tabs."""
     run = _current_run()
@@ -284,6 +286,7 @@ def _live() -> None:
     panel_tabs.draw(run, _page(run))
 
 
+@late_imports.drawing()
 def _live_view(view: View) -> None:
     """An image run's open view, with the status line above it."""
     run = _current_run()

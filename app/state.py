@@ -27,7 +27,6 @@ import atexit
 import ctypes
 import gc
 import hmac
-import importlib
 import logging
 import math
 import secrets
@@ -41,7 +40,7 @@ import torch
 from streamlit.runtime import Runtime
 
 import lsbcore
-from app import colour_refits, flow_training, network_run, rbm_run, scheduler
+from app import colour_refits, flow_training, late_imports, network_run, rbm_run, scheduler
 from app.config import FLOW_SAMPLERS, Config, steps_per_refresh
 from app.pace import Pace
 from app.text import escape
@@ -587,6 +586,7 @@ def refresh_settledness(run: Run) -> bool:
 def _work(run: Run) -> None:
     """The worker: advance in short chunks while the run is running, honouring the speed cap,
     and (images) pausing once the marginals have settled when asked to."""
+    late_imports.ensure()  # pandas, if a library the worker uses wants it: once no page draws
     window_start, window_steps = time.perf_counter(), 0
     run.pace.restart()
     run.pace.add(window_start, run.steps_done, _progress_phase(run))
@@ -756,23 +756,8 @@ def start(run: Run) -> None:
     run.last_seen = time.perf_counter()
     run.running = True
     if run.worker is None or not run.worker.is_alive():
-        worker_imports()
         run.worker = threading.Thread(target=_work, args=(run,), name="lsb-sampler", daemon=True)
         run.worker.start()
-
-
-#: What the worker imports on first use (the diagnostics: arviz-stats, which brings xarray and
-#: pandas; scipy's t and FFT). Imported here, on the page's thread, before the first worker
-#: starts: a worker importing pandas while the page imports it too (Streamlit does, for a
-#: chart) once drew "partially initialized module 'pandas' has no attribute 'Series'" in a view
-#: (again on 2026-11-29, with arviz-stats no longer importing pandas: pandas itself is listed).
-WORKER_IMPORTS = ("arviz_stats.base", "scipy.stats", "scipy.fft", "pandas")
-
-
-def worker_imports() -> None:
-    """Import ``WORKER_IMPORTS`` (at once when done before: about 0.9 s the first time)."""
-    for name in WORKER_IMPORTS:
-        importlib.import_module(name)
 
 
 def pause(run: Run, wait: bool = True) -> None:

@@ -19,6 +19,7 @@ import torch  # noqa: E402
 
 from app import (  # noqa: E402
     config,
+    late_imports,
     live,
     page_state,
     pin_controls,
@@ -159,13 +160,17 @@ def main() -> None:
             prompt.render(run, inputs.image_id)
 
 
-try:
-    main()
-except Exception as err:  # no traceback reaches the page: say what failed, log the rest
-    log.exception("LSB Explorer failed")
-    st.error(f"Something went wrong: {plain(err)}. Change a setting or press Reset to continue.")
+with late_imports.drawing():  # no library import half done while this run draws a figure
+    try:
+        main()
+    except Exception as err:  # no traceback reaches the page: say what failed, log the rest
+        log.exception("LSB Explorer failed")
+        st.error(
+            f"Something went wrong: {plain(err)}. Change a setting or press Reset to continue."
+        )
 
 # After the page, not before: importing numba and loading the kernels holds the interpreter for
 # seconds, and the first visitor's page (which steps with torch until they are ready) would wait
 # for it.
 compiled_kernels()
+late_imports.in_background()  # likewise: the tables and the worker's diagnostics

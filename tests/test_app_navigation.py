@@ -106,37 +106,6 @@ def test_a_reload_mid_run_takes_the_run_back_with_its_photo_and_prompt(monkeypat
     assert "The run this link named is no longer held by the server" in texts(other.info)
 
 
-def test_the_worker_imports_its_libraries_on_the_page_thread_before_it_starts(monkeypatch):
-    """A worker importing pandas (through arviz-stats) while the page imported it for a chart
-    drew "partially initialized module 'pandas'" in the Proposal view (CI, this issue's walk):
-    the worker's first-use imports are done on the page's thread, before the thread exists."""
-    from types import SimpleNamespace
-
-    events = []
-    real = state.importlib.import_module
-
-    def imported(name, *args):
-        events.append(("import", name))
-        return real(name, *args)
-
-    class Thread:
-        def __init__(self, **kwargs):
-            events.append(("thread", kwargs["name"]))
-
-        def start(self):
-            events.append(("start", None))
-
-    monkeypatch.setattr(state.importlib, "import_module", imported)
-    monkeypatch.setattr(state.threading, "Thread", Thread)
-    run = SimpleNamespace(finished=False, worker=None, running=False, error=None, last_seen=0.0)
-    state.start(run)
-    made = events.index(("thread", "lsb-sampler"))
-    assert events[made + 1 :] == [("start", None)]
-    for name in state.WORKER_IMPORTS:  # each imported (scipy imports some again itself) first
-        assert ("import", name) in events[:made], name
-    assert "arviz_stats.base" in state.WORKER_IMPORTS and run.running
-
-
 def test_a_reload_keeps_what_a_target_left_had():
     """The settings kept for a target left (its samplers, chains) outlive a reload mid-run."""
     at = open_app(target="mn1", burn_in="5")

@@ -129,6 +129,10 @@ sys.path.insert(0, ".")
 from app import sources, state
 from app.config import Config
 from lsbcore.samplers import warmup
+try:
+    from app.late_imports import import_all as import_later
+except ImportError:  # an older tree (--root): its page thread imported them
+    import_later = state.worker_imports
 torch.set_num_threads(1)
 warmup.compile_kernels()
 samplers, steps, seconds = tuple(sys.argv[1].split(",")), int(sys.argv[2]), float(sys.argv[3])
@@ -140,7 +144,7 @@ def counted(n, learn=False, names=None):
     calls.append(n)
     step(n, learn=learn, names=names)
 run.comparison.step = counted
-state.worker_imports()  # once per server, before its first run: not the worker's rate
+import_later()  # once per server, before its first run: not the worker's rate
 steps0, cpu0 = run.n_steps, time.process_time()
 state.start(run)
 start = time.perf_counter()

@@ -14,7 +14,7 @@ from dataclasses import fields
 
 import streamlit as st
 
-from app import charts, pin_controls, pins, presentation
+from app import charts, pin_controls, pins, presentation, tables
 from app.config import LABELS, Config
 from app.page_state import COMPARE_RUNS
 from app.pins import Pin
@@ -176,11 +176,11 @@ def render(run) -> None:
     st.markdown("**Settings that differ**")
     diff = differences(runs)
     if diff:
-        st.dataframe(diff, hide_index=True)
+        tables.dataframe(diff, hide_index=True)
     else:
         st.caption("Every setting is the same in these runs.")
     st.markdown("**Summary per sampler**")
-    st.dataframe(summary_rows(runs), hide_index=True)
+    tables.dataframe(summary_rows(runs), hide_index=True)
     st.caption(
         f"{MISSING} marks a number the run did not measure. Acceptance: accepted over proposed "
         f"moves, burn-in included. P(move): the chance a step moves at all, measured by the last "

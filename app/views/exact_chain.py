@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import page_state, view_params
+from app import page_state, tables, view_params
 from app.text import grid_size
 from lsbcore import REGISTRY, exact
 from lsbcore.number_text import number_text
@@ -152,7 +152,7 @@ def render(target, names, balancings: dict | None = None, steps: int = 200) -> N
     st.caption(GAP_MEANING)
     if target.batch > 1:
         st.caption("Each chain has its own field here; this is the chain of chain 0.")
-    st.dataframe(table(view.rows), hide_index=True)
+    tables.dataframe(table(view.rows), hide_index=True)
     st.caption(START_CAPTION)
     if view.note:
         st.caption(view.note)
@@ -304,7 +304,7 @@ def render_run(run) -> None:
         + (f" with {', '.join(learners)} as learned then." if learners else ".")
     )
     st.caption(GAP_MEANING)
-    st.dataframe(table(view.rows), hide_index=True)
+    tables.dataframe(table(view.rows), hide_index=True)
     st.caption(START_CAPTION)
     if view.note:
         st.caption(view.note)

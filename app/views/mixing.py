@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, presentation
+from app import charts, presentation, tables
 from app.mixing_diagnostics import RHAT_WARN, mixing_view, rhat_warnings, snapshot
 
 
@@ -77,4 +77,4 @@ def _table(view, shared: bool) -> None:
             f"R-hat above {RHAT_WARN} for {', '.join(unsettled)}: the chains do not agree yet "
             "(not mixed, or not run long enough); ESS figures are not reliable until it drops."
         )
-    st.dataframe(view.rows, hide_index=True)
+    tables.dataframe(view.rows, hide_index=True)

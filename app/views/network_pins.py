@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, pin_controls, pins
+from app import charts, pin_controls, pins, tables
 from app.pins import Pin
 from app.views import compare
 from lsbcore.studies import figures
@@ -53,10 +53,10 @@ def render(run) -> None:
         diff = compare.differences(runs)
         st.markdown("**Settings that differ**")
         if diff:
-            st.dataframe(diff, hide_index=True)
+            tables.dataframe(diff, hide_index=True)
         else:
             st.caption("Every setting is the same in these runs.")
         st.markdown("**Summary per sampler**")
-        st.dataframe(compare.summary_rows(runs), hide_index=True)
+        tables.dataframe(compare.summary_rows(runs), hide_index=True)
     pin_controls.others_caption(others, "targets or networks")
     pin_controls.managed()  # last: the figure stays whole on a lecture screen

@@ -11,8 +11,10 @@ import math
 
 import streamlit as st
 
+from app import tables
 
-def move_table(run):
+
+def move_table(run) -> list[dict]:
     from lsbcore.rbm.variants import display_name
 
     comparison = run.comparison
@@ -29,14 +31,12 @@ def move_table(run):
                     "sampling seconds": float(sampler.wall_seconds),
                 }
             )
-    import pandas as pd  # imported when the table is drawn, not with the page
-
-    return pd.DataFrame(rows)
+    return rows
 
 
 def render(run) -> None:
     table = move_table(run)
-    st.dataframe(
+    tables.dataframe(
         table,
         hide_index=True,
         column_config={

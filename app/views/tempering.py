@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import page_state, view_params
+from app import page_state, tables, view_params
 from app.text import grid_size
 from lsbcore import REGISTRY
 from lsbcore.number_text import number_text
@@ -270,7 +270,7 @@ def draw(view: TemperingView, run, charts) -> None:
         "states cannot travel between the hot and the cold end through it. Adaptation moves "
         "the temperatures toward equal rates."
     )
-    st.dataframe(swap_table(result), hide_index=True)
+    tables.dataframe(swap_table(result), hide_index=True)
     charts.show(
         figures.replica_magnetisation_figure(result.magnetisation[:, :, 0], result.betas),
         run,
@@ -297,7 +297,7 @@ def draw(view: TemperingView, run, charts) -> None:
         "the lower one (hysteresis: wandering around 0 is not a switch). Both chains target "
         "the same posterior, but only one of them visits both modes."
     )
-    st.dataframe(mode_table(result), hide_index=True)
+    tables.dataframe(mode_table(result), hide_index=True)
     st.caption(
         "The fraction of recorded sweeps spent in each mode (before the first crossing a chain "
         "has none) and the number of switches between them. With both modes equally likely, "
