@@ -19,6 +19,7 @@ from app import link_values, network_targets, rbm_targets, selection_target, vie
 from app.target_kind import TargetKind, kind_of
 from app.text import quote
 from lsbcore import PAPER_CASES, REGISTRY
+from lsbcore.image import target_size
 from lsbcore.samplers.registry import APP_SAMPLERS
 from lsbcore.segmentation.starts import STARTS
 
@@ -325,7 +326,7 @@ def settle_seconds(rate: float, size: int, shape: tuple[int, int] | None) -> flo
     """The seconds ``pick_size``'s model expects a photo of ``shape`` to take to settle at the
     working resolution ``size``: below its budget where the photo's own size capped the pick."""
     height, width = shape if shape else (size, size)
-    sites = size * max(1, round(size * min(height, width) / max(height, width)))
+    sites = math.prod(target_size(width, height, size))  # the lattice the photo is shrunk to
     return SETTLE_SWEEPS * IMAGE_CHAINS * sites / (rate * PAGE_SHARE)
 
 

@@ -23,9 +23,10 @@ log = logging.getLogger(__name__)
 
 GATED = ("pandas",)  # what plotly reads from sys.modules, half-imported or not
 PRELOADED = ("arviz_stats.base", "scipy.stats", "scipy.fft")  # the worker's, on first use
-# a page run drawing longer than this (a large build) does not hold the import back for good,
-# nor an import that hangs the page runs
-WAIT_S = 10.0
+# the import waits at most this long for page runs still drawing (a large build would otherwise
+# hold every other visitor's page at the gate), and a page run at most this long for the import
+DRAWING_WAIT_S = 5.0
+IMPORT_WAIT_S = 60.0
 
 _cond = threading.Condition()
 _gate = {"drawing": 0, "importing": False, "done": False}
@@ -86,7 +87,7 @@ def in_background() -> threading.Thread | None:
 
 def _enter() -> None:
     with _cond:
-        if not _cond.wait_for(lambda: not _gate["importing"], timeout=WAIT_S):
+        if not _cond.wait_for(lambda: not _gate["importing"], timeout=IMPORT_WAIT_S):
             log.warning("a page run drew while the later libraries were still being imported")
         _gate["drawing"] += 1
 
@@ -105,7 +106,7 @@ def _import() -> None:
         if _gate["done"]:
             return
         _gate["importing"] = True
-        if not _cond.wait_for(lambda: _gate["drawing"] == 0, timeout=WAIT_S):
+        if not _cond.wait_for(lambda: _gate["drawing"] == 0, timeout=DRAWING_WAIT_S):
             log.warning("importing the later libraries while %d page runs draw", _gate["drawing"])
     try:
         _import_each(GATED)

@@ -356,7 +356,7 @@ def _describe_unreadable(raw: bytes) -> str:
     return f"This file is not an image that can be read ({_SUPPORTED_TEXT})."
 
 
-def _target_size(width: int, height: int, max_side: int) -> tuple[int, int]:
+def target_size(width: int, height: int, max_side: int) -> tuple[int, int]:
     """Size with the longer side min(max_side, longer side), aspect kept, sides >= 1."""
     longer = max(width, height)
     if longer <= max_side:
@@ -426,7 +426,7 @@ def _decode(raw: bytes, max_side: int, *, colour: bool) -> tuple[Image.Image, tu
     width, height = im.size
     if im.format in ("JPEG", "MPO"):
         _check_jpeg_data(raw, width, height)
-    target = _target_size(width, height, max_side)
+    target = target_size(width, height, max_side)
 
     rgb_jpeg_drafted = False
     if im.format in ("JPEG", "MPO") and target != (width, height):

@@ -817,6 +817,12 @@ def test_the_expected_settling_time_is_the_picks_budget_or_less_when_the_photo_i
     assert cfgmod.settle_seconds(40e6, 384, (400, 600)) == pytest.approx(800 * 384 * 256 / 16e6)
     # a photo smaller than the pick: its own size, far under the budget
     assert cfgmod.settle_seconds(80e6, 120, (90, 120)) < 0.5
+    # the lattice the photo is shrunk to, not one side times a rounded other: a 10 x 5 photo at
+    # 5 px is 5 x 3 (half rounds up, as the photo is scaled; round() gave 2), a 50 x 40 photo
+    # under a 64 px pick stays 50 x 40
+    per_site = 800 / 16e6
+    assert cfgmod.settle_seconds(40e6, 5, (5, 10)) == pytest.approx(15 * per_site)
+    assert cfgmod.settle_seconds(40e6, 64, (40, 50)) == pytest.approx(2000 * per_site)
 
 
 def test_old_links_with_invert_still_choose_the_object():

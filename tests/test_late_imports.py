@@ -181,3 +181,26 @@ def test_no_page_run_waits_for_the_preloaded_libraries(imports, monkeypatch):
     release.set()
     thread.join(10)
     assert imports.names == ["first", "second", "third"]
+
+
+def test_a_page_run_drawing_too_long_does_not_hold_the_import_for_good(
+    imports, monkeypatch, caplog
+):
+    """A large build drawing for seconds: the import goes ahead after DRAWING_WAIT_S (said in
+    the log) rather than hold every other visitor's page at the gate."""
+    monkeypatch.setattr(late_imports, "DRAWING_WAIT_S", 0.2)
+    drawn, leave = threading.Event(), threading.Event()
+
+    def page_run():
+        with late_imports.drawing():
+            drawn.set()
+            assert leave.wait(10)
+
+    page = in_thread(page_run)
+    assert drawn.wait(10)
+    with caplog.at_level(logging.WARNING, logger=late_imports.__name__):
+        late_imports.ensure()
+    assert imports.names == ["first", "second"] and "while 1 page runs draw" in caplog.text
+    leave.set()
+    page.join(10)
+    assert late_imports._gate["drawing"] == 0
