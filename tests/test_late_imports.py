@@ -49,7 +49,8 @@ def in_thread(target) -> threading.Thread:
     return thread
 
 
-def test_an_import_waits_until_no_page_run_draws(imports):
+def page_run_drawing() -> tuple[threading.Thread, threading.Event]:
+    """A page run in its own thread, drawing until the event returned is set."""
     drawn, leave = threading.Event(), threading.Event()
 
     def page_run():
@@ -59,6 +60,11 @@ def test_an_import_waits_until_no_page_run_draws(imports):
 
     page = in_thread(page_run)
     assert drawn.wait(10)
+    return page, leave
+
+
+def test_an_import_waits_until_no_page_run_draws(imports):
+    page, leave = page_run_drawing()
     importer = in_thread(late_imports.ensure)
     time.sleep(HELD)
     assert imports.names == [] and not late_imports.done()  # the run is still drawing
@@ -189,15 +195,7 @@ def test_a_page_run_drawing_too_long_does_not_hold_the_import_for_good(
     """A large build drawing for seconds: the import goes ahead after DRAWING_WAIT_S (said in
     the log) rather than hold every other visitor's page at the gate."""
     monkeypatch.setattr(late_imports, "DRAWING_WAIT_S", 0.2)
-    drawn, leave = threading.Event(), threading.Event()
-
-    def page_run():
-        with late_imports.drawing():
-            drawn.set()
-            assert leave.wait(10)
-
-    page = in_thread(page_run)
-    assert drawn.wait(10)
+    page, leave = page_run_drawing()
     with caplog.at_level(logging.WARNING, logger=late_imports.__name__):
         late_imports.ensure()
     assert imports.names == ["first", "second"] and "while 1 page runs draw" in caplog.text
