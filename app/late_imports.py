@@ -33,10 +33,6 @@ _gate = {"drawing": 0, "importing": False, "done": False}
 _depth = threading.local()  # how deep this thread is in drawing(): a fragment inside the page
 
 
-def done() -> bool:
-    return _gate["done"]
-
-
 @contextmanager
 def drawing():
     """Count this thread as a page run drawing (re-entrant): it waits for an import under way

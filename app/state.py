@@ -40,7 +40,7 @@ import torch
 from streamlit.runtime import Runtime
 
 import lsbcore
-from app import colour_refits, flow_training, late_imports, network_run, rbm_run, scheduler
+from app import colour_refits, flow_training, network_run, rbm_run, scheduler
 from app.config import FLOW_SAMPLERS, Config, steps_per_refresh
 from app.pace import Pace
 from app.text import escape
@@ -586,7 +586,6 @@ def refresh_settledness(run: Run) -> bool:
 def _work(run: Run) -> None:
     """The worker: advance in short chunks while the run is running, honouring the speed cap,
     and (images) pausing once the marginals have settled when asked to."""
-    late_imports.ensure()  # pandas, if a library the worker uses wants it: once no page draws
     window_start, window_steps = time.perf_counter(), 0
     run.pace.restart()
     run.pace.add(window_start, run.steps_done, _progress_phase(run))

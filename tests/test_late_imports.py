@@ -7,13 +7,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
-from app import config as cfgmod
-from app import late_imports, sources, state
+from app import late_imports
 
 HELD = 0.3  # how long a thread is watched for not getting on
 
@@ -67,11 +65,11 @@ def test_an_import_waits_until_no_page_run_draws(imports):
     page, leave = page_run_drawing()
     importer = in_thread(late_imports.ensure)
     time.sleep(HELD)
-    assert imports.names == [] and not late_imports.done()  # the run is still drawing
+    assert imports.names == [] and not late_imports._gate["done"]  # the run is still drawing
     leave.set()
     importer.join(10)
     page.join(10)
-    assert imports.names == ["first", "second"] and late_imports.done()
+    assert imports.names == ["first", "second"] and late_imports._gate["done"]
 
 
 def test_a_page_run_waits_for_an_import_under_way_and_draws_after_it(imports):
@@ -125,7 +123,7 @@ def test_a_failed_import_is_logged_and_opens_the_gate(imports, monkeypatch, capl
     with caplog.at_level(logging.ERROR, logger=late_imports.__name__):
         late_imports.ensure()
     assert "importing first failed" in caplog.text and "importing second failed" in caplog.text
-    assert late_imports.done()
+    assert late_imports._gate["done"]
     with late_imports.drawing():  # no run waits for it any more
         pass
 
@@ -139,28 +137,6 @@ def test_the_background_import_starts_once(imports):
     thread.join(10)
     assert imports.names == ["first", "second", "third"]  # the gated ones, then the others
     assert late_imports.in_background() is None  # done
-
-
-def test_the_worker_imports_them_before_its_first_step(imports, monkeypatch):
-    """The sampling worker's first act: the diagnostics' libraries, through the gate (the page
-    thread no longer imports them in the Run button's callback)."""
-    events = []
-    real_advance = state.advance
-
-    def advance(*args, **kwargs):
-        events.append(("advance", list(imports.names)))
-        return real_advance(*args, **kwargs)
-
-    monkeypatch.setattr(state, "advance", advance)
-    cfg = replace(cfgmod.Config(), samplers=("barker",), size=16, chains=2, burn_in=2, steps=3)
-    run, _ = state.build_run(cfg, sources.build_problem(cfg))
-    imports.release.clear()
-    state.start(run)  # returns with the import held half-way: not made on this thread
-    assert imports.started.wait(10) and imports.threads == {"lsb-sampler"}
-    assert events == []  # no step before the libraries
-    imports.release.set()
-    run.worker.join(30)
-    assert events and events[0] == ("advance", ["first", "second"])
 
 
 def test_no_page_run_waits_for_the_preloaded_libraries(imports, monkeypatch):
