@@ -26,6 +26,7 @@ from app import (
     large_builds,
     network_sidebar,
     network_targets,
+    page_state,
     rbm_sidebar,
     rbm_targets,
     sources,
@@ -72,14 +73,19 @@ SAMPLE_NOTES = {
     "cell": "A bright cell on a gray background: the object is bright.",
 }
 IMAGE_TYPES = ["png", "jpg", "jpeg", "gif", "webp", "tif", "tiff", "bmp"]
-# each source's settings as it was left, {source: (configuration dict, size note)}: a source
-# chosen again comes back as it was (its resolution, its model's parameters)
+# each source's settings as it was left, {source: (configuration dict, size note, fallback
+# size)}: a source chosen again comes back as it was (its resolution, its model's parameters)
 KEPT_SOURCES = "_kept_sources"
 # each target's settings as it was left, the same way: the Ising posterior comes back with its
 # source and model, a network or an RBM with the samplers and run lengths chosen for it
 KEPT_TARGETS = "_kept_targets"
 # settings of the page, not of a source or target: they stay as last set when one comes back
 PAGE_WIDE = ("speed", "device")
+# a photo's size picked before this machine's speed was measured (the kernels still compiling):
+# picked again once it is, unless the size was changed or the photo's run has begun
+FALLBACK_SIZE = "_size_fallback"
+REPICK = "_size_repick"  # the speed has arrived: the next page run picks again
+SPEED_POLL_S = 1.0  # how often a page with a fallback size asks whether the speed is in
 
 
 @dataclass
@@ -153,7 +159,7 @@ def _keep_left(kept_key: str, left: str | None, chosen: str) -> dict:
     saved = state.get("_saved") or Config().as_dict()
     kept = state.setdefault(kept_key, {})
     if left is not None and left != chosen:
-        kept[left] = (dict(saved), state.get("_size_note"))
+        kept[left] = (dict(saved), state.get("_size_note"), state.pop(FALLBACK_SIZE, None))
     return kept
 
 
@@ -162,10 +168,12 @@ def _take_kept(kept: dict, chosen: str, own: tuple[str, ...]) -> bool:
     the fields that name it, and the page-wide ones); False when it has none kept."""
     if chosen not in kept:
         return False
-    values, note = kept.pop(chosen)
+    values, note, fallback = kept.pop(chosen)
     skip = (*own, *PAGE_WIDE)
     _apply_defaults({k: v for k, v in values.items() if k not in skip})
     st.session_state["_size_note"] = note
+    if fallback is not None:
+        st.session_state[FALLBACK_SIZE] = fallback
     return True
 
 
@@ -346,13 +354,46 @@ def _pick_size() -> None:
     size = cfgmod.pick_size(rate, shape)
     st.session_state["size"] = size
     st.session_state["_size_note"] = _size_note(size, rate, shape)
+    if math.isfinite(rate):
+        st.session_state.pop(FALLBACK_SIZE, None)
+    else:
+        st.session_state[FALLBACK_SIZE] = size
+
+
+def _repick_when_measured() -> None:
+    """Pick a photo's size again once the speed its fallback size waited for is measured
+    (``_await_speed`` asks for it); a size changed by hand, or another source, keeps its own."""
+    state = st.session_state
+    fallback = state.get(FALLBACK_SIZE)
+    if fallback is None:
+        return
+    if state.get("source") == "paper" or state.get("size") != fallback:
+        state.pop(FALLBACK_SIZE, None)
+        state.pop(REPICK, None)
+    elif state.pop(REPICK, False):
+        _pick_size()
+
+
+def _await_speed() -> None:
+    """Polled while a photo's size is the fallback one: once the speed is measured, rerun the
+    page to pick the size again, unless the photo's run has begun (its size then stands)."""
+    state = st.session_state
+    if FALLBACK_SIZE not in state or warmup.site_update_rate() is None:
+        return
+    run = page_state.RUN.get()
+    if run is not None and (run.running or run.n_steps > 0):
+        state.pop(FALLBACK_SIZE, None)
+        return
+    state[REPICK] = True
+    st.rerun()
 
 
 def _size_note(size: int, rate: float, shape: tuple[int, int] | None) -> str:
     if not math.isfinite(rate):
         return (
             f"Picked {size} px: this machine's speed is not measured yet (the sampler is still "
-            "compiling); choose again later, or set it yourself."
+            "compiling). The size is picked again once it is, unless you set it yourself or "
+            "start the run first."
         )
     seconds = cfgmod.settle_seconds(rate, size, shape)
     took = "under a second" if seconds < 1 else f"about {seconds:.0f} s"
@@ -515,6 +556,9 @@ def _posterior(sb, samples: tuple[str, ...], notes: dict[str, str]) -> Inputs:
     )
     if source != "paper" and state.get("_size_note"):
         sb.caption(state["_size_note"])
+    if source != "paper" and FALLBACK_SIZE in state:
+        with sb:
+            st.fragment(_await_speed, run_every=SPEED_POLL_S)()
     if source == "sample" and samples:
         inputs.photo = _sample_image(state["sample"], size)
         inputs.source = sources.ASSETS / f"{state['sample']}.png"
@@ -889,6 +933,7 @@ def render(samples: tuple[str, ...], speed_here: bool = True) -> Inputs:
         TargetKind.NETWORK: network_targets.DEFAULT_SAMPLERS,
     }.get(kind, Config().samplers)
     ensure("samplers", list(default_samplers), _known_samplers)
+    _repick_when_measured()
     notes = _fit_workload()
     _restate()
     sb = st.sidebar

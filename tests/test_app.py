@@ -271,6 +271,78 @@ def test_choosing_your_image_shows_the_upload_box_and_an_upload_is_segmented(mon
     assert run.problem.polarity == "dark"  # picked automatically: the disc avoids the border
 
 
+class SpeedLater:
+    """The machine's speed, unknown (the kernels compiling) until ``arrive`` measures it."""
+
+    def __init__(self, monkeypatch, rate: float = 20e6):
+        self.rate, self.measured = rate, False
+        monkeypatch.setattr(warmup, "site_update_rate", self)
+
+    def __call__(self) -> float | None:
+        return self.rate if self.measured else None
+
+    def arrive(self) -> None:
+        self.measured = True
+
+
+CAMERA = (512, 512)  # the camera sample's own size
+
+
+def test_a_size_picked_before_the_speed_is_picked_again_once_it_is_measured(monkeypatch):
+    speed = SpeedLater(monkeypatch)
+    at = open_app(source="sample", sample="horse")
+    at.selectbox(key="sample").set_value("camera").run()
+    assert_healthy(at)
+    assert at.session_state["size"] == cfgmod.DEFAULT_IMAGE_SIZE
+    assert "not measured yet" in texts(at.sidebar.caption)
+    at.run()  # still compiling: nothing moves
+    assert at.session_state["size"] == cfgmod.DEFAULT_IMAGE_SIZE
+    speed.arrive()
+    at.run()  # the sidebar's poll finds the speed and reruns the page, which picks again
+    assert_healthy(at)
+    picked = cfgmod.pick_size(20e6, CAMERA)
+    assert picked != cfgmod.DEFAULT_IMAGE_SIZE
+    assert at.session_state["size"] == picked
+    assert the_run(at).config.size == picked
+    assert f"Picked {picked} px" in texts(at.sidebar.caption)
+    assert "not measured yet" not in texts(at.sidebar.caption)
+    at.slider(key="size").set_value(96).run()  # afterwards the size is the user's
+    at.run()
+    assert at.session_state["size"] == 96
+
+
+def test_a_size_set_by_hand_or_a_run_begun_before_the_speed_keeps_its_size(monkeypatch):
+    speed = SpeedLater(monkeypatch)
+    by_hand = open_app(source="sample", sample="horse")
+    by_hand.selectbox(key="sample").set_value("camera").run()
+    by_hand.slider(key="size").set_value(64).run()
+    begun = open_app(source="sample", sample="horse")
+    begun.selectbox(key="sample").set_value("camera").run()
+    begun.button(key="step").click().run()
+    speed.arrive()
+    for at, size in ((by_hand, 64), (begun, cfgmod.DEFAULT_IMAGE_SIZE)):
+        at.run()
+        at.run()
+        assert_healthy(at)
+        assert at.session_state["size"] == size
+        assert the_run(at).config.size == size
+    assert the_run(begun).n_steps == 1  # the step taken is not thrown away
+
+
+def test_a_fallback_size_left_for_another_source_is_picked_again_on_return(monkeypatch):
+    speed = SpeedLater(monkeypatch)
+    at = open_app(source="sample", sample="horse")
+    at.selectbox(key="sample").set_value("camera").run()
+    at.radio(key="source").set_value("paper").run()
+    speed.arrive()
+    at.run()
+    assert the_run(at).problem.name.startswith("case 3")  # a paper case has no pick
+    at.radio(key="source").set_value("sample").run()
+    at.run()
+    assert_healthy(at)
+    assert at.session_state["size"] == cfgmod.pick_size(20e6, CAMERA)
+
+
 def test_a_junk_upload_shows_why_and_the_app_keeps_running():
     at = open_app()
     at.radio(key="source").set_value("upload").run()
