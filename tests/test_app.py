@@ -567,10 +567,13 @@ def test_a_failure_to_judge_settling_is_said_and_the_run_goes_on_to_its_end(monk
 
 def test_the_closing_line_names_the_unsettled_sampler_and_its_test():
     run = SimpleNamespace(
-        config=SimpleNamespace(total_steps=5050, until_settled=True, chains=4),
+        config=SimpleNamespace(
+            total_steps=5050, until_settled=True, chains=4, source="upload", lam=1.0
+        ),
         settledness={
             "checkerboard": SimpleNamespace(
                 settled=False,
+                disagreeing_fraction=0.0,
                 reason="Not settled yet: P is known to within ±0.1 at 97.2% of the sites "
                 "(99% needed).",
             )
@@ -591,6 +594,39 @@ def test_the_closing_line_names_the_unsettled_sampler_and_its_test():
     run.config.until_settled = False  # not asked: no verdict in the closing line
     run.settledness["checkerboard"] = SimpleNamespace(settled=False, reason="Not settled yet: x.")
     assert live.finished_text(run)[1]
+
+
+def test_where_a_photos_chains_disagree_above_the_critical_coupling_the_line_says_lower_lambda():
+    disagree = SimpleNamespace(
+        settled=False,
+        disagreeing_fraction=0.025,
+        reason="Not settled: the chains disagree about the class of 2.5% of the sites (a region "
+        "stuck where a chain started); P is known to within ±0.1 at 94.3% of the sites (99% "
+        "needed).",
+    )
+    imprecise = SimpleNamespace(
+        settled=False, disagreeing_fraction=0.004, reason="Not settled yet: P is known ..."
+    )
+
+    def line(verdict, source="upload", lam=1.0) -> str:
+        config = SimpleNamespace(
+            total_steps=5050, until_settled=True, chains=4, source=source, lam=lam
+        )
+        run = SimpleNamespace(config=config, settledness={"checkerboard": verdict})
+        with mock.patch.object(state, "judges_settling", return_value=True):
+            return live.finished_text(run)[0]
+
+    text = line(disagree)
+    assert text.startswith("Run complete: every sampler took its 5,050 steps, and the marginal")
+    assert "the chains disagree about the class of 2.5% of the sites" in text
+    assert (
+        "Raise the mixing steps to go on, or lower λ: at λ = 1, above the Ising prior's "
+        "critical coupling (≈ 0.44)" in text
+    )
+    assert "lower λ" in line(disagree, source="sample", lam=0.8)
+    assert "lower λ" not in line(disagree, lam=0.4)  # below the critical coupling
+    assert "lower λ" not in line(disagree, source="paper")  # no photo
+    assert "lower λ" not in line(imprecise)  # P not yet precise: more steps are the remedy
 
 
 # ----------------------------------------------------------------------------- links

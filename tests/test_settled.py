@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import lsbcore
 from lsbcore import IsingPosterior, MarginalEstimate, make_sampler
 from lsbcore.diagnostics.settled import (
     MIN_DRAWS,
@@ -19,6 +20,7 @@ from lsbcore.diagnostics.settled import (
     batch_means_error,
     binary_split_rhat,
 )
+from lsbcore.targets.ising import CRITICAL_LAMBDA
 
 
 def classic_split_rhat(halves: np.ndarray) -> np.ndarray:
@@ -225,3 +227,17 @@ def test_the_results_document_carries_the_verdict_only_for_one_shared_posterior(
     own.step(200)
     entry = comparison_results(own, {}, {}, {})["samplers"]["barker"]
     assert entry["settled"] is None and entry["unsettled_fraction"] is None
+
+
+def test_on_a_texture_chains_disagree_above_the_critical_coupling_and_settle_below_it():
+    # what the closing line's advice to lower lambda rests on (app/live.py): a gray photo with
+    # faint noise gives a weak field everywhere; at lambda = 1 (over twice the critical 0.44)
+    # chains started apart keep their own domains, at 0.3 they settle within the minimum
+    noise = np.random.default_rng(0).standard_normal((48, 48))
+    texture = np.clip(0.5 + 0.05 * noise, 0, 1)
+    strong = lsbcore.segment(texture, lam=1.0, max_side=48, max_sweeps=300, seed=0)
+    assert not strong.settled and strong.settledness.disagreeing_fraction > 0.05
+    weak = lsbcore.segment(texture, lam=0.3, max_side=48, max_sweeps=300, seed=0)
+    assert weak.settled and weak.sweeps < 300
+    assert weak.settledness.disagreeing_fraction <= 0.01
+    assert CRITICAL_LAMBDA == pytest.approx(0.4407, abs=1e-4)

@@ -18,6 +18,7 @@ from lsbcore import REGISTRY
 from lsbcore.number_text import number_text
 from lsbcore.studies import figures
 from lsbcore.studies.figures import sampler_label as label
+from lsbcore.targets.ising import CRITICAL_LAMBDA
 from lsbcore.tempering import BIMODAL_LAMBDA, BIMODAL_SIZE, bimodal_ising
 from lsbcore.tempering.comparison import TemperingComparison, compare_with_single_chain
 
@@ -130,8 +131,8 @@ def tempering_view(choice, run_target, sampler, replicas, beta_min, adapt, sweep
     if choice == "preset":
         described = (
             f"Bimodal preset: {BIMODAL_SIZE} × {BIMODAL_SIZE} Ising, free boundary, α = 0, "
-            f"λ = {BIMODAL_LAMBDA:g} (critical λ ≈ 0.44): the modes all +1 and all −1 are "
-            "equally likely by symmetry."
+            f"λ = {BIMODAL_LAMBDA:g} (critical λ ≈ {CRITICAL_LAMBDA:.2f}): the modes all +1 and "
+            "all −1 are equally likely by symmetry."
         )
     else:
         dims = tuple(target.shape)

@@ -21,6 +21,9 @@ from lsbcore.targets.base import MAX_SITES, MAX_VALUES, as_real_tensor, check_be
 from lsbcore.targets.pairwise_target import PairwiseTarget
 
 BOUNDARIES = ("free", "periodic")
+# The square lattice's critical coupling (Onsager): above it the prior alone is ordered, so a
+# region the data says little about has two nearly equally likely labellings
+CRITICAL_LAMBDA = math.log(1 + math.sqrt(2)) / 2  # 0.4407
 
 
 def lattice_edges(height: int, width: int, boundary: str) -> torch.Tensor:
