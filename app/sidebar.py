@@ -362,7 +362,8 @@ def _pick_size() -> None:
 
 def _repick_when_measured() -> None:
     """Pick a photo's size again once the speed its fallback size waited for is measured
-    (``_await_speed`` asks for it); a size changed by hand, or another source, keeps its own."""
+    (``_await_speed`` asks for it); a size changed by hand, another source, or a run begun at
+    the fallback size keeps its own (the note then says what the speed would pick)."""
     state = st.session_state
     fallback = state.get(FALLBACK_SIZE)
     if fallback is None:
@@ -370,22 +371,38 @@ def _repick_when_measured() -> None:
     if state.get("source") == "paper" or state.get("size") != fallback:
         state.pop(FALLBACK_SIZE, None)
         state.pop(REPICK, None)
-    elif state.pop(REPICK, False):
+        return
+    if not state.pop(REPICK, False):
+        return
+    run = page_state.RUN.get()
+    if run is None or not (run.running or run.n_steps > 0):
         _pick_size()
+        return
+    state.pop(FALLBACK_SIZE)
+    rate = warmup.site_update_rate() or math.nan
+    state["_size_note"] = _kept_size_note(fallback, rate, _original_shape())
 
 
 def _await_speed() -> None:
     """Polled while a photo's size is the fallback one: once the speed is measured, rerun the
-    page to pick the size again, unless the photo's run has begun (its size then stands)."""
+    page, whose sidebar picks the size again (``_repick_when_measured``)."""
     state = st.session_state
-    if FALLBACK_SIZE not in state or warmup.site_update_rate() is None:
-        return
-    run = page_state.RUN.get()
-    if run is not None and (run.running or run.n_steps > 0):
-        state.pop(FALLBACK_SIZE, None)
-        return
-    state[REPICK] = True
-    st.rerun()
+    if FALLBACK_SIZE in state and warmup.site_update_rate() is not None:
+        state[REPICK] = True
+        st.rerun()
+
+
+def _kept_size_note(size: int, rate: float, shape: tuple[int, int] | None) -> str:
+    """The note on a fallback size kept for a run begun before the speed was measured."""
+    better = cfgmod.pick_size(rate, shape)
+    if not math.isfinite(rate) or better == size:
+        return _size_note(size, rate, shape)
+    seconds = cfgmod.settle_seconds(rate, better, shape)
+    return (
+        f"Picked {size} px before this machine's speed was measured, and kept: its run has "
+        f"begun. At the measured speed ({rate / 1e6:.0f} M site updates/s) {better} px would "
+        f"settle in about {max(seconds, 1):.0f} s; set the resolution to it to start again there."
+    )
 
 
 def _size_note(size: int, rate: float, shape: tuple[int, int] | None) -> str:

@@ -327,6 +327,11 @@ def test_a_size_set_by_hand_or_a_run_begun_before_the_speed_keeps_its_size(monke
         assert at.session_state["size"] == size
         assert the_run(at).config.size == size
     assert the_run(begun).n_steps == 1  # the step taken is not thrown away
+    # ... and the note says what the measured speed would pick, no longer "not measured yet"
+    notes = texts(begun.sidebar.caption)
+    better = cfgmod.pick_size(20e6, CAMERA)
+    assert "and kept: its run has begun" in notes and f"{better} px would settle" in notes
+    assert "not measured yet" not in notes
 
 
 def test_a_fallback_size_left_for_another_source_is_picked_again_on_return(monkeypatch):
