@@ -131,6 +131,9 @@ RUN_INPUTS: Slot[tuple | None] = Slot("_run_inputs", None)
 # the runs of the sources and targets left, paused: {(target, source): (Run, its inputs)}
 PARKED: Slot[dict | None] = Slot("_parked_runs", None)
 PENDING_STEP = Slot("_pending_step", False)  # Step was pressed: take it in the next page run
+# Run was pressed on a run being left for the source or target chosen just before (the click
+# came before the page had drawn that choice's run): the number of the page run before it
+PENDING_RUN: Slot[int | None] = Slot("_pending_run", None)
 PENDING_RESET = Slot("_pending_reset", False)  # Reset was pressed
 VIEW = Slot(view_links.VIEW, "Chains")  # the Ising page's open view (a link parameter)
 VIEW_GROUP = Slot("view_group", "")  # its group chooser

@@ -135,7 +135,16 @@ def _why_rebuild(run: state.Run, cfg: Config, key: tuple, old_key=None) -> str |
 
 
 def ensure_run(cfg: Config, inputs: Inputs) -> state.Run | None:
-    """The run for ``cfg``: the current one when it still fits, else a new one."""
+    """The run for ``cfg``: the current one when it still fits, else a new one; started when
+    Run was pressed for it before the page had drawn it (``on_run``)."""
+    pending = page_state.PENDING_RUN.pop()
+    run = _fitting_run(cfg, inputs)
+    if run is not None and pending is not None and pending + 1 == page_state.PAGE_RUNS.get():
+        state.start(run)
+    return run
+
+
+def _fitting_run(cfg: Config, inputs: Inputs) -> state.Run | None:
     run: state.Run | None = page_state.RUN.get()
     ising_image = cfg.source != "paper" and kind_of(cfg.target) is TargetKind.ISING
     prompt = prompts.current(inputs.image_id) if ising_image else None
@@ -274,9 +283,23 @@ def plain_steps(run: state.Run) -> bool:
 
 
 def on_run() -> None:
+    """Start the run on the page; but where a new source or target was chosen just before and
+    the page still showed the run being left, the click is for the next page run's run: a
+    run started here would only be parked (paused) by it, and the chosen one left paused."""
     run = page_state.RUN.get()
-    if run is not None:
-        state.start(run)
+    if run is None:
+        return
+    if _park_key(run.config) != _chosen_key():
+        page_state.PENDING_RUN.set(page_state.PAGE_RUNS.get())
+        return
+    state.start(run)
+
+
+def _chosen_key() -> tuple[str, str]:
+    """``_park_key`` of the target and source chosen in the sidebar (read in a callback)."""
+    chosen = st.session_state
+    target = chosen.get("target", "ising")
+    return target, chosen.get("source", "paper") if kind_of(target) is TargetKind.ISING else ""
 
 
 def on_pause() -> None:

@@ -143,3 +143,38 @@ def test_a_finished_run_kept_for_its_source_does_not_ask_for_run_on_coming_back(
         assert "press Run" not in back
         assert at.button(key="run").disabled
         assert "Run complete" in texts(at.success)
+
+
+def test_run_pressed_with_a_new_source_before_its_run_is_drawn_starts_that_run():
+    # the browser sends the new source and the Run click in one page run when the click comes
+    # before the page has drawn the source's run: the click is for that run, not the one left
+    at = open_app(size="16", chains="2", samplers="barker", burn_in="0")
+    at.button(key="step").click().run()
+    left = at.session_state["_run"]
+    assert left.n_steps == 1 and not left.running
+    at.sidebar.radio(key="source").set_value("sample")
+    at.button(key="run").click().run()
+    healthy(at)
+    chosen = at.session_state["_run"]
+    assert chosen is not left and chosen.config.source == "sample"
+    assert chosen.running  # the sample's run samples
+    assert not left.running and left.n_steps == 1  # the paper run left was not started
+    state.pause(chosen)
+    at.run()
+    # pressed again on the page as drawn: that run, at once
+    at.button(key="run").click().run()
+    assert chosen.running
+    state.pause(chosen)
+
+
+def test_a_run_pressed_for_a_source_with_nothing_to_run_is_not_taken_later():
+    at = open_app(size="16", chains="2", samplers="barker", burn_in="0")
+    at.button(key="step").click().run()
+    at.sidebar.radio(key="source").set_value("upload")
+    at.button(key="run").click().run()
+    assert "Upload an image" in texts(at.sidebar.info)
+    at.sidebar.file_uploader(key="upload").upload("cup.png", PHOTO, "image/png")
+    at.run()
+    healthy(at)
+    run = at.session_state["_run"]
+    assert run.config.source == "upload" and not run.running  # it waits for its own Run
