@@ -193,7 +193,11 @@ def _fitting_run(cfg: Config, inputs: Inputs) -> state.Run | None:
 
 def _park_key(cfg: Config) -> tuple[str, str]:
     """What a parked run is kept under: its target, and for the Ising posterior its source."""
-    return cfg.target, cfg.source if kind_of(cfg.target) is TargetKind.ISING else ""
+    return _choice_key(cfg.target, cfg.source)
+
+
+def _choice_key(target: str, source: str) -> tuple[str, str]:
+    return target, source if kind_of(target) is TargetKind.ISING else ""
 
 
 def _take_parked(run: state.Run, cfg: Config, key: tuple) -> state.Run | None:
@@ -289,17 +293,13 @@ def on_run() -> None:
     run = page_state.RUN.get()
     if run is None:
         return
-    if _park_key(run.config) != _chosen_key():
+    chosen = st.session_state  # the sidebar's choice, already updated in a callback
+    defaults = Config()
+    target, source = chosen.get("target", defaults.target), chosen.get("source", defaults.source)
+    if _park_key(run.config) != _choice_key(target, source):
         page_state.PENDING_RUN.set(page_state.PAGE_RUNS.get())
         return
     state.start(run)
-
-
-def _chosen_key() -> tuple[str, str]:
-    """``_park_key`` of the target and source chosen in the sidebar (read in a callback)."""
-    chosen = st.session_state
-    target = chosen.get("target", "ising")
-    return target, chosen.get("source", "paper") if kind_of(target) is TargetKind.ISING else ""
 
 
 def on_pause() -> None:
